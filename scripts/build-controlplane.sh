@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Build the local Kubernetes control plane (kube-apiserver, etcd, kubectl, helm) from Go
+# modules into a cache outside the work tree, and print the bin directory on stdout.
+#
+#   scripts/build-controlplane.sh            build if needed; print the bin dir
+#   scripts/build-controlplane.sh --bin-dir  print the bin dir; exit 1 if it is not built yet
+#
+# Cache: ${REBALANSER_CACHE:-$HOME/.cache/rebalanser}/controlplane-<hash>/bin/, where <hash>
+# covers the pinned versions (e2e/controlplane/**/go.mod, go.sum, HELM_VERSION, the Go
+# toolchain and RECIPE below). A `.complete` stamp marks a finished cache; a second run is a
+# cache hit that costs well under a second. Progress goes to stderr (a cold build takes tens
+# of minutes on 2 cores). See docs/controlplane.md.
+set -euo pipefail
+
+# Bump RECIPE when the way the binaries are built changes (flags, ldflags, layout).
+RECIPE=1
+HELM_VERSION=v3.19.5
+# Kubernetes minor that helm v3.19 is built against (its client-go v0.34.x): used by
+# `helm lint` / chartutil as the default cluster version, as helm's own Makefile stamps it.
+HELM_K8S_MINOR=34
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CP="$ROOT/e2e/controlplane"
+GO="${GO:-}"
+if [[ -z "$GO" ]]; then
+    if command -v go >/dev/null 2>&1; then GO="$(command -v go)"
+    elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+    else echo "build-controlplane: no Go toolchain found (install Go >= 1.24 or set GO=...)" >&2; exit 1
+    fi
+fi
+CACHE="${REBALANSER_CACHE:-$HOME/.cache/rebalanser}"
+
+log() { printf 'build-controlplane: %s\n' "$*" >&2; }
+
+K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v1\.[0-9]+\.[0-9]+).*/\2/p' "$CP/go.mod" | head -n1)"
+if [[ ! "$K8S_VERSION" =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
+    log "cannot read the k8s.io/kubernetes version from $CP/go.mod"; exit 1
+fi
+K8S_MINOR="${BASH_REMATCH[1]}"
+
+GO_VERSION="$("$GO" env GOVERSION GOOS GOARCH | tr '\n' ' ')"
+HASH="$({
+    printf 'recipe=%s helm=%s go=%s\n' "$RECIPE" "$HELM_VERSION" "$GO_VERSION"
+    cat "$CP/go.mod" "$CP/go.sum" "$CP/etcd/go.mod" "$CP/etcd/go.sum"
+} | sha256sum | cut -c1-16)"
+DIR="$CACHE/controlplane-$HASH"
+BIN="$DIR/bin"
+TOOLS=(kube-apiserver etcd kubectl helm)
+
+complete() {
+    [[ -f "$DIR/.complete" ]] || return 1
+    local t
+    for t in "${TOOLS[@]}"; do [[ -x "$BIN/$t" ]] || return 1; done
+}
+
+if [[ "${1:-}" == "--bin-dir" ]]; then
+    complete || { log "not built yet: $BIN (run scripts/build-controlplane.sh)"; exit 1; }
+    echo "$BIN"; exit 0
+elif [[ $# -gt 0 ]]; then
+    echo "usage: $0 [--bin-dir]" >&2; exit 2
+fi
+
+if complete; then echo "$BIN"; exit 0; fi
+
+mkdir -p "$BIN"
+# One build at a time per cache dir (make and a pytest fixture may race).
+exec 9>"$DIR/.lock"
+if ! flock -n 9; then
+    log "another build of $DIR is running; waiting for it"
+    flock 9
+fi
+if complete; then echo "$BIN"; exit 0; fi
+
+export CGO_ENABLED=0
+GOFLAGS="$("$GO" env GOFLAGS)"
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -buildvcs=false"
+export GOTOOLCHAIN=local
+
+# run_step NAME LOGFILE CMD...: runs CMD in the background, prints a progress line every 30 s,
+# and on failure prints the tail of its log.
+run_step() {
+    local name="$1" logf="$2"; shift 2
+    local start=$SECONDS pid rc=0
+    log "$name: started (log: $logf)"
+    "$@" >"$logf" 2>&1 &
+    pid=$!
+    trap 'kill "$pid" 2>/dev/null || true' EXIT INT TERM
+    while kill -0 "$pid" 2>/dev/null; do
+        for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "$name: still building ($((SECONDS - start))s elapsed)"
+        fi
+    done
+    wait "$pid" || rc=$?
+    trap - EXIT INT TERM
+    if [[ $rc -ne 0 ]]; then
+        log "$name: FAILED (exit $rc) after $((SECONDS - start))s; last lines of $logf:"
+        tail -n 40 "$logf" >&2
+        exit "$rc"
+    fi
+    log "$name: done in $((SECONDS - start))s"
+}
+
+TMP="$DIR/tmp"
+rm -rf "$TMP"
+mkdir -p "$TMP"
+total_start=$SECONDS
+log "building the control plane (kubernetes $K8S_VERSION, etcd $(sed -nE 's/^(require)?[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 (v[^ ]+).*/\2/p' "$CP/etcd/go.mod" | head -n1), helm $HELM_VERSION) into $BIN"
+log "a cold build takes a long time (tens of minutes on 2 cores); later runs are cache hits"
+
+if [[ ! -x "$BIN/kube-apiserver" || ! -x "$BIN/kubectl" ]]; then
+    K8S_LDFLAGS="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        K8S_LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR"
+        K8S_LDFLAGS+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    done
+    run_step "kube-apiserver+kubectl" "$DIR/build-k8s.log" \
+        bash -c 'cd "$1" && "$2" build -ldflags="$3" -o "$4/" \
+                 k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl' \
+        _ "$CP" "$GO" "$K8S_LDFLAGS" "$TMP"
+    mv -f "$TMP/kube-apiserver" "$TMP/kubectl" "$BIN/"
+fi
+
+if [[ ! -x "$BIN/etcd" ]]; then
+    run_step "etcd" "$DIR/build-etcd.log" \
+        bash -c 'cd "$1/etcd" && "$2" build -ldflags="-s -w" -o "$3/etcd" go.etcd.io/etcd/server/v3' \
+        _ "$CP" "$GO" "$TMP"
+    mv -f "$TMP/etcd" "$BIN/"
+fi
+
+if [[ ! -x "$BIN/helm" ]]; then
+    HELM_LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    HELM_LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+        HELM_LDFLAGS+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$HELM_K8S_MINOR"
+    done
+    # Outside any module, so this go.mod cannot interfere; pinned by @version.
+    run_step "helm" "$DIR/build-helm.log" \
+        bash -c 'cd "$1" && GOBIN="$2" "$3" install -ldflags="$4" "helm.sh/helm/v3/cmd/helm@$5"' \
+        _ "$TMP" "$TMP" "$GO" "$HELM_LDFLAGS" "$HELM_VERSION"
+    mv -f "$TMP/helm" "$BIN/"
+fi
+
+rm -rf "$TMP"
+complete_ok=1
+for t in "${TOOLS[@]}"; do [[ -x "$BIN/$t" ]] || complete_ok=0; done
+if [[ $complete_ok -ne 1 ]]; then log "build finished but $BIN is incomplete"; exit 1; fi
+printf 'kubernetes=%s\netcd=%s\nhelm=%s\ngo=%s\nbuilt=%s\nseconds=%s\n' \
+    "$K8S_VERSION" "$(sed -nE 's/^(require)?[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 (v[^ ]+).*/\2/p' "$CP/etcd/go.mod" | head -n1)" \
+    "$HELM_VERSION" "$GO_VERSION" "$(date -u +%FT%TZ)" "$((SECONDS - total_start))" > "$DIR/.complete"
+log "control plane ready in $BIN ($((SECONDS - total_start))s)"
+echo "$BIN"

@@ -1,0 +1,203 @@
+"""Real ZooKeeper servers for tests and demos: a single server or an ensemble on free loopback ports.
+
+The jars come from ``scripts/install-zookeeper.sh`` (Maven Central, cached). Every server is a real JVM
+process; ``stop``/``start``/``kill`` act on it so tests can inject server faults.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TICK_MS = 250  # min session timeout = 2 ticks (0.5 s), max = 40 s (configured below)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def zookeeper_lib() -> Path:
+    out = subprocess.run(
+        [str(REPO / "scripts" / "install-zookeeper.sh")], check=True, capture_output=True, text=True
+    )
+    return Path(out.stdout.strip())
+
+
+def four_letter(port: int, cmd: str, timeout: float = 2.0) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(cmd.encode())
+        chunks = []
+        while True:
+            data = s.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode(errors="replace")
+
+
+@dataclass
+class ZkServer:
+    """One ZooKeeper server process (standalone or an ensemble member)."""
+
+    myid: int
+    client_port: int
+    data_dir: Path
+    config: Path
+    lib: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child
+        java = shutil.which("java") or "java"
+        self.proc = subprocess.Popen(
+            [
+                java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Dzookeeper.admin.enableServer=false",
+                "-Dzookeeper.4lw.commands.whitelist=*",
+                f"-Dlogback.configurationFile={self.data_dir / 'logback.xml'}",
+                "-cp", f"{self.lib}/*",
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config),
+            ],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+
+    def serving(self) -> bool:
+        try:
+            stat = four_letter(self.client_port, "srvr", timeout=0.5)
+        except OSError:
+            return False
+        return "Mode:" in stat
+
+    def mode(self) -> str:
+        try:
+            for line in four_letter(self.client_port, "srvr", timeout=0.5).splitlines():
+                if line.startswith("Mode:"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return "down"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def pause(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+
+
+@dataclass
+class ZkCluster:
+    """A standalone server (size 1) or an ensemble of real ZooKeeper servers."""
+
+    servers: list[ZkServer] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(s.address for s in self.servers)
+
+    def wait_serving(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [s for s in self.servers if s.proc is not None and s.proc.poll() is not None]
+            if dead and len(self.servers) == 1:
+                break
+            up = [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
+            if up and all(s.serving() for s in up) and self.quorum():
+                return
+            time.sleep(0.1)
+        logs = "\n".join(
+            f"--- server {s.myid} ---\n" + (s.data_dir / "server.log").read_text()[-2000:]
+            for s in self.servers if (s.data_dir / "server.log").exists()
+        )
+        raise TimeoutError(f"ZooKeeper not serving within {timeout}s\n{logs}")
+
+    def quorum(self) -> bool:
+        modes = [s.mode() for s in self.servers]
+        if len(self.servers) == 1:
+            return modes[0] == "standalone"
+        return "leader" in modes
+
+    def leader(self) -> ZkServer:
+        for s in self.servers:
+            if s.mode() == "leader":
+                return s
+        raise LookupError("no leader")
+
+    def followers(self) -> list[ZkServer]:
+        return [s for s in self.servers if s.mode() == "follower"]
+
+    def start(self) -> None:
+        for s in self.servers:
+            s.start()
+        self.wait_serving()
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+    def mntr(self, server: int = 0) -> dict[str, str]:
+        out = four_letter(self.servers[server].client_port, "mntr")
+        return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+LOGBACK = """<configuration>
+  <appender name="F" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file><encoder><pattern>%d %-5level [%thread] %logger{{20}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="F"/></root>
+</configuration>
+"""
+
+
+def make_cluster(base: Path, size: int = 1, lib: Path | None = None) -> ZkCluster:
+    """Writes configs for ``size`` servers under ``base`` (not started)."""
+    lib = lib or zookeeper_lib()
+    ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+    cluster = ZkCluster()
+    for i, (client, peer, election) in enumerate(ports, start=1):
+        data = base / f"zk{i}"
+        data.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"tickTime={TICK_MS}", "initLimit=40", "syncLimit=8",
+            f"dataDir={data}", f"clientPort={client}", "clientPortAddress=127.0.0.1",
+            "maxClientCnxns=0", "minSessionTimeout=500", "maxSessionTimeout=40000",
+            "forceSync=no", "autopurge.purgeInterval=0",
+        ]
+        if size > 1:
+            (data / "myid").write_text(f"{i}\n")
+            for j, (_, p, e) in enumerate(ports, start=1):
+                lines.append(f"server.{j}=127.0.0.1:{p}:{e}")
+        cfg = data / "zoo.cfg"
+        cfg.write_text("\n".join(lines) + "\n")
+        (data / "logback.xml").write_text(LOGBACK.format(log=data / "zookeeper.log"))
+        cluster.servers.append(ZkServer(i, client, data, cfg, lib))
+    return cluster
+
