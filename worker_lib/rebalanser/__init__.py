@@ -1,0 +1,1 @@
+"""Rebalanser: share named resources among worker processes through ZooKeeper."""

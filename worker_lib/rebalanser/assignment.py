@@ -1,0 +1,114 @@
+"""Sticky, balanced, minimal-movement assignment: a pure function, no I/O.
+
+Guarantees (for any input):
+
+* every resource is assigned to exactly one member (when there is at least one member);
+* balanced: the number of resources per member differs by at most one;
+* sticky: a resource keeps its current owner whenever that owner is still a member and not over its
+  quota; the members that keep ``q + 1`` resources are those that already hold the most, so the number
+  of resources that change owner is the minimum any balanced assignment can achieve;
+* deterministic: the same input gives the same output, whatever the order of the input collections.
+
+``reserved`` members (departed members inside their grace window) keep their resources and count in
+the balance, but receive nothing new; their resources are simply not worked on until they return or
+the grace window ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    owners: dict[str, str]  # resource -> member
+    moved: int  # resources that had a live owner before and have another one now
+
+    def by_member(self, members: Iterable[str]) -> dict[str, list[str]]:
+        result: dict[str, list[str]] = {m: [] for m in members}
+        for resource, member in self.owners.items():
+            result.setdefault(member, []).append(resource)
+        for resources in result.values():
+            resources.sort()
+        return result
+
+
+def assign(
+    members: Iterable[str],
+    resources: Iterable[str],
+    current: Mapping[str, str],
+    reserved: Iterable[str] = (),
+) -> Plan:
+    """Computes the new owner of every resource.
+
+    ``members`` are the live member ids, ``resources`` every resource, ``current`` the previous owner
+    of each resource (entries for unknown resources or departed members are ignored).
+    """
+    live = sorted(set(members))
+    held = sorted(set(reserved) - set(live))
+    everyone = live + held
+    names = sorted(set(resources))
+    if not live:
+        return Plan({}, 0)
+    kept = _holdings(everyone, names, current)
+    quota = _quotas(live, held, kept, len(names))
+    owners, released = _trim(kept, quota)
+    _fill(owners, names, live, quota)
+    return Plan(owners, len(released))
+
+
+def _holdings(everyone: list[str], names: list[str], current: Mapping[str, str]) -> dict[str, list[str]]:
+    allowed = set(everyone)
+    kept: dict[str, list[str]] = {m: [] for m in everyone}
+    for resource in names:
+        owner = current.get(resource)
+        if owner in allowed:
+            kept[owner].append(resource)
+    return kept
+
+
+def _quotas(live: list[str], held: list[str], kept: dict[str, list[str]], total: int) -> dict[str, int]:
+    """Capacity of each member: q or q+1, the +1 going to those already holding the most.
+
+    Reserved members count as members for the arithmetic but never exceed what they hold.
+    """
+    n = len(live) + len(held)
+    base, extra = divmod(total, n)
+    ranked = sorted(live + held, key=lambda m: (-len(kept[m]), m))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    for m in held:
+        quota[m] = min(quota[m], len(kept[m]))
+    return quota
+
+
+def _trim(kept: dict[str, list[str]], quota: dict[str, int]) -> tuple[dict[str, str], list[str]]:
+    owners: dict[str, str] = {}
+    released: list[str] = []
+    for member, resources in kept.items():
+        keep = quota[member]
+        for resource in resources[:keep]:
+            owners[resource] = member
+        released.extend(resources[keep:])
+    return owners, released
+
+
+def _fill(owners: dict[str, str], names: list[str], live: list[str], quota: dict[str, int]) -> None:
+    load = {m: 0 for m in live}
+    for member in owners.values():
+        if member in load:
+            load[member] += 1
+    # Reserved members' quota may have shrunk to what they hold; hand the rest round the live ones,
+    # still q or q+1 at most (rounding left over by reserved members goes to live members).
+    open_members = [m for m in live if load[m] < quota[m]]
+    pool = [r for r in names if r not in owners]
+    index = 0
+    for resource in pool:
+        while index < len(open_members) and load[open_members[index]] >= quota[open_members[index]]:
+            index += 1
+        if index >= len(open_members):
+            member = min(live, key=lambda m: (load[m], m))
+        else:
+            member = open_members[index]
+        owners[resource] = member
+        load[member] += 1

@@ -1,0 +1,21 @@
+"""Exceptions raised to users of the library."""
+
+
+class RebalanserError(Exception):
+    """Base class of every error the library raises."""
+
+
+class InvalidInputError(RebalanserError, ValueError):
+    """Options, names or paths that can never work; the message says which and why."""
+
+
+class SessionExpiredError(RebalanserError):
+    """The ZooKeeper session expired and the policy is ``shutdown``: the client has ended."""
+
+
+class NotCoordinatorError(RebalanserError):
+    """A coordinator write was fenced off: another member won a later epoch."""
+
+
+class CorruptDataError(RebalanserError):
+    """Data found in ZooKeeper that this library did not write (or cannot parse)."""

@@ -1,0 +1,155 @@
+"""Every znode path of a group is built here, and nowhere else.
+
+Layout under the group path ``G`` (public parts are in CONTRACTS.md §3; the rest is documented in
+``docs/protocol.md``)::
+
+    G/resources/<name>        persistent   one child per resource
+    G/clients/<guid>-<id>-<seq> ephemeral-sequential, one per live member
+    G/epoch                   persistent   coordinator epoch = its version
+    G/config                  persistent   JSON written by the operator
+    G/owners/<name>           ephemeral    exclusive claim on a resource by its owner's session
+    G/assignment/<member>     persistent   the coordinator's proposal for one member (+ part children)
+    G/barrier                 persistent   Global Barrier phase and generation
+    G/stopped/<gen>/<id>      ephemeral    Global Barrier stop markers, per generation
+    G/state                   persistent   JSON summary of the last completed rebalance
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rebalanser.errors import InvalidInputError
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.:@+=-]{1,200}$")
+_MEMBER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}$")
+_GUID_LEN = 32
+_SEQ_LEN = 10
+
+
+def validate_group_path(path: str) -> str:
+    """Returns the normalised group path or raises :class:`InvalidInputError`."""
+    if not isinstance(path, str) or not path.startswith("/") or path == "/":
+        raise InvalidInputError(f"group path must be an absolute znode path other than '/', got {path!r}")
+    trimmed = path.rstrip("/")
+    for segment in trimmed.split("/")[1:]:
+        if segment in ("", ".", "..") or segment == "zookeeper" and trimmed.startswith("/zookeeper"):
+            raise InvalidInputError(f"group path {path!r} has an invalid segment {segment!r}")
+        if not _SEGMENT.match(segment):
+            raise InvalidInputError(
+                f"group path {path!r}: segment {segment!r} must match {_SEGMENT.pattern}"
+            )
+    return trimmed
+
+
+def validate_resource_name(name: str) -> str:
+    if not isinstance(name, str) or name in (".", "..") or not _SEGMENT.match(name):
+        raise InvalidInputError(f"resource name {name!r} must match {_SEGMENT.pattern} and not be '.' or '..'")
+    return name
+
+
+def is_valid_resource_name(name: str) -> bool:
+    return name not in (".", "..") and bool(_SEGMENT.match(name))
+
+
+def validate_member_id(member_id: str) -> str:
+    if not isinstance(member_id, str) or not _MEMBER_ID.match(member_id):
+        raise InvalidInputError(f"member id {member_id!r} must match {_MEMBER_ID.pattern}")
+    return member_id
+
+
+@dataclass(frozen=True, order=True)
+class MemberNode:
+    """A parsed ``G/clients`` child: ordered by sequence number (the election order)."""
+
+    seq: int
+    member_id: str
+    guid: str
+    name: str
+
+    @staticmethod
+    def parse(name: str) -> MemberNode | None:
+        """Parses a member znode name; returns None for foreign children (never crashes on garbage)."""
+        if len(name) < _GUID_LEN + _SEQ_LEN + 3:
+            return None
+        guid, seq = name[:_GUID_LEN], name[-_SEQ_LEN:]
+        member_id = name[_GUID_LEN + 1 : -_SEQ_LEN - 1]
+        if name[_GUID_LEN] != "-" or name[-_SEQ_LEN - 1] != "-" or not seq.isdigit():
+            return None
+        if not all(c in "0123456789abcdef" for c in guid) or not _MEMBER_ID.match(member_id):
+            return None
+        return MemberNode(int(seq), member_id, guid, name)
+
+
+def member_prefix(guid: str, member_id: str) -> str:
+    return f"{guid}-{member_id}-"
+
+
+@dataclass(frozen=True)
+class GroupPaths:
+    root: str
+
+    @staticmethod
+    def of(path: str) -> GroupPaths:
+        return GroupPaths(validate_group_path(path))
+
+    @property
+    def resources(self) -> str:
+        return f"{self.root}/resources"
+
+    @property
+    def clients(self) -> str:
+        return f"{self.root}/clients"
+
+    @property
+    def epoch(self) -> str:
+        return f"{self.root}/epoch"
+
+    @property
+    def config(self) -> str:
+        return f"{self.root}/config"
+
+    @property
+    def owners(self) -> str:
+        return f"{self.root}/owners"
+
+    @property
+    def assignment(self) -> str:
+        return f"{self.root}/assignment"
+
+    @property
+    def barrier(self) -> str:
+        return f"{self.root}/barrier"
+
+    @property
+    def stopped(self) -> str:
+        return f"{self.root}/stopped"
+
+    @property
+    def state(self) -> str:
+        return f"{self.root}/state"
+
+    def resource(self, name: str) -> str:
+        return f"{self.resources}/{name}"
+
+    def owner(self, resource: str) -> str:
+        return f"{self.owners}/{resource}"
+
+    def client(self, node: str) -> str:
+        return f"{self.clients}/{node}"
+
+    def member_assignment(self, member_node: str) -> str:
+        return f"{self.assignment}/{member_node}"
+
+    def assignment_part(self, member_node: str, part: str) -> str:
+        return f"{self.assignment}/{member_node}/{part}"
+
+    def stopped_generation(self, generation: int) -> str:
+        return f"{self.stopped}/g{generation:012d}"
+
+    def stop_marker(self, generation: int, member_node: str) -> str:
+        return f"{self.stopped_generation(generation)}/{member_node}"
+
+    def containers(self) -> tuple[str, ...]:
+        """Persistent znodes every participant may create when missing."""
+        return (self.root, self.resources, self.clients, self.owners, self.assignment, self.stopped)
