@@ -1,0 +1,359 @@
+"""The ResourceGroup custom resource: spec and status as pydantic models.
+
+These models are the single source of truth for the CRD. ``python -m rebalanser_operator.crdgen``
+turns them into the structural OpenAPI schema (``crds/resourcegroups.rebalanser.io.yaml``); the
+operator parses every spec it handles with :meth:`ResourceGroupSpec.parse` and builds every status
+from :class:`ResourceGroupStatus`. Kubernetes-only schema details (list types, CEL rules) travel in
+``json_schema_extra`` next to the field they constrain.
+
+Guarantees: a spec accepted by the API server under the generated schema is accepted by
+:meth:`ResourceGroupSpec.parse` unless it is invalid in ways a schema cannot express (the expanded
+resource count, reserved paths); those raise :class:`SpecError` with a message for the user.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.errors import InvalidInputError
+from rebalanser.paths import is_valid_resource_name, validate_group_path
+
+GROUP = "rebalanser.io"
+VERSION = "v1alpha1"
+KIND = "ResourceGroup"
+PLURAL = "resourcegroups"
+SINGULAR = "resourcegroup"
+SHORT_NAMES = ("rg",)
+API_VERSION = f"{GROUP}/{VERSION}"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+#: The worker library's resource-name rule (``^[A-Za-z0-9_.:@+=-]{1,200}$``, not ``.``/``..``)
+#: written without look-arounds, so RE2 (the API server) and pydantic enforce exactly the same set.
+_NAME_CHAR = r"A-Za-z0-9_.:@+=-"
+_NON_DOT = r"A-Za-z0-9_:@+=-"
+_SEGMENT = rf"(?:\.{{1,2}}[{_NON_DOT}]|[{_NON_DOT}]|\.{{3}})[{_NAME_CHAR}]*"
+RESOURCE_NAME_PATTERN = rf"^{_SEGMENT}$"
+GROUP_PATH_PATTERN = rf"^(?:/{_SEGMENT})+$"
+#: A prefix of a generated name: any name characters (the generated names are checked after expansion).
+PREFIX_PATTERN = rf"^[{_NAME_CHAR}]*$"
+RESOURCE_NAME_MAX = 200
+GROUP_PATH_MAX = 1000
+
+MAX_EXPLICIT_RESOURCES = 10_000
+MAX_RESOURCE_SETS = 64
+MAX_SET_COUNT = 100_000
+#: Upper bound of the expanded resource set (explicit names plus every resource set).
+MAX_TOTAL_RESOURCES = 100_000
+MAX_INTERVAL_SECONDS = 3600.0
+#: DNS-1123 subdomain (a Secret's or a workload's name).
+K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: metav1.Condition reason: CamelCase.
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+ResourceName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=RESOURCE_NAME_MAX, pattern=RESOURCE_NAME_PATTERN),
+]
+K8sName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=K8S_NAME_PATTERN)]
+
+
+class SpecError(ValueError):
+    """A spec that can never be reconciled; the message is meant for the ResourceGroup's owner."""
+
+
+def default_group_path(namespace: str, name: str) -> str:
+    return f"/rebalanser/{namespace}/{name}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+class ZooKeeperSpec(_Model):
+    """Where the group lives."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.path) == has(oldSelf.path)",
+                    "message": "zookeeper.path is immutable: it cannot be added or removed after creation",
+                }
+            ]
+        }
+    )
+
+    connect: str = Field(
+        min_length=1,
+        max_length=4096,
+        pattern=r"^\S+$",
+        description="ZooKeeper connect string: host:port[,host:port...][/chroot].",
+    )
+    path: str | None = Field(
+        None,
+        min_length=2,
+        max_length=GROUP_PATH_MAX,
+        pattern=GROUP_PATH_PATTERN,
+        description="Group znode path (default /rebalanser/<namespace>/<name>). Immutable.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "zookeeper.path is immutable"},
+                {
+                    "rule": "self != '/zookeeper' && !self.startsWith('/zookeeper/')",
+                    "message": "zookeeper.path must not be under /zookeeper (reserved by ZooKeeper)",
+                },
+            ]
+        },
+    )
+    session_timeout_seconds: float = Field(
+        10.0,
+        alias="sessionTimeoutSeconds",
+        ge=1,
+        le=600,
+        description="Session timeout of the operator's own ZooKeeper connection for this connect string.",
+    )
+    credentials_secret: K8sName | None = Field(
+        None,
+        alias="credentialsSecret",
+        description="Secret (same namespace) with keys username and password: group znodes get "
+        "digest ACLs so only holders of these credentials can write (everyone can read).",
+    )
+
+
+class ResourceSet(_Model):
+    """Generated resource names: prefix followed by 0, 1, … count-1."""
+
+    prefix: str = Field(max_length=RESOURCE_NAME_MAX - 6, pattern=PREFIX_PATTERN)
+    count: int = Field(ge=0, le=MAX_SET_COUNT)
+
+    def names(self) -> list[str]:
+        return [f"{self.prefix}{i}" for i in range(self.count)]
+
+
+class RebalanceSpec(_Model):
+    """How often the coordinator may rebalance, and how the operator tunes it."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.minIntervalSeconds) || !has(self.maxIntervalSeconds) "
+                    "|| self.minIntervalSeconds <= self.maxIntervalSeconds",
+                    "message": "rebalance.minIntervalSeconds must not exceed rebalance.maxIntervalSeconds",
+                }
+            ]
+        }
+    )
+
+    min_interval_seconds: float = Field(
+        2.0, alias="minIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        description="Shortest time between two rebalances.",
+    )
+    max_interval_seconds: float = Field(
+        30.0, alias="maxIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        description="Longest effective interval the adaptive policy may choose.",
+    )
+    adaptive: bool = Field(
+        True, description="Raise the effective interval under churn and rollouts; false pins it to the minimum."
+    )
+    departure_grace_seconds: float = Field(
+        0.0, alias="departureGraceSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        description="Wait this long before moving a departed stable member's resources.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RebalanceSpec:
+        if self.min_interval_seconds > self.max_interval_seconds:
+            raise ValueError("rebalance.minIntervalSeconds must not exceed rebalance.maxIntervalSeconds")
+        return self
+
+
+class WorkloadKind(str, Enum):
+    DEPLOYMENT = "Deployment"
+    STATEFUL_SET = "StatefulSet"
+
+
+class WorkloadRef(_Model):
+    """The workers' workload: while it rolls out, the operator lengthens the rebalance interval."""
+
+    kind: WorkloadKind
+    name: K8sName
+
+
+class ResourceGroupSpec(_Model):
+    """Desired state of a ResourceGroup."""
+
+    zookeeper: ZooKeeperSpec
+    resources: list[ResourceName] = Field(
+        default_factory=list,
+        max_length=MAX_EXPLICIT_RESOURCES,
+        description="Explicit resource names (a set).",
+        json_schema_extra={"x-kubernetes-list-type": "set", "default": []},
+    )
+    resource_sets: list[ResourceSet] = Field(
+        default_factory=list,
+        alias="resourceSets",
+        max_length=MAX_RESOURCE_SETS,
+        description="Generated resource names: prefix0 … prefix<count-1>.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic", "default": []},
+    )
+    algorithm: Algorithm = Field(Algorithm.RESOURCE_BARRIER, description="Rebalancing algorithm of the workers.")
+    rebalance: RebalanceSpec = Field(default_factory=RebalanceSpec, json_schema_extra={"default": {}})
+    workload: WorkloadRef | None = Field(None, description="Optional: the workers' Deployment or StatefulSet.")
+
+    @staticmethod
+    def parse(spec: Any) -> ResourceGroupSpec:
+        """Parses a raw spec; raises :class:`SpecError` with a readable message when it is invalid."""
+        try:
+            parsed = ResourceGroupSpec.model_validate(dict(spec or {}))
+        except ValidationError as exc:
+            raise SpecError(_describe(exc)) from exc
+        parsed.desired_resources()  # bounds and names of the expansion
+        if parsed.zookeeper.path is not None:
+            try:
+                validate_group_path(parsed.zookeeper.path)
+            except InvalidInputError as exc:
+                raise SpecError(str(exc)) from exc
+        return parsed
+
+    def group_path(self, namespace: str, name: str) -> str:
+        path = self.zookeeper.path or default_group_path(namespace, name)
+        try:
+            return validate_group_path(path)
+        except InvalidInputError as exc:
+            raise SpecError(str(exc)) from exc
+
+    def desired_resources(self) -> frozenset[str]:
+        """Explicit names plus every resource set, validated against the library's name rule."""
+        total = len(self.resources) + sum(s.count for s in self.resource_sets)
+        if total > MAX_TOTAL_RESOURCES:
+            raise SpecError(
+                f"the spec names {total} resources (explicit plus resourceSets); "
+                f"at most {MAX_TOTAL_RESOURCES} are supported"
+            )
+        names = set(self.resources)
+        for resource_set in self.resource_sets:
+            generated = resource_set.names()
+            for candidate in (generated[:1] + generated[-1:]) if generated else []:
+                if not is_valid_resource_name(candidate) or len(candidate) > RESOURCE_NAME_MAX:
+                    raise SpecError(f"resourceSets prefix {resource_set.prefix!r} generates invalid name {candidate!r}")
+            names.update(generated)
+        bad = sorted(n for n in self.resources if not is_valid_resource_name(n))
+        if bad:
+            raise SpecError(f"invalid resource names: {bad[:5]}")
+        return frozenset(names)
+
+    def group_config(self, effective_interval: float) -> GroupConfig:
+        """The ``G/config`` the workers read."""
+        return GroupConfig.model_validate(
+            {
+                "algorithm": self.algorithm,
+                "minIntervalSeconds": self.rebalance.min_interval_seconds,
+                "maxIntervalSeconds": self.rebalance.max_interval_seconds,
+                "effectiveIntervalSeconds": effective_interval,
+                "departureGraceSeconds": self.rebalance.departure_grace_seconds,
+            }
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "spec"
+        parts.append(f"spec.{where}: {error['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+# ---------------------------------------------------------------------------------------------- status
+
+
+class Phase(str, Enum):
+    PENDING = "Pending"
+    REBALANCING = "Rebalancing"
+    STABLE = "Stable"
+    DEGRADED = "Degraded"
+    ERROR = "Error"
+
+
+class ConditionType(str, Enum):
+    READY = "Ready"
+    ZOOKEEPER_CONNECTED = "ZooKeeperConnected"
+    RESOURCES_SYNCED = "ResourcesSynced"
+    BALANCED = "Balanced"
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(_Model):
+    """A metav1.Condition."""
+
+    type: str = Field(max_length=316)
+    status: ConditionStatus
+    reason: str = Field(min_length=1, max_length=1024, pattern=REASON_PATTERN)
+    message: str = Field("", max_length=32768)
+    last_transition_time: str = Field(
+        alias="lastTransitionTime", json_schema_extra={"format": "date-time"}
+    )
+    observed_generation: int = Field(0, alias="observedGeneration", ge=0)
+
+
+class LastRebalance(_Model):
+    """The coordinator's summary of the last completed rebalance (from the group's state znode)."""
+
+    started_at: str | None = Field(None, alias="startedAt")
+    completed_at: str | None = Field(None, alias="completedAt")
+    duration_ms: float | None = Field(None, alias="durationMs", ge=0)
+    moved: int | None = Field(None, ge=0)
+    generation: int | None = Field(None, ge=0)
+
+
+class ResourceGroupStatus(_Model):
+    """Observed state of a ResourceGroup, mirrored live from ZooKeeper by the operator."""
+
+    observed_generation: int | None = Field(None, alias="observedGeneration", ge=0)
+    phase: Phase | None = None
+    message: str | None = Field(None, max_length=32768)
+    zookeeper_path: str | None = Field(None, alias="zookeeperPath")
+    coordinator: str | None = None
+    epoch: int | None = Field(None, ge=0)
+    generation: int | None = Field(None, ge=0, description="Generation of the current assignment.")
+    members: int | None = Field(None, ge=0)
+    resources: int | None = Field(None, ge=0)
+    assigned: int | None = Field(None, ge=0)
+    assignments: dict[str, list[str]] | None = Field(
+        None, description="Member id -> sorted resources (size-capped; see assignmentsTruncated)."
+    )
+    assignments_truncated: bool | None = Field(None, alias="assignmentsTruncated")
+    unassigned: list[str] | None = None
+    unassigned_truncated: bool | None = Field(None, alias="unassignedTruncated")
+    effective_interval_seconds: float | None = Field(None, alias="effectiveIntervalSeconds", ge=0)
+    last_rebalance: LastRebalance | None = Field(None, alias="lastRebalance")
+    conditions: list[Condition] | None = Field(
+        None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
+class ResourceGroup(_Model):
+    """The whole object (only the parts the CRD schema describes)."""
+
+    spec: ResourceGroupSpec
+    status: ResourceGroupStatus | None = None
+
+
+#: Printer columns of ``kubectl get resourcegroups``.
+PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
+    {"name": "Algorithm", "type": "string", "jsonPath": ".spec.algorithm"},
+    {"name": "Resources", "type": "integer", "jsonPath": ".status.resources"},
+    {"name": "Members", "type": "integer", "jsonPath": ".status.members"},
+    {"name": "Assigned", "type": "integer", "jsonPath": ".status.assigned"},
+    {"name": "Coordinator", "type": "string", "jsonPath": ".status.coordinator"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Interval", "type": "number", "jsonPath": ".status.effectiveIntervalSeconds", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
