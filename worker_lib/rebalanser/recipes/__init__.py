@@ -1,0 +1,15 @@
+"""ZooKeeper recipes for sharding work: service discovery, a distributed bag, a leader queue, role matching.
+
+Each recipe takes an already-started :class:`kazoo.client.KazooClient` and a base znode path, does its
+ZooKeeper work on its own threads (never on kazoo's connection or event threads) and documents, in its
+module docstring, exactly what it guarantees and what those guarantees rest on.
+"""
+
+from .bag import BagItem, BagListener, DistributedBag, ItemExistsError
+
+__all__ = [
+    "BagItem",
+    "BagListener",
+    "DistributedBag",
+    "ItemExistsError",
+]
