@@ -13,14 +13,14 @@ Malformed data is rejected with a logged reason; the workers then keep their own
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rebalanser.errors import CorruptDataError
 
 
-class Algorithm(str, Enum):
+class Algorithm(StrEnum):
     RESOURCE_BARRIER = "ResourceBarrier"
     GLOBAL_BARRIER = "GlobalBarrier"
 

@@ -33,7 +33,7 @@ def validate_group_path(path: str) -> str:
         raise InvalidInputError(f"group path must be an absolute znode path other than '/', got {path!r}")
     trimmed = path.rstrip("/")
     for segment in trimmed.split("/")[1:]:
-        if segment in ("", ".", "..") or segment == "zookeeper" and trimmed.startswith("/zookeeper"):
+        if segment in ("", ".", "..") or (segment == "zookeeper" and trimmed.startswith("/zookeeper")):
             raise InvalidInputError(f"group path {path!r} has an invalid segment {segment!r}")
         if not _SEGMENT.match(segment):
             raise InvalidInputError(

@@ -18,9 +18,13 @@ class MemberAssignment:
     epoch: int
     generation: int
     resources: tuple[str, ...]
+    algorithm: str = "ResourceBarrier"
 
     def payload(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "generation": self.generation, "resources": list(self.resources)}
+        return {
+            "epoch": self.epoch, "generation": self.generation, "algorithm": self.algorithm,
+            "resources": list(self.resources),
+        }
 
     @staticmethod
     def from_payload(value: Any) -> MemberAssignment:
@@ -30,7 +34,10 @@ class MemberAssignment:
         if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
             raise CorruptDataError("assignment payload has no list of resource names")
         try:
-            return MemberAssignment(int(value["epoch"]), int(value["generation"]), tuple(resources))
+            return MemberAssignment(
+                int(value["epoch"]), int(value["generation"]), tuple(resources),
+                str(value.get("algorithm", "ResourceBarrier")),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptDataError(f"assignment payload lacks epoch/generation: {exc}") from exc
 

@@ -1,0 +1,187 @@
+"""``rebalanser worker`` (an example worker and the black-box test surface) and ``rebalanser status``.
+
+See CONTRACTS.md §4. With ``--json`` every line on stdout is one event object carrying ``event``,
+``id`` and ``ts`` (``time.monotonic_ns()`` taken when the event happens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from rebalanser.client import Client
+from rebalanser.config import Algorithm
+from rebalanser.errors import InvalidInputError, SessionExpiredError
+from rebalanser.handler import Handler
+from rebalanser.options import ExpiryPolicy, Options, default_member_id
+
+EXIT_EXPIRED = 3
+EXIT_USAGE = 2
+
+
+class EventLog:
+    """One line per event, written atomically (several threads report events)."""
+
+    def __init__(self, member_id: str, as_json: bool, out: TextIO = sys.stdout) -> None:
+        self._id, self._json, self._out = member_id, as_json, out
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, ts: int | None = None, **fields: Any) -> None:
+        record = {"event": event, "id": self._id, "ts": ts if ts is not None else time.monotonic_ns(), **fields}
+        line = json.dumps(record) if self._json else _human(record)
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+
+def _human(record: dict[str, Any]) -> str:
+    extras = " ".join(f"{k}={v}" for k, v in record.items() if k not in ("event", "id", "ts"))
+    return f"[{record['id']}] {record['event']} {extras}".rstrip()
+
+
+class SimulatedWork(Handler):
+    """Ticks once per owned resource every ``tick`` seconds, each only after ``owns`` passes."""
+
+    def __init__(self, log: EventLog, tick: float) -> None:
+        self.log, self.tick = log, tick
+        self.client: Client | None = None
+        self._work_lock = threading.Lock()  # a unit of work and a revocation never interleave
+        self._resources: dict[str, int] = {}
+        self._halt = threading.Event()
+        self.expired = False
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        with self._work_lock:
+            self._resources.update(resources)
+            by_token: dict[int, list[str]] = {}
+            for resource, token in resources.items():
+                by_token.setdefault(token, []).append(resource)
+            for token, names in sorted(by_token.items()):
+                self.log.emit("assigned", resources=sorted(names), token=token)
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        with self._work_lock:
+            for resource in resources:
+                self._resources.pop(resource, None)
+            self.log.emit("revoked", resources=list(resources))
+
+    def on_role(self, role: str, epoch: int) -> None:
+        self.log.emit("role", role=role, epoch=epoch)
+
+    def on_session(self, state: str) -> None:
+        self.log.emit("session", state=state)
+
+    def on_error(self, error: Exception) -> None:
+        logging.getLogger("rebalanser.worker").error("%s: %s", type(error).__name__, error)
+        if isinstance(error, SessionExpiredError):
+            self.expired = True
+            self._halt.set()
+
+    def run(self, stop: threading.Event) -> None:
+        assert self.client is not None
+        while not stop.is_set() and not self._halt.is_set():
+            with self._work_lock:
+                for resource, token in list(self._resources.items()):
+                    ts = time.monotonic_ns()
+                    if self.client.owns(resource):  # checked at an instant after ts: the lease held at ts
+                        self.log.emit("tick", ts=ts, resource=resource, token=token)
+            stop.wait(self.tick)
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    options = Options(
+        hosts=args.zk, group=args.group, member_id=args.id or default_member_id(),
+        algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
+        min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
+        stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
+    )
+    log = EventLog(options.member_id, args.json)
+    work = SimulatedWork(log, args.tick)
+    client = Client(options, work)
+    work.client = client
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    client.start()
+    work.run(stop)
+    client.stop()
+    log.emit("stopped")
+    return EXIT_EXPIRED if work.expired else 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from kazoo.client import KazooClient
+
+    from rebalanser.status import read_group_status
+
+    zk = KazooClient(hosts=args.zk, timeout=10)
+    zk.start(timeout=15)
+    try:
+        status = read_group_status(zk, args.group)
+    finally:
+        zk.stop()
+        zk.close()
+    if args.json:
+        print(json.dumps(status.to_dict(), indent=None))
+        return 0
+    if not status.exists:
+        print(f"group {status.path} does not exist")
+        return 1
+    print(f"group {status.path}: {len(status.members)} members, coordinator {status.coordinator}, "
+          f"epoch {status.epoch}, generation {status.generation}")
+    print(f"resources {len(status.resources)}, assigned {len(status.assigned)}, unassigned {len(status.unassigned)}")
+    for member in status.members:
+        owned = status.assignments.get(member, [])
+        shown = ", ".join(owned[:8]) + (f", … (+{len(owned) - 8})" if len(owned) > 8 else "")
+        print(f"  {member:30s} {len(owned):6d}  {shown}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rebalanser", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("worker", help="join a group and simulate work on owned resources")
+    w.add_argument("--zk", required=True, help="ZooKeeper connect string")
+    w.add_argument("--group", required=True, help="group znode path")
+    w.add_argument("--id", help="stable member id (default: hostname-pid)")
+    w.add_argument("--algorithm", default="resource-barrier", choices=["resource-barrier", "global-barrier"])
+    w.add_argument("--session-timeout", type=float, default=10.0)
+    w.add_argument("--min-interval", type=float, default=2.0)
+    w.add_argument("--tick", type=float, default=0.1)
+    w.add_argument("--json", action="store_true")
+    w.add_argument("--expiry-policy", default="reconnect", choices=[p.value for p in ExpiryPolicy])
+    w.add_argument("--stop-timeout", type=float, default=30.0)
+    w.add_argument("--departure-grace", type=float, default=0.0)
+    w.add_argument("--metrics-port", type=int, default=0)
+    w.add_argument("--log-level", default="WARNING")
+    s = sub.add_parser("status", help="print members, coordinator, epoch and the assignment")
+    s.add_argument("--zk", required=True)
+    s.add_argument("--group", required=True)
+    s.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=getattr(args, "log_level", "WARNING"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return run_worker(args) if args.command == "worker" else run_status(args)
+    except InvalidInputError as exc:
+        print(f"rebalanser: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,596 @@
+"""A member of a Rebalanser group.
+
+Guarantees, under the stated assumptions:
+
+1. Exclusive ownership. :meth:`Client.owns` returns True for a resource only while this member's
+   ZooKeeper session holds the resource's claim and the self-fencing lease is valid. Claims are
+   exclusive in ZooKeeper; the lease ends before the server can have expired the session (assuming
+   client and server clocks advance at the same rate). So, if user code checks ``owns`` before each
+   unit of work, no two members work on one resource at the same time.
+2. Liveness. Given a stable group and a reachable ZooKeeper quorum, every resource is claimed by a
+   live member within the session timeout plus the rebalance interval plus the time the previous
+   owner's stop callback takes (bounded by ``stop_timeout``), plus ``departure_grace`` if configured.
+3. Fencing. Each claim carries a token (its creation zxid) that is larger than every earlier claim's
+   token for the same resource; downstream systems may reject work carrying an older token.
+
+Not promised: work that user code does without checking ``owns`` is not fenced; a stop callback
+still running after ``stop_timeout`` is reported but no longer waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.protocol.states import KazooState
+
+from rebalanser import claims, metrics
+from rebalanser.config import Algorithm
+from rebalanser.coordinator import Coordinator
+from rebalanser.errors import CorruptDataError, RebalanserError
+from rebalanser.errors import SessionExpiredError as ExpiredError
+from rebalanser.handler import Handler
+from rebalanser.lease import Lease
+from rebalanser.membership import (
+    create_member_node,
+    list_members,
+    predecessor,
+    stale_same_id,
+    watch_predecessor,
+)
+from rebalanser.options import ExpiryPolicy, Options
+from rebalanser.paths import GroupPaths, MemberNode
+from rebalanser.session import LeaseProber, make_client, session_id, session_timeout
+from rebalanser.storage import MemberAssignment, decode_assignment
+
+log = logging.getLogger(__name__)
+
+
+class State(StrEnum):
+    NOT_STARTED = "NotStarted"
+    JOINING = "Joining"
+    PENDING_ASSIGNMENT = "PendingAssignment"
+    ASSIGNED = "Assigned"
+    SUSPENDED = "Suspended"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    ABORTED = "Aborted"
+
+
+@dataclass(frozen=True)
+class Ownership:
+    token: int
+    session_id: int
+
+
+class StopTimeoutError(RebalanserError):
+    """A stop callback outlived ``stop_timeout``; the resources were released anyway."""
+
+
+class Client:
+    """Joins the group on :meth:`start`, leaves it on :meth:`stop` (both idempotent, thread-safe)."""
+
+    def __init__(self, options: Options, handler: Handler | None = None) -> None:
+        self.options = options
+        self.handler = handler or Handler()
+        self.paths = GroupPaths.of(options.group)
+        self._zk: KazooClient | None = None
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._pushback: tuple[str, Any] | None = None
+        self._lock = threading.RLock()
+        self._owned: dict[str, Ownership] = {}
+        self._lease = Lease(options.lease_fraction)
+        self._state = State.NOT_STARTED
+        self._role = "none"
+        self._epoch = 0
+        self._me: MemberNode | None = None
+        self._joined_session = 0
+        self._desired: set[str] = set()
+        self._waiting: set[str] = set()
+        self._unreleased: set[str] = set()
+        self._barrier: tuple[str, int] = ("", 0)
+        self._held_assignment: MemberAssignment | None = None
+        self._stopped_generation = 0
+        self._coordinator: Coordinator | None = None
+        self._prober: LeaseProber | None = None
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._joined = threading.Event()
+        self._was_suspended = False
+
+    # -- public surface ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def role(self) -> str:
+        return self._role
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def member_node(self) -> str | None:
+        return self._me.name if self._me else None
+
+    def owns(self, resource: str) -> bool:
+        """True only if this member may do a unit of work on ``resource`` at this instant."""
+        with self._lock:
+            held = self._owned.get(resource)
+            if held is None or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
+                return False
+        return self._lease.view.valid(held.session_id)
+
+    def token(self, resource: str) -> int | None:
+        """The fencing token of a resource this member owns, else None."""
+        with self._lock:
+            held = self._owned.get(resource)
+        return held.token if held is not None and self.owns(resource) else None
+
+    def owned(self) -> dict[str, int]:
+        with self._lock:
+            items = list(self._owned.items())
+        return {r: o.token for r, o in items if self._lease.view.valid(o.session_id)}
+
+    def start(self, timeout: float | None = None) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._state = State.JOINING
+            self._zk = make_client(self.options)
+            self._zk.add_listener(self._on_state)
+            self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
+        self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
+        self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post("lease"))
+        self._prober.start()
+        self._thread.start()
+        self._post("session", "connected")
+        if not self._joined.wait(timeout or 60):
+            raise TimeoutError("did not join the group in time")
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stops all resources (stop callbacks run to completion), then leaves the group."""
+        with self._lock:
+            if self._thread is None or self._done.is_set():
+                return
+        self._post("stop")
+        if self._thread is not threading.current_thread():
+            self._done.wait(timeout)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    @property
+    def zk(self) -> KazooClient:
+        assert self._zk is not None
+        return self._zk
+
+    def _post(self, kind: str, arg: Any = None) -> None:
+        self._events.put((kind, arg))
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's connection thread: never block here, never call ZooKeeper.
+        self._post("session", {KazooState.SUSPENDED: "suspended", KazooState.LOST: "lost"}.get(state, "connected"))
+
+    def _run(self) -> None:
+        try:
+            while True:
+                kind, arg = self._next_event()
+                if kind == "claim":
+                    arg = self._drain_claims(arg)
+                if kind == "stop":
+                    self._leave()
+                    return
+                if self._state is State.ABORTED:
+                    return
+                self._dispatch(kind, arg)
+        except Exception as exc:
+            log.exception("member loop failed")
+            self._abort(exc)
+        finally:
+            self._done.set()
+
+    def _next_event(self) -> tuple[str, Any]:
+        if self._pushback is not None:
+            event, self._pushback = self._pushback, None
+            return event
+        return self._events.get()
+
+    def _drain_claims(self, first: str | None) -> str | None:
+        """Releases arrive in bursts: claim everything released so far in one batch."""
+        if first is None:
+            return None
+        more = False
+        while True:
+            try:
+                kind, arg = self._events.get_nowait()
+            except queue.Empty:
+                break
+            if kind != "claim":
+                self._pushback = (kind, arg)
+                break
+            more = True
+        return None if more else first
+
+    def _dispatch(self, kind: str, arg: Any) -> None:
+        handlers: dict[str, Callable[[Any], None]] = {
+            "session": self._on_session, "election": lambda _: self._elect(),
+            "assignment": lambda node: self._read_assignment(node), "barrier": lambda _: self._read_barrier(),
+            "claim": self._retry_claim, "lease": lambda _: self._lease_expired(),
+            "deposed": self._deposed, "coordinator": self._coordinator_epoch,
+        }
+        try:
+            handlers[kind](arg)
+        except (ConnectionLoss, SessionExpiredError) as exc:
+            log.info("%s interrupted by %s; will redo after reconnect", kind, type(exc).__name__)
+        except KazooException as exc:
+            log.warning("%s failed: %r", kind, exc)
+            self.handler.on_error(exc)
+
+    # -- session -------------------------------------------------------------------------------
+
+    def _on_session(self, state: str) -> None:
+        metrics.SESSION_EVENTS.labels(state).inc()
+        if state == "suspended":
+            self._was_suspended = True
+            self._set_state(State.SUSPENDED)
+            self.handler.on_session("suspended")
+        elif state == "lost":
+            self._session_lost()
+        elif session_id(self.zk) and session_id(self.zk) != self._joined_session:
+            self.handler.on_session("connected" if not self._joined_session else "reconnected")
+            self._join()
+        elif self._was_suspended:
+            self._was_suspended = False
+            self.handler.on_session("reconnected")
+            self._resync()
+
+    def _session_lost(self) -> None:
+        self.handler.on_session("expired")
+        self._stop_coordinating()
+        self._revoke(set(self._owned), release=False)
+        self._desired.clear()
+        self._waiting.clear()
+        self._unreleased.clear()
+        self._joined_session = 0
+        if self.options.expiry_policy is ExpiryPolicy.SHUTDOWN:
+            self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
+
+    def _abort(self, error: Exception) -> None:
+        self._set_state(State.ABORTED)
+        self._stop_coordinating()
+        with self._lock:
+            self._owned.clear()
+        self.handler.on_error(error)
+        self._close()
+
+    def _resync(self) -> None:
+        """Same session after a disconnection: watches may have been coalesced, so re-read all."""
+        self._release_pending()
+        self._elect()
+        self._read_barrier()
+        self._read_assignment(None)
+        self._reclaim_owned()
+
+    def _lease_expired(self) -> None:
+        metrics.LEASE_EXPIRIES.inc()
+        if self._owned:
+            log.warning("self-fencing lease ran out: stopping work on %d resources", len(self._owned))
+            self._revoke(set(self._owned), release=False)
+            self._waiting |= self._desired
+        self._waiting |= self._desired - set(self._owned)
+        self._reclaim_later()
+
+    def _reclaim_later(self) -> None:
+        threading.Timer(session_timeout(self.zk) / 10, lambda: self._post("claim", None)).start()
+
+    def _reclaim_owned(self) -> None:
+        self._waiting |= self._desired - set(self._owned)
+        self._retry_claim(None)
+
+    # -- joining and election ------------------------------------------------------------------
+
+    def _join(self) -> None:
+        sid = session_id(self.zk)
+        for path in self.paths.containers():
+            self.zk.ensure_path(path)
+        self._await_stale_incarnations(sid)
+        deadline = time.monotonic() + 4 * session_timeout(self.zk)
+        self._me = create_member_node(self.zk, self.paths, self.options.member_id, deadline)
+        self._joined_session = sid
+        self._set_state(State.PENDING_ASSIGNMENT)
+        self._elect()
+        self._read_barrier()
+        self._read_assignment(None)
+        self._joined.set()
+
+    def _await_stale_incarnations(self, sid: int) -> None:
+        """Ephemeral nodes of an earlier session of ours are never taken for current ones: wait for
+        the server to expire them (PIP-57)."""
+        reported = False
+        deadline = time.monotonic() + 2 * session_timeout(self.zk) + 5
+        while stale_same_id(self.zk, self.paths, self.options.member_id, sid):
+            if time.monotonic() > deadline and not reported:
+                reported = True
+                self.handler.on_error(RebalanserError(
+                    f"another live member uses id {self.options.member_id!r}; waiting for it to leave"))
+            self._wait_for_members_change(0.5)
+
+    def _wait_for_members_change(self, timeout: float) -> None:
+        changed = threading.Event()
+        self.zk.get_children(self.paths.clients, watch=lambda _: changed.set())
+        changed.wait(timeout)
+
+    def _elect(self) -> None:
+        if self._me is None or not self._joined_session:
+            return
+        members = list_members(self.zk, self.paths)
+        if self._me not in members:
+            log.warning("our member znode vanished while the session lives; rejoining")
+            self._stop_coordinating()
+            self._joined_session = 0
+            self._join()
+            return
+        before = predecessor(members, self._me)
+        if before is None:
+            self._become_coordinator()
+            return
+        if self._coordinator is not None:
+            self._stop_coordinating()
+        if self._role != "follower":
+            self._set_role("follower", self._read_epoch())
+        if not watch_predecessor(self.zk, self.paths, before, lambda: self._post("election")):
+            self._post("election")
+
+    def _read_epoch(self) -> int:
+        stat = self.zk.exists(self.paths.epoch)
+        return int(stat.version) if stat else 0
+
+    def _become_coordinator(self) -> None:
+        if self._coordinator is not None and self._coordinator.active:
+            return
+        assert self._me is not None
+        self._coordinator = Coordinator(
+            self.zk, self.paths, self.options, self._me,
+            on_epoch=lambda epoch: self._post("coordinator", epoch),
+            on_deposed=lambda reason: self._post("deposed", reason),
+        )
+        self._coordinator.start()
+
+    def _coordinator_epoch(self, epoch: int) -> None:
+        metrics.COORDINATOR.set(1)
+        self._set_role("coordinator", epoch)
+
+    def _deposed(self, reason: str) -> None:
+        log.warning("no longer coordinator: %s", reason)
+        self._stop_coordinating()
+        self._set_role("follower", self._read_epoch())
+        self._elect()
+
+    def _stop_coordinating(self) -> None:
+        if self._coordinator is not None:
+            self._coordinator.stop(wait=False)
+            self._coordinator = None
+            metrics.COORDINATOR.set(0)
+
+    def _set_role(self, role: str, epoch: int) -> None:
+        if (role, epoch) == (self._role, self._epoch):
+            return
+        self._role, self._epoch = role, epoch
+        self.handler.on_role(role, epoch)
+
+    def _set_state(self, state: State) -> None:
+        if self._state not in (State.STOPPING, State.STOPPED, State.ABORTED):
+            self._state = state
+
+    # -- assignments ---------------------------------------------------------------------------
+
+    def _watch(self, kind: str, arg: Any) -> Any:
+        return lambda event: self._post(kind, arg)
+
+    def _read_assignment(self, node: str | None) -> None:
+        if self._me is None or (node is not None and node != self._me.name):
+            return
+        path = self.paths.member_assignment(self._me.name)
+        try:
+            data, _ = self.zk.get(path, watch=self._watch("assignment", self._me.name))
+        except NoNodeError:
+            if self.zk.exists(path, watch=self._watch("assignment", self._me.name)) is not None:
+                self._post("assignment", self._me.name)
+            return
+        if not data:
+            return
+        try:
+            assignment = decode_assignment(self.zk, self.paths, self._me.name, data)
+        except CorruptDataError as exc:
+            log.error("rejecting our assignment: %s", exc)
+            self.handler.on_error(exc)
+            return
+        self._consider(assignment)
+
+    def _consider(self, assignment: MemberAssignment) -> None:
+        if assignment.epoch < self._epoch and self._role == "follower":
+            log.info("ignoring assignment from epoch %d < %d", assignment.epoch, self._epoch)
+        if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value:
+            phase, generation = self._barrier
+            if phase != "assigned" or generation != assignment.generation:
+                self._held_assignment = assignment
+                return
+        self._apply(set(assignment.resources))
+
+    def _read_barrier(self) -> None:
+        try:
+            data, _ = self.zk.get(self.paths.barrier, watch=self._watch("barrier", None))
+        except NoNodeError:
+            self.zk.exists(self.paths.barrier, watch=self._watch("barrier", None))
+            return
+        phase, generation = _parse_barrier(data)
+        if not phase:
+            log.error("rejecting barrier data %r", data[:100])
+            return
+        self._barrier = (phase, generation)
+        if phase == "stop" and generation > self._stopped_generation:
+            self._stop_for_barrier(generation)
+        elif phase == "assigned":
+            held = self._held_assignment
+            if held is not None and held.generation == generation:
+                self._held_assignment = None
+                self._apply(set(held.resources))
+            else:
+                self._read_assignment(None)
+
+    def _stop_for_barrier(self, generation: int) -> None:
+        assert self._me is not None
+        self._revoke(set(self._owned), release=True)
+        self._desired.clear()
+        self._waiting.clear()
+        try:
+            self.zk.create(self.paths.stop_marker(generation, self._me.name), b"", ephemeral=True)
+        except NodeExistsError:
+            pass
+        except NoNodeError:
+            log.info("barrier generation %d already finished", generation)
+        self._stopped_generation = generation
+
+    def _apply(self, desired: set[str]) -> None:
+        self._desired = desired
+        self._waiting &= desired
+        gone = set(self._owned) - desired
+        if gone:
+            self._revoke(gone, release=True)
+        self._waiting |= desired - set(self._owned)
+        self._retry_claim(None)
+
+    def _retry_claim(self, resource: str | None) -> None:
+        if self._me is None or not self._joined_session or not self._waiting:
+            self._update_state()
+            return
+        wanted = sorted(self._waiting if resource is None else self._waiting & {resource})
+        if not wanted:
+            return
+        if not self._lease.valid(self._joined_session):
+            if self._prober is not None:
+                self._prober.probe_once()
+            if not self._lease.valid(self._joined_session):
+                self._reclaim_later()
+                return
+        result = claims.claim_all(self.zk, self.paths, wanted, self.options.member_id, self._joined_session)
+        for blocked in result.blocked:
+            if not claims.watch_release(self.zk, self.paths, blocked, lambda r: self._post("claim", r)):
+                self._post("claim", blocked)
+        if result.claimed:
+            self._grant(result.claimed)
+        self._update_state()
+
+    def _grant(self, claimed: dict[str, int]) -> None:
+        with self._lock:
+            for resource, token in claimed.items():
+                self._owned[resource] = Ownership(token, self._joined_session)
+            self._waiting -= set(claimed)
+        metrics.OWNED.set(len(self._owned))
+        self._call("on_assigned", dict(sorted(claimed.items())), self.options.start_timeout)
+
+    def _revoke(self, resources: set[str], release: bool) -> None:
+        resources &= set(self._owned)
+        if resources:
+            with self._lock:
+                for resource in resources:
+                    del self._owned[resource]
+            metrics.OWNED.set(len(self._owned))
+            self._call("on_revoked", sorted(resources), self.options.stop_timeout)
+        if release:
+            self._unreleased |= resources
+            self._release_pending()
+        self._update_state()
+
+    def _release_pending(self) -> None:
+        self._unreleased -= set(self._owned)
+        if not self._unreleased:
+            return
+        try:
+            claims.release_all(self.zk, self.paths, sorted(self._unreleased), self._joined_session)
+        except (ConnectionLoss, SessionExpiredError):
+            return  # retried after reconnect; the session's end releases them otherwise
+        self._unreleased.clear()
+
+    def _call(self, name: str, arg: Any, timeout: float) -> None:
+        """Runs a user callback, bounded: a callback that hangs is reported, not waited on forever."""
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                getattr(self.handler, name)(arg)
+            except Exception as exc:
+                failure.append(exc)
+
+        worker = threading.Thread(target=run, name=f"rebalanser-{name}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            self.handler.on_error(StopTimeoutError(f"{name} did not return within {timeout}s"))
+        elif failure:
+            log.error("%s raised %r", name, failure[0])
+            self.handler.on_error(failure[0] if isinstance(failure[0], Exception) else RuntimeError(str(failure[0])))
+
+    def _update_state(self) -> None:
+        if self._state in (State.SUSPENDED, State.JOINING) and not self.zk.connected:
+            return
+        self._set_state(State.ASSIGNED if self._owned else State.PENDING_ASSIGNMENT)
+
+    # -- leaving -------------------------------------------------------------------------------
+
+    def _leave(self) -> None:
+        self._state = State.STOPPING
+        self._stop_coordinating()
+        self._revoke_everything_for_exit()
+        if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
+            self._delete_quietly(self.paths.member_assignment(self._me.name), recursive=True)
+            self._delete_quietly(self.paths.client(self._me.name), recursive=False)
+        self._close()
+        self._state = State.STOPPED
+
+    def _revoke_everything_for_exit(self) -> None:
+        try:
+            self._revoke(set(self._owned), release=True)
+        except KazooException as exc:
+            log.warning("could not release every claim (%r); the session's end releases them", exc)
+
+    def _delete_quietly(self, path: str, recursive: bool) -> None:
+        try:
+            self.zk.delete(path, recursive=recursive)
+        except (NoNodeError, KazooException):
+            pass
+
+    def _close(self) -> None:
+        if self._prober is not None:
+            self._prober.stop()
+        if self._zk is not None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception:
+                log.debug("error closing the ZooKeeper client", exc_info=True)
+        self.handler.on_session("closed")
+
+
+def _parse_barrier(data: bytes) -> tuple[str, int]:
+    try:
+        value = json.loads(data)
+        phase, generation = value["phase"], int(value["generation"])
+    except (ValueError, KeyError, TypeError):
+        return "", 0
+    return (phase, generation) if phase in ("stop", "assigned") else ("", 0)

@@ -1,0 +1,427 @@
+"""The coordinator: proposes who owns what. It never grants ownership itself (claims do that).
+
+Guarantees: every write it makes is fenced by the epoch it won (see :mod:`writer`), so after another
+member has bumped the epoch none of its writes lands; on any fencing failure or session loss it stops
+at once and its member rejoins the election as a follower. Triggers (membership, resources, config)
+arriving within the rebalance interval coalesce into one rebalance.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, ConnectionLoss, KazooException, NoNodeError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+
+from rebalanser import blobs, metrics
+from rebalanser.assignment import assign
+from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.errors import CorruptDataError, NotCoordinatorError
+from rebalanser.membership import list_members
+from rebalanser.options import Options
+from rebalanser.paths import GroupPaths, MemberNode, is_valid_resource_name
+from rebalanser.storage import MemberAssignment, decode_assignment
+from rebalanser.writer import FencedWriter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Layout:
+    """What the coordinator believes is stored: member node -> resources written for it."""
+
+    written: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    parts: dict[str, list[str]] = field(default_factory=dict)  # member node -> part children
+    owners: dict[str, str] = field(default_factory=dict)  # resource -> member id (intent)
+    generation: int = 0
+
+
+class Coordinator:
+    def __init__(
+        self,
+        zk: KazooClient,
+        paths: GroupPaths,
+        options: Options,
+        me: MemberNode,
+        on_epoch: Callable[[int], None],
+        on_deposed: Callable[[str], None],
+    ) -> None:
+        self._zk, self._paths, self._options, self._me = zk, paths, options, me
+        self._on_epoch, self._on_deposed = on_epoch, on_deposed
+        self._wake = threading.Condition()
+        self._dirty = True
+        self._active = True
+        self._epoch = 0
+        self._config: GroupConfig | None = None
+        self._layout = Layout()
+        self._departed: dict[str, float] = {}  # member id -> when first seen gone
+        self._last_rebalance = 0.0
+        self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, wait: bool = True) -> None:
+        with self._wake:
+            self._active = False
+            self._wake.notify_all()
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def trigger(self, *_: Any) -> None:
+        with self._wake:
+            self._dirty = True
+            self._wake.notify_all()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._take_office()
+            while self._active:
+                self._wait_for_work()
+                if self._active:
+                    self._rebalance_safely()
+        except NotCoordinatorError as exc:
+            self._resign(str(exc))
+        except Exception as exc:
+            log.exception("coordinator failed")
+            self._resign(f"coordinator failed: {exc}")
+
+    def _resign(self, reason: str) -> None:
+        was_active = self._active
+        self._active = False
+        if was_active:
+            self._on_deposed(reason)
+
+    def _take_office(self) -> None:
+        self._epoch = self._bump_epoch()
+        self._zk.sync(self._paths.root)
+        self._load_layout()
+        self._on_epoch(self._epoch)
+        self._zk.ChildrenWatch(self._paths.clients, self._on_children)
+        self._zk.ChildrenWatch(self._paths.resources, self._on_children)
+        self._zk.DataWatch(self._paths.config, self._on_config)
+
+    def _bump_epoch(self) -> int:
+        """Increments the epoch znode's version; verified after ConnectionLoss (never self-deposes)."""
+        nonce = json.dumps({"coordinator": self._me.member_id, "node": self._me.name}).encode()
+        while self._active:
+            try:
+                stat = self._zk.exists(self._paths.epoch)
+                if stat is None:
+                    self._zk.create(self._paths.epoch, b"", makepath=True)
+                    continue
+                return int(self._zk.set(self._paths.epoch, nonce, version=stat.version).version)
+            except (ConnectionLoss, BadVersionError):
+                data, stat = self._zk.retry(self._zk.get, self._paths.epoch)
+                if data == nonce:
+                    return int(stat.version)
+            except KazooException:
+                time.sleep(0.1)
+        raise NotCoordinatorError("stopped before taking office")
+
+    def _load_layout(self) -> None:
+        layout = Layout()
+        try:
+            children = self._zk.get_children(self._paths.assignment)
+        except NoNodeError:
+            self._zk.ensure_path(self._paths.assignment)
+            children = []
+        for node in children:
+            self._load_member(node, layout)
+        self._layout = layout
+
+    def _load_member(self, node: str, layout: Layout) -> None:
+        member = MemberNode.parse(node)
+        try:
+            data, _ = self._zk.get(self._paths.member_assignment(node))
+            layout.parts[node] = list(self._zk.get_children(self._paths.member_assignment(node)))
+        except NoNodeError:
+            return
+        if not data:
+            layout.written[node] = ()
+            return
+        try:
+            value = decode_assignment(self._zk, self._paths, node, data)
+        except CorruptDataError as exc:
+            log.warning("rejecting assignment data of %s: %s", node, exc)
+            layout.written[node] = ("\0corrupt",)
+            return
+        layout.written[node] = value.resources
+        layout.generation = max(layout.generation, value.generation)
+        if member is not None:
+            for resource in value.resources:
+                layout.owners[resource] = member.member_id
+
+    def _on_children(self, children: list[str]) -> bool:
+        self.trigger()
+        return self._active
+
+    def _on_config(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> bool:
+        config: GroupConfig | None = None
+        if data:
+            try:
+                config = GroupConfig.from_json(data)
+            except CorruptDataError as exc:
+                log.error("%s; keeping the previous settings", exc)
+                config = self._config
+        self._config = config
+        self.trigger()
+        return self._active
+
+    def _interval(self) -> float:
+        return self._config.interval if self._config else self._options.min_interval
+
+    def _algorithm(self) -> Algorithm:
+        return self._config.algorithm if self._config else self._options.algorithm
+
+    def _grace(self) -> float:
+        return self._config.departure_grace_seconds if self._config else self._options.departure_grace
+
+    def _wait_for_work(self) -> None:
+        with self._wake:
+            while self._active and not self._dirty:
+                self._wake.wait(timeout=self._next_grace_deadline())
+                if self._grace_expired():
+                    self._dirty = True
+            # Coalesce: whatever arrives before the interval has passed joins this rebalance.
+            while self._active:
+                remaining = self._last_rebalance + self._interval() - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wake.wait(timeout=remaining)
+            self._dirty = False
+
+    def _next_grace_deadline(self) -> float | None:
+        if not self._departed:
+            return None
+        first = min(self._departed.values()) + self._grace()
+        return max(0.05, first - time.monotonic())
+
+    def _grace_expired(self) -> bool:
+        now = time.monotonic()
+        return any(now >= t + self._grace() for t in self._departed.values())
+
+    # -- rebalancing ---------------------------------------------------------------------------
+
+    def _rebalance_safely(self) -> None:
+        try:
+            self._rebalance()
+        except NotCoordinatorError:
+            raise
+        except KazooException as exc:
+            log.warning("rebalance interrupted (%s); re-reading state and retrying", type(exc).__name__)
+            self._await_connection()
+            self._zk.sync(self._paths.root)
+            self._load_layout()
+            self.trigger()
+
+    def _await_connection(self) -> None:
+        while self._active and not self._zk.connected:
+            time.sleep(0.05)
+
+    def _rebalance(self) -> None:
+        started_wall, started = time.time(), time.monotonic()
+        members = self._live_members()
+        resources = self._resources()
+        by_id = {m.member_id: m for m in members}
+        reserved = self._reserved(set(by_id))
+        plan = assign(by_id, resources, self._layout.owners, reserved)
+        self._layout.generation += 1
+        generation = self._layout.generation
+        desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
+        algorithm = self._algorithm()
+        if algorithm is Algorithm.GLOBAL_BARRIER:
+            self._global_barrier(generation, desired, members)
+        else:
+            self._write_assignments(generation, desired, force=False, algorithm=algorithm)
+        self._layout.owners = dict(plan.owners)
+        self._last_rebalance = time.monotonic()
+        self._write_state(started_wall, started, generation, plan.moved, len(members), len(resources))
+        metrics.REBALANCES.inc()
+        metrics.MOVED.inc(plan.moved)
+        metrics.REBALANCE_SECONDS.observe(time.monotonic() - started)
+
+    def _live_members(self) -> list[MemberNode]:
+        seen: dict[str, MemberNode] = {}
+        for member in list_members(self._zk, self._paths):
+            seen.setdefault(member.member_id, member)  # a duplicate id: only the oldest works
+        return list(seen.values())
+
+    def _resources(self) -> list[str]:
+        try:
+            names = self._zk.get_children(self._paths.resources)
+        except NoNodeError:
+            self._zk.ensure_path(self._paths.resources)
+            return []
+        valid = [n for n in names if is_valid_resource_name(n)]
+        if len(valid) != len(names):
+            log.error("ignoring %d resource znodes with invalid names", len(names) - len(valid))
+        return valid
+
+    def _reserved(self, live: set[str]) -> list[str]:
+        grace = self._grace()
+        now = time.monotonic()
+        known = set(self._layout.owners.values())
+        for mid in list(self._departed):
+            if mid in live or mid not in known:
+                del self._departed[mid]
+        if grace <= 0:
+            self._departed.clear()
+            return []
+        graceful = self._graceful_leavers(known - live)
+        for mid in known - live - graceful:
+            self._departed.setdefault(mid, now)
+        return [mid for mid, since in self._departed.items() if now < since + grace]
+
+    def _graceful_leavers(self, gone: set[str]) -> set[str]:
+        """A member that left gracefully deleted its own assignment node: no grace for it."""
+        still_there: set[str] = set()
+        for node in self._layout.written:
+            member = MemberNode.parse(node)
+            if member is None or member.member_id not in gone:
+                continue
+            if self._zk.exists(self._paths.member_assignment(node)) is not None:
+                still_there.add(member.member_id)
+        return gone - still_there
+
+    def _write_assignments(
+        self, generation: int, desired: dict[str, tuple[str, ...]], force: bool, algorithm: Algorithm
+    ) -> None:
+        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        stale_parts: list[str] = []
+        for node, resources in desired.items():
+            if not force and self._layout.written.get(node) == resources:
+                continue
+            stale_parts += self._stage_member(writer, node, resources, generation, algorithm)
+        for node in [n for n in self._layout.written if n not in desired]:
+            for part in self._layout.parts.get(node, []):
+                writer.delete(self._paths.assignment_part(node, part))
+            writer.delete(self._paths.member_assignment(node))
+        writer.commit()
+        self._forget_departed(desired)
+        self._drop_parts(stale_parts)
+
+    def _stage_member(
+        self, writer: FencedWriter, node: str, resources: tuple[str, ...], generation: int, algorithm: Algorithm
+    ) -> list[str]:
+        payload = MemberAssignment(self._epoch, generation, resources, algorithm.value).payload()
+        blob = blobs.encode(payload, generation)
+        path = self._paths.member_assignment(node)
+        if node not in self._layout.written:
+            writer.create(path, b"")
+            self._layout.parts[node] = []
+        names = [blobs.part_name(generation, i) for i in range(len(blob.parts))]
+        for name, part in zip(names, blob.parts, strict=True):
+            writer.create(self._paths.assignment_part(node, name), part)
+        writer.set(path, blob.header)
+        stale = [f"{node}/{p}" for p in self._layout.parts.get(node, [])]
+        self._layout.parts[node] = names
+        self._layout.written[node] = resources
+        return stale
+
+    def _forget_departed(self, desired: dict[str, tuple[str, ...]]) -> None:
+        for node in [n for n in self._layout.written if n not in desired]:
+            self._layout.written.pop(node, None)
+            self._layout.parts.pop(node, None)
+
+    def _drop_parts(self, stale: list[str]) -> None:
+        for rel in stale:
+            try:
+                self._zk.delete(f"{self._paths.assignment}/{rel}")
+            except NoNodeError:
+                pass
+
+    def _global_barrier(self, generation: int, desired: dict[str, tuple[str, ...]], members: list[MemberNode]) -> None:
+        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        writer.create(self._paths.stopped_generation(generation))
+        self._stage_barrier(writer, "stop", generation)
+        writer.commit()
+        self._await_stop_markers(generation, members)
+        self._write_assignments(generation, desired, force=True, algorithm=Algorithm.GLOBAL_BARRIER)
+        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        self._stage_barrier(writer, "assigned", generation)
+        writer.commit()
+        self._drop_old_generations(generation)
+
+    def _stage_barrier(self, writer: FencedWriter, phase: str, generation: int) -> None:
+        data = json.dumps({"phase": phase, "generation": generation, "epoch": self._epoch}).encode()
+        if self._zk.exists(self._paths.barrier) is None:
+            writer.create(self._paths.barrier, data)
+        else:
+            writer.set(self._paths.barrier, data)
+
+    def _await_stop_markers(self, generation: int, members: list[MemberNode]) -> None:
+        """Waits until every live member has stopped; a member that never answers is bounded by its
+        session (it leaves the group) or by the barrier timeout (its claims still protect the
+        resources it may be working on)."""
+        deadline = time.monotonic() + self._options.barrier_timeout
+        changed = threading.Event()
+        marker_dir = self._paths.stopped_generation(generation)
+        while self._active and time.monotonic() < deadline:
+            changed.clear()
+            markers = set(self._zk.get_children(marker_dir, watch=lambda e: changed.set()))
+            live = {m.name for m in list_members(self._zk, self._paths)}
+            if not (live - markers):
+                return
+            self._zk.get_children(self._paths.clients, watch=lambda e: changed.set())
+            changed.wait(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+        if self._active:
+            log.warning("global barrier %d: not every member stopped within %.1fs; going on",
+                        generation, self._options.barrier_timeout)
+
+    def _drop_old_generations(self, generation: int) -> None:
+        try:
+            dirs = self._zk.get_children(self._paths.stopped)
+        except NoNodeError:
+            return
+        for name in dirs:
+            if name < f"g{generation:012d}":
+                self._delete_tree(f"{self._paths.stopped}/{name}")
+
+    def _delete_tree(self, path: str) -> None:
+        try:
+            for child in self._zk.get_children(path):
+                self._zk.delete(f"{path}/{child}")
+            self._zk.delete(path)
+        except (NoNodeError, KazooException):
+            pass
+
+    def _write_state(
+        self, wall: float, started: float, generation: int, moved: int, members: int, resources: int
+    ) -> None:
+        finished = time.time()
+        state = {
+            "generation": generation, "epoch": self._epoch, "coordinator": self._me.member_id,
+            "algorithm": self._algorithm().value,
+            "startedAt": _iso(wall), "completedAt": _iso(finished),
+            "durationMs": int((time.monotonic() - started) * 1000), "moved": moved,
+            "members": members, "resources": resources,
+        }
+        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        data = json.dumps(state).encode()
+        if self._zk.exists(self._paths.state) is None:
+            writer.create(self._paths.state, data)
+        else:
+            writer.set(self._paths.state, data)
+        writer.commit()
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

@@ -1,0 +1,73 @@
+"""The one validated options object a :class:`~rebalanser.client.Client` is configured with."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rebalanser.config import Algorithm
+from rebalanser.errors import InvalidInputError
+from rebalanser.paths import validate_group_path, validate_member_id
+
+
+class ExpiryPolicy(StrEnum):
+    RECONNECT = "reconnect"  # new session, rejoin under the same member id
+    SHUTDOWN = "shutdown"  # the client ends with SessionExpiredError
+
+
+def default_member_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a member needs; validated on construction (bad input fails here, not later).
+
+    ``session_timeout``: requested ZooKeeper session timeout (the server may negotiate it).
+    ``min_interval``: least time between two rebalances; triggers inside it coalesce into one.
+    ``stop_timeout``: how long the stop callback may run before the claim is released anyway
+    (ownership checks already return False for the resource while the callback runs).
+    ``lease_fraction``: share of the negotiated session timeout, measured from the last request the
+    server acknowledged, during which the member may work; past it, it stops all work.
+    ``departure_grace``: time a departed member's resources wait for it to return (0 = move at once).
+    ``credentials``: (user, password) for ZooKeeper digest authentication.
+    """
+
+    hosts: str
+    group: str
+    member_id: str = field(default_factory=default_member_id)
+    algorithm: Algorithm = Algorithm.RESOURCE_BARRIER
+    session_timeout: float = 10.0
+    min_interval: float = 2.0
+    expiry_policy: ExpiryPolicy = ExpiryPolicy.RECONNECT
+    credentials: tuple[str, str] | None = None
+    stop_timeout: float = 30.0
+    start_timeout: float = 30.0
+    barrier_timeout: float = 30.0
+    lease_fraction: float = 0.7
+    departure_grace: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hosts, str) or not self.hosts.strip():
+            raise InvalidInputError("hosts must be a non-empty ZooKeeper connect string")
+        object.__setattr__(self, "group", validate_group_path(self.group))
+        validate_member_id(self.member_id)
+        _positive("session_timeout", self.session_timeout, 0.5, 600)
+        _positive("min_interval", self.min_interval, 0.0, 3600)
+        _positive("stop_timeout", self.stop_timeout, 0.01, 3600)
+        _positive("start_timeout", self.start_timeout, 0.01, 3600)
+        _positive("barrier_timeout", self.barrier_timeout, 0.1, 3600)
+        _positive("departure_grace", self.departure_grace, 0.0, 3600)
+        if not 0.1 <= self.lease_fraction <= 0.9:
+            raise InvalidInputError("lease_fraction must lie in [0.1, 0.9]")
+        if self.credentials is not None and (len(self.credentials) != 2 or not all(self.credentials)):
+            raise InvalidInputError("credentials must be a (username, password) pair of non-empty strings")
+        if not isinstance(self.algorithm, Algorithm) or not isinstance(self.expiry_policy, ExpiryPolicy):
+            raise InvalidInputError("algorithm and expiry_policy must be enum members")
+
+
+def _positive(name: str, value: float, low: float, high: float) -> None:
+    if not isinstance(value, int | float) or not low <= value <= high:
+        raise InvalidInputError(f"{name} must be a number in [{low}, {high}], got {value!r}")
