@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from rebalanser_operator import models
 
@@ -80,7 +81,7 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {**first, **{key: value for key, value in node.items() if key not in first}}
 
 
-def model_schema(model: type[models.BaseModel]) -> dict[str, Any]:
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     return structural(raw, raw.get("$defs", {}))
 

@@ -13,7 +13,7 @@ resource count, reserved paths); those raise :class:`SpecError` with a message f
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -93,7 +93,7 @@ class ZooKeeperSpec(_Model):
         description="ZooKeeper connect string: host:port[,host:port...][/chroot].",
     )
     path: str | None = Field(
-        None,
+        default=None,
         min_length=2,
         max_length=GROUP_PATH_MAX,
         pattern=GROUP_PATH_PATTERN,
@@ -109,14 +109,14 @@ class ZooKeeperSpec(_Model):
         },
     )
     session_timeout_seconds: float = Field(
-        10.0,
+        default=10.0,
         alias="sessionTimeoutSeconds",
         ge=1,
         le=600,
         description="Session timeout of the operator's own ZooKeeper connection for this connect string.",
     )
     credentials_secret: K8sName | None = Field(
-        None,
+        default=None,
         alias="credentialsSecret",
         description="Secret (same namespace) with keys username and password: group znodes get "
         "digest ACLs so only holders of these credentials can write (everyone can read).",
@@ -149,18 +149,18 @@ class RebalanceSpec(_Model):
     )
 
     min_interval_seconds: float = Field(
-        2.0, alias="minIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        default=2.0, alias="minIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
         description="Shortest time between two rebalances.",
     )
     max_interval_seconds: float = Field(
-        30.0, alias="maxIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        default=30.0, alias="maxIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
         description="Longest effective interval the adaptive policy may choose.",
     )
     adaptive: bool = Field(
-        True, description="Raise the effective interval under churn and rollouts; false pins it to the minimum."
+        default=True, description="Raise the effective interval under churn and rollouts; false pins it to the minimum."
     )
     departure_grace_seconds: float = Field(
-        0.0, alias="departureGraceSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        default=0.0, alias="departureGraceSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
         description="Wait this long before moving a departed stable member's resources.",
     )
 
@@ -171,7 +171,7 @@ class RebalanceSpec(_Model):
         return self
 
 
-class WorkloadKind(str, Enum):
+class WorkloadKind(StrEnum):
     DEPLOYMENT = "Deployment"
     STATEFUL_SET = "StatefulSet"
 
@@ -200,9 +200,15 @@ class ResourceGroupSpec(_Model):
         description="Generated resource names: prefix0 … prefix<count-1>.",
         json_schema_extra={"x-kubernetes-list-type": "atomic", "default": []},
     )
-    algorithm: Algorithm = Field(Algorithm.RESOURCE_BARRIER, description="Rebalancing algorithm of the workers.")
-    rebalance: RebalanceSpec = Field(default_factory=RebalanceSpec, json_schema_extra={"default": {}})
-    workload: WorkloadRef | None = Field(None, description="Optional: the workers' Deployment or StatefulSet.")
+    algorithm: Algorithm = Field(
+        default=Algorithm.RESOURCE_BARRIER, description="Rebalancing algorithm of the workers."
+    )
+    rebalance: RebalanceSpec = Field(
+        default=RebalanceSpec.model_validate({}), json_schema_extra={"default": {}}
+    )
+    workload: WorkloadRef | None = Field(
+        default=None, description="Optional: the workers' Deployment or StatefulSet."
+    )
 
     @staticmethod
     def parse(spec: Any) -> ResourceGroupSpec:
@@ -271,7 +277,7 @@ def _describe(exc: ValidationError) -> str:
 # ---------------------------------------------------------------------------------------------- status
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     PENDING = "Pending"
     REBALANCING = "Rebalancing"
     STABLE = "Stable"
@@ -279,7 +285,7 @@ class Phase(str, Enum):
     ERROR = "Error"
 
 
-class ConditionType(str, Enum):
+class ConditionType(StrEnum):
     READY = "Ready"
     ZOOKEEPER_CONNECTED = "ZooKeeperConnected"
     RESOURCES_SYNCED = "ResourcesSynced"
@@ -295,46 +301,46 @@ class Condition(_Model):
     type: str = Field(max_length=316)
     status: ConditionStatus
     reason: str = Field(min_length=1, max_length=1024, pattern=REASON_PATTERN)
-    message: str = Field("", max_length=32768)
+    message: str = Field(default="", max_length=32768)
     last_transition_time: str = Field(
         alias="lastTransitionTime", json_schema_extra={"format": "date-time"}
     )
-    observed_generation: int = Field(0, alias="observedGeneration", ge=0)
+    observed_generation: int = Field(default=0, alias="observedGeneration", ge=0)
 
 
 class LastRebalance(_Model):
     """The coordinator's summary of the last completed rebalance (from the group's state znode)."""
 
-    started_at: str | None = Field(None, alias="startedAt")
-    completed_at: str | None = Field(None, alias="completedAt")
-    duration_ms: float | None = Field(None, alias="durationMs", ge=0)
-    moved: int | None = Field(None, ge=0)
-    generation: int | None = Field(None, ge=0)
+    started_at: str | None = Field(default=None, alias="startedAt")
+    completed_at: str | None = Field(default=None, alias="completedAt")
+    duration_ms: float | None = Field(default=None, alias="durationMs", ge=0)
+    moved: int | None = Field(default=None, ge=0)
+    generation: int | None = Field(default=None, ge=0)
 
 
 class ResourceGroupStatus(_Model):
     """Observed state of a ResourceGroup, mirrored live from ZooKeeper by the operator."""
 
-    observed_generation: int | None = Field(None, alias="observedGeneration", ge=0)
+    observed_generation: int | None = Field(default=None, alias="observedGeneration", ge=0)
     phase: Phase | None = None
-    message: str | None = Field(None, max_length=32768)
-    zookeeper_path: str | None = Field(None, alias="zookeeperPath")
+    message: str | None = Field(default=None, max_length=32768)
+    zookeeper_path: str | None = Field(default=None, alias="zookeeperPath")
     coordinator: str | None = None
-    epoch: int | None = Field(None, ge=0)
-    generation: int | None = Field(None, ge=0, description="Generation of the current assignment.")
-    members: int | None = Field(None, ge=0)
-    resources: int | None = Field(None, ge=0)
-    assigned: int | None = Field(None, ge=0)
+    epoch: int | None = Field(default=None, ge=0)
+    generation: int | None = Field(default=None, ge=0, description="Generation of the current assignment.")
+    members: int | None = Field(default=None, ge=0)
+    resources: int | None = Field(default=None, ge=0)
+    assigned: int | None = Field(default=None, ge=0)
     assignments: dict[str, list[str]] | None = Field(
-        None, description="Member id -> sorted resources (size-capped; see assignmentsTruncated)."
+        default=None, description="Member id -> sorted resources (size-capped; see assignmentsTruncated)."
     )
-    assignments_truncated: bool | None = Field(None, alias="assignmentsTruncated")
+    assignments_truncated: bool | None = Field(default=None, alias="assignmentsTruncated")
     unassigned: list[str] | None = None
-    unassigned_truncated: bool | None = Field(None, alias="unassignedTruncated")
-    effective_interval_seconds: float | None = Field(None, alias="effectiveIntervalSeconds", ge=0)
-    last_rebalance: LastRebalance | None = Field(None, alias="lastRebalance")
+    unassigned_truncated: bool | None = Field(default=None, alias="unassignedTruncated")
+    effective_interval_seconds: float | None = Field(default=None, alias="effectiveIntervalSeconds", ge=0)
+    last_rebalance: LastRebalance | None = Field(default=None, alias="lastRebalance")
     conditions: list[Condition] | None = Field(
-        None,
+        default=None,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
 

@@ -1,0 +1,330 @@
+"""Make a ZooKeeper group match a ResourceGroup spec: plain functions on a started KazooClient.
+
+    result = reconcile_group(zk, "/rebalanser/shop/orders", desired={"orders-0", "orders-1"},
+                             config=spec.group_config(2.0), acl=group_acl(credentials),
+                             owner=OwnerMarker("shop", "orders", uid))
+    delete_group(zk, "/rebalanser/shop/orders")
+
+Guarantees, given a connected client:
+
+* after :func:`reconcile_group` returns, the children of ``G/resources`` are exactly ``desired`` (as of
+  that moment) and ``G/config`` holds ``config``; a name in ``desired`` is never deleted;
+* every call is idempotent and safe to repeat after a failure at any point (creates tolerate
+  existing nodes, deletes tolerate missing ones, a failed ``multi`` is redone op by op);
+* writes go out as ``multi`` transactions of at most ``batch_size`` operations and ~512 KiB, several in
+  flight at once, so 10,000 resources take well under a second on a local ensemble;
+* group znodes get ``acl`` (digest-protected when credentials are given; parents above the group are
+  shared and left open); existing group znodes with a different ACL are corrected;
+* the group root records which ResourceGroup owns it, so two ResourceGroups can never fight over one
+  path (:class:`GroupOwnedElsewhereError`).
+
+Connection failures (``ConnectionLoss``, ``SessionExpired``...) propagate; callers retry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
+from rebalanser.config import GroupConfig
+from rebalanser.paths import GroupPaths
+
+from rebalanser_operator.zkpool import DigestCredentials
+
+DEFAULT_BATCH = 1000
+MAX_BATCH_BYTES = 512 * 1024
+IN_FLIGHT = 4
+_OP_OVERHEAD = 64
+#: Inner nodes with at most this many children are descended into rather than batch-deleted.
+_DESCEND_BELOW = 32
+
+
+class GroupOwnedElsewhereError(RuntimeError):
+    """The group path is already managed by another ResourceGroup."""
+
+
+@dataclass(frozen=True)
+class OwnerMarker:
+    """Which ResourceGroup manages a group path (stored as JSON in the group root's data)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def to_json(self) -> bytes:
+        body = {"resourceGroup": {"namespace": self.namespace, "name": self.name, "uid": self.uid}}
+        return json.dumps(body, sort_keys=True).encode()
+
+    @staticmethod
+    def parse(data: bytes) -> OwnerMarker | None:
+        try:
+            value = json.loads(data or b"null")
+            owner = value["resourceGroup"]
+            return OwnerMarker(str(owner["namespace"]), str(owner["name"]), str(owner.get("uid", "")))
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    def same_object(self, other: OwnerMarker) -> bool:
+        return (self.namespace, self.name) == (other.namespace, other.name)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    created: int
+    deleted: int
+    resources: int
+    config_written: bool
+    elapsed_seconds: float
+
+
+def group_acl(credentials: DigestCredentials | None) -> list[ACL]:
+    """Digest-protected writes (everything for the credentials' holder), world-readable; open without."""
+    if credentials is None:
+        return list(OPEN_ACL_UNSAFE)
+    return [
+        make_digest_acl(credentials.username, credentials.password, all=True),
+        make_acl("world", "anyone", read=True),
+    ]
+
+
+def reconcile_group(
+    zk: KazooClient,
+    path: str,
+    *,
+    desired: Collection[str],
+    config: GroupConfig,
+    acl: Sequence[ACL],
+    owner: OwnerMarker,
+    batch_size: int = DEFAULT_BATCH,
+) -> SyncResult:
+    """Creates the group if needed, syncs ``G/resources`` to ``desired`` and writes ``G/config``."""
+    started = time.monotonic()
+    paths = GroupPaths.of(path)
+    ensure_group(zk, paths, acl, owner)
+    created, deleted = sync_resources(zk, paths, desired, acl, batch_size=batch_size)
+    written = write_config(zk, paths, config, acl)
+    return SyncResult(created, deleted, len(desired), written, time.monotonic() - started)
+
+
+def ensure_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: OwnerMarker) -> None:
+    """Creates the group root (claimed for ``owner``) and its containers with ``acl``."""
+    parent = paths.root.rsplit("/", 1)[0]
+    if parent:
+        zk.ensure_path(parent)
+    try:
+        zk.create(paths.root, owner.to_json(), acl=list(acl))
+    except NodeExistsError:
+        _claim(zk, paths.root, owner)
+    for container in paths.containers():
+        if container == paths.root:
+            continue
+        try:
+            zk.create(container, b"", acl=list(acl))
+        except NodeExistsError:
+            pass
+    for node in (paths.root, *paths.containers()[1:], paths.config):
+        _ensure_acl(zk, node, acl)
+
+
+def _claim(zk: KazooClient, root: str, owner: OwnerMarker) -> None:
+    data, stat = zk.get(root)
+    current = OwnerMarker.parse(data)
+    if current is not None and not current.same_object(owner):
+        raise GroupOwnedElsewhereError(
+            f"znode {root} is managed by ResourceGroup {current.namespace}/{current.name}; "
+            "choose another spec.zookeeper.path (or delete that ResourceGroup first)"
+        )
+    if current != owner:
+        zk.set(root, owner.to_json(), version=stat.version)
+
+
+def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
+    try:
+        current, stat = zk.get_acls(node)
+    except NoNodeError:
+        return
+    if set(current) != set(acl):
+        zk.set_acls(node, list(acl), version=stat.aversion)
+
+
+def sync_resources(
+    zk: KazooClient,
+    paths: GroupPaths,
+    desired: Collection[str],
+    acl: Sequence[ACL],
+    *,
+    batch_size: int = DEFAULT_BATCH,
+) -> tuple[int, int]:
+    """Makes the children of ``G/resources`` equal to ``desired``; returns (created, deleted)."""
+    wanted = set(desired)
+    existing = set(zk.get_children(paths.resources))
+    missing = sorted(wanted - existing)
+    removed = sorted(existing - wanted)
+    acl_list = list(acl)
+    run_batches(zk, [_Create(paths.resource(name), acl_list) for name in missing], batch_size)
+    run_batches(zk, [_Delete(paths.resource(name)) for name in removed], batch_size)
+    return len(missing), len(removed)
+
+
+def write_config(zk: KazooClient, paths: GroupPaths, config: GroupConfig, acl: Sequence[ACL]) -> bool:
+    """Writes ``G/config`` when its content differs; returns whether it wrote."""
+    data = config.to_json()
+    try:
+        current, stat = zk.get(paths.config)
+    except NoNodeError:
+        try:
+            zk.create(paths.config, data, acl=list(acl))
+            return True
+        except NodeExistsError:
+            current, stat = zk.get(paths.config)
+    if current == data:
+        return False
+    zk.set(paths.config, data, version=stat.version)
+    return True
+
+
+def read_config(zk: KazooClient, path: str) -> GroupConfig | None:
+    try:
+        data, _ = zk.get(GroupPaths.of(path).config)
+        return GroupConfig.from_json(data)
+    except (NoNodeError, ValueError):
+        return None
+
+
+def delete_group(
+    zk: KazooClient, path: str, *, batch_size: int = DEFAULT_BATCH, attempts: int = 5
+) -> int:
+    """Deletes the group root and everything below it; returns how many znodes were deleted.
+
+    Live workers may recreate their znodes meanwhile, so the deletion is repeated, up to
+    ``attempts`` passes. Raises :class:`NotEmptyError` if the group still exists after that.
+    """
+    root = GroupPaths.of(path).root
+    deleted = 0
+    for _ in range(attempts):
+        deleted += delete_tree(zk, root, batch_size=batch_size)
+        if zk.exists(root) is None:
+            return deleted
+    raise NotEmptyError(f"{root} keeps getting new children; stop the workers and retry")
+
+
+def delete_tree(zk: KazooClient, node: str, *, batch_size: int = DEFAULT_BATCH) -> int:
+    """Deletes ``node`` and its descendants; tolerates concurrent deletions; returns the count.
+
+    Nodes with few children are descended into; large child lists (resources, owners) are deleted
+    optimistically as leaves in ``multi`` batches, descending only into the ones that turn out to
+    have children: one ``get_children`` per inner node instead of one per znode.
+    """
+    try:
+        children = zk.get_children(node)
+    except NoNodeError:
+        return 0
+    deleted = 0
+    if len(children) <= _DESCEND_BELOW:
+        for child in children:
+            deleted += delete_tree(zk, f"{node}/{child}", batch_size=batch_size)
+    else:
+        deleted += run_batches(zk, [_Delete(f"{node}/{child}") for child in children], batch_size)
+    return deleted + _Delete(node).apply_alone(zk)
+
+
+# ----------------------------------------------------------------------------------------- batching
+
+
+class _Op:
+    path: str
+
+    def add_to(self, transaction: Any) -> None:
+        raise NotImplementedError
+
+    def apply_alone(self, zk: KazooClient) -> int:
+        """Applies the operation outside a transaction, tolerating an already-reached outcome."""
+        raise NotImplementedError
+
+    def size(self) -> int:
+        return len(self.path) + _OP_OVERHEAD
+
+
+@dataclass
+class _Create(_Op):
+    path: str
+    acl: list[ACL]
+
+    def add_to(self, transaction: Any) -> None:
+        transaction.create(self.path, b"", acl=self.acl)
+
+    def apply_alone(self, zk: KazooClient) -> int:
+        try:
+            zk.create(self.path, b"", acl=self.acl)
+            return 1
+        except NodeExistsError:
+            return 0
+
+    def size(self) -> int:
+        return len(self.path) + _OP_OVERHEAD * (1 + len(self.acl))
+
+
+@dataclass
+class _Delete(_Op):
+    path: str
+
+    def add_to(self, transaction: Any) -> None:
+        transaction.delete(self.path)
+
+    def apply_alone(self, zk: KazooClient) -> int:
+        try:
+            zk.delete(self.path)
+            return 1
+        except NoNodeError:
+            return 0
+        except NotEmptyError:
+            return delete_tree(zk, self.path)
+
+
+def _batches(ops: Iterable[_Op], batch_size: int) -> Iterator[list[_Op]]:
+    batch: list[_Op] = []
+    used = 0
+    for op in ops:
+        cost = op.size()
+        if batch and (len(batch) >= batch_size or used + cost > MAX_BATCH_BYTES):
+            yield batch
+            batch, used = [], 0
+        batch.append(op)
+        used += cost
+    if batch:
+        yield batch
+
+
+def run_batches(zk: KazooClient, ops: Sequence[_Op], batch_size: int = DEFAULT_BATCH) -> int:
+    """Applies ``ops`` in order as ``multi`` batches, ``IN_FLIGHT`` at a time; returns ops applied.
+
+    Batches are independent (callers order ops so that any prefix is a valid state); a batch that
+    fails as a whole (a node appeared or vanished meanwhile) is redone op by op, tolerantly.
+    """
+    applied = 0
+    in_flight: deque[tuple[list[_Op], Any]] = deque()
+
+    def finish(batch: list[_Op], result: Any) -> int:
+        outcomes = result.get()
+        if any(isinstance(outcome, Exception) for outcome in outcomes):
+            return sum(op.apply_alone(zk) for op in batch)
+        return len(batch)
+
+    for batch in _batches(ops, batch_size):
+        transaction = zk.transaction()
+        for op in batch:
+            op.add_to(transaction)
+        in_flight.append((batch, transaction.commit_async()))
+        if len(in_flight) >= IN_FLIGHT:
+            applied += finish(*in_flight.popleft())
+    while in_flight:
+        applied += finish(*in_flight.popleft())
+    return applied
+

@@ -1,0 +1,178 @@
+"""One shared ZooKeeper connection per connect string.
+
+    pool = ZooKeeperPool(on_state_change=lambda connect, state: ...)
+    zk = pool.acquire("zk-0:2181,zk-1:2181", user="shop/orders")
+    if pool.wait_connected(zk, timeout=5): ...
+    pool.release("shop/orders")          # the last user closes the connection
+
+Guarantees: every user of one connect string shares one :class:`KazooClient`; clients are started
+without blocking and reconnect forever with capped exponential backoff, so an unreachable ensemble
+never crashes the operator and a recovered one is used again without a restart. Digest credentials
+added with :meth:`authenticate` are remembered by kazoo and re-sent after every reconnect.
+``on_state_change`` runs on kazoo's connection thread: it must only hand work to another thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.retry import KazooRetry
+
+log = logging.getLogger(__name__)
+
+StateCallback = Callable[[str, KazooState], None]
+
+
+@dataclass(frozen=True)
+class DigestCredentials:
+    """ZooKeeper digest credentials (from a Secret's ``username``/``password``)."""
+
+    username: str
+    password: str = field(repr=False)
+
+    @property
+    def auth(self) -> str:
+        return f"{self.username}:{self.password}"
+
+
+@dataclass
+class _Entry:
+    client: KazooClient
+    users: set[str] = field(default_factory=set)
+    connected: threading.Event = field(default_factory=threading.Event)
+    auths: set[DigestCredentials] = field(default_factory=set)
+
+
+class ZooKeeperPool:
+    """A small registry of started :class:`KazooClient` objects keyed by connect string."""
+
+    def __init__(
+        self,
+        *,
+        default_session_timeout: float = 10.0,
+        max_reconnect_delay: float = 5.0,
+        on_state_change: StateCallback | None = None,
+    ) -> None:
+        self._default_session_timeout = default_session_timeout
+        self._max_reconnect_delay = max_reconnect_delay
+        self._on_state_change = on_state_change
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._user_connect: dict[str, str] = {}
+
+    def acquire(self, connect: str, user: str, session_timeout: float | None = None) -> KazooClient:
+        """The shared client for ``connect``, started if new; ``user`` is recorded until released.
+
+        A user that switches to another connect string releases its previous one.
+        ``session_timeout`` only applies when this call creates the client.
+        """
+        stale: KazooClient | None = None
+        with self._lock:
+            previous = self._user_connect.get(user)
+            if previous is not None and previous != connect:
+                stale = self._drop_user(user)
+            entry = self._entries.get(connect)
+            if entry is None:
+                entry = self._start(connect, session_timeout or self._default_session_timeout)
+                self._entries[connect] = entry
+            entry.users.add(user)
+            self._user_connect[user] = connect
+        if stale is not None:
+            _close(stale)
+        return entry.client
+
+    def release(self, user: str) -> None:
+        """Forgets ``user``; closes its connection when nobody else uses it."""
+        with self._lock:
+            stale = self._drop_user(user)
+        if stale is not None:
+            _close(stale)
+
+    def users(self, connect: str) -> set[str]:
+        with self._lock:
+            entry = self._entries.get(connect)
+            return set(entry.users) if entry else set()
+
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def is_connected(self, connect: str) -> bool:
+        with self._lock:
+            entry = self._entries.get(connect)
+        return entry is not None and entry.connected.is_set()
+
+    def wait_connected(self, client: KazooClient, timeout: float) -> bool:
+        """Waits up to ``timeout`` seconds for ``client`` to be connected; never raises."""
+        entry = self._entry_of(client)
+        if entry is None:
+            return False
+        return entry.connected.wait(timeout)
+
+    def authenticate(self, client: KazooClient, credentials: DigestCredentials) -> None:
+        """Adds digest credentials to the shared session (once per credentials; kazoo re-sends them)."""
+        entry = self._entry_of(client)
+        if entry is None or credentials in entry.auths:
+            return
+        client.add_auth("digest", credentials.auth)
+        entry.auths.add(credentials)
+
+    def close(self) -> None:
+        with self._lock:
+            clients = [entry.client for entry in self._entries.values()]
+            self._entries.clear()
+            self._user_connect.clear()
+        for client in clients:
+            _close(client)
+
+    # ----------------------------------------------------------------------------------- internals
+
+    def _entry_of(self, client: KazooClient) -> _Entry | None:
+        with self._lock:
+            for entry in self._entries.values():
+                if entry.client is client:
+                    return entry
+        return None
+
+    def _drop_user(self, user: str) -> KazooClient | None:
+        connect = self._user_connect.pop(user, None)
+        if connect is None:
+            return None
+        entry = self._entries.get(connect)
+        if entry is None:
+            return None
+        entry.users.discard(user)
+        if entry.users:
+            return None
+        del self._entries[connect]
+        return entry.client
+
+    def _start(self, connect: str, session_timeout: float) -> _Entry:
+        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self._max_reconnect_delay)
+        client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry)
+        entry = _Entry(client=client)
+
+        def listener(state: KazooState) -> None:
+            if state == KazooState.CONNECTED:
+                entry.connected.set()
+            else:
+                entry.connected.clear()
+            log.info("zookeeper %s: %s", connect, state)
+            if self._on_state_change is not None:
+                self._on_state_change(connect, state)
+
+        client.add_listener(listener)  # also told about the first CONNECTED
+        client.start_async()
+        return entry
+
+
+def _close(client: KazooClient) -> None:
+    try:
+        client.stop()
+        client.close()
+    except Exception:  # pragma: no cover - closing must never fail the caller
+        log.exception("closing a ZooKeeper client failed")
