@@ -6,10 +6,13 @@ module docstring, exactly what it guarantees and what those guarantees rest on.
 """
 
 from .bag import BagItem, BagListener, DistributedBag, ItemExistsError
+from .leader_queue import Candidate, LeaderQueue
 
 __all__ = [
     "BagItem",
     "BagListener",
+    "Candidate",
     "DistributedBag",
     "ItemExistsError",
+    "LeaderQueue",
 ]
