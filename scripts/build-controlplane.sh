@@ -37,6 +37,7 @@ if [[ ! "$K8S_VERSION" =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
     log "cannot read the k8s.io/kubernetes version from $CP/go.mod"; exit 1
 fi
 K8S_MINOR="${BASH_REMATCH[1]}"
+ETCD_VERSION="$(sed -nE 's/^(require)?[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 (v[^ ]+).*/\2/p' "$CP/etcd/go.mod" | head -n1)"
 
 GO_VERSION="$("$GO" env GOVERSION GOOS GOARCH | tr '\n' ' ')"
 HASH="$({
@@ -88,7 +89,7 @@ run_step() {
     while kill -0 "$pid" 2>/dev/null; do
         for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
         if kill -0 "$pid" 2>/dev/null; then
-            log "$name: still building ($((SECONDS - start))s elapsed)"
+            log "$name: still building ($((SECONDS - start))s elapsed, $(grep -vc "^go: " "$logf" || true) packages compiled)"
         fi
     done
     wait "$pid" || rc=$?
@@ -105,7 +106,7 @@ TMP="$DIR/tmp"
 rm -rf "$TMP"
 mkdir -p "$TMP"
 total_start=$SECONDS
-log "building the control plane (kubernetes $K8S_VERSION, etcd $(sed -nE 's/^(require)?[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 (v[^ ]+).*/\2/p' "$CP/etcd/go.mod" | head -n1), helm $HELM_VERSION) into $BIN"
+log "building the control plane (kubernetes $K8S_VERSION, etcd $ETCD_VERSION, helm $HELM_VERSION) into $BIN"
 log "a cold build takes a long time (tens of minutes on 2 cores); later runs are cache hits"
 
 if [[ ! -x "$BIN/kube-apiserver" || ! -x "$BIN/kubectl" ]]; then
@@ -115,7 +116,7 @@ if [[ ! -x "$BIN/kube-apiserver" || ! -x "$BIN/kubectl" ]]; then
         K8S_LDFLAGS+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     done
     run_step "kube-apiserver+kubectl" "$DIR/build-k8s.log" \
-        bash -c 'cd "$1" && "$2" build -ldflags="$3" -o "$4/" \
+        bash -c 'cd "$1" && "$2" build -v -ldflags="$3" -o "$4/" \
                  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl' \
         _ "$CP" "$GO" "$K8S_LDFLAGS" "$TMP"
     mv -f "$TMP/kube-apiserver" "$TMP/kubectl" "$BIN/"
@@ -123,7 +124,7 @@ fi
 
 if [[ ! -x "$BIN/etcd" ]]; then
     run_step "etcd" "$DIR/build-etcd.log" \
-        bash -c 'cd "$1/etcd" && "$2" build -ldflags="-s -w" -o "$3/etcd" go.etcd.io/etcd/server/v3' \
+        bash -c 'cd "$1/etcd" && "$2" build -v -ldflags="-s -w" -o "$3/etcd" go.etcd.io/etcd/server/v3' \
         _ "$CP" "$GO" "$TMP"
     mv -f "$TMP/etcd" "$BIN/"
 fi
@@ -136,7 +137,7 @@ if [[ ! -x "$BIN/helm" ]]; then
     done
     # Outside any module, so this go.mod cannot interfere; pinned by @version.
     run_step "helm" "$DIR/build-helm.log" \
-        bash -c 'cd "$1" && GOBIN="$2" "$3" install -ldflags="$4" "helm.sh/helm/v3/cmd/helm@$5"' \
+        bash -c 'cd "$1" && GOBIN="$2" "$3" install -v -ldflags="$4" "helm.sh/helm/v3/cmd/helm@$5"' \
         _ "$TMP" "$TMP" "$GO" "$HELM_LDFLAGS" "$HELM_VERSION"
     mv -f "$TMP/helm" "$BIN/"
 fi
@@ -146,7 +147,7 @@ complete_ok=1
 for t in "${TOOLS[@]}"; do [[ -x "$BIN/$t" ]] || complete_ok=0; done
 if [[ $complete_ok -ne 1 ]]; then log "build finished but $BIN is incomplete"; exit 1; fi
 printf 'kubernetes=%s\netcd=%s\nhelm=%s\ngo=%s\nbuilt=%s\nseconds=%s\n' \
-    "$K8S_VERSION" "$(sed -nE 's/^(require)?[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 (v[^ ]+).*/\2/p' "$CP/etcd/go.mod" | head -n1)" \
+    "$K8S_VERSION" "$ETCD_VERSION" \
     "$HELM_VERSION" "$GO_VERSION" "$(date -u +%FT%TZ)" "$((SECONDS - total_start))" > "$DIR/.complete"
 log "control plane ready in $BIN ($((SECONDS - total_start))s)"
 echo "$BIN"

@@ -74,7 +74,7 @@ readyz() {
 do_down() {
     stop_proc kube-apiserver
     stop_proc etcd
-    rm -rf "$DIR/etcd-data" "$DIR/kubeconfig" "$DIR/cluster.env"
+    rm -rf "$DIR/etcd-data" "$DIR/pki" "$DIR/kubeconfig" "$DIR/cluster.env"
 }
 
 if [[ "$CMD" == "status" ]]; then
