@@ -1,0 +1,225 @@
+"""What the kopf handlers do, without kopf: apply a spec to ZooKeeper, clean up on deletion.
+
+Blocking functions (call them from a thread; kopf runs sync handlers in its executor). Failures are
+reported as :class:`RetryLater` (temporary: ZooKeeper unreachable, Secret missing...) or
+:class:`InvalidSpec` (permanent until the spec changes); the handlers translate these into kopf's
+``TemporaryError``/``PermanentError``. Each outcome is also recorded in the group's runtime, so the
+status loop can show it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from rebalanser_operator.kube import CredentialsError
+from rebalanser_operator.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.reconcile import (
+    GroupOwnedElsewhereError,
+    OwnerMarker,
+    SyncResult,
+    delete_group,
+    group_acl,
+    reconcile_group,
+)
+from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.statusview import SyncState
+from rebalanser_operator.tuning import initial_state
+
+log = logging.getLogger(__name__)
+
+KEEP_ZNODES = "rebalanser.io/keep-znodes"
+SKIP_CLEANUP = "rebalanser.io/skip-zookeeper-cleanup"
+#: Deletion gives up on an unreachable ZooKeeper after this many attempts (with backoff: ~10 minutes).
+MAX_DELETE_ATTEMPTS = 15
+OWNED_ELSEWHERE_RETRY = 60.0
+
+
+class RetryLater(RuntimeError):
+    def __init__(self, message: str, delay: float) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class InvalidSpec(ValueError):
+    """The spec can never be reconciled as written."""
+
+
+def backoff(retry: int) -> float:
+    """1, 2, 4, … 60 seconds."""
+    return float(min(60, 2 ** max(0, min(retry, 6))))
+
+
+def apply_spec(
+    ctx: OperatorContext,
+    rt: GroupRuntime,
+    raw_spec: Mapping[str, Any],
+    *,
+    generation: int | None,
+    body: Mapping[str, Any] | None = None,
+    retry: int = 0,
+    seed_interval: float | None = None,
+    recorded_path: str | None = None,
+) -> SyncResult:
+    """Makes the group in ZooKeeper match ``raw_spec``; idempotent."""
+    rt.body = body if body is not None else rt.body
+    try:
+        spec = ResourceGroupSpec.parse(raw_spec)
+        path = spec.group_path(rt.namespace, rt.name)
+        desired = spec.desired_resources()
+    except SpecError as exc:
+        rt.generation, rt.spec_error = generation, str(exc)
+        ctx.metrics.reconciles.labels("invalid").inc()
+        rt.wake()
+        raise InvalidSpec(str(exc)) from exc
+    previous = recorded_path or (rt.path if rt.sync is not None and rt.sync.ok else None)
+    if previous is not None and previous != path:
+        message = f"spec.zookeeper.path changed from {previous} to {path}; the path is immutable"
+        rt.generation, rt.spec_error = generation, message
+        rt.wake()
+        raise InvalidSpec(message)
+
+    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, generation, None
+    rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
+    policy = rt.policy()
+    if policy is not None and (rt.tuning is None or not policy.adaptive):
+        rt.tuning = initial_state(policy, now=time.monotonic(), seed=seed_interval)
+
+    credentials = None
+    if spec.zookeeper.credentials_secret is not None:
+        try:
+            credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
+        except CredentialsError as exc:
+            raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
+
+    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds)
+    ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
+    rt.wake()
+    if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+        message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}; retrying"
+        raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
+
+    acl = group_acl(credentials)
+    started = time.monotonic()
+    try:
+        if credentials is not None:
+            ctx.pool.authenticate(zk, credentials)
+        with rt.lock:
+            result = reconcile_group(
+                zk, path, desired=desired, config=spec.group_config(rt.effective_interval()), acl=acl,
+                owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
+            )
+    except GroupOwnedElsewhereError as exc:
+        rt.sync = SyncState(False, "PathInUse", str(exc), permanent=True)
+        ctx.metrics.reconciles.labels("conflict").inc()
+        rt.wake()
+        raise RetryLater(str(exc), OWNED_ELSEWHERE_RETRY) from exc
+    except NoAuthError as exc:
+        message = f"ZooKeeper refused a write under {path}: the group is protected by other credentials"
+        raise _temporary(ctx, rt, "NotAuthorized", message, backoff(retry)) from exc
+    except (KazooException, KazooTimeoutError) as exc:
+        message = f"ZooKeeper error while syncing {path}: {type(exc).__name__} {exc}".strip()
+        raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
+    finally:
+        ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
+
+    rt.acl = acl
+    rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}")
+    ctx.metrics.reconciles.labels("ok").inc()
+    ctx.metrics.resources_created.inc(result.created)
+    ctx.metrics.resources_deleted.inc(result.deleted)
+    log.info(
+        "reconciled %s: %d resources (+%d -%d) in %.3fs", rt.user, result.resources, result.created,
+        result.deleted, result.elapsed_seconds,
+    )
+    if result.created or result.deleted:
+        event(ctx, rt, "Normal", "ResourcesSynced",
+              f"created {result.created}, deleted {result.deleted}; {result.resources} resources in {path}")
+    rt.wake()
+    return result
+
+
+def _temporary(ctx: OperatorContext, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
+    changed = rt.sync is None or rt.sync.reason != reason
+    rt.sync = SyncState(False, reason, message)
+    ctx.metrics.reconciles.labels("retry").inc()
+    if changed:
+        event(ctx, rt, "Warning", reason, message)
+    rt.wake()
+    return RetryLater(message, delay)
+
+
+def event(ctx: OperatorContext, rt: GroupRuntime, type: str, reason: str, message: str) -> None:
+    if rt.body is None:
+        return
+    ctx.metrics.events.labels(reason).inc()
+    ctx.kube.post_event(rt.body, type, reason, message)
+
+
+def delete_znodes(
+    ctx: OperatorContext,
+    rt: GroupRuntime,
+    raw_spec: Mapping[str, Any],
+    *,
+    annotations: Mapping[str, str],
+    body: Mapping[str, Any] | None = None,
+    retry: int = 0,
+) -> str:
+    """Removes the group's znodes unless told otherwise; returns what happened (for the log).
+
+    Raises :class:`RetryLater` while ZooKeeper is unreachable, up to ``MAX_DELETE_ATTEMPTS``; after
+    that it gives up with a Warning Event so the object can still go away.
+    """
+    rt.body = body if body is not None else rt.body
+    if annotations.get(SKIP_CLEANUP) == "true":
+        event(ctx, rt, "Warning", "ZooKeeperCleanupSkipped", f"{SKIP_CLEANUP}=true: znodes left untouched")
+        return "skipped (annotation)"
+    try:
+        spec = ResourceGroupSpec.parse(raw_spec)
+        path = spec.group_path(rt.namespace, rt.name)
+    except SpecError:
+        return "nothing to delete (the spec was never valid)"
+    if annotations.get(KEEP_ZNODES) == "true":
+        event(ctx, rt, "Normal", "ZnodesKept", f"{KEEP_ZNODES}=true: {path} kept")
+        return f"kept {path} (annotation)"
+
+    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds)
+    try:
+        if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+            raise KazooTimeoutError(f"cannot connect to ZooKeeper at {spec.zookeeper.connect}")
+        if spec.zookeeper.credentials_secret is not None:
+            try:
+                ctx.pool.authenticate(zk, ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret))
+            except CredentialsError as exc:
+                log.warning("%s: deleting without credentials: %s", rt.user, exc)
+        with rt.lock:
+            if not _owned_by(zk, path, rt):
+                return f"left {path}: it is managed by another ResourceGroup"
+            deleted = delete_group(zk, path)
+    except (KazooException, KazooTimeoutError, NotEmptyError) as exc:
+        message = f"cannot delete {path}: {type(exc).__name__} {exc}".strip()
+        if retry + 1 >= MAX_DELETE_ATTEMPTS:
+            event(ctx, rt, "Warning", "ZooKeeperCleanupAbandoned",
+                  f"{message}; gave up after {retry + 1} attempts, znodes may remain")
+            return f"gave up on {path}"
+        if retry == 0:
+            event(ctx, rt, "Warning", "ZooKeeperCleanupFailed",
+                  f"{message}; retrying (set annotation {SKIP_CLEANUP}=true to delete without cleanup)")
+        raise RetryLater(message, backoff(retry)) from exc
+    event(ctx, rt, "Normal", "ZnodesDeleted", f"deleted {path} ({deleted} znodes)")
+    return f"deleted {path} ({deleted} znodes)"
+
+
+def _owned_by(zk: KazooClient, path: str, rt: GroupRuntime) -> bool:
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return True
+    owner = OwnerMarker.parse(data)
+    return owner is None or owner.same_object(OwnerMarker(rt.namespace, rt.name))

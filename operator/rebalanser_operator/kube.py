@@ -1,0 +1,107 @@
+"""What the operator needs from Kubernetes besides kopf: status patches, Events, Secrets, workloads.
+
+:class:`KubeGateway` is the narrow interface the reconcile and status code depends on;
+:class:`KubernetesGateway` implements it with the official client (blocking: call it from a thread).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from rebalanser_operator import models
+from rebalanser_operator.zkpool import DigestCredentials
+
+log = logging.getLogger(__name__)
+
+
+class CredentialsError(RuntimeError):
+    """The referenced Secret is missing or lacks ``username``/``password``."""
+
+
+class KubeGateway(Protocol):
+    def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """Merge-patches ``status``; returns False when the object no longer exists."""
+
+    def post_event(self, body: Mapping[str, Any], type: str, reason: str, message: str) -> None:
+        """Posts a core/v1 Event about the object ``body`` (never raises)."""
+
+    def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
+        """Reads ``username``/``password`` from a Secret; raises :class:`CredentialsError`."""
+
+    def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
+        """True while the Deployment/StatefulSet rolls out; None when it cannot be read."""
+
+
+class KubernetesGateway:
+    """:class:`KubeGateway` over the official client; Events go through kopf's poster."""
+
+    def __init__(self, api_client: k8s.ApiClient) -> None:
+        self._custom = k8s.CustomObjectsApi(api_client)
+        self._core = k8s.CoreV1Api(api_client)
+        self._apps = k8s.AppsV1Api(api_client)
+
+    def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        try:
+            self._custom.patch_namespaced_custom_object_status(
+                models.GROUP, models.VERSION, namespace, models.PLURAL, name, {"status": dict(patch)},
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def post_event(self, body: Mapping[str, Any], type: str, reason: str, message: str) -> None:
+        try:
+            kopf.event(body, type=type, reason=reason, message=message[:1024])  # type: ignore[arg-type]
+        except LookupError:  # outside a running operator (no event queue): log only
+            log.info("event %s %s: %s", type, reason, message)
+
+    def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
+        try:
+            obj = self._core.read_namespaced_secret(secret, namespace)
+        except ApiException as exc:
+            raise CredentialsError(f"cannot read Secret {namespace}/{secret}: {exc.status} {exc.reason}") from exc
+        data = obj.data or {}
+        try:
+            username = base64.b64decode(data["username"]).decode()
+            password = base64.b64decode(data["password"]).decode()
+        except (KeyError, ValueError) as exc:
+            raise CredentialsError(f"Secret {namespace}/{secret} needs keys 'username' and 'password'") from exc
+        if not username or ":" in username:
+            raise CredentialsError(f"Secret {namespace}/{secret}: username must be non-empty without ':'")
+        return DigestCredentials(username, password)
+
+    def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
+        try:
+            if kind == models.WorkloadKind.STATEFUL_SET.value:
+                obj: Any = self._apps.read_namespaced_stateful_set(name, namespace)
+            else:
+                obj = self._apps.read_namespaced_deployment(name, namespace)
+        except ApiException as exc:
+            log.debug("workload %s %s/%s unreadable: %s", kind, namespace, name, exc.status)
+            return None
+        return is_rolling_out(
+            generation=obj.metadata.generation,
+            observed_generation=getattr(obj.status, "observed_generation", None),
+            replicas=getattr(obj.spec, "replicas", None),
+            updated_replicas=getattr(obj.status, "updated_replicas", None),
+        )
+
+
+def is_rolling_out(
+    *, generation: int | None, observed_generation: int | None, replicas: int | None, updated_replicas: int | None
+) -> bool:
+    """A workload rolls out while its controller has not seen the latest spec or not updated every pod."""
+    if (observed_generation or 0) < (generation or 0):
+        return True
+    wanted = 1 if replicas is None else replicas
+    return (updated_replicas or 0) < wanted

@@ -1,0 +1,138 @@
+"""In-memory state the kopf handlers and the per-group status loops share.
+
+One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
+connect string, ACL, outcome) and the tuning state. The handlers write it, the status loop reads it;
+``lock`` serialises every ZooKeeper write for the group (reconcile, drift repair, config update,
+deletion), so a stale desired set can never undo a newer one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooState
+from kazoo.security import ACL
+
+from rebalanser_operator.kube import KubeGateway
+from rebalanser_operator.metrics import Metrics
+from rebalanser_operator.models import ResourceGroupSpec
+from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
+from rebalanser_operator.tuning import TuningPolicy, TuningState
+from rebalanser_operator.zkpool import ZooKeeperPool
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """Timing of the status mirror (seconds)."""
+
+    coalesce: float = 0.5  # wait after a ZooKeeper change for more to arrive
+    min_patch_interval: float = 1.0  # at most one status patch per object per this period
+    period: float = 5.0  # refresh at least this often (tuning decay, workload polling, missed watches)
+    workload_poll: float = 5.0
+    drift_repair_interval: float = 5.0
+    degraded_after: float = 60.0
+    connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying
+    assignment_budget: int = ASSIGNMENT_BUDGET
+
+
+@dataclass
+class GroupRuntime:
+    namespace: str
+    name: str
+    uid: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    spec: ResourceGroupSpec | None = None
+    generation: int | None = None
+    path: str | None = None
+    connect: str | None = None
+    session_timeout: float | None = None
+    desired: frozenset[str] = frozenset()
+    acl: list[ACL] | None = None
+    sync: SyncState | None = None
+    spec_error: str | None = None
+    tuning: TuningState | None = None
+    body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
+    _waker: Callable[[], None] | None = None
+
+    @property
+    def user(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def policy(self) -> TuningPolicy | None:
+        if self.spec is None:
+            return None
+        r = self.spec.rebalance
+        return TuningPolicy(r.min_interval_seconds, r.max_interval_seconds, r.adaptive)
+
+    def effective_interval(self) -> float:
+        policy = self.policy()
+        if policy is None:
+            return 0.0
+        if self.tuning is None:
+            return policy.min_interval
+        return policy.clamp(self.tuning.effective)
+
+    def set_waker(self, waker: Callable[[], None] | None) -> None:
+        self._waker = waker
+
+    def wake(self) -> None:
+        """Asks the status loop to refresh soon (thread-safe, never blocks)."""
+        waker = self._waker
+        if waker is not None:
+            waker()
+
+
+class OperatorContext:
+    """Everything the handlers share: the ZooKeeper pool, the Kubernetes gateway, metrics, groups."""
+
+    def __init__(
+        self,
+        *,
+        kube: KubeGateway,
+        metrics: Metrics | None = None,
+        options: LoopOptions | None = None,
+        pool: ZooKeeperPool | None = None,
+        executor_threads: int = 16,
+    ) -> None:
+        self.kube = kube
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.options = options if options is not None else LoopOptions()
+        self.pool = pool if pool is not None else ZooKeeperPool(on_state_change=self.on_zookeeper_state)
+        self.executor = ThreadPoolExecutor(max_workers=executor_threads, thread_name_prefix="rebalanser-status")
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[str, str], GroupRuntime] = {}
+
+    def group(self, namespace: str, name: str, uid: str) -> GroupRuntime:
+        """The runtime of a ResourceGroup (a fresh one when the object was recreated)."""
+        with self._lock:
+            current = self._groups.get((namespace, name))
+            if current is None or current.uid != uid:
+                current = GroupRuntime(namespace, name, uid)
+                self._groups[(namespace, name)] = current
+            return current
+
+    def groups(self) -> list[GroupRuntime]:
+        with self._lock:
+            return list(self._groups.values())
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            runtime = self._groups.pop((namespace, name), None)
+        if runtime is not None:
+            self.pool.release(runtime.user)
+        self.metrics.forget_group(namespace, name)
+        self.metrics.zookeeper_connections.set(self.pool.connections())
+
+    def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
+        # Runs on kazoo's connection thread: only wake the loops.
+        for runtime in self.groups():
+            if runtime.connect == connect:
+                runtime.wake()
+
+    def close(self) -> None:
+        self.pool.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,303 @@
+"""The live status mirror of one ResourceGroup: ZooKeeper watches in, debounced status patches out.
+
+    loop = StatusLoop(ctx, runtime, initial_status=body.get("status", {}))
+    await loop.run(should_stop=lambda: bool(stopped))     # until cancelled or told to stop
+
+Each refresh reads the group (re-arming one-shot watches on ``G/clients``, ``G/resources``,
+``G/epoch``, ``G/state`` and ``G/config``), updates the tuning state, repairs drift, computes the
+status and merge-patches only what changed. Watches and ZooKeeper connection changes wake the loop;
+it then waits ``coalesce`` seconds for more changes and never patches more than once per
+``min_patch_interval``: a churn storm costs at most one patch per second, and status lags ZooKeeper by
+at most ``coalesce + min_patch_interval`` plus one read. A periodic refresh (``period``) covers tuning
+decay, workload polling and watches lost with a session.
+
+Guarantees: the loop is the only writer of ``.status``; it never raises out of ``run`` because of
+ZooKeeper or API failures (it reports them in the status and retries on the next wake-up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent
+from rebalanser.paths import GroupPaths
+from rebalanser.status import GroupStatus, read_group_status
+
+from rebalanser_operator.actions import event
+from rebalanser_operator.models import Phase
+from rebalanser_operator.reconcile import OwnerMarker, read_config, reconcile_group, write_config
+from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
+from rebalanser_operator.tuning import initial_state, observe
+
+log = logging.getLogger(__name__)
+
+
+def read_with_watches(zk: KazooClient, path: str, watcher: Callable[[WatchedEvent], None]) -> GroupStatus:
+    """Arms one-shot watches on everything the status depends on, then reads the group."""
+    paths = GroupPaths.of(path)
+    for parent in (paths.clients, paths.resources):
+        try:
+            zk.get_children(parent, watch=watcher)
+        except NoNodeError:
+            zk.exists(parent, watch=watcher)
+    for node in (paths.root, paths.epoch, paths.state, paths.config):
+        zk.exists(node, watch=watcher)
+    return read_group_status(zk, path)
+
+
+class StatusLoop:
+    def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any]) -> None:
+        self.ctx = ctx
+        self.rt = rt
+        self.options = ctx.options
+        self.published: dict[str, Any] = copy.deepcopy(dict(initial_status or {}))
+        self.patches = 0
+        self.gone = False
+        self._event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: GroupStatus | None = None
+        self._members: list[str] | None = None
+        self._ever_connected = False
+        self._was_connected: bool | None = None
+        self._unbalanced_since: float | None = None
+        self._last_rebalance = _rebalance_key(self.published.get("lastRebalance"))
+        self._last_phase = self.published.get("phase")
+        self._workload_checked = -1e9
+        self._rolling_out = False
+        self._last_repair = -1e9
+        self._last_patch = -1e9
+
+    # ---------------------------------------------------------------------------------- async shell
+
+    async def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+        self.rt.set_waker(self.wake)
+        try:
+            while not should_stop() and not self.gone:
+                await self._refresh_in_thread()
+                if self.gone or should_stop():
+                    return
+                woken = await self._wait(self.options.period)
+                if woken:
+                    await asyncio.sleep(self.options.coalesce)
+                pause = self._last_patch + self.options.min_patch_interval - time.monotonic()
+                if pause > 0:
+                    await asyncio.sleep(pause)
+        finally:
+            self.rt.set_waker(None)
+
+    def wake(self, _event: WatchedEvent | None = None) -> None:
+        """Thread-safe: called from kazoo's threads and from handlers."""
+        loop, flag = self._loop, self._event
+        if loop is None or flag is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(flag.set)
+        except RuntimeError:  # the loop is shutting down
+            pass
+
+    async def _wait(self, timeout: float) -> bool:
+        assert self._event is not None
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def _refresh_in_thread(self) -> None:
+        assert self._event is not None and self._loop is not None
+        self._event.clear()
+        context = contextvars.copy_context()  # kopf's event poster lives in context variables
+        await self._loop.run_in_executor(self.ctx.executor, context.run, self.refresh)
+
+    # ------------------------------------------------------------------------------- blocking core
+
+    def refresh(self) -> None:
+        """One read-compute-publish cycle (blocking; runs in the executor)."""
+        started = time.monotonic()
+        try:
+            obs = self._observe(started)
+            self._publish(obs)
+        except Exception:
+            log.exception("status refresh of %s failed", self.rt.user)
+        finally:
+            self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
+
+    def _observe(self, now: float) -> Observation:
+        rt = self.rt
+        base = Observation(
+            path=rt.path, generation=rt.generation, spec_error=rt.spec_error, sync=rt.sync,
+            desired=len(rt.desired) if rt.spec is not None else None, group=self._group,
+            effective_interval=rt.effective_interval() if rt.spec is not None else None,
+            ever_connected=self._ever_connected, degraded_after=self._degraded_after(),
+            assignment_budget=self.options.assignment_budget,
+        )
+        if rt.connect is None or rt.path is None:
+            return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
+        zk = self.ctx.pool.acquire(rt.connect, rt.user, rt.session_timeout)
+        if not zk.connected:
+            return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
+        try:
+            group = read_with_watches(zk, rt.path, self.wake)
+            group = self._repair_drift(zk, group, now)
+            self._tune(zk, group, now)
+        except (KazooException, KazooTimeoutError) as exc:
+            return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
+        self._ever_connected = True
+        self._group = group
+        self._note_balance(group, now)
+        self._connection_event(True, "")
+        return _with(
+            base, zk_connected=True, zk_message=f"connected to {rt.connect}", group=group,
+            ever_connected=True, effective_interval=rt.effective_interval(),
+            unbalanced_for=0.0 if self._unbalanced_since is None else now - self._unbalanced_since,
+        )
+
+    def _disconnected(self, base: Observation, message: str) -> Observation:
+        reason = "ConnectionLost" if self._ever_connected else "Unreachable"
+        self._connection_event(False, message)
+        return _with(base, zk_connected=False, zk_reason=reason, zk_message=message)
+
+    def _degraded_after(self) -> float:
+        spec = self.rt.spec
+        if spec is None:
+            return self.options.degraded_after
+        slack = 3 * self.rt.effective_interval() + spec.rebalance.departure_grace_seconds
+        return max(self.options.degraded_after, slack)
+
+    def _note_balance(self, group: GroupStatus, now: float) -> None:
+        if not group.members or balance_of(group).balanced:
+            self._unbalanced_since = None
+        elif self._unbalanced_since is None:
+            self._unbalanced_since = now
+
+    def _repair_drift(self, zk: KazooClient, group: GroupStatus, now: float) -> GroupStatus:
+        """Re-applies the spec when ZooKeeper no longer matches it (an edit, a lost ensemble)."""
+        rt = self.rt
+        if rt.spec is None or rt.path is None or rt.sync is None or not rt.sync.ok or rt.acl is None:
+            return group
+        config = read_config(zk, rt.path)
+        wanted = rt.spec.group_config(rt.effective_interval())
+        drifted = not group.exists or set(group.resources) != rt.desired or config != wanted
+        if not drifted or now - self._last_repair < self.options.drift_repair_interval:
+            return group
+        self._last_repair = now
+        with rt.lock:
+            if rt.spec is None or rt.path is None or rt.acl is None:
+                return group
+            result = reconcile_group(
+                zk, rt.path, desired=rt.desired, config=rt.spec.group_config(rt.effective_interval()),
+                acl=rt.acl, owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
+            )
+        if result.created or result.deleted:
+            event(self.ctx, rt, "Normal", "DriftRepaired",
+                  f"ZooKeeper differed from the spec: created {result.created}, deleted {result.deleted}")
+        return read_with_watches(zk, rt.path, self.wake)
+
+    def _tune(self, zk: KazooClient, group: GroupStatus, now: float) -> None:
+        rt = self.rt
+        policy = rt.policy()
+        if policy is None or rt.path is None or rt.spec is None:
+            return
+        previous = self._members
+        self._members = list(group.members)
+        changes = 0 if previous is None else len(set(previous) ^ set(group.members))
+        rolling_out = self._workload_rolling_out(now)
+        state = rt.tuning or initial_state(policy, now=now)
+        before = policy.clamp(state.effective)
+        rt.tuning = observe(policy, state, now=now, membership_changes=changes, rolling_out=rolling_out)
+        after = rt.effective_interval()
+        if after != before and rt.acl is not None and rt.sync is not None and rt.sync.ok:
+            with rt.lock:
+                write_config(zk, GroupPaths.of(rt.path), rt.spec.group_config(after), rt.acl)
+            log.info("%s: effective interval %.1fs -> %.1fs (%s)", rt.user, before, after, rt.tuning.reason)
+
+    def _workload_rolling_out(self, now: float) -> bool:
+        spec = self.rt.spec
+        if spec is None or spec.workload is None:
+            return False
+        if now - self._workload_checked >= self.options.workload_poll:
+            self._workload_checked = now
+            value = self.ctx.kube.workload_rolling_out(self.rt.namespace, spec.workload.kind.value, spec.workload.name)
+            self._rolling_out = bool(value)
+        return self._rolling_out
+
+    def _connection_event(self, connected: bool, message: str) -> None:
+        was = self._was_connected
+        self._was_connected = connected
+        self.ctx.metrics.group_zookeeper_connected.labels(self.rt.namespace, self.rt.name).set(int(connected))
+        if was is None and not connected:
+            event(self.ctx, self.rt, "Warning", "ZooKeeperUnreachable", message)
+        elif was is True and not connected:
+            event(self.ctx, self.rt, "Warning", "ZooKeeperDisconnected", message)
+        elif was is False and connected:
+            event(self.ctx, self.rt, "Normal", "ZooKeeperReconnected", f"connected to {self.rt.connect}")
+
+    def _publish(self, obs: Observation) -> None:
+        rt = self.rt
+        status = compute_status(obs, previous_conditions=self.published.get("conditions") or [], now=_utcnow())
+        new = status_dict(status)
+        self._report(new)
+        patch = merge_patch(self.published, new)
+        if not patch:
+            return
+        if not self.ctx.kube.patch_status(rt.namespace, rt.name, patch):
+            self.gone = True
+            return
+        self._last_patch = time.monotonic()
+        self.patches += 1
+        self.ctx.metrics.status_patches.inc()
+        self.published = new
+
+    def _report(self, new: Mapping[str, Any]) -> None:
+        rt, metrics = self.rt, self.ctx.metrics
+        ns, name = rt.namespace, rt.name
+        gauges = (
+            (metrics.group_members, "members"), (metrics.group_resources, "resources"),
+            (metrics.group_assigned, "assigned"), (metrics.group_interval, "effectiveIntervalSeconds"),
+        )
+        for gauge, field in gauges:
+            if field in new:
+                gauge.labels(ns, name).set(float(new[field]))
+        phase = Phase(new["phase"])
+        metrics.set_phase(ns, name, phase)
+        rebalance = _rebalance_key(new.get("lastRebalance"))
+        if rebalance is not None and rebalance != self._last_rebalance:
+            self._last_rebalance = rebalance
+            metrics.group_rebalances.labels(ns, name).inc()
+            last = new["lastRebalance"]
+            event(self.ctx, rt, "Normal", "Rebalanced",
+                  f"generation {last.get('generation', '?')}: moved {last.get('moved', '?')} resources in "
+                  f"{last.get('durationMs', '?')} ms; {new.get('members', 0)} members, "
+                  f"{new.get('assigned', 0)}/{new.get('resources', 0)} assigned")
+        if phase.value != self._last_phase:
+            if phase in (Phase.ERROR, Phase.DEGRADED):
+                event(self.ctx, rt, "Warning", phase.value, str(new.get("message", "")))
+            self._last_phase = phase.value
+
+
+def _rebalance_key(value: Any) -> tuple[Any, Any] | None:
+    if not isinstance(value, Mapping) or not value:
+        return None
+    return (value.get("generation"), value.get("completedAt"))
+
+
+def _with(obs: Observation, **changes: Any) -> Observation:
+    return replace(obs, **changes)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
