@@ -30,6 +30,9 @@ case "$CMD" in
 esac
 mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
+# One up/down at a time per DIR (the daemons are started with this descriptor closed).
+exec 8>"$DIR/.lock"
+flock 8
 
 # pid_alive NAME: the pid in DIR/NAME.pid is running and is our NAME started for this DIR.
 pid_alive() {
@@ -167,7 +170,7 @@ start() {
     local name="$1" i
     shift
     setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$DIR/$name.pid" "$@" \
-        > "$DIR/$name.log" 2>&1 < /dev/null &
+        > "$DIR/$name.log" 2>&1 < /dev/null 8>&- &
     for ((i = 0; i < 50; i++)); do [[ -s "$DIR/$name.pid" ]] && break; sleep 0.1; done
 }
 
