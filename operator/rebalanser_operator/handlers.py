@@ -1,0 +1,123 @@
+"""kopf handlers: thin adapters from kopf's callbacks to :mod:`actions` and :mod:`statusloop`.
+
+``build_registry(ctx)`` returns a registry with:
+
+* create / update (``spec`` only) / resume  -> :func:`actions.apply_spec`
+* delete (holds the ``rebalanser.io/finalizer``) -> :func:`actions.delete_znodes`
+* one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`
+* login via the official client, a liveness probe, cleanup of ZooKeeper connections.
+
+``operator_settings()`` keeps every kopf artefact in the project's own domain and sets the watch
+timeouts (silent stalls of watch streams are a known kopf/API-server failure mode).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.models import GROUP, PLURAL, VERSION
+from rebalanser_operator.runtime import OperatorContext
+from rebalanser_operator.statusloop import StatusLoop
+
+FINALIZER = "rebalanser.io/finalizer"
+ANNOTATION_PREFIX = "rebalanser.io"
+
+
+def operator_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+    )
+    # Watch streams: end each request server-side, cap it client-side, reconnect when silent.
+    settings.watching.server_timeout = 240
+    settings.watching.client_timeout = 270
+    settings.watching.connect_timeout = 10
+    settings.watching.inactivity_timeout = 70
+    settings.networking.request_timeout = 30
+    settings.networking.connect_timeout = 10
+    settings.posting.reporting_component = "rebalanser-operator"
+    settings.posting.reporting_instance = socket.gethostname()
+    settings.posting.event_name_prefix = "rebalanser-"
+    settings.posting.level = logging.INFO
+    settings.execution.max_workers = 16
+    settings.background.cancellation_polling = 5
+    return settings
+
+
+def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a body kopf needs to post an Event about it."""
+    meta = body.get("metadata", {})
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": {key: meta.get(key) for key in ("name", "namespace", "uid")},
+    }
+
+
+def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)
+
+    @kopf.on.probe(id="zookeeperConnections", registry=registry)
+    def probe(**_: Any) -> int:
+        return ctx.pool.connections()
+
+    @kopf.on.cleanup(registry=registry)
+    def cleanup(**_: Any) -> None:
+        ctx.close()
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
+    def reconcile(
+        spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
+        namespace: str | None, name: str, uid: str, retry: int, **_: Any,
+    ) -> None:
+        runtime = ctx.group(namespace or "", name, uid)
+        try:
+            apply_spec(
+                ctx, runtime, dict(spec), generation=meta.get("generation"), body=object_ref(body), retry=retry,
+                seed_interval=status.get("effectiveIntervalSeconds"), recorded_path=status.get("zookeeperPath"),
+            )
+        except InvalidSpec as exc:
+            raise kopf.PermanentError(str(exc)) from exc
+        except RetryLater as exc:
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
+
+    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
+    def delete(
+        spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
+        logger: kopf.Logger, **_: Any,
+    ) -> None:
+        runtime = ctx.group(namespace or "", name, uid)
+        try:
+            outcome = delete_znodes(
+                ctx, runtime, dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry
+            )
+        except RetryLater as exc:
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
+        logger.info("deletion: %s", outcome)
+        ctx.forget(namespace or "", name)
+
+    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=10.0)
+    async def mirror_status(
+        status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
+        stopped: kopf.DaemonStopped, **_: Any,
+    ) -> None:
+        runtime = ctx.group(namespace or "", name, uid)
+        runtime.body = runtime.body or object_ref(body)
+        loop = StatusLoop(ctx, runtime, initial_status=dict(status))
+        await loop.run(should_stop=lambda: bool(stopped))
+
+    return registry
