@@ -1,0 +1,99 @@
+"""The CRD is generated from the pydantic models and must stay structural and in sync."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rebalanser_operator import crdgen, models
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def walk(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from walk(value, f"{path}[{i}]")
+
+
+def schema() -> dict[str, Any]:
+    crd = crdgen.build_crd()
+    result: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return result
+
+
+def test_committed_crd_files_match_the_models() -> None:
+    expected = crdgen.render()
+    for relative in crdgen.OUTPUTS:
+        committed = (REPO / relative).read_text()
+        assert committed == expected, f"{relative} drifted from models.py: run `make crds`"
+
+
+def test_check_mode_reports_drift_and_write_mode_fixes_it(tmp_path: Path) -> None:
+    (tmp_path / "crds").mkdir()
+    (tmp_path / crdgen.OUTPUTS[0]).write_text("stale\n")
+    assert crdgen.main(["--root", str(tmp_path), "--check"]) == 1
+    assert crdgen.main(["--root", str(tmp_path)]) == 0
+    assert crdgen.main(["--root", str(tmp_path), "--check"]) == 0
+    assert (tmp_path / crdgen.OUTPUTS[1]).read_text() == crdgen.render()
+
+
+def test_schema_is_structural() -> None:
+    for where, node in walk(schema()):
+        for forbidden in ("$ref", "anyOf", "oneOf", "allOf", "title", "$defs", "nullable", "const"):
+            assert forbidden not in node, f"{forbidden} at {where}"
+        if "additionalProperties" in node:
+            assert isinstance(node["additionalProperties"], dict), where
+            assert "properties" not in node, where
+        if where.endswith(".properties") or where.endswith("x-kubernetes-validations"):
+            continue
+        if "properties" in node or "items" in node:
+            assert "type" in node, f"no type at {where}"
+
+
+def test_every_status_field_is_declared() -> None:
+    declared = schema()["properties"]["status"]["properties"]
+    for name, field in models.ResourceGroupStatus.model_fields.items():
+        key = field.alias or name
+        assert key in declared, f"status.{key} would be pruned by the API server"
+
+
+def test_names_scope_subresource_and_printer_columns() -> None:
+    crd = crdgen.build_crd()
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == "resourcegroups.rebalanser.io"
+    assert spec["group"] == "rebalanser.io" and spec["scope"] == "Namespaced"
+    assert spec["names"]["plural"] == "resourcegroups" and spec["names"]["shortNames"] == ["rg"]
+    version = spec["versions"][0]
+    assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 0]
+    assert columns == ["Algorithm", "Resources", "Members", "Assigned", "Coordinator", "Phase", "Age"]
+
+
+def test_validation_rules_are_in_the_schema() -> None:
+    spec = schema()["properties"]["spec"]
+    assert spec["required"] == ["zookeeper"]
+    assert spec["properties"]["zookeeper"]["required"] == ["connect"]
+    resources = spec["properties"]["resources"]
+    assert resources["x-kubernetes-list-type"] == "set"
+    assert resources["maxItems"] == models.MAX_EXPLICIT_RESOURCES
+    assert resources["items"]["pattern"] == models.RESOURCE_NAME_PATTERN
+    path = spec["properties"]["zookeeper"]["properties"]["path"]
+    assert {"rule": "self == oldSelf", "message": "zookeeper.path is immutable"} in path["x-kubernetes-validations"]
+    rebalance = spec["properties"]["rebalance"]
+    assert "minIntervalSeconds <= self.maxIntervalSeconds" in rebalance["x-kubernetes-validations"][0]["rule"]
+    assert spec["properties"]["algorithm"]["enum"] == ["ResourceBarrier", "GlobalBarrier"]
+    conditions = schema()["properties"]["status"]["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+
+
+def test_generated_yaml_is_a_single_document() -> None:
+    documents = list(yaml.safe_load_all(crdgen.render()))
+    assert len(documents) == 1 and documents[0]["kind"] == "CustomResourceDefinition"
