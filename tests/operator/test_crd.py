@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from rebalanser_operator import crdgen, models
 
 REPO = Path(__file__).resolve().parents[2]

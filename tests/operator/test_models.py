@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rebalanser.config import Algorithm
 from rebalanser.paths import is_valid_resource_name
-
 from rebalanser_operator.models import (
     MAX_TOTAL_RESOURCES,
     RESOURCE_NAME_PATTERN,
@@ -28,7 +27,7 @@ def test_resource_name_pattern_equals_the_library_rule(name: str) -> None:
 
 @pytest.mark.parametrize("name", [".", "..", "a/b", "", "x y"])
 def test_invalid_resource_names_are_rejected(name: str) -> None:
-    with pytest.raises(SpecError, match="spec.resources"):
+    with pytest.raises(SpecError, match=r"spec\.resources"):
         ResourceGroupSpec.parse({"zookeeper": CONNECT, "resources": [name]})
 
 
