@@ -1,0 +1,83 @@
+"""A recording stand-in for the Kubernetes side (the ZooKeeper side in these tests is always real)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebalanser_operator.kube import CredentialsError
+from rebalanser_operator.zkpool import DigestCredentials
+
+
+def apply_merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            apply_merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+@dataclass
+class RecordingKube:
+    """Keeps the object's status as the API server would after each merge patch."""
+
+    secrets: dict[str, DigestCredentials] = field(default_factory=dict)
+    rolling_out: bool | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+    patches: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    gone: bool = False
+    lock: threading.Condition = field(default_factory=threading.Condition)
+
+    def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        with self.lock:
+            if self.gone:
+                return False
+            apply_merge_patch(self.status, patch)
+            self.patches.append((time.monotonic(), copy.deepcopy(dict(patch))))
+            self.lock.notify_all()
+        return True
+
+    def post_event(self, body: Mapping[str, Any], type: str, reason: str, message: str) -> None:
+        with self.lock:
+            self.events.append((type, reason, message))
+            self.lock.notify_all()
+
+    def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
+        try:
+            return self.secrets[secret]
+        except KeyError:
+            raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found") from None
+
+    def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
+        return self.rolling_out
+
+    def reasons(self) -> list[str]:
+        with self.lock:
+            return [reason for _, reason, _ in self.events]
+
+    def wait_status(self, predicate: Any, timeout: float, what: str) -> dict[str, Any]:
+        """Waits until ``predicate(status)`` holds; fails with the last status otherwise."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                snapshot = copy.deepcopy(self.status)
+                try:
+                    if predicate(snapshot):
+                        return snapshot
+                except (KeyError, TypeError, IndexError):
+                    pass
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last status: {snapshot}")
+                self.lock.wait(min(left, 0.05))
+
+
+def conditions(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status.get("conditions", [])}

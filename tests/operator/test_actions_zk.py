@@ -1,0 +1,163 @@
+"""apply_spec / delete_znodes (what the kopf handlers call) against real ZooKeeper."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser.paths import GroupPaths
+from rebalanser_operator.actions import (
+    KEEP_ZNODES,
+    MAX_DELETE_ATTEMPTS,
+    SKIP_CLEANUP,
+    InvalidSpec,
+    RetryLater,
+    apply_spec,
+    delete_znodes,
+)
+from rebalanser_operator.reconcile import OwnerMarker
+from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.zkpool import DigestCredentials
+
+from tests.operator.support import RecordingKube
+from tests.support.zk import free_port
+
+pytestmark = pytest.mark.zk
+
+BODY = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": "orders"}}
+
+
+@pytest.fixture
+def kube() -> RecordingKube:
+    return RecordingKube()
+
+
+@pytest.fixture
+def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
+    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=1.0))
+    yield context
+    context.close()
+
+
+def raw(hosts: str, path: str, **fields: Any) -> dict[str, Any]:
+    return {"zookeeper": {"connect": hosts, "path": path}, **fields}
+
+
+def runtime(ctx: OperatorContext) -> GroupRuntime:
+    return ctx.group("shop", "orders", "uid-1")
+
+
+def test_apply_spec_syncs_and_records_the_outcome(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    result = apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a", "b"]), generation=3, body=BODY)
+    assert result.created == 2 and rt.sync is not None and rt.sync.ok
+    assert rt.generation == 3 and rt.path == group_path and rt.desired == {"a", "b"}
+    assert sorted(zk.get_children(GroupPaths.of(group_path).resources)) == ["a", "b"]
+    assert kube.reasons() == ["ResourcesSynced"]
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a", "b"]), generation=4, body=BODY)
+    assert kube.reasons() == ["ResourcesSynced"], "a no-op reconcile must not post events"
+
+
+def test_unreachable_zookeeper_is_a_retry_with_backoff_and_one_event(
+    ctx: OperatorContext, kube: RecordingKube, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    dead = f"127.0.0.1:{free_port()}"
+    delays = []
+    for attempt in range(3):
+        started = time.monotonic()
+        with pytest.raises(RetryLater) as caught:
+            apply_spec(ctx, rt, raw(dead, group_path), generation=1, body=BODY, retry=attempt)
+        assert time.monotonic() - started < 3.0
+        delays.append(caught.value.delay)
+    assert delays == [1.0, 2.0, 4.0]
+    assert rt.sync is not None and rt.sync.reason == "ZooKeeperUnreachable"
+    assert kube.reasons() == ["ZooKeeperUnreachable"]
+
+
+def test_invalid_spec_is_permanent(ctx: OperatorContext, zk_hosts: str, group_path: str) -> None:
+    rt = runtime(ctx)
+    with pytest.raises(InvalidSpec, match="minIntervalSeconds"):
+        apply_spec(ctx, rt, raw(zk_hosts, group_path, rebalance={"minIntervalSeconds": 9, "maxIntervalSeconds": 1}),
+                   generation=2)
+    assert rt.spec_error is not None and rt.generation == 2
+
+
+def test_changed_path_is_refused(ctx: OperatorContext, zk_hosts: str, group_path: str) -> None:
+    rt = runtime(ctx)
+    with pytest.raises(InvalidSpec, match="immutable"):
+        apply_spec(ctx, rt, raw(zk_hosts, group_path), generation=2, recorded_path="/somewhere/else")
+
+
+def test_missing_credentials_secret_is_retried(ctx: OperatorContext, zk_hosts: str, group_path: str) -> None:
+    rt = runtime(ctx)
+    spec = raw(zk_hosts, group_path)
+    spec["zookeeper"]["credentialsSecret"] = "zk-digest"
+    with pytest.raises(RetryLater):
+        apply_spec(ctx, rt, spec, generation=1, body=BODY)
+    assert rt.sync is not None and rt.sync.reason == "CredentialsUnavailable"
+
+
+def test_credentials_from_the_secret_protect_the_group(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    kube.secrets["zk-digest"] = DigestCredentials("op", "pw")
+    spec = raw(zk_hosts, group_path, resources=["a"])
+    spec["zookeeper"]["credentialsSecret"] = "zk-digest"
+    apply_spec(ctx, runtime(ctx), spec, generation=1)
+    acls, _ = zk.get_acls(GroupPaths.of(group_path).resources)
+    assert {acl.id.scheme for acl in acls} == {"digest", "world"}
+
+
+def test_path_owned_by_another_resource_group(
+    ctx: OperatorContext, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    zk.create(group_path, OwnerMarker("other", "group").to_json(), makepath=True)
+    rt = runtime(ctx)
+    with pytest.raises(RetryLater):
+        apply_spec(ctx, rt, raw(zk_hosts, group_path), generation=1)
+    assert rt.sync is not None and rt.sync.permanent and rt.sync.reason == "PathInUse"
+    # Deleting this ResourceGroup must not delete the other one's group.
+    delete_znodes(ctx, rt, raw(zk_hosts, group_path), annotations={})
+    assert zk.exists(group_path) is not None
+
+
+def test_delete_removes_the_group(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a"]), generation=1, body=BODY)
+    outcome = delete_znodes(ctx, rt, raw(zk_hosts, group_path), annotations={})
+    assert outcome.startswith("deleted") and zk.exists(group_path) is None
+    assert "ZnodesDeleted" in kube.reasons()
+
+
+@pytest.mark.parametrize("annotation", [KEEP_ZNODES, SKIP_CLEANUP])
+def test_annotations_keep_the_znodes(
+    ctx: OperatorContext, zk: KazooClient, zk_hosts: str, group_path: str, annotation: str
+) -> None:
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a"]), generation=1)
+    delete_znodes(ctx, rt, raw(zk_hosts, group_path), annotations={annotation: "true"})
+    assert zk.get_children(GroupPaths.of(group_path).resources) == ["a"]
+
+
+def test_deletion_with_zookeeper_gone_retries_then_gives_up(
+    ctx: OperatorContext, kube: RecordingKube, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    dead = raw(f"127.0.0.1:{free_port()}", group_path)
+    with pytest.raises(RetryLater):
+        delete_znodes(ctx, rt, dead, annotations={}, body=BODY, retry=0)
+    outcome = delete_znodes(ctx, rt, dead, annotations={}, body=BODY, retry=MAX_DELETE_ATTEMPTS - 1)
+    assert outcome.startswith("gave up")
+    assert kube.reasons() == ["ZooKeeperCleanupFailed", "ZooKeeperCleanupAbandoned"]
+
+
+def test_deleting_a_never_valid_spec_is_a_no_op(ctx: OperatorContext) -> None:
+    assert "nothing" in delete_znodes(ctx, runtime(ctx), {"zookeeper": {}}, annotations={})

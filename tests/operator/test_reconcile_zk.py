@@ -1,0 +1,181 @@
+"""reconcile.py against a real ZooKeeper server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from rebalanser.config import GroupConfig
+from rebalanser.paths import GroupPaths
+from rebalanser_operator.models import ResourceGroupSpec
+from rebalanser_operator.reconcile import (
+    GroupOwnedElsewhereError,
+    OwnerMarker,
+    _Create,
+    delete_group,
+    group_acl,
+    reconcile_group,
+    run_batches,
+)
+from rebalanser_operator.zkpool import DigestCredentials
+
+pytestmark = pytest.mark.zk
+
+OWNER = OwnerMarker("shop", "orders", "uid-1")
+
+
+def spec(**fields: object) -> ResourceGroupSpec:
+    return ResourceGroupSpec.parse({"zookeeper": {"connect": "unused:2181"}, **fields})
+
+
+def apply(zk: KazooClient, path: str, s: ResourceGroupSpec, owner: OwnerMarker = OWNER, credentials=None):  # type: ignore[no-untyped-def]
+    return reconcile_group(
+        zk, path, desired=s.desired_resources(), config=s.group_config(s.rebalance.min_interval_seconds),
+        acl=group_acl(credentials), owner=owner,
+    )
+
+
+def test_creates_resources_and_writes_config(zk: KazooClient, group_path: str) -> None:
+    s = spec(resources=["x"], resourceSets=[{"prefix": "orders-", "count": 3}], algorithm="GlobalBarrier")
+    result = apply(zk, group_path, s)
+    paths = GroupPaths.of(group_path)
+    assert sorted(zk.get_children(paths.resources)) == ["orders-0", "orders-1", "orders-2", "x"]
+    assert (result.created, result.deleted, result.resources, result.config_written) == (4, 0, 4, True)
+    config = GroupConfig.from_json(zk.get(paths.config)[0])
+    assert config.algorithm.value == "GlobalBarrier" and config.interval == 2.0
+    for container in paths.containers():
+        assert zk.exists(container) is not None
+
+
+def test_ten_thousand_resources_reconcile_in_seconds(zk: KazooClient, group_path: str) -> None:
+    s = spec(resourceSets=[{"prefix": "orders-", "count": 10_000}])
+    started = time.monotonic()
+    result = apply(zk, group_path, s)
+    elapsed = time.monotonic() - started
+    print(f"\n10,000 resources: created in {elapsed:.3f}s")
+    assert result.created == 10_000
+    assert len(zk.get_children(GroupPaths.of(group_path).resources)) == 10_000
+    assert elapsed < 5.0
+    started = time.monotonic()
+    again = apply(zk, group_path, s)
+    print(f"10,000 resources: no-op reconcile in {time.monotonic() - started:.3f}s")
+    assert (again.created, again.deleted) == (0, 0)
+    started = time.monotonic()
+    removed = apply(zk, group_path, spec(resourceSets=[{"prefix": "orders-", "count": 5_000}]))
+    print(f"10,000 -> 5,000 resources: {time.monotonic() - started:.3f}s")
+    assert removed.deleted == 5_000
+    started = time.monotonic()
+    deleted = delete_group(zk, group_path)
+    print(f"group of 5,000 resources deleted in {time.monotonic() - started:.3f}s")
+    assert deleted >= 5_000 and zk.exists(group_path) is None
+
+
+def test_reconcile_is_idempotent(zk: KazooClient, group_path: str) -> None:
+    s = spec(resources=["a", "b"])
+    apply(zk, group_path, s)
+    paths = GroupPaths.of(group_path)
+    before = {name: zk.exists(paths.resource(name)).czxid for name in ("a", "b")}  # type: ignore[union-attr]
+    config_version = zk.exists(paths.config).version  # type: ignore[union-attr]
+    result = apply(zk, group_path, s)
+    assert (result.created, result.deleted, result.config_written) == (0, 0, False)
+    assert {name: zk.exists(paths.resource(name)).czxid for name in ("a", "b")} == before  # type: ignore[union-attr]
+    assert zk.exists(paths.config).version == config_version  # type: ignore[union-attr]
+
+
+def test_removes_only_resources_that_left_the_spec(zk: KazooClient, group_path: str) -> None:
+    apply(zk, group_path, spec(resources=["a", "b", "c"]))
+    paths = GroupPaths.of(group_path)
+    kept = zk.exists(paths.resource("b")).czxid  # type: ignore[union-attr]
+    zk.create(paths.resource("added-by-hand"))
+    result = apply(zk, group_path, spec(resources=["b", "d"]))
+    assert sorted(zk.get_children(paths.resources)) == ["b", "d"]
+    assert (result.created, result.deleted) == (1, 3)
+    assert zk.exists(paths.resource("b")).czxid == kept  # type: ignore[union-attr]
+
+
+def test_config_follows_spec_changes(zk: KazooClient, group_path: str) -> None:
+    apply(zk, group_path, spec())
+    changed = spec(rebalance={"minIntervalSeconds": 5, "maxIntervalSeconds": 50, "departureGraceSeconds": 3})
+    assert apply(zk, group_path, changed).config_written
+    config = GroupConfig.from_json(zk.get(GroupPaths.of(group_path).config)[0])
+    assert (config.min_interval_seconds, config.max_interval_seconds, config.departure_grace_seconds) == (5, 50, 3)
+
+
+def test_a_failed_batch_is_redone_op_by_op(zk: KazooClient, group_path: str) -> None:
+    zk.ensure_path(f"{group_path}/batch")
+    zk.create(f"{group_path}/batch/n3")  # makes the multi fail as a whole
+    ops = [_Create(f"{group_path}/batch/n{i}", group_acl(None)) for i in range(6)]
+    assert run_batches(zk, ops, batch_size=4) == 5
+    assert sorted(zk.get_children(f"{group_path}/batch")) == [f"n{i}" for i in range(6)]
+
+
+def test_delete_group_removes_every_znode_including_live_ephemerals(
+    zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    apply(zk, group_path, spec(resourceSets=[{"prefix": "r", "count": 100}]))
+    paths = GroupPaths.of(group_path)
+    worker = KazooClient(hosts=zk_hosts)
+    worker.start()
+    try:
+        worker.create(f"{paths.clients}/member-", ephemeral=True, sequence=True)
+        worker.ensure_path(f"{paths.assignment}/m1/part-0")
+        worker.create(paths.owner("r1"), ephemeral=True)
+        deleted = delete_group(zk, group_path)
+        assert zk.exists(group_path) is None
+        assert deleted >= 100 + 6
+        assert zk.exists(group_path.rsplit("/", 1)[0]) is not None  # shared parents stay
+    finally:
+        worker.stop()
+        worker.close()
+    assert delete_group(zk, group_path) == 0  # idempotent
+
+
+def test_two_resource_groups_cannot_share_a_path(zk: KazooClient, group_path: str) -> None:
+    apply(zk, group_path, spec(resources=["a"]))
+    with pytest.raises(GroupOwnedElsewhereError, match="shop/orders"):
+        apply(zk, group_path, spec(resources=["b"]), owner=OwnerMarker("other", "group", "uid-2"))
+    assert zk.get_children(GroupPaths.of(group_path).resources) == ["a"]
+    # The same object recreated (new uid) adopts its group.
+    apply(zk, group_path, spec(resources=["a", "b"]), owner=OwnerMarker("shop", "orders", "uid-9"))
+    assert OwnerMarker.parse(zk.get(group_path)[0]) == OwnerMarker("shop", "orders", "uid-9")
+
+
+def test_a_group_created_by_workers_is_adopted(zk: KazooClient, group_path: str) -> None:
+    paths = GroupPaths.of(group_path)
+    zk.ensure_path(paths.resources)
+    zk.create(paths.resource("old"))
+    apply(zk, group_path, spec(resources=["new"]))
+    assert zk.get_children(paths.resources) == ["new"]
+
+
+def test_digest_acl_lets_only_credential_holders_write(zk: KazooClient, zk_hosts: str, group_path: str) -> None:
+    credentials = DigestCredentials("operator", "s3cret")
+    admin = KazooClient(hosts=zk_hosts, auth_data=[("digest", credentials.auth)])
+    admin.start()
+    try:
+        apply(admin, group_path, spec(resources=["a"]), credentials=credentials)
+        paths = GroupPaths.of(group_path)
+        # Anyone may read ...
+        assert zk.get_children(paths.resources) == ["a"]
+        assert GroupConfig.from_json(zk.get(paths.config)[0]).interval == 2.0
+        # ... but without the credentials nothing can be written.
+        with pytest.raises(NoAuthError):
+            zk.create(paths.resource("intruder"))
+        with pytest.raises(NoAuthError):
+            zk.delete(paths.resource("a"))
+        with pytest.raises(NoAuthError):
+            zk.set(paths.config, b"{}")
+        with pytest.raises(NoAuthError):
+            zk.create(f"{paths.clients}/member-", ephemeral=True, sequence=True)
+        # A holder of the credentials (a worker configured with them) can.
+        admin.create(f"{paths.clients}/member-", ephemeral=True, sequence=True)
+        assert len(admin.get_children(paths.clients)) == 1
+        # Credentials removed from the spec: the operator opens the group up again.
+        apply(admin, group_path, spec(resources=["a", "b"]), credentials=None)
+        zk.create(paths.resource("now-allowed"))
+        delete_group(admin, group_path)
+    finally:
+        admin.stop()
+        admin.close()
