@@ -13,6 +13,7 @@ from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.reconcile import (
     GroupOwnedElsewhereError,
     OwnerMarker,
+    SyncResult,
     _Create,
     delete_group,
     group_acl,
@@ -30,7 +31,10 @@ def spec(**fields: object) -> ResourceGroupSpec:
     return ResourceGroupSpec.parse({"zookeeper": {"connect": "unused:2181"}, **fields})
 
 
-def apply(zk: KazooClient, path: str, s: ResourceGroupSpec, owner: OwnerMarker = OWNER, credentials=None):  # type: ignore[no-untyped-def]
+def apply(
+    zk: KazooClient, path: str, s: ResourceGroupSpec, owner: OwnerMarker = OWNER,
+    credentials: DigestCredentials | None = None,
+) -> SyncResult:
     return reconcile_group(
         zk, path, desired=s.desired_resources(), config=s.group_config(s.rebalance.min_interval_seconds),
         acl=group_acl(credentials), owner=owner,
@@ -76,23 +80,23 @@ def test_reconcile_is_idempotent(zk: KazooClient, group_path: str) -> None:
     s = spec(resources=["a", "b"])
     apply(zk, group_path, s)
     paths = GroupPaths.of(group_path)
-    before = {name: zk.exists(paths.resource(name)).czxid for name in ("a", "b")}  # type: ignore[union-attr]
-    config_version = zk.exists(paths.config).version  # type: ignore[union-attr]
+    before = {name: zk.exists(paths.resource(name)).czxid for name in ("a", "b")}
+    config_version = zk.exists(paths.config).version
     result = apply(zk, group_path, s)
     assert (result.created, result.deleted, result.config_written) == (0, 0, False)
-    assert {name: zk.exists(paths.resource(name)).czxid for name in ("a", "b")} == before  # type: ignore[union-attr]
-    assert zk.exists(paths.config).version == config_version  # type: ignore[union-attr]
+    assert {name: zk.exists(paths.resource(name)).czxid for name in ("a", "b")} == before
+    assert zk.exists(paths.config).version == config_version
 
 
 def test_removes_only_resources_that_left_the_spec(zk: KazooClient, group_path: str) -> None:
     apply(zk, group_path, spec(resources=["a", "b", "c"]))
     paths = GroupPaths.of(group_path)
-    kept = zk.exists(paths.resource("b")).czxid  # type: ignore[union-attr]
+    kept = zk.exists(paths.resource("b")).czxid
     zk.create(paths.resource("added-by-hand"))
     result = apply(zk, group_path, spec(resources=["b", "d"]))
     assert sorted(zk.get_children(paths.resources)) == ["b", "d"]
     assert (result.created, result.deleted) == (1, 3)
-    assert zk.exists(paths.resource("b")).czxid == kept  # type: ignore[union-attr]
+    assert zk.exists(paths.resource("b")).czxid == kept
 
 
 def test_config_follows_spec_changes(zk: KazooClient, group_path: str) -> None:

@@ -1,11 +1,14 @@
 """Exclusive per-resource claims: ``G/owners/<resource>``, ephemeral, created by the owner's session.
 
 ZooKeeper itself enforces that at most one session holds a claim. A claim is released only by the
-session that holds it (checked through ``ephemeralOwner`` before every delete, and nobody else ever
-deletes it), or by the server when that session ends. The claim's creation zxid (``czxid``) is the
-resource's fencing token: zxids grow with every write to the ensemble, so each new claim of a
-resource carries a larger token than every claim before it, across owners, sessions and even a
-deletion and re-creation of the resource.
+session that holds it, or by the server when that session ends; nobody else ever deletes it (not even
+when the resource is deleted). The claim's creation zxid (``czxid``) is the resource's fencing token:
+zxids grow with every write to the ensemble, so each new claim of a resource carries a larger token
+than every claim before it, across owners, sessions, and deletion and re-creation of the resource.
+
+Claims are created and released in ``multi`` batches: one transaction, one zxid, so the resources of
+a batch share one token and their next owners are woken together. Cost: one round trip per batch of
+up to :data:`BATCH` resources, plus one read per resource still held by someone else (its watch).
 """
 
 from __future__ import annotations
@@ -13,138 +16,140 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, OperationTimeoutError
+from kazoo.protocol.states import WatchedEvent
 
 from rebalanser.paths import GroupPaths
 
 log = logging.getLogger(__name__)
 
+BATCH = 500
+
 
 @dataclass(frozen=True)
 class ClaimResult:
     claimed: dict[str, int]  # resource -> fencing token
-    blocked: list[str]  # held by another session: wait for the release
+    blocked: list[str]  # held by another session: wait for its release
 
 
-BATCH = 500
+@dataclass
+class ClaimBook:
+    """The claims one session holds. ``uncertain`` claims are those whose last write's outcome is
+    unknown (ConnectionLoss): they are verified through ``ephemeralOwner`` before anything else."""
 
+    zk: KazooClient
+    paths: GroupPaths
+    member_id: str
+    session_id: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+    uncertain: set[str] = field(default_factory=set)
 
-def claim_all(
-    zk: KazooClient, paths: GroupPaths, resources: Iterable[str], member_id: str, session_id: int
-) -> ClaimResult:
-    """Claims every free resource; ours already (same session) count as claimed.
+    def reset(self, session_id: int) -> None:
+        self.session_id, self.held, self.uncertain = session_id, {}, set()
 
-    Free claims are created in ``multi`` batches: one transaction, so one zxid, so every resource of a
-    batch gets the same fencing token. Existing claims are found first with pipelined reads, so a
-    batch normally succeeds at the first attempt; a lost race just retries the rest.
-    """
-    claimed: dict[str, int] = {}
-    blocked: list[str] = []
-    free = _sort_existing(zk, paths, list(resources), session_id, claimed, blocked)
-    data = json.dumps({"member": member_id}).encode()
-    for start in range(0, len(free), BATCH):
-        _create_batch(zk, paths, free[start : start + BATCH], data, session_id, claimed, blocked)
-    return ClaimResult(claimed, blocked)
+    # -- claiming ------------------------------------------------------------------------------
 
-
-def _sort_existing(
-    zk: KazooClient, paths: GroupPaths, resources: list[str], session_id: int,
-    claimed: dict[str, int], blocked: list[str],
-) -> list[str]:
-    pending = [(r, zk.exists_async(paths.owner(r))) for r in resources]
-    free = []
-    for resource, result in pending:
-        stat = result.get()
-        if stat is None:
-            free.append(resource)
-        elif stat.ephemeralOwner == session_id:
-            claimed[resource] = int(stat.czxid)
-        else:
-            blocked.append(resource)
-    return free
-
-
-def _create_batch(
-    zk: KazooClient, paths: GroupPaths, batch: list[str], data: bytes, session_id: int,
-    claimed: dict[str, int], blocked: list[str],
-) -> None:
-    while batch:
-        txn = zk.transaction()
-        for resource in batch:
-            txn.create(paths.owner(resource), data, ephemeral=True)
-        results = txn.commit()
-        failed = [i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)]
-        if not failed:
-            stat = zk.exists(paths.owner(batch[0]))
-            if stat is not None and stat.ephemeralOwner == session_id:
-                claimed.update(dict.fromkeys(batch, int(stat.czxid)))
-            else:  # cannot happen while our session lives: our claims are deleted only by us
-                blocked.extend(batch)
-            return
-        loser = batch[failed[0]]
-        if isinstance(results[failed[0]], NoNodeError):
-            zk.ensure_path(paths.owners)
-        else:
-            token = held_by(zk, paths, loser, session_id)
-            if token is None:
-                blocked.append(loser)
+    def claim(self, resources: Iterable[str]) -> ClaimResult:
+        claimed: dict[str, int] = {}
+        blocked: list[str] = []
+        fresh = []
+        for resource in resources:
+            if resource in self.uncertain:
+                self._verify(resource)
+            if resource in self.held:
+                claimed[resource] = self.held[resource]
             else:
-                claimed[loser] = token
-            batch = batch[: failed[0]] + batch[failed[0] + 1 :]
+                fresh.append(resource)
+        data = json.dumps({"member": self.member_id}).encode()
+        for start in range(0, len(fresh), BATCH):
+            self._create(fresh[start : start + BATCH], data, claimed, blocked)
+        return ClaimResult(claimed, blocked)
 
+    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int], blocked: list[str]) -> None:
+        while batch:
+            txn = self.zk.transaction()
+            for resource in batch:
+                txn.create(self.paths.owner(resource), data, ephemeral=True)
+            try:
+                results = txn.commit()
+            except (ConnectionLoss, OperationTimeoutError):
+                self.uncertain |= set(batch)
+                raise
+            failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
+            if failed is None:
+                token = self._token_of(batch[0])
+                self.held.update(dict.fromkeys(batch, token))
+                claimed.update(dict.fromkeys(batch, token))
+                return
+            if isinstance(results[failed], NoNodeError):
+                self.zk.ensure_path(self.paths.owners)
+                continue
+            taken = self._taken(batch)
+            blocked.extend(r for r in batch if r in taken)
+            batch = [r for r in batch if r not in taken]
 
-def held_by(zk: KazooClient, paths: GroupPaths, resource: str, session_id: int) -> int | None:
-    """The token if this session holds the claim, else None."""
-    stat = zk.exists(paths.owner(resource))
-    if stat is not None and stat.ephemeralOwner == session_id:
+    def _token_of(self, resource: str) -> int:
+        stat = self.zk.exists(self.paths.owner(resource))
+        if stat is None or stat.ephemeralOwner != self.session_id:
+            raise KazooException(f"claim on {resource} vanished right after it was created")
         return int(stat.czxid)
-    return None
 
+    def _taken(self, batch: list[str]) -> set[str]:
+        """Which of ``batch`` someone else holds now (one listing of all claims, not one read each)."""
+        existing = set(self.zk.get_children(self.paths.owners)) & set(batch)
+        for resource in list(existing):
+            if self._verify(resource):
+                existing.discard(resource)
+        return existing - set(self.held)
 
-def watch_release(
-    zk: KazooClient, paths: GroupPaths, resource: str, on_release: Callable[[str], None]
-) -> bool:
-    """Arms a one-shot watch on another session's claim; False when it is already gone."""
+    def _verify(self, resource: str) -> bool:
+        """Settles an uncertain claim by ``ephemeralOwner``; True if it is ours."""
+        self.uncertain.discard(resource)
+        stat = self.zk.exists(self.paths.owner(resource))
+        if stat is not None and stat.ephemeralOwner == self.session_id:
+            self.held[resource] = int(stat.czxid)
+            return True
+        self.held.pop(resource, None)
+        return False
 
-    def fired(event: WatchedEvent) -> None:
-        on_release(resource)
+    def watch_releases(self, resources: list[str], on_release: Callable[[str], None]) -> list[str]:
+        """Arms one-shot watches on other sessions' claims; returns those already gone."""
 
-    stat: ZnodeStat | None = zk.exists(paths.owner(resource), watch=fired)
-    return stat is not None
+        def watcher(resource: str) -> Callable[[WatchedEvent], None]:
+            return lambda _event: on_release(resource)
 
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=watcher(r))) for r in resources]
+        return [r for r, result in pending if result.get() is None]
 
-def release(zk: KazooClient, paths: GroupPaths, resource: str, session_id: int) -> None:
-    """Deletes the claim only if this session holds it. Raises ConnectionLoss etc. to be retried."""
-    path = paths.owner(resource)
-    stat = zk.exists(path)
-    if stat is None or stat.ephemeralOwner != session_id:
-        return
-    try:
-        zk.delete(path, version=stat.version)
-    except NoNodeError:
-        pass
+    # -- releasing -----------------------------------------------------------------------------
 
+    def release(self, resources: Iterable[str]) -> None:
+        """Deletes this session's claims on ``resources``; never another session's. Raises
+        ConnectionLoss etc. to be retried later (each retry re-checks ownership first)."""
+        wanted = [r for r in resources if r in self.held or r in self.uncertain]
+        for resource in [r for r in wanted if r in self.uncertain]:
+            self._verify(resource)
+        ours = [r for r in wanted if r in self.held]
+        for start in range(0, len(ours), BATCH):
+            self._delete(ours[start : start + BATCH])
 
-def release_all(zk: KazooClient, paths: GroupPaths, resources: list[str], session_id: int) -> None:
-    """Releases this session's claims on ``resources`` in ``multi`` batches (so their next owners are
-    woken together). Claims held by another session are never touched. Raises ConnectionLoss etc.
-    to be retried after reconnect (each retry re-checks ownership first)."""
-    pending = [(r, zk.exists_async(paths.owner(r))) for r in resources]
-    ours = []
-    for resource, result in pending:
-        stat = result.get()
-        if stat is not None and stat.ephemeralOwner == session_id:
-            ours.append((resource, int(stat.version)))
-    for start in range(0, len(ours), BATCH):
-        batch = ours[start : start + BATCH]
-        txn = zk.transaction()
-        for resource, version in batch:
-            txn.delete(paths.owner(resource), version=version)
-        results = txn.commit()
+    def _delete(self, batch: list[str]) -> None:
+        txn = self.zk.transaction()
+        for resource in batch:
+            txn.delete(self.paths.owner(resource))
+        try:
+            results = txn.commit()
+        except (ConnectionLoss, OperationTimeoutError):
+            self.uncertain |= set(batch)
+            raise
         if any(isinstance(r, Exception) for r in results):
-            for resource, _ in batch:  # someone raced us (an administrator?): fall back one by one
-                release(zk, paths, resource, session_id)
+            for resource in batch:  # an administrator deleted one of them: settle one by one
+                if self._verify(resource):
+                    self.zk.delete(self.paths.owner(resource))
+                    self.held.pop(resource, None)
+            return
+        for resource in batch:
+            self.held.pop(resource, None)

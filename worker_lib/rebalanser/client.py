@@ -33,7 +33,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import KazooState
 
-from rebalanser import claims, metrics
+from rebalanser import metrics
+from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
 from rebalanser.coordinator import Coordinator
 from rebalanser.errors import CorruptDataError, RebalanserError
@@ -84,6 +85,7 @@ class Client:
         self.handler = handler or Handler()
         self.paths = GroupPaths.of(options.group)
         self._zk: KazooClient | None = None
+        self._claims: ClaimBook | None = None
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._pushback: tuple[str, Any] | None = None
         self._lock = threading.RLock()
@@ -150,6 +152,7 @@ class Client:
                 return
             self._state = State.JOINING
             self._zk = make_client(self.options)
+            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
         self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
@@ -178,6 +181,11 @@ class Client:
     def zk(self) -> KazooClient:
         assert self._zk is not None
         return self._zk
+
+    @property
+    def _book(self) -> ClaimBook:
+        assert self._claims is not None
+        return self._claims
 
     def _post(self, kind: str, arg: Any = None) -> None:
         self._events.put((kind, arg))
@@ -312,6 +320,7 @@ class Client:
         deadline = time.monotonic() + 4 * session_timeout(self.zk)
         self._me = create_member_node(self.zk, self.paths, self.options.member_id, deadline)
         self._joined_session = sid
+        self._book.reset(sid)
         self._set_state(State.PENDING_ASSIGNMENT)
         self._elect()
         self._read_barrier()
@@ -488,10 +497,9 @@ class Client:
             if not self._lease.valid(self._joined_session):
                 self._reclaim_later()
                 return
-        result = claims.claim_all(self.zk, self.paths, wanted, self.options.member_id, self._joined_session)
-        for blocked in result.blocked:
-            if not claims.watch_release(self.zk, self.paths, blocked, lambda r: self._post("claim", r)):
-                self._post("claim", blocked)
+        result = self._book.claim(wanted)
+        for gone in self._book.watch_releases(result.blocked, lambda r: self._post("claim", r)):
+            self._post("claim", gone)
         if result.claimed:
             self._grant(result.claimed)
         self._update_state()
@@ -522,7 +530,7 @@ class Client:
         if not self._unreleased:
             return
         try:
-            claims.release_all(self.zk, self.paths, sorted(self._unreleased), self._joined_session)
+            self._book.release(sorted(self._unreleased))
         except (ConnectionLoss, SessionExpiredError):
             return  # retried after reconnect; the session's end releases them otherwise
         self._unreleased.clear()

@@ -145,7 +145,25 @@ class Coordinator:
             children = []
         for node in children:
             self._load_member(node, layout)
+        layout.generation = max(layout.generation, self._highest_generation_seen())
         self._layout = layout
+
+    def _highest_generation_seen(self) -> int:
+        """Generations must never repeat, even after a rebalance that failed half-way."""
+        highest = 0
+        try:
+            for name in self._zk.get_children(self._paths.stopped):
+                if name.startswith("g") and name[1:].isdigit():
+                    highest = max(highest, int(name[1:]))
+        except NoNodeError:
+            pass
+        for path in (self._paths.barrier, self._paths.state):
+            try:
+                value = json.loads(self._zk.get(path)[0])
+                highest = max(highest, int(value.get("generation", 0)))
+            except (NoNodeError, ValueError, TypeError, AttributeError):
+                continue
+        return highest
 
     def _load_member(self, node: str, layout: Layout) -> None:
         member = MemberNode.parse(node)
@@ -226,11 +244,21 @@ class Coordinator:
         except NotCoordinatorError:
             raise
         except KazooException as exc:
-            log.warning("rebalance interrupted (%s); re-reading state and retrying", type(exc).__name__)
+            log.warning("rebalance interrupted (%r); re-reading state and retrying", exc)
+            self._recover()
+
+    def _recover(self) -> None:
+        """A batch may or may not have landed: re-read what is stored before trying again."""
+        while self._active:
             self._await_connection()
-            self._zk.sync(self._paths.root)
-            self._load_layout()
-            self.trigger()
+            try:
+                self._zk.sync(self._paths.root)
+                self._load_layout()
+                break
+            except KazooException as exc:
+                log.info("re-reading state failed (%r); retrying", exc)
+                time.sleep(0.2)
+        self.trigger()
 
     def _await_connection(self) -> None:
         while self._active and not self._zk.connected:

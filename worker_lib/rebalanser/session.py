@@ -19,13 +19,13 @@ from rebalanser.options import Options
 log = logging.getLogger(__name__)
 
 
-class _NegotiatingConnection(ConnectionHandler):
+class _NegotiatingConnection(ConnectionHandler):  # type: ignore[misc]
     """kazoo keeps the negotiated timeout to itself; the lease must not assume the requested one."""
 
     def _connect(self, host: str, hostip: str, port: int) -> tuple[float, float]:
         read_timeout, connect_timeout = super()._connect(host, hostip, port)
         self.client.negotiated_timeout = read_timeout * 1.5 / 1000.0
-        return read_timeout, connect_timeout  # type: ignore[no-any-return]
+        return read_timeout, connect_timeout
 
 
 def make_client(options: Options) -> KazooClient:

@@ -6,13 +6,27 @@ module docstring, exactly what it guarantees and what those guarantees rest on.
 """
 
 from .bag import BagItem, BagListener, DistributedBag, ItemExistsError
+from .discovery import (
+    Discovery,
+    DiscoveryUnavailableError,
+    DiscoveryWatch,
+    InstanceConflictError,
+    ServiceInstance,
+    load_config,
+)
 from .leader_queue import Candidate, LeaderQueue
 
 __all__ = [
     "BagItem",
     "BagListener",
     "Candidate",
+    "Discovery",
+    "DiscoveryUnavailableError",
+    "DiscoveryWatch",
     "DistributedBag",
+    "InstanceConflictError",
     "ItemExistsError",
     "LeaderQueue",
+    "ServiceInstance",
+    "load_config",
 ]

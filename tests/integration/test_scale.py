@@ -1,0 +1,68 @@
+"""Groups whose assignment data is far beyond ZooKeeper's 1 MiB znode limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+from kazoo.client import KazooClient
+
+from rebalanser import blobs
+from rebalanser.client import Client
+from rebalanser.handler import Handler
+from rebalanser.options import Options
+from tests.support.workers import wait_for
+
+
+class Count(Handler):
+    def __init__(self) -> None:
+        self.owned: set[str] = set()
+        self.lock = threading.Lock()
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        with self.lock:
+            self.owned |= set(resources)
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        with self.lock:
+            self.owned -= set(resources)
+
+
+def create_resources(zk: KazooClient, group: str, names: list[str]) -> None:
+    zk.ensure_path(f"{group}/resources")
+    for start in range(0, len(names), 1000):
+        txn = zk.transaction()
+        for name in names[start : start + 1000]:
+            txn.create(f"{group}/resources/{name}")
+        assert not any(isinstance(r, Exception) for r in txn.commit())
+
+
+def test_a_hundred_thousand_resources_are_shared_without_gaps_or_doubles(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    names = [uuid.uuid4().hex for _ in range(100_000)]  # incompressible: the assignment needs parts
+    create_resources(zk, group_path, names)
+    handlers = [Count() for _ in range(2)]
+    clients = [
+        Client(Options(zk_hosts, group_path, member_id=f"m{i}", session_timeout=10, min_interval=0.5), h)
+        for i, h in enumerate(handlers)
+    ]
+    started = time.monotonic()
+    for c in clients:
+        c.start()
+    try:
+        def complete() -> bool:
+            a, b = handlers[0].owned, handlers[1].owned
+            return len(a) + len(b) == len(names) and not (a & b)
+
+        wait_for(complete, 120, lambda: f"owned {[len(h.owned) for h in handlers]}")
+        print(f"\n100k resources, 2 members: all claimed after {time.monotonic() - started:.1f}s")
+        assert abs(len(handlers[0].owned) - len(handlers[1].owned)) <= 1
+        node = clients[0].member_node
+        header = blobs.decode_header(zk.get(f"{group_path}/assignment/{node}")[0])
+        assert header.parts > 1, "expected the assignment to be stored in several parts"
+    finally:
+        for c in clients:
+            c.stop()
