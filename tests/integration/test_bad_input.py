@@ -8,11 +8,11 @@ from collections.abc import Mapping
 
 import pytest
 from kazoo.client import KazooClient
-
 from rebalanser.client import Client
 from rebalanser.errors import InvalidInputError
 from rebalanser.handler import Handler
 from rebalanser.options import Options
+
 from tests.integration.conftest import add_resources
 from tests.support.workers import wait_for
 
@@ -61,7 +61,9 @@ def start(hosts: str, group: str, member: str) -> tuple[Client, Owned]:
     return c, handler
 
 
-def test_garbage_config_is_rejected_and_the_group_keeps_working(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
+def test_garbage_config_is_rejected_and_the_group_keeps_working(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
     add_resources(zk, group_path, ["a"])
     c, h = start(zk_hosts, group_path, "m")
     try:
@@ -89,7 +91,9 @@ def test_garbage_in_an_assignment_znode_is_rejected_without_losing_ownership(
         c.stop()
 
 
-def test_foreign_children_and_invalid_resource_names_are_ignored(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
+def test_foreign_children_and_invalid_resource_names_are_ignored(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
     add_resources(zk, group_path, ["ok", "not valid name"])
     zk.create(f"{group_path}/clients/garbage", b"", makepath=True)
     c, h = start(zk_hosts, group_path, "m")

@@ -6,10 +6,10 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
-
 from rebalanser.client import Client, StopTimeoutError
 from rebalanser.handler import Handler
 from rebalanser.options import Options
+
 from tests.integration.conftest import add_resources
 from tests.support.workers import wait_for
 

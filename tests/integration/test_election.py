@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-
 from rebalanser.client import Client
 from rebalanser.errors import NotCoordinatorError
 from rebalanser.handler import Handler
 from rebalanser.options import Options
 from rebalanser.writer import FencedWriter
+
 from tests.integration.conftest import add_resources
 from tests.support.workers import Group, wait_for
 from tests.support.zk import ZkCluster, four_letter
@@ -99,7 +99,9 @@ class Roles(Handler):
             self.owned -= set(resources)  # type: ignore[call-overload]
 
 
-def test_a_coordinator_whose_epoch_was_taken_steps_down_and_rejoins(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
+def test_a_coordinator_whose_epoch_was_taken_steps_down_and_rejoins(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
     add_resources(zk, group_path, ["a"])
     handler = Roles()
     client = Client(Options(zk_hosts, group_path, member_id="solo", session_timeout=2, min_interval=0.1), handler)

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
-
 from rebalanser import blobs
 from rebalanser.client import Client
 from rebalanser.handler import Handler
 from rebalanser.options import Options
+
 from tests.support.workers import wait_for
 
 

@@ -7,11 +7,11 @@ import time
 from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
-
 from rebalanser.client import Client
 from rebalanser.errors import SessionExpiredError
 from rebalanser.handler import Handler
 from rebalanser.options import ExpiryPolicy, Options
+
 from tests.integration.conftest import add_resources
 from tests.support.invariants import overlaps, token_regressions
 from tests.support.workers import Group, wait_for
@@ -104,7 +104,9 @@ def expire_session(hosts: str, client: Client) -> None:
     twin.close()
 
 
-def test_forced_expiry_with_reconnect_rejoins_and_gets_resources_back(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
+def test_forced_expiry_with_reconnect_rejoins_and_gets_resources_back(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
     add_resources(zk, group_path, ["a", "b"])
     rec = Recorder()
     client = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1), rec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ def overlaps(events: list[Event]) -> list[str]:
     """Pairs of episodes of one resource by different owners that overlap in time (must be none)."""
     found = []
     for resource, eps in episodes(events).items():
-        for before, after in zip(eps, eps[1:], strict=False):
+        for before, after in itertools.pairwise(eps):
             if after.first <= before.last:
                 found.append(f"{resource}: {before.worker}/{before.token} until {before.last} overlaps "
                              f"{after.worker}/{after.token} from {after.first}")
@@ -52,9 +53,11 @@ def token_regressions(events: list[Event]) -> list[str]:
     """Successive owners of a resource must carry strictly increasing fencing tokens."""
     found = []
     for resource, eps in episodes(events).items():
-        for before, after in zip(eps, eps[1:], strict=False):
+        for before, after in itertools.pairwise(eps):
             if after.token <= before.token:
-                found.append(f"{resource}: token {after.token} of {after.worker} after {before.token} of {before.worker}")
+                found.append(
+                    f"{resource}: token {after.token} of {after.worker} after {before.token} of {before.worker}"
+                )
     return found
 
 

@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 Event = dict[str, Any]
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, message: str | Callable[[], str], poll: float = 0.05) -> None:
+def wait_for(
+    predicate: Callable[[], bool], timeout: float, message: str | Callable[[], str], poll: float = 0.05
+) -> None:
     """Bounded wait with a clear failure message."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

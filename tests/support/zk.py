@@ -182,7 +182,7 @@ def make_cluster(base: Path, size: int = 1, lib: Path | None = None) -> ZkCluste
     lib = lib or zookeeper_lib()
     ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
     cluster = ZkCluster()
-    for i, (client, peer, election) in enumerate(ports, start=1):
+    for i, (client, _peer, _election) in enumerate(ports, start=1):
         data = base / f"zk{i}"
         data.mkdir(parents=True, exist_ok=True)
         lines = [

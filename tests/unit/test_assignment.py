@@ -7,7 +7,6 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rebalanser.assignment import assign
 
 member_ids = st.lists(st.sampled_from([f"m{i}" for i in range(8)]), min_size=1, max_size=8, unique=True)

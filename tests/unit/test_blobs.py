@@ -1,7 +1,6 @@
 """Chunked blob encoding, specified directly."""
 
 import pytest
-
 from rebalanser import blobs
 from rebalanser.errors import CorruptDataError
 
