@@ -37,6 +37,7 @@ class Worker:
     member_id: str
     args: list[str]
     log_dir: Path
+    module: str = "rebalanser.cli"  # or "bench.adapters.kazoo_worker": the same CLI contract
     proc: subprocess.Popen[str] | None = None
     events: list[Event] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -45,7 +46,7 @@ class Worker:
     def start(self) -> Worker:
         err = open(self.log_dir / f"{self.member_id}.{len(self.events)}.err", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rebalanser.cli", *self.args], stdout=subprocess.PIPE, stderr=err,
+            [sys.executable, "-m", self.module, *self.args], stdout=subprocess.PIPE, stderr=err,
             stdin=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
@@ -127,6 +128,7 @@ class Group:
     min_interval: float = 0.3
     tick: float = 0.05
     extra: list[str] = field(default_factory=list)
+    module: str = "rebalanser.cli"
     workers: dict[str, Worker] = field(default_factory=dict)
     retired: list[Worker] = field(default_factory=list)
 
@@ -139,7 +141,7 @@ class Group:
         ]
         if member_id in self.workers:
             self.retired.append(self.workers[member_id])
-        worker = Worker(member_id, args, self.log_dir).start()
+        worker = Worker(member_id, args, self.log_dir, module=self.module).start()
         self.workers[member_id] = worker
         return worker
 
