@@ -49,8 +49,9 @@ def _human(record: dict[str, Any]) -> str:
 class SimulatedWork(Handler):
     """Ticks once per owned resource every ``tick`` seconds, each only after ``owns`` passes."""
 
-    def __init__(self, log: EventLog, tick: float) -> None:
+    def __init__(self, log: EventLog, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0) -> None:
         self.log, self.tick = log, tick
+        self.stop_behaviour, self.stop_delay = stop_behaviour, stop_delay
         self.client: Client | None = None
         self._work_lock = threading.Lock()  # a unit of work and a revocation never interleave
         self._resources: dict[str, int] = {}
@@ -67,9 +68,16 @@ class SimulatedWork(Handler):
                 self.log.emit("assigned", resources=sorted(names), token=token)
 
     def on_revoked(self, resources: Sequence[str]) -> None:
+        # Fault simulation for tests and chaos runs: slow, failing or hanging stop handlers.
+        if self.stop_delay:
+            time.sleep(self.stop_delay)
+        if self.stop_behaviour == "hang":
+            self._halt.wait()
         with self._work_lock:
             for resource in resources:
                 self._resources.pop(resource, None)
+            if self.stop_behaviour == "fail":
+                raise RuntimeError("simulated stop failure")
             self.log.emit("revoked", resources=list(resources))
 
     def on_role(self, role: str, epoch: int) -> None:
@@ -103,7 +111,7 @@ def run_worker(args: argparse.Namespace) -> int:
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
     )
     log = EventLog(options.member_id, args.json)
-    work = SimulatedWork(log, args.tick)
+    work = SimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
     client = Client(options, work)
     work.client = client
     stop = threading.Event()
@@ -164,6 +172,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--stop-timeout", type=float, default=30.0)
     w.add_argument("--departure-grace", type=float, default=0.0)
     w.add_argument("--metrics-port", type=int, default=0)
+    w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"],
+                   help="fault simulation: the stop callback fails or hangs")
+    w.add_argument("--simulate-stop-delay", type=float, default=0.0, help="fault simulation: slow stop callback")
     w.add_argument("--log-level", default="WARNING")
     s = sub.add_parser("status", help="print members, coordinator, epoch and the assignment")
     s.add_argument("--zk", required=True)
