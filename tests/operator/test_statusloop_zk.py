@@ -1,0 +1,232 @@
+"""The live status mirror against real ZooKeeper (and real worker processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser.config import GroupConfig
+from rebalanser.paths import GroupPaths
+from rebalanser_operator.actions import apply_spec
+from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.statusloop import StatusLoop
+
+from tests.operator.support import RecordingKube, conditions
+from tests.support.zk import make_cluster
+
+pytestmark = pytest.mark.zk
+
+BODY = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": "orders"}}
+REBALANSER = Path(sys.executable).with_name("rebalanser")
+
+
+@pytest.fixture
+def kube() -> RecordingKube:
+    return RecordingKube()
+
+
+@pytest.fixture
+def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
+    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=2.0, period=2.0, drift_repair_interval=0.5))
+    yield context
+    context.close()
+
+
+@contextmanager
+def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
+    stop = threading.Event()
+    loop = StatusLoop(ctx, rt, initial_status={})
+    thread = threading.Thread(target=lambda: asyncio.run(loop.run(should_stop=stop.is_set)), daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        stop.set()
+        rt.wake()
+        thread.join(15)
+        assert not thread.is_alive(), "the status loop did not stop"
+
+
+def setup_group(ctx: OperatorContext, hosts: str, path: str, **fields: Any) -> GroupRuntime:
+    rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+    spec = {"zookeeper": {"connect": hosts, "path": path}, **fields}
+    apply_spec(ctx, rt, spec, generation=1, body=BODY)
+    return rt
+
+
+def add_member(zk: KazooClient, path: str, member_id: str) -> str:
+    prefix = f"{GroupPaths.of(path).clients}/{uuid.uuid4().hex}-{member_id}-"
+    created: str = zk.create(prefix, ephemeral=True, sequence=True)
+    return created
+
+
+def test_status_follows_membership_within_two_seconds(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a", "b"])
+    with status_loop(ctx, rt):
+        first = kube.wait_status(lambda s: s["members"] == 0 and s["resources"] == 2, 10, "the first status")
+        assert first["phase"] == "Pending" and conditions(first)["Ready"]["reason"] == "NoMembers"
+        lags = []
+        for round_ in range(3):
+            time.sleep(1.2)  # let the patch rate limit pass: measure the worst case, not a warm wait
+            started = time.monotonic()
+            node = add_member(zk, group_path, f"m{round_}")
+            kube.wait_status(lambda s: s["members"] == 1, 5, "one member")
+            lags.append(time.monotonic() - started)
+            zk.delete(node)
+            kube.wait_status(lambda s: s["members"] == 0, 5, "no member")
+        print(f"\nstatus lag after a membership change: {', '.join(f'{lag:.2f}s' for lag in lags)}")
+        assert max(lags) < 2.0
+
+
+def test_a_churn_storm_is_coalesced(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"])
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: s["members"] == 0, 10, "the first status")
+        before = len(kube.patches)
+        started = time.monotonic()
+        nodes: list[str] = []
+        growing = True
+        changes = 0
+        while time.monotonic() - started < 3.0:  # membership swings between 1 and 8 members
+            if growing:
+                nodes.append(add_member(zk, group_path, f"m{changes}"))
+            else:
+                zk.delete(nodes.pop())
+            changes += 1
+            growing = len(nodes) < 8 if growing else len(nodes) <= 1
+            time.sleep(0.01)
+        storm = time.monotonic() - started
+        kube.wait_status(lambda s: s["members"] == len(nodes), 5, "the final membership")
+        patches = len(kube.patches) - before
+        times = [t for t, _ in kube.patches[before:]]
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        print(f"\nchurn storm: {changes} membership changes in {storm:.1f}s -> {patches} status patches, "
+              f"smallest gap {min(gaps, default=0):.2f}s")
+        assert 2 <= patches <= storm + 2
+        assert all(gap >= 0.95 for gap in gaps)
+
+
+def test_real_workers_reach_stable_and_status_follows_a_departure(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resourceSets=[{"prefix": "r", "count": 12}],
+                     rebalance={"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2})
+    workers = {}
+    with status_loop(ctx, rt):
+        try:
+            for i in range(3):
+                log = open(tmp_path / f"w{i}.log", "w")  # noqa: SIM115 - closed with the process
+                workers[f"w{i}"] = subprocess.Popen(
+                    [str(REBALANSER), "worker", "--zk", zk_hosts, "--group", group_path, "--id", f"w{i}", "--json"],
+                    stdout=log, stderr=subprocess.STDOUT,
+                )
+            stable = kube.wait_status(
+                lambda s: s["phase"] == "Stable" and s["members"] == 3 and s["assigned"] == 12, 60, "Stable with 3"
+            )
+            assert conditions(stable)["Ready"]["status"] == "True"
+            assert sorted(r for rs in stable["assignments"].values() for r in rs) == sorted(f"r{i}" for i in range(12))
+            assert stable["coordinator"] in workers and "lastRebalance" in stable
+            assert "Rebalanced" in kube.reasons()
+            workers["w1"].send_signal(signal.SIGTERM)
+            assert workers["w1"].wait(30) == 0
+            after = kube.wait_status(
+                lambda s: s["phase"] == "Stable" and s["members"] == 2 and s["assigned"] == 12, 60, "Stable with 2"
+            )
+            assert "w1" not in after["assignments"]
+        finally:
+            for proc in workers.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in workers.values():
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def test_zookeeper_outage_and_recovery_without_restart(
+    tmp_path: Path, kube: RecordingKube, ctx: OperatorContext
+) -> None:
+    cluster = make_cluster(tmp_path / "zk", size=1)
+    cluster.start()
+    try:
+        rt = setup_group(ctx, cluster.hosts, "/outage/g", resources=["a"])
+        with status_loop(ctx, rt):
+            kube.wait_status(lambda s: conditions(s)["ZooKeeperConnected"]["status"] == "True", 10, "connected")
+            cluster.stop()
+            down = kube.wait_status(
+                lambda s: conditions(s)["ZooKeeperConnected"]["status"] == "False", 20, "ZooKeeperConnected=False"
+            )
+            assert down["phase"] == "Degraded" and conditions(down)["ZooKeeperConnected"]["reason"] == "ConnectionLost"
+            assert "ZooKeeperDisconnected" in kube.reasons()
+            cluster.start()
+            up = kube.wait_status(
+                lambda s: conditions(s)["ZooKeeperConnected"]["status"] == "True", 40, "ZooKeeperConnected=True"
+            )
+            assert up["resources"] == 1
+            assert "ZooKeeperReconnected" in kube.reasons()
+    finally:
+        cluster.stop()
+
+
+def test_drift_is_repaired(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a", "b"])
+    paths = GroupPaths.of(group_path)
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: s["resources"] == 2, 10, "two resources")
+        zk.delete(paths.resource("a"))
+        zk.create(paths.resource("stray"))
+        zk.set(paths.config, b'{"algorithm": "GlobalBarrier"}')
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            config = GroupConfig.from_json(zk.get(paths.config)[0])
+            if sorted(zk.get_children(paths.resources)) == ["a", "b"] and config.algorithm.value == "ResourceBarrier":
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"drift not repaired: {zk.get_children(paths.resources)}")
+        assert "DriftRepaired" in kube.reasons()
+
+
+def test_rollout_raises_the_effective_interval_to_the_maximum(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    kube.rolling_out = True
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"], workload={"kind": "Deployment", "name": "workers"},
+                     rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 12})
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: s["effectiveIntervalSeconds"] == 12, 10, "effective interval 12")
+        config = GroupConfig.from_json(zk.get(GroupPaths.of(group_path).config)[0])
+        assert config.effective_interval_seconds == 12
+
+
+def test_the_loop_stops_when_the_object_is_gone(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"])
+    with status_loop(ctx, rt) as loop:
+        kube.wait_status(lambda s: s["resources"] == 1, 10, "first status")
+        kube.gone = True
+        add_member(zk, group_path, "m")
+        deadline = time.monotonic() + 10
+        while not loop.gone and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert loop.gone
+
