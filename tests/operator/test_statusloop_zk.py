@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import subprocess
 import sys
@@ -114,7 +115,7 @@ def test_a_churn_storm_is_coalesced(
         kube.wait_status(lambda s: s["members"] == len(nodes), 5, "the final membership")
         patches = len(kube.patches) - before
         times = [t for t, _ in kube.patches[before:]]
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         print(f"\nchurn storm: {changes} membership changes in {storm:.1f}s -> {patches} status patches, "
               f"smallest gap {min(gaps, default=0):.2f}s")
         assert 2 <= patches <= storm + 2
