@@ -1,0 +1,75 @@
+{{/* Chart name, truncated for label values. */}}
+{{- define "rebalanser-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: release-chart unless the release name already contains the chart name. */}}
+{{- define "rebalanser-operator.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rebalanser-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "rebalanser-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "rebalanser-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "rebalanser-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: rebalanser
+{{- end -}}
+
+{{- define "rebalanser-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "rebalanser-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Namespaces served when not cluster-wide (a JSON list). */}}
+{{- define "rebalanser-operator.watchNamespaces" -}}
+{{- if .Values.rbac.watchNamespaces -}}
+{{- toJson .Values.rbac.watchNamespaces -}}
+{{- else -}}
+{{- toJson (list .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* RBAC rules on ResourceGroups and what the operator reads and writes for them. */}}
+{{- define "rebalanser-operator.rules" -}}
+- apiGroups: ["rebalanser.io"]
+  resources: ["resourcegroups"]
+  # kopf lists/watches them and patches annotations (progress) and the finalizer.
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["rebalanser.io"]
+  resources: ["resourcegroups/status"]
+  verbs: ["get", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  # spec.zookeeper.credentialsSecret (digest ACL credentials); read by name only.
+  verbs: ["get"]
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets"]
+  # spec.workload: rollout-aware tuning reads the workload's status by name.
+  verbs: ["get"]
+{{- if .Values.operator.peering }}
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end -}}
