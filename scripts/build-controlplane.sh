@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # the single-quoted `bash -c` scripts below get their values as "$1"...
 # Build the local Kubernetes control plane (kube-apiserver, etcd, kubectl, helm) from Go
 # modules into a cache outside the work tree, and print the bin directory on stdout.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # the single-quoted `bash -c` scripts below get their values as "$1"...
 # Local Kubernetes control plane (etcd + kube-apiserver) for the demo and the e2e tests,
 # started the way controller-runtime's envtest does it: loopback only, free ports, TLS with
 # a throw-away CA, RBAC, an admin client certificate (O=system:masters). No controller
