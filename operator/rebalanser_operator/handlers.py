@@ -65,7 +65,7 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
 def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
-    @kopf.on.login(registry=registry)
+    @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return kopf.login_via_client(**kwargs)
 
@@ -73,13 +73,13 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     def probe(**_: Any) -> int:
         return ctx.pool.connections()
 
-    @kopf.on.cleanup(registry=registry)
+    @kopf.on.cleanup(id="cleanup", registry=registry)
     def cleanup(**_: Any) -> None:
         ctx.close()
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)
     def reconcile(
         spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
         namespace: str | None, name: str, uid: str, retry: int, **_: Any,
@@ -95,7 +95,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         except RetryLater as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
 
-    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup-znodes", registry=registry)
     def delete(
         spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
         logger: kopf.Logger, **_: Any,
@@ -110,7 +110,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         logger.info("deletion: %s", outcome)
         ctx.forget(namespace or "", name)
 
-    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=10.0)
+    @kopf.daemon(GROUP, VERSION, PLURAL, id="status", registry=registry, cancellation_timeout=10.0)
     async def mirror_status(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
         stopped: kopf.DaemonStopped, **_: Any,

@@ -44,6 +44,7 @@ class _Entry:
     client: KazooClient
     users: set[str] = field(default_factory=set)
     connected: threading.Event = field(default_factory=threading.Event)
+    closing: bool = False
     auths: set[DigestCredentials] = field(default_factory=set)
 
 
@@ -123,6 +124,8 @@ class ZooKeeperPool:
 
     def close(self) -> None:
         with self._lock:
+            for entry in self._entries.values():
+                entry.closing = True
             clients = [entry.client for entry in self._entries.values()]
             self._entries.clear()
             self._user_connect.clear()
@@ -149,6 +152,7 @@ class ZooKeeperPool:
         if entry.users:
             return None
         del self._entries[connect]
+        entry.closing = True
         return entry.client
 
     def _start(self, connect: str, session_timeout: float) -> _Entry:
@@ -161,7 +165,7 @@ class ZooKeeperPool:
                 entry.connected.set()
             else:
                 entry.connected.clear()
-            log.info("zookeeper %s: %s", connect, state)
+            log.log(logging.DEBUG if entry.closing else logging.INFO, "zookeeper %s: %s", connect, state)
             if self._on_state_change is not None:
                 self._on_state_change(connect, state)
 
