@@ -1,0 +1,440 @@
+"""The operator end to end: Helm chart on a real kube-apiserver, real ZooKeeper, real worker processes.
+
+The operator runs locally as a subprocess with the chart's ServiceAccount identity (a TokenRequest token),
+so every API call it makes is checked against the chart's RBAC. There is no kubelet: the chart's
+Deployment never gets a Pod, which is fine, the subprocess stands in for it.
+
+Tests run in file order and share one cluster, one ZooKeeper, one operator (module state).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser.config import GroupConfig
+from rebalanser.paths import GroupPaths
+
+from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.zk import ZkCluster, free_port, make_cluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
+
+NS = "rebalanser-e2e"
+RELEASE = "rbo"
+SERVICE_ACCOUNT = f"{RELEASE}-rebalanser-operator"
+CHART = REPO / "charts" / "rebalanser-operator"
+BIN = Path(sys.executable).parent
+GROUP = "orders"
+GROUP_PATH = f"/rebalanser/{NS}/{GROUP}"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str], poll: float = 0.2) -> Any:
+    """Bounded wait; returns the predicate's truthy value or fails saying what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except (KeyError, IndexError, TypeError, ValueError):
+            value = None
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            detail = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {detail}")
+        time.sleep(poll)
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with start_cluster(tmp_path_factory.mktemp("kube")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
+    """A ZooKeeper of our own: the outage test stops and restarts it."""
+    cluster = make_cluster(tmp_path_factory.mktemp("e2e-zk"), size=1)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def zk(zookeeper: ZkCluster) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zookeeper.hosts, timeout=10)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def installed(kube: Cluster) -> Cluster:
+    """``helm install`` of the chart (CRD from crds/, ServiceAccount, RBAC, Deployment, Service)."""
+    kube.create_namespace(NS)
+    proc = subprocess.run(
+        [str(kube.helm), "install", RELEASE, str(CHART), "--namespace", NS, "--kubeconfig", str(kube.kubeconfig)],
+        capture_output=True, text=True, env=kube.env(), timeout=120, check=False,
+    )
+    assert proc.returncode == 0, f"helm install failed: {proc.stderr}"
+    wait_for(
+        lambda: "Established" in kube.run_kubectl(
+            "get", "crd", "resourcegroups.rebalanser.io", "-o",
+            "jsonpath={.status.conditions[?(@.status=='True')].type}", check=False).stdout,
+        60, "the ResourceGroup CRD to be established",
+    )
+    return kube
+
+
+@dataclass
+class OperatorProcess:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    metrics_port: int
+    liveness_port: int
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def service_account_kubeconfig(kube: Cluster, path: Path) -> Path:
+    token = kube.run_kubectl("create", "token", SERVICE_ACCOUNT, "-n", NS, "--duration=2h").stdout.strip()
+    ca = base64.b64encode((kube.dir / "pki" / "ca.crt").read_bytes()).decode()
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": kube.server, "certificate-authority-data": ca}}],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "operator", "namespace": NS}}],
+        "current-context": "operator",
+    }))
+    return path
+
+
+@pytest.fixture(scope="module")
+def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    base = tmp_path_factory.mktemp("operator")
+    kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig")
+    metrics_port, liveness_port = free_port(), free_port()
+    log = base / "operator.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "rebalanser-operator"), "--namespace", NS, "--metrics-port", str(metrics_port),
+             "--liveness", f"http://127.0.0.1:{liveness_port}/healthz", "--log-format", "full"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**installed.env(), "KUBECONFIG": str(kubeconfig)},
+        )
+    running = OperatorProcess(proc, log, metrics_port, liveness_port)
+
+    def live() -> bool:
+        assert proc.poll() is None, f"the operator exited ({proc.returncode}):\n{running.text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    wait_for(live, 60, lambda: f"the operator's liveness endpoint; log:\n{running.text()[-3000:]}")
+    try:
+        yield running
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@dataclass
+class Workers:
+    hosts: str
+    log_dir: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, member_id: str) -> None:
+        out = open(self.log_dir / f"{member_id}.log", "wb")  # noqa: SIM115 - owned by the child
+        self.procs[member_id] = subprocess.Popen(
+            [str(BIN / "rebalanser"), "worker", "--zk", self.hosts, "--group", GROUP_PATH, "--id", member_id,
+             "--session-timeout", "2", "--json"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+
+    def kill(self, member_id: str) -> None:
+        proc = self.procs.pop(member_id)
+        proc.kill()
+        proc.wait(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+
+
+@pytest.fixture(scope="module")
+def workers(zookeeper: ZkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    pool = Workers(zookeeper.hosts, tmp_path_factory.mktemp("workers"))
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+
+def manifest(hosts: str, name: str = GROUP, **spec: Any) -> str:
+    body = {
+        "apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"zookeeper": {"connect": hosts}, **spec},
+    }
+    return json.dumps(body)
+
+
+def get_rg(kube: Cluster, name: str = GROUP) -> dict[str, Any] | None:
+    proc = kube.run_kubectl("get", "resourcegroup", name, "-n", NS, "-o", "json", check=False)
+    if proc.returncode != 0:
+        return None
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def status(kube: Cluster, name: str = GROUP) -> dict[str, Any]:
+    rg = get_rg(kube, name)
+    return (rg or {}).get("status", {})
+
+
+def condition(st: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in st.get("conditions", []) if c["type"] == kind), {})
+
+
+def wait_status(
+    kube: Cluster, predicate: Callable[[dict[str, Any]], Any], timeout: float, what: str, name: str = GROUP
+) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+
+    def check() -> Any:
+        nonlocal last
+        last = status(kube, name)
+        return last if predicate(last) else None
+
+    result: dict[str, Any] = wait_for(check, timeout, lambda: f"{what}; last status: {json.dumps(last)[:3000]}", 0.3)
+    return result
+
+
+def children(zk: KazooClient, path: str) -> list[str]:
+    return sorted(zk.get_children(path)) if zk.exists(path) else []
+
+
+def names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(count)]
+
+
+# ------------------------------------------------------------------------------------------- tests
+
+
+def test_chart_installs_crd_rbac_and_service_account(installed: Cluster) -> None:
+    kube = installed
+    kube.run_kubectl("get", "serviceaccount", SERVICE_ACCOUNT, "-n", NS)
+    kube.run_kubectl("get", "role,rolebinding", SERVICE_ACCOUNT, "-n", NS)
+    who = f"--as=system:serviceaccount:{NS}:{SERVICE_ACCOUNT}"
+
+    def can(*args: str) -> str:
+        return kube.run_kubectl("auth", "can-i", *args, who, check=False).stdout.strip()
+
+    assert can("patch", "resourcegroups.rebalanser.io", "-n", NS) == "yes"
+    assert can("patch", "resourcegroups.rebalanser.io", "--subresource=status", "-n", NS) == "yes"
+    assert can("create", "events", "-n", NS) == "yes"
+    assert can("get", "secrets", "-n", NS) == "yes"
+    assert can("list", "secrets", "-n", NS) == "no"
+    assert can("patch", "resourcegroups.rebalanser.io", "-n", "default") == "no"
+    assert can("create", "pods", "-n", NS) == "no"
+
+
+def test_resource_group_creates_znodes_and_config(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, zk: KazooClient
+) -> None:
+    kube = installed
+    kube.run_kubectl("apply", "-f", "-", input=manifest(
+        zookeeper.hosts, resources=["extra"], resourceSets=[{"prefix": "orders-", "count": 8}],
+        rebalance={"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2},
+    ))
+    paths = GroupPaths.of(GROUP_PATH)
+    expected = sorted([*names("orders-", 8), "extra"])
+    wait_for(lambda: children(zk, paths.resources) == expected, 30,
+             lambda: f"resource znodes {expected}, have {children(zk, paths.resources)}")
+    config = GroupConfig.from_json(zk.get(paths.config)[0])
+    assert (config.min_interval_seconds, config.max_interval_seconds) == (0.5, 2)
+    rg = get_rg(kube)
+    assert rg is not None and "rebalanser.io/finalizer" in rg["metadata"]["finalizers"]
+    st = wait_status(kube, lambda s: s.get("resources") == 9 and s.get("observedGeneration") == 1, 30,
+                     "status with 9 resources")
+    assert st["phase"] == "Pending" and condition(st, "Ready")["reason"] == "NoMembers"
+    assert condition(st, "ZooKeeperConnected")["status"] == "True"
+    assert condition(st, "ResourcesSynced")["status"] == "True"
+
+
+def test_workers_join_and_status_becomes_ready(installed: Cluster, operator: OperatorProcess, workers: Workers) -> None:
+    kube = installed
+    for member in ("w1", "w2", "w3"):
+        workers.start(member)
+    st = wait_status(
+        kube, lambda s: s.get("phase") == "Stable" and s.get("members") == 3 and s.get("assigned") == 9, 90,
+        "Stable with 3 members and 9 assigned",
+    )
+    assert condition(st, "Ready")["status"] == "True" and condition(st, "Balanced")["status"] == "True"
+    assert st["coordinator"] in {"w1", "w2", "w3"}
+    assigned = sorted(r for rs in st["assignments"].values() for r in rs)
+    assert assigned == sorted([*names("orders-", 8), "extra"]) and st["unassigned"] == []
+    assert {len(rs) for rs in st["assignments"].values()} == {3}
+    assert st["lastRebalance"]["completedAt"]
+    table = kube.run_kubectl("get", "rg", "-n", NS).stdout.splitlines()
+    assert table[0].split() == ["NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "AGE"]
+    row = table[1].split()
+    assert row[:5] == [GROUP, "ResourceBarrier", "9", "3", "9"] and row[6] == "Stable"
+    events = kube.run_kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={GROUP}",
+                              "-o", "jsonpath={.items[*].reason}").stdout.split()
+    assert "Rebalanced" in events and "ResourcesSynced" in events
+
+
+def test_killed_worker_is_reflected_in_status(installed: Cluster, operator: OperatorProcess, workers: Workers) -> None:
+    workers.kill("w2")
+    st = wait_status(
+        installed, lambda s: s.get("members") == 2 and s.get("assigned") == 9 and s.get("phase") == "Stable", 60,
+        "Stable with 2 members after killing w2",
+    )
+    assert "w2" not in st["assignments"]
+
+
+def test_patched_resources_reach_znodes_and_status(
+    installed: Cluster, operator: OperatorProcess, zk: KazooClient
+) -> None:
+    installed.run_kubectl(
+        "patch", "rg", GROUP, "-n", NS, "--type", "merge",
+        "-p", json.dumps({"spec": {"resources": ["extra", "new-1", "new-2"], "resourceSets": [
+            {"prefix": "orders-", "count": 4}]}}),
+    )
+    expected = sorted([*names("orders-", 4), "extra", "new-1", "new-2"])
+    paths = GroupPaths.of(GROUP_PATH)
+    wait_for(lambda: children(zk, paths.resources) == expected, 30,
+             lambda: f"resource znodes {expected}, have {children(zk, paths.resources)}")
+    st = wait_status(
+        installed, lambda s: s.get("resources") == 7 and s.get("assigned") == 7 and s.get("phase") == "Stable"
+        and s.get("observedGeneration") == 2, 60, "7 resources, all assigned, observedGeneration 2",
+    )
+    assert sorted(r for rs in st["assignments"].values() for r in rs) == expected
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"spec": {"resources": ["ok", "bad/name"]}}, "spec.resources[1]"),
+        ({"spec": {"resources": [".."]}}, "spec.resources[0]"),
+        ({"spec": {"resources": ["dup", "dup"]}}, "Duplicate value"),
+        ({"spec": {"rebalance": {"minIntervalSeconds": 40, "maxIntervalSeconds": 5}}},
+         "minIntervalSeconds must not exceed"),
+        ({"spec": {"zookeeper": {"path": "/elsewhere"}}}, "zookeeper.path is immutable"),
+        ({"spec": {"algorithm": "RoundRobin"}}, "spec.algorithm"),
+    ],
+)
+def test_invalid_changes_are_rejected_by_the_api_server(
+    installed: Cluster, operator: OperatorProcess, patch: dict[str, Any], message: str
+) -> None:
+    proc = installed.run_kubectl("patch", "rg", GROUP, "-n", NS, "--type", "merge", "-p", json.dumps(patch),
+                                 check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_invalid_new_objects_are_rejected(installed: Cluster, zookeeper: ZkCluster) -> None:
+    missing = json.loads(manifest(zookeeper.hosts, name="no-connect"))
+    missing["spec"]["zookeeper"] = {}
+    proc = installed.run_kubectl("apply", "-f", "-", input=json.dumps(missing), check=False)
+    assert proc.returncode != 0 and "spec.zookeeper.connect: Required value" in proc.stderr, proc.stderr
+    reserved = manifest(zookeeper.hosts, name="reserved")
+    reserved = reserved.replace('"zookeeper": {', '"zookeeper": {"path": "/zookeeper/x", ')
+    proc = installed.run_kubectl("apply", "-f", "-", input=reserved, check=False)
+    assert proc.returncode != 0 and "reserved by ZooKeeper" in proc.stderr, proc.stderr
+
+
+def test_adding_a_path_later_is_rejected(installed: Cluster, operator: OperatorProcess) -> None:
+    proc = installed.run_kubectl(
+        "patch", "rg", GROUP, "-n", NS, "--type", "merge", "-p",
+        json.dumps({"spec": {"zookeeper": {"path": GROUP_PATH}}}), check=False,
+    )
+    assert proc.returncode != 0 and "cannot be added or removed" in proc.stderr, proc.stderr
+
+
+def test_zookeeper_outage_and_recovery_without_restarting_the_operator(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
+) -> None:
+    pid = operator.proc.pid
+    zookeeper.stop()
+    try:
+        down = wait_status(installed, lambda s: condition(s, "ZooKeeperConnected").get("status") == "False", 60,
+                           "ZooKeeperConnected=False while ZooKeeper is down")
+        assert down["phase"] == "Degraded"
+        assert condition(down, "ZooKeeperConnected")["reason"] == "ConnectionLost"
+    finally:
+        zookeeper.start()
+    wait_status(installed, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True"
+                and s.get("phase") == "Stable", 90, "ZooKeeperConnected=True and Stable after ZooKeeper restarted")
+    assert operator.proc.poll() is None and operator.proc.pid == pid
+
+
+def test_metrics_endpoint(operator: OperatorProcess) -> None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    assert "rebalanser_operator_reconciles_total" in text
+    assert f'rebalanser_group_members{{name="{GROUP}",namespace="{NS}"}}' in text
+
+
+def test_delete_removes_znodes_and_releases_the_finalizer(
+    installed: Cluster, operator: OperatorProcess, zk: KazooClient, workers: Workers
+) -> None:
+    workers.stop_all()
+    installed.run_kubectl("delete", "rg", GROUP, "-n", NS, "--wait=true", "--timeout=60s")
+    assert get_rg(installed) is None
+    wait_for(lambda: zk.exists(GROUP_PATH) is None, 30, f"{GROUP_PATH} to be deleted")
+
+
+def test_keep_annotation_leaves_znodes(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, zk: KazooClient
+) -> None:
+    name = "kept"
+    path = f"/rebalanser/{NS}/{name}"
+    installed.run_kubectl("apply", "-f", "-", input=manifest(zookeeper.hosts, name=name, resources=["a"]))
+    wait_for(lambda: children(zk, f"{path}/resources") == ["a"], 30, f"{path}/resources/a")
+    installed.run_kubectl("annotate", "rg", name, "-n", NS, "rebalanser.io/keep-znodes=true")
+    installed.run_kubectl("delete", "rg", name, "-n", NS, "--wait=true", "--timeout=60s")
+    assert get_rg(installed, name) is None
+    assert children(zk, f"{path}/resources") == ["a"]
+
+
+def test_rbac_was_sufficient(operator: OperatorProcess) -> None:
+    text = operator.text()
+    for marker in ("Forbidden", "Not enough permissions", "403"):
+        assert marker not in text, f"the operator hit an RBAC limit ({marker}):\n{text[-3000:]}"
