@@ -224,8 +224,9 @@ def get_rg(kube: Cluster, name: str = GROUP) -> dict[str, Any] | None:
 
 
 def status(kube: Cluster, name: str = GROUP) -> dict[str, Any]:
-    rg = get_rg(kube, name)
-    return (rg or {}).get("status", {})
+    rg = get_rg(kube, name) or {}
+    result: dict[str, Any] = rg.get("status", {})
+    return result
 
 
 def condition(st: dict[str, Any], kind: str) -> dict[str, Any]:
