@@ -1,0 +1,80 @@
+"""CLI parsing, kopf settings and the workload rollout rule."""
+
+from __future__ import annotations
+
+import pytest
+from rebalanser_operator.handlers import FINALIZER, build_registry, object_ref, operator_settings
+from rebalanser_operator.kube import is_rolling_out
+from rebalanser_operator.main import parse_args
+from rebalanser_operator.runtime import OperatorContext
+
+from tests.operator.support import RecordingKube
+
+
+def test_namespaces_are_repeatable() -> None:
+    args = parse_args(["--namespace", "a", "-n", "b"])
+    assert args.namespaces == ["a", "b"] and not args.all_namespaces
+    assert args.peering is None and args.metrics_port == 8080
+
+
+def test_all_namespaces_excludes_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args(["--all-namespaces"]).all_namespaces
+    with pytest.raises(SystemExit):
+        parse_args(["--all-namespaces", "--namespace", "a"])
+
+
+def test_a_scope_is_required_unless_pod_namespace_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    with pytest.raises(SystemExit):
+        parse_args([])
+    monkeypatch.setenv("POD_NAMESPACE", "ops")
+    assert parse_args([]).namespaces == ["ops"]
+
+
+def test_peering_and_standalone_are_exclusive() -> None:
+    assert parse_args(["-n", "a", "--peering", "p"]).peering == "p"
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "a", "--peering", "p", "--standalone"])
+
+
+def test_settings_keep_kopf_state_in_the_project_domain_and_bound_watches() -> None:
+    settings = operator_settings()
+    assert settings.persistence.finalizer == FINALIZER == "rebalanser.io/finalizer"
+    assert settings.watching.server_timeout and settings.watching.client_timeout
+    assert settings.watching.client_timeout > settings.watching.server_timeout
+    assert settings.watching.inactivity_timeout and settings.watching.connect_timeout
+    assert settings.posting.reporting_component == "rebalanser-operator"
+
+
+def test_registry_has_every_handler() -> None:
+    ctx = OperatorContext(kube=RecordingKube())
+    try:
+        registry = build_registry(ctx)
+        changing = {h.id for h in registry._changing.get_all_handlers()}
+        spawning = {h.id for h in registry._spawning.get_all_handlers()}
+        assert changing == {"reconcile", "reconcile/spec", "cleanup-znodes"} and spawning == {"status"}
+    finally:
+        ctx.close()
+
+
+def test_object_ref_keeps_only_what_events_need() -> None:
+    body = {"apiVersion": "v", "kind": "K", "metadata": {"name": "n", "namespace": "s", "uid": "u", "labels": {}},
+            "spec": {"big": 1}}
+    assert object_ref(body) == {"apiVersion": "v", "kind": "K", "metadata": {"name": "n", "namespace": "s", "uid": "u"}}
+
+
+@pytest.mark.parametrize(
+    ("generation", "observed", "replicas", "updated", "rolling"),
+    [
+        (3, 3, 3, 3, False),
+        (4, 3, 3, 3, True),  # the controller has not seen the new spec yet
+        (3, 3, 3, 1, True),  # pods still being replaced
+        (3, 3, 0, None, False),  # scaled to zero
+        (1, None, None, None, True),  # never observed (no controller)
+    ],
+)
+def test_rollout_rule(generation: int, observed: int | None, replicas: int | None, updated: int | None,
+                      rolling: bool) -> None:
+    assert is_rolling_out(
+        generation=generation, observed_generation=observed, replicas=replicas, updated_replicas=updated
+    ) is rolling
