@@ -149,6 +149,7 @@ def test_watch_callbacks_run_on_the_discovery_callback_thread(discoveries: Calla
     d = discoveries()
     seen = Recorder()
     d.watch("search", seen)
+    seen.wait_count(1)
     d.register("search", "pod-1", {})
     seen.wait_count(2)
     assert all(t.startswith("rebalanser-discovery-") and t.endswith("-callbacks") for t in seen.threads)
@@ -189,6 +190,7 @@ def test_cache_file_is_rewritten_on_every_change(
     writer, reader = discoveries(), discoveries(cache_file=cache)
     seen = Recorder()
     reader.watch("search", seen)
+    seen.wait_count(1)
     writer.register("search", "pod-1", {"v": 1})
     seen.wait_count(2)
     assert json.loads(cache.read_text())["services"]["search"]["instances"] == {"pod-1": {"v": 1}}

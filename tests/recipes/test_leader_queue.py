@@ -119,7 +119,7 @@ def test_each_candidate_watches_only_its_predecessor(
     wait_for(
         lambda: watchers_by_path(zk_server, group_path) == expected,
         10,
-        f"watches are {watchers_by_path(zk_server, group_path)}, expected {expected}",
+        lambda: f"watches are {watchers_by_path(zk_server, group_path)}, expected {expected}",
     )
 
 
@@ -180,7 +180,7 @@ def test_candidate_requeues_at_the_back_after_its_session_expires(
     old = expire_session(client, zk_hosts)
     b.wait_elected()
     wait_new_session(client, old)
-    wait_for(lambda: b.queue.identities() == ["b", "a"], 10, f"queue is {b.queue.identities()}")
+    wait_for(lambda: b.queue.identities() == ["b", "a"], 10, lambda: f"queue is {b.queue.identities()}")
     assert a.queue.position() == 1
 
 
@@ -242,7 +242,7 @@ def test_candidate_that_ignores_suspension_keeps_leading_through_a_short_disconn
     proxy.cut()
     states.wait("SUSPENDED")
     proxy.restore()
-    wait_for(lambda: states.states[-1:] == ["CONNECTED"], 10, f"no reconnect; states {states.states}")
+    wait_for(lambda: states.states[-1:] == ["CONNECTED"], 10, lambda: f"no reconnect; states {states.states}")
     assert a.queue.is_leader
     a.queue.leave()  # callbacks are ordered: a spurious one from the disconnect would come before this
     a.wait_lost()

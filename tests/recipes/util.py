@@ -15,12 +15,16 @@ SESSION_TIMEOUT = 2.0
 FAST_RECONNECT = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 0.3, "max_jitter": 0.1}
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, message: str) -> None:
-    """Polls ``predicate`` until it is truthy; fails with ``message`` after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], Any], timeout: float, message: str | Callable[[], str]) -> None:
+    """Polls ``predicate`` until it is truthy; fails with ``message`` after ``timeout`` seconds.
+
+    ``message`` may be a callable, evaluated only on failure (to describe the state at that moment).
+    """
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s: {message}")
+            text = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout}s: {text}")
         time.sleep(0.01)
 
 
@@ -67,7 +71,7 @@ class StateLog:
         client.add_listener(self.states.append)
 
     def wait(self, state: str, timeout: float = 10.0) -> None:
-        wait_for(lambda: state in self.states, timeout, f"client never reached {state}; saw {self.states}")
+        wait_for(lambda: state in self.states, timeout, lambda: f"client never reached {state}; saw {self.states}")
 
 
 class Recorder:
@@ -93,7 +97,7 @@ class Recorder:
             return list(self._events)
 
     def wait_for(self, predicate: Callable[[list[Any]], Any], timeout: float, message: str) -> list[Any]:
-        wait_for(lambda: predicate(self.events), timeout, f"{message}; recorded {self.events}")
+        wait_for(lambda: predicate(self.events), timeout, lambda: f"{message}; recorded {self.events}")
         return self.events
 
     def wait_count(self, count: int, timeout: float = 10.0) -> list[Any]:

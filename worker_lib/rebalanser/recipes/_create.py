@@ -4,44 +4,45 @@ from __future__ import annotations
 
 import time
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, NodeExistsError, NoNodeError
 
 from ._session import TRANSIENT_ERRORS, session_id
+from ._zk import BoundedZk
 
 
-def is_own_node(client: KazooClient, path: str, data: bytes, ephemeral: bool) -> bool:
+def is_own_node(zk: BoundedZk, path: str, data: bytes, ephemeral: bool) -> bool:
     """Whether ``path`` holds exactly ``data`` and, for an ephemeral node, belongs to our session."""
     try:
-        current, stat = client.get(path)
+        current, stat = zk.get(path)
     except NoNodeError:
         return False
-    if bytes(current) != data:
+    if current != data:
         return False
-    return not ephemeral or int(stat.ephemeralOwner) == session_id(client)
+    return not ephemeral or int(stat.ephemeralOwner) == session_id(zk.client)
 
 
-def _create(client: KazooClient, path: str, data: bytes, ephemeral: bool, retried: bool) -> None:
+def _create(zk: BoundedZk, path: str, data: bytes, ephemeral: bool, retried: bool) -> None:
     try:
-        client.create(path, data, ephemeral=ephemeral, makepath=True)
+        zk.create(path, data, ephemeral=ephemeral)
     except NodeExistsError:
-        if not (retried and is_own_node(client, path, data, ephemeral)):
+        if not (retried and is_own_node(zk, path, data, ephemeral)):
             raise
 
 
-def create_once(client: KazooClient, path: str, data: bytes, *, ephemeral: bool, timeout: float) -> None:
+def create_once(zk: BoundedZk, path: str, data: bytes, *, ephemeral: bool, timeout: float) -> None:
     """Creates ``path`` with ``data`` in one request, retrying through connection loss for ``timeout`` s.
 
     A retry that meets ``NodeExistsError`` checks whether the node is the one our lost attempt created
     (same data, and for ephemeral nodes our session) and then succeeds; otherwise ``NodeExistsError``
-    propagates, as it does when the very first attempt finds the node.
+    propagates, as it does when the very first attempt finds the node. A first attempt that timed out
+    and is only sent after the reconnect is found the same way: the session sends requests in order.
     """
     deadline = time.monotonic() + timeout
     retried = False
     delay = 0.05
     while True:
         try:
-            _create(client, path, data, ephemeral, retried)
+            _create(zk, path, data, ephemeral, retried)
             return
         except ConnectionClosedError:
             raise

@@ -24,6 +24,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from ._executor import SerialExecutor
 from ._paths import basename, join
 from ._session import TRANSIENT_ERRORS, StateRelay
+from ._zk import BoundedZk
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,17 @@ class ChildMirror:
     """Mirrors the children of ``path`` and calls ``sink(changes, snapshot)`` on its thread per change."""
 
     def __init__(
-        self, client: KazooClient, path: str, sink: Sink, *, watch_data: bool, thread_name: str
+        self,
+        client: KazooClient,
+        path: str,
+        sink: Sink,
+        *,
+        watch_data: bool,
+        thread_name: str,
+        op_timeout: float = 10.0,
     ) -> None:
         self._client = client
+        self._zk = BoundedZk(client, op_timeout)
         self._path = path
         self._sink = sink
         self._watch_data = watch_data
@@ -133,19 +142,19 @@ class ChildMirror:
             self._executor.call_later(RETRY_DELAY, self._guarded(self._resync))
 
     def _recreate_base(self) -> None:
-        self._client.ensure_path(self._path)
+        self._zk.ensure_path(self._path)
         self._resync()
 
     def _list_children(self) -> set[str]:
-        return set(self._client.get_children(self._path, watch=self._children_fired))
+        return set(self._zk.get_children(self._path, watch=self._children_fired))
 
     def _fetch(self, name: str) -> Entry | None:
         watch = self._data_fired if self._watch_data else None
         try:
-            data, stat = self._client.get(join(self._path, name), watch=watch)
+            data, stat = self._zk.get(join(self._path, name), watch=watch)
         except NoNodeError:
             return None  # deleted meanwhile; the children watch reports it
-        return Entry(bytes(data), int(stat.czxid))
+        return Entry(data, int(stat.czxid))
 
     def _resync(self) -> None:
         names = self._list_children()

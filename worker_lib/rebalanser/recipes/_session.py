@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import partial
@@ -18,6 +19,7 @@ from kazoo.exceptions import (
 from ._executor import SerialExecutor
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Errors after which the same request may succeed once the client has (re)connected.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
@@ -50,13 +52,22 @@ class StateRelay:
     """A kazoo state listener that only hands the new state to an executor.
 
     Kazoo calls state listeners on its connection thread, where nothing may block or talk to ZooKeeper;
-    this listener just queues ``handler(state)`` on the recipe's own thread.
+    this listener just queues ``handler(state)`` on the recipe's own thread. ``immediate(state)``, if
+    given, runs first on the connection thread itself: it must only flip flags under a short lock and
+    queue callbacks (used to stop leading or holding at once, not after queued ZooKeeper work).
     """
 
-    def __init__(self, client: KazooClient, executor: SerialExecutor, handler: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        client: KazooClient,
+        executor: SerialExecutor,
+        handler: Callable[[str], None],
+        immediate: Callable[[str], None] | None = None,
+    ) -> None:
         self._client = client
         self._executor = executor
         self._handler = handler
+        self._immediate = immediate
 
     def start(self) -> None:
         self._client.add_listener(self._listener)
@@ -65,4 +76,9 @@ class StateRelay:
         self._client.remove_listener(self._listener)
 
     def _listener(self, state: str) -> None:
+        if self._immediate is not None:
+            try:
+                self._immediate(state)
+            except Exception:
+                log.exception("immediate state handler failed")
         self._executor.spawn(partial(self._handler, state))

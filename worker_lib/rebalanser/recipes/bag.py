@@ -58,6 +58,7 @@ from ._executor import SerialExecutor
 from ._mirror import Change, ChildMirror
 from ._paths import join, validate_base_path, validate_name
 from ._session import retrying
+from ._zk import BoundedZk
 
 log = logging.getLogger(__name__)
 
@@ -112,14 +113,19 @@ class DistributedBag:
     """Items under ``path``; see the module documentation for the guarantees."""
 
     def __init__(self, client: KazooClient, path: str, *, op_timeout: float = 10.0) -> None:
-        self._client = client
+        self._zk = BoundedZk(client, op_timeout)
         self._path = validate_base_path(path)
         self._op_timeout = op_timeout
         self._listeners: list[BagListener] = []
         number = next(_ids)
         self._callbacks = SerialExecutor(f"rebalanser-bag-{number}-callbacks")
         self._mirror = ChildMirror(
-            client, self._path, self._on_changes, watch_data=False, thread_name=f"rebalanser-bag-{number}"
+            client,
+            self._path,
+            self._on_changes,
+            watch_data=False,
+            thread_name=f"rebalanser-bag-{number}",
+            op_timeout=op_timeout,
         )
 
     @property
@@ -128,7 +134,7 @@ class DistributedBag:
 
     def start(self) -> None:
         """Creates the base znode if needed and starts listening for changes."""
-        retrying(partial(self._client.ensure_path, self._path), self._op_timeout)
+        retrying(partial(self._zk.ensure_path, self._path), self._op_timeout)
         self._callbacks.start()
         self._mirror.start()
 
@@ -156,7 +162,7 @@ class DistributedBag:
         name = uuid.uuid4().hex if item_id is None else validate_name(item_id, "item id")
         try:
             path = join(self._path, name)
-            create_once(self._client, path, bytes(data), ephemeral=ephemeral, timeout=self._op_timeout)
+            create_once(self._zk, path, bytes(data), ephemeral=ephemeral, timeout=self._op_timeout)
         except NodeExistsError:
             raise ItemExistsError(f"bag {self._path} already has an item {name!r}") from None
         return name
@@ -170,7 +176,7 @@ class DistributedBag:
             nonlocal attempts
             attempts += 1
             try:
-                self._client.delete(path)
+                self._zk.delete(path)
             except NoNodeError:
                 return attempts > 1  # a retry may find the node our lost first attempt deleted
             return True
@@ -181,15 +187,15 @@ class DistributedBag:
         """The item's data as stored in ZooKeeper now, or ``None``."""
         path = join(self._path, validate_name(item_id, "item id"))
         try:
-            data, _ = retrying(partial(self._client.get, path), self._op_timeout)
+            data, _ = retrying(partial(self._zk.get, path), self._op_timeout)
         except NoNodeError:
             return None
-        return bytes(data)
+        return data
 
     def items(self) -> dict[str, bytes]:
         """All items as stored in ZooKeeper now (one read per item)."""
         try:
-            names = retrying(partial(self._client.get_children, self._path), self._op_timeout)
+            names = retrying(partial(self._zk.get_children, self._path), self._op_timeout)
         except NoNodeError:
             return {}
         found: dict[str, bytes] = {}

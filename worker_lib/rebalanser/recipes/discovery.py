@@ -68,6 +68,7 @@ from ._json_cache import Instances, JsonFileCache
 from ._mirror import Change, ChildMirror
 from ._paths import join, validate_base_path, validate_name
 from ._session import TRANSIENT_ERRORS, StateRelay, retrying, session_id
+from ._zk import BoundedZk
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ class Discovery:
         rng: random.Random | None = None,
     ) -> None:
         self._client = client
+        self._zk = BoundedZk(client, op_timeout)
         self._path = validate_base_path(path)
         self._cache = JsonFileCache(cache_file) if cache_file is not None else None
         self._op_timeout = op_timeout
@@ -213,12 +215,12 @@ class Discovery:
         """Creates or updates our ephemeral znode; returns the other owner's session if it is not ours."""
         while True:
             try:
-                self._client.create(path, data, ephemeral=True, makepath=True)
+                self._zk.create(path, data, ephemeral=True)
                 return None
             except NodeExistsError:
                 pass
             try:
-                current, stat = self._client.get(path)
+                current, stat = self._zk.get(path)
             except NoNodeError:
                 continue  # gone meanwhile: create it
             mine = session_id(self._client)
@@ -226,24 +228,24 @@ class Discovery:
                 raise ConnectionLoss("disconnected while registering")
             if int(stat.ephemeralOwner) != mine:
                 return int(stat.ephemeralOwner)
-            if bytes(current) == data:
+            if current == data:
                 return None
             try:
-                self._client.set(path, data, version=stat.version)
+                self._zk.set(path, data, version=stat.version)
                 return None
             except (BadVersionError, NoNodeError):
                 continue  # changed under us (by our own earlier attempt): look again
 
     def _await_deletion(self, path: str, timeout: float) -> None:
         gone = threading.Event()
-        if self._client.exists(path, watch=lambda event: gone.set()) is not None:
+        if self._zk.exists(path, watch=lambda event: gone.set()) is not None:
             gone.wait(timeout)
 
     def _delete_own(self, path: str) -> None:
         try:
-            _, stat = self._client.get(path)
+            _, stat = self._zk.get(path)
             if int(stat.ephemeralOwner) == session_id(self._client):
-                self._client.delete(path, version=stat.version)
+                self._zk.delete(path, version=stat.version)
         except (NoNodeError, BadVersionError):
             pass
 
@@ -278,6 +280,8 @@ class Discovery:
         if mirror is not None and mirror.synced.is_set():
             return decode_instances(service, mirror.snapshot())
         try:
+            if not self._client.connected:  # a request now would wait for the reconnect
+                raise ConnectionLoss("not connected to ZooKeeper")
             found = self._read(service)
         except TRANSIENT_ERRORS as exc:
             return self._from_cache(service, exc)
@@ -308,16 +312,16 @@ class Discovery:
     def _read(self, service: str) -> list[ServiceInstance]:
         base = join(self._path, service)
         try:
-            names = self._client.get_children(base)
+            names = self._zk.get_children(base)
         except NoNodeError:
             return []
         data_by_id: dict[str, bytes] = {}
         for name in names:
             try:
-                data, _ = self._client.get(join(base, name))
+                data, _ = self._zk.get(join(base, name))
             except NoNodeError:
                 continue
-            data_by_id[name] = bytes(data)
+            data_by_id[name] = data
         return decode_instances(service, data_by_id)
 
     def _from_cache(self, service: str, error: Exception) -> list[ServiceInstance]:
@@ -346,6 +350,7 @@ class Discovery:
                     partial(self._on_mirror_change, service),
                     watch_data=True,
                     thread_name=f"rebalanser-discovery-{self._number}-{service}",
+                    op_timeout=self._op_timeout,
                 )
                 self._mirrors[service] = mirror
                 mirror.start()

@@ -60,6 +60,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from ._executor import SerialExecutor
 from ._paths import basename, join, validate_base_path
 from ._session import TRANSIENT_ERRORS, StateRelay, retrying, session_id
+from ._zk import BoundedZk
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,13 @@ class LeaderQueue:
         number = next(_ids)
         self._loop = SerialExecutor(f"rebalanser-leader-queue-{number}")
         self._callbacks = SerialExecutor(f"rebalanser-leader-queue-{number}-callbacks")
-        self._relay = StateRelay(client, self._loop, self._on_state)
+        self._relay = StateRelay(client, self._loop, self._on_state, immediate=self._on_state_now)
+        self._zk = BoundedZk(client, op_timeout)
         self._start_lock = threading.Lock()
+        self._leader_lock = threading.Lock()  # orders leadership flips and their callbacks
         self._started = False
         self._closed = False
-        # Written only on the loop thread:
+        # Written only on the loop thread (_leader also by the state listener, under _leader_lock):
         self._joined = False
         self._node: _Owned | None = None  # our live candidate (path known)
         self._pending: _Owned | None = None  # a create whose reply we never saw
@@ -187,7 +190,7 @@ class LeaderQueue:
     def candidates(self) -> list[Candidate]:
         """The queue as stored in ZooKeeper now, leader first."""
         try:
-            names = retrying(partial(self._client.get_children, self._path), self._op_timeout)
+            names = retrying(partial(self._zk.get_children, self._path), self._op_timeout)
         except NoNodeError:
             return []
         return parse_candidates(list(names))
@@ -197,10 +200,10 @@ class LeaderQueue:
         found = []
         for candidate in self.candidates():
             try:
-                data, _ = retrying(partial(self._client.get, join(self._path, candidate.name)), self._op_timeout)
+                data, _ = retrying(partial(self._zk.get, join(self._path, candidate.name)), self._op_timeout)
             except NoNodeError:
                 continue
-            found.append(bytes(data).decode())
+            found.append(data.decode())
         return found
 
     def position(self) -> int | None:
@@ -231,14 +234,14 @@ class LeaderQueue:
                 self._callbacks.start()
                 self._relay.start()
 
+    def _on_state_now(self, state: str) -> None:
+        # On kazoo's connection thread: stop leading at once rather than after queued ZooKeeper work.
+        if state == KazooState.LOST or (state == KazooState.SUSPENDED and self._lost_on_suspend):
+            self._set_leader(False)
+
     def _on_state(self, state: str) -> None:
         if state == KazooState.CONNECTED:
             self._step()
-        elif self._stops_leading(state):
-            self._set_leader(False)
-
-    def _stops_leading(self, state: str) -> bool:
-        return state == KazooState.LOST or (state == KazooState.SUSPENDED and self._lost_on_suspend)
 
     def _fired(self, event: WatchedEvent) -> None:
         if event.type != EventType.NONE:  # NONE: kazoo dropped its watches; CONNECTED re-runs _step
@@ -314,15 +317,8 @@ class LeaderQueue:
                 return
         guid = self._pending.guid if self._pending is not None else uuid.uuid4().hex
         self._pending = _Owned(guid, current)
-        path, stat = self._client.create(
-            join(self._path, f"c-{guid}-"),
-            self._identity.encode(),
-            ephemeral=True,
-            sequence=True,
-            makepath=True,
-            include_data=True,
-        )
-        self._adopt(_Owned(guid, int(stat.ephemeralOwner), str(path)))
+        path, stat = self._zk.create_sequential(join(self._path, f"c-{guid}-"), self._identity.encode())
+        self._adopt(_Owned(guid, int(stat.ephemeralOwner), path))
 
     def _adopt(self, owned: _Owned) -> None:
         self._pending = None
@@ -340,7 +336,7 @@ class LeaderQueue:
             return
         index = names.index(mine)
         target = node.path if index == 0 else join(self._path, names[index - 1])
-        if self._client.exists(target, watch=self._fired) is not None:
+        if self._zk.exists(target, watch=self._fired) is not None:
             self._set_leader(index == 0)
         elif index == 0:
             self._vanished()
@@ -356,7 +352,7 @@ class LeaderQueue:
 
     def _list(self) -> list[Candidate]:
         try:
-            return parse_candidates(list(self._client.get_children(self._path)))
+            return parse_candidates(self._zk.get_children(self._path))
         except NoNodeError:
             return []
 
@@ -368,14 +364,15 @@ class LeaderQueue:
 
     def _delete(self, path: str) -> None:
         try:
-            self._client.delete(path)
+            self._zk.delete(path)
         except NoNodeError:
             pass
 
     def _set_leader(self, leading: bool) -> None:
-        if leading == self._leader:
-            return
-        self._leader = leading
-        callback = self._on_elected if leading else self._on_lost
-        if callback is not None:
-            self._callbacks.spawn(callback)
+        with self._leader_lock:
+            if leading == self._leader or (leading and not self._client.connected):
+                return  # never (re)gain leadership from a read that raced with a disconnect
+            self._leader = leading
+            callback = self._on_elected if leading else self._on_lost
+            if callback is not None:
+                self._callbacks.spawn(callback)
