@@ -432,8 +432,6 @@ class Client:
         self._consider(assignment)
 
     def _consider(self, assignment: MemberAssignment) -> None:
-        if assignment.epoch < self._epoch and self._role == "follower":
-            log.info("ignoring assignment from epoch %d < %d", assignment.epoch, self._epoch)
         if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value:
             phase, generation = self._barrier
             if phase != "assigned" or generation != assignment.generation:
