@@ -231,3 +231,41 @@ def test_the_loop_stops_when_the_object_is_gone(
             time.sleep(0.05)
         assert loop.gone
 
+
+
+def test_restart_resumes_without_duplicate_work(
+    kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    spec = {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": ["a", "b"]}
+    paths = GroupPaths.of(group_path)
+    first = OperatorContext(kube=kube, options=LoopOptions(period=1.0))
+    try:
+        rt = first.group("shop", "orders", "uid-1")
+        apply_spec(first, rt, spec, generation=1, body=BODY)
+        add_member(zk, group_path, "m1")
+        zk.create(paths.state, b'{"generation": 1, "completedAt": 1700000000000, "moved": 2, "durationMs": 5}')
+        with status_loop(first, rt):
+            kube.wait_status(lambda s: s["lastRebalance"]["generation"] == 1, 10, "lastRebalance generation 1")
+    finally:
+        first.close()
+    assert kube.reasons().count("Rebalanced") == 1 and kube.reasons().count("ResourcesSynced") == 1
+    published = dict(kube.status)
+
+    restarted = OperatorContext(kube=kube, options=LoopOptions(period=1.0))
+    try:
+        rt = restarted.group("shop", "orders", "uid-1")
+        result = apply_spec(restarted, rt, spec, generation=1, body=BODY,
+                            seed_interval=published["effectiveIntervalSeconds"],
+                            recorded_path=published["zookeeperPath"])
+        assert (result.created, result.deleted, result.config_written) == (0, 0, False)
+        patches_before = len(kube.patches)
+        loop = StatusLoop(restarted, rt, initial_status=published)
+        loop.refresh()
+        loop.refresh()
+        assert len(kube.patches) == patches_before, "an unchanged group must not be re-patched after a restart"
+        assert kube.reasons().count("Rebalanced") == 1 and kube.reasons().count("ResourcesSynced") == 1
+        zk.set(paths.state, b'{"generation": 2, "completedAt": 1700000001000, "moved": 0, "durationMs": 3}')
+        loop.refresh()
+        assert kube.reasons().count("Rebalanced") == 2
+    finally:
+        restarted.close()
