@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping
 
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.client import Client
 from rebalanser.errors import InvalidInputError
-from rebalanser.handler import Handler
 from rebalanser.options import Options
 
 from tests.integration.conftest import add_resources
+from tests.support.recorder import Recorder
 from tests.support.workers import wait_for
 
 
@@ -39,23 +38,8 @@ def test_the_cli_rejects_a_bad_group_path_with_exit_code_2() -> None:
     assert "group path must be an absolute znode path" in out.stderr
 
 
-class Owned(Handler):
-    def __init__(self) -> None:
-        self.owned: set[str] = set()
-        self.errors: list[Exception] = []
-
-    def on_assigned(self, resources: Mapping[str, int]) -> None:
-        self.owned |= set(resources)
-
-    def on_revoked(self, resources: object) -> None:
-        self.owned -= set(resources)  # type: ignore[call-overload]
-
-    def on_error(self, error: Exception) -> None:
-        self.errors.append(error)
-
-
-def start(hosts: str, group: str, member: str) -> tuple[Client, Owned]:
-    handler = Owned()
+def start(hosts: str, group: str, member: str) -> tuple[Client, Recorder]:
+    handler = Recorder()
     c = Client(Options(hosts, group, member_id=member, session_timeout=2, min_interval=0.1), handler)
     c.start()
     return c, handler

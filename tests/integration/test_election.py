@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.client import Client
 from rebalanser.errors import NotCoordinatorError
-from rebalanser.handler import Handler
 from rebalanser.options import Options
 from rebalanser.writer import FencedWriter
 
 from tests.integration.conftest import add_resources
+from tests.support.recorder import Recorder
 from tests.support.workers import Group, wait_for
 from tests.support.zk import ZkCluster, four_letter
 
@@ -81,29 +80,11 @@ def test_a_write_under_a_stale_epoch_is_rejected(zk: KazooClient, group_path: st
     assert zk.exists(f"{group_path}/assignment-by-zombie") is None
 
 
-class Roles(Handler):
-    def __init__(self) -> None:
-        self.roles: list[tuple[str, int]] = []
-        self.owned: set[str] = set()
-        self.lock = threading.Lock()
-
-    def on_role(self, role: str, epoch: int) -> None:
-        self.roles.append((role, epoch))
-
-    def on_assigned(self, resources: object) -> None:
-        with self.lock:
-            self.owned |= set(resources)  # type: ignore[call-overload]
-
-    def on_revoked(self, resources: object) -> None:
-        with self.lock:
-            self.owned -= set(resources)  # type: ignore[call-overload]
-
-
 def test_a_coordinator_whose_epoch_was_taken_steps_down_and_rejoins(
     zk_hosts: str, zk: KazooClient, group_path: str
 ) -> None:
     add_resources(zk, group_path, ["a"])
-    handler = Roles()
+    handler = Recorder()
     client = Client(Options(zk_hosts, group_path, member_id="solo", session_timeout=2, min_interval=0.1), handler)
     client.start()
     try:

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 from rebalanser import blobs
 from rebalanser.client import Client
-from rebalanser.handler import Handler
 from rebalanser.options import Options
 
+from tests.support.recorder import Recorder
 from tests.support.workers import wait_for
-
-
-class Count(Handler):
-    def __init__(self) -> None:
-        self.owned: set[str] = set()
-        self.lock = threading.Lock()
-
-    def on_assigned(self, resources: Mapping[str, int]) -> None:
-        with self.lock:
-            self.owned |= set(resources)
-
-    def on_revoked(self, resources: Sequence[str]) -> None:
-        with self.lock:
-            self.owned -= set(resources)
 
 
 def create_resources(zk: KazooClient, group: str, names: list[str]) -> None:
@@ -44,7 +28,7 @@ def test_a_hundred_thousand_resources_are_shared_without_gaps_or_doubles(
 ) -> None:
     names = [uuid.uuid4().hex for _ in range(100_000)]  # incompressible: the assignment needs parts
     create_resources(zk, group_path, names)
-    handlers = [Count() for _ in range(2)]
+    handlers = [Recorder() for _ in range(2)]
     clients = [
         Client(Options(zk_hosts, group_path, member_id=f"m{i}", session_timeout=10, min_interval=0.5), h)
         for i, h in enumerate(handlers)

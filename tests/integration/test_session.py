@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 from rebalanser.client import Client
 from rebalanser.errors import SessionExpiredError
-from rebalanser.handler import Handler
 from rebalanser.options import ExpiryPolicy, Options
 
 from tests.integration.conftest import add_resources
 from tests.support.invariants import overlaps, token_regressions
+from tests.support.recorder import Recorder
 from tests.support.workers import Group, wait_for
 
 RESOURCES = {f"r{i:02d}" for i in range(12)}
@@ -72,28 +70,6 @@ def test_shutdown_policy_ends_the_worker_with_a_clear_error(group: Group, zk: Ka
     err = next(group.log_dir.glob("w1.*.err")).read_text()
     assert "SessionExpiredError" in err
     assert overlaps(group.events()) == []
-
-
-class Recorder(Handler):
-    def __init__(self) -> None:
-        self.sessions: list[str] = []
-        self.errors: list[Exception] = []
-        self.owned: set[str] = set()
-        self.lock = threading.Lock()
-
-    def on_session(self, state: str) -> None:
-        self.sessions.append(state)
-
-    def on_error(self, error: Exception) -> None:
-        self.errors.append(error)
-
-    def on_assigned(self, resources: Mapping[str, int]) -> None:
-        with self.lock:
-            self.owned |= set(resources)
-
-    def on_revoked(self, resources: Sequence[str]) -> None:
-        with self.lock:
-            self.owned -= set(resources)
 
 
 def expire_session(hosts: str, client: Client) -> None:
