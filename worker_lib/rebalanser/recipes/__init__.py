@@ -15,6 +15,7 @@ from .discovery import (
     load_config,
 )
 from .leader_queue import Candidate, LeaderQueue
+from .role_match import RoleMatcher
 
 __all__ = [
     "BagItem",
@@ -27,6 +28,7 @@ __all__ = [
     "InstanceConflictError",
     "ItemExistsError",
     "LeaderQueue",
+    "RoleMatcher",
     "ServiceInstance",
     "load_config",
 ]
