@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 CREATE_OPS = {1, 15, 19, 21}  # create, create2, createContainer, createTTL
+PING = 11
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes:
@@ -85,6 +86,7 @@ class _Pipe:
         while True:
             frame = read_frame(self.client)
             xid, opcode = struct.unpack(">ii", frame[4:12])
+            self.proxy.note_request(opcode)
             if opcode in CREATE_OPS and self.doomed_xid is None:
                 self.trigger = self.proxy.claim_trigger(request_path(frame))
                 if self.trigger is not None:
@@ -120,6 +122,7 @@ class ZkProxy:
         self.blackholed = False
         self._trigger: ReplyLoss | None = None
         self._closed = False
+        self._requests: list[int] = []
         threading.Thread(target=self._accept_loop, daemon=True).start()
 
     def cut(self) -> None:
@@ -153,6 +156,16 @@ class ZkProxy:
                 return None
             self._trigger = None
             return trigger
+
+    def note_request(self, opcode: int) -> None:
+        if opcode != PING:
+            with self._lock:
+                self._requests.append(opcode)
+
+    def request_count(self) -> int:
+        """How many requests (pings aside) clients have sent through the proxy so far."""
+        with self._lock:
+            return len(self._requests)
 
     def forget(self, pipe: _Pipe) -> None:
         with self._lock:

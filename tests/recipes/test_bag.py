@@ -198,3 +198,25 @@ def test_known_items_reflect_what_listeners_were_told(bag: DistributedBag) -> No
     bag.add(b"1", item_id="a")
     rec.wait_count(1)
     assert bag.known_items() == {"a": b"1"}
+
+
+@pytest.mark.parametrize("existing", [0, 40])
+def test_each_delta_costs_the_same_number_of_requests_however_big_the_bag(
+    zk: KazooClient, group_path: str, proxy: ZkProxy, new_client: NewClient, existing: int
+) -> None:
+    for n in range(existing + 1):  # at least one, so that the initial read can be awaited
+        zk.create(f"{group_path}/old-{n:03d}", b"x", makepath=True)
+    bag = DistributedBag(new_client(proxy.hosts), group_path)
+    rec = record_deltas(bag)
+    bag.start()
+    rec.wait_count(existing + 1)
+    before = proxy.request_count()
+    zk.create(f"{group_path}/new", b"y", makepath=True)
+    rec.wait_for(lambda evs: ("added", "new", b"y") in evs, 10, "addition not reported")
+    after_add = proxy.request_count()
+    zk.delete(f"{group_path}/new")
+    rec.wait_for(lambda evs: ("removed", "new", b"y") in evs, 10, "removal not reported")
+    after_remove = proxy.request_count()
+    bag.stop()
+    assert after_add - before == 2, "an addition should cost one children read and one data read"
+    assert after_remove - after_add == 1, "a removal should cost one children read"
