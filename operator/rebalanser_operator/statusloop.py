@@ -148,6 +148,9 @@ class StatusLoop:
         if rt.connect is None or rt.path is None:
             return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
         zk = self.ctx.pool.acquire(rt.connect, rt.user, rt.session_timeout)
+        if not zk.connected and self._was_connected is None:
+            # A fresh connection (operator start): give it a moment before calling it unreachable.
+            self.ctx.pool.wait_connected(zk, self.options.connect_wait)
         if not zk.connected:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
         try:

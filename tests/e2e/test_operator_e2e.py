@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,10 +108,47 @@ def installed(kube: Cluster) -> Cluster:
 
 @dataclass
 class OperatorProcess:
-    proc: subprocess.Popen[bytes]
+    """``rebalanser-operator`` as a subprocess with the ServiceAccount's kubeconfig."""
+
+    kubeconfig: Path
+    env: dict[str, str]
     log: Path
-    metrics_port: int
-    liveness_port: int
+    metrics_port: int = field(default_factory=free_port)
+    liveness_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [str(BIN / "rebalanser-operator"), "--namespace", NS, "--metrics-port", str(self.metrics_port),
+                 "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz", "--log-format", "full"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**self.env, "KUBECONFIG": str(self.kubeconfig)},
+            )
+        wait_for(self.live, 60, lambda: f"the operator's liveness endpoint; log:\n{self.text()[-3000:]}")
+
+    def live(self) -> bool:
+        assert self.proc is not None
+        assert self.proc.poll() is None, f"the operator exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -132,36 +170,13 @@ def service_account_kubeconfig(kube: Cluster, path: Path) -> Path:
 @pytest.fixture(scope="module")
 def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     base = tmp_path_factory.mktemp("operator")
-    kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig")
-    metrics_port, liveness_port = free_port(), free_port()
-    log = base / "operator.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(BIN / "rebalanser-operator"), "--namespace", NS, "--metrics-port", str(metrics_port),
-             "--liveness", f"http://127.0.0.1:{liveness_port}/healthz", "--log-format", "full"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**installed.env(), "KUBECONFIG": str(kubeconfig)},
-        )
-    running = OperatorProcess(proc, log, metrics_port, liveness_port)
-
-    def live() -> bool:
-        assert proc.poll() is None, f"the operator exited ({proc.returncode}):\n{running.text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
-    wait_for(live, 60, lambda: f"the operator's liveness endpoint; log:\n{running.text()[-3000:]}")
+    running = OperatorProcess(service_account_kubeconfig(installed, base / "kubeconfig"), installed.env(),
+                              base / "operator.log")
+    running.start()
     try:
         yield running
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        running.stop()
 
 
 @dataclass
@@ -249,6 +264,13 @@ def wait_status(
 
 def children(zk: KazooClient, path: str) -> list[str]:
     return sorted(zk.get_children(path)) if zk.exists(path) else []
+
+
+def refreshes(metrics: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith("rebalanser_operator_status_refresh_seconds_count "):
+            return float(line.split()[1])
+    return 0.0
 
 
 def names(prefix: str, count: int) -> list[str]:
@@ -389,9 +411,35 @@ def test_adding_a_path_later_is_rejected(installed: Cluster, operator: OperatorP
     assert proc.returncode != 0 and "cannot be added or removed" in proc.stderr, proc.stderr
 
 
+def test_operator_restart_resumes_without_duplicate_work(
+    installed: Cluster, operator: OperatorProcess, zk: KazooClient
+) -> None:
+    def reasons() -> Counter[str]:
+        return Counter(installed.run_kubectl(
+            "get", "events", "-n", NS, "--field-selector", f"involvedObject.name={GROUP}",
+            "-o", "jsonpath={.items[*].reason}").stdout.split())
+
+    before_status = status(installed)
+    before_events = reasons()
+    czxid = zk.exists(f"{GROUP_PATH}/resources/extra").czxid
+    operator.stop()
+    operator.start()
+    wait_for(lambda: "rebalanser_operator_reconciles_total{result=\"ok\"} 1.0" in operator.metrics(), 30,
+             lambda: f"the resumed operator to reconcile once; metrics:\n{operator.metrics()[:2000]}")
+    metrics = operator.metrics()
+    assert "rebalanser_operator_resources_created_total 0.0" in metrics
+    assert "rebalanser_operator_resources_deleted_total 0.0" in metrics
+    wait_for(lambda: refreshes(operator.metrics()) >= 3, 30, "three status refreshes by the resumed operator")
+    assert reasons() == before_events, "the resumed operator re-announced something"
+    after = status(installed)
+    assert after["phase"] == "Stable" and after["lastRebalance"] == before_status["lastRebalance"]
+    assert zk.exists(f"{GROUP_PATH}/resources/extra").czxid == czxid
+
+
 def test_zookeeper_outage_and_recovery_without_restarting_the_operator(
     installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
 ) -> None:
+    assert operator.proc is not None
     pid = operator.proc.pid
     zookeeper.stop()
     try:
@@ -407,8 +455,7 @@ def test_zookeeper_outage_and_recovery_without_restarting_the_operator(
 
 
 def test_metrics_endpoint(operator: OperatorProcess) -> None:
-    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as response:
-        text = response.read().decode()
+    text = operator.metrics()
     assert "rebalanser_operator_reconciles_total" in text
     assert f'rebalanser_group_members{{name="{GROUP}",namespace="{NS}"}}' in text
 
