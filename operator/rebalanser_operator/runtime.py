@@ -115,6 +115,11 @@ class OperatorContext:
                 self._groups[(namespace, name)] = current
             return current
 
+    def is_current(self, runtime: GroupRuntime) -> bool:
+        """False once the ResourceGroup was deleted (forgotten) or recreated with another uid."""
+        with self._lock:
+            return self._groups.get((runtime.namespace, runtime.name)) is runtime
+
     def groups(self) -> list[GroupRuntime]:
         with self._lock:
             return list(self._groups.values())

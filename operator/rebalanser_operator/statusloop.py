@@ -130,7 +130,8 @@ class StatusLoop:
         started = time.monotonic()
         try:
             obs = self._observe(started)
-            self._publish(obs)
+            if not self.gone:
+                self._publish(obs)
         except Exception:
             log.exception("status refresh of %s failed", self.rt.user)
         finally:
@@ -145,6 +146,9 @@ class StatusLoop:
             ever_connected=self._ever_connected, degraded_after=self._degraded_after(),
             assignment_budget=self.options.assignment_budget,
         )
+        if not self.ctx.is_current(rt):
+            self.gone = True  # deleted meanwhile: do not reopen its ZooKeeper connection
+            return base
         if rt.connect is None or rt.path is None:
             return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
         zk = self.ctx.pool.acquire(rt.connect, rt.user, rt.session_timeout)

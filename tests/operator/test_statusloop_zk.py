@@ -269,3 +269,14 @@ def test_restart_resumes_without_duplicate_work(
         assert kube.reasons().count("Rebalanced") == 2
     finally:
         restarted.close()
+
+
+def test_a_forgotten_group_stops_its_loop_without_reconnecting(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"])
+    ctx.forget(rt.namespace, rt.name)
+    assert ctx.pool.connections() == 0
+    loop = StatusLoop(ctx, rt, initial_status={})
+    loop.refresh()
+    assert loop.gone and ctx.pool.connections() == 0 and kube.patches == []
