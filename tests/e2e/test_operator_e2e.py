@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -403,6 +404,22 @@ def test_invalid_new_objects_are_rejected(installed: Cluster, zookeeper: ZkClust
     assert proc.returncode != 0 and "reserved by ZooKeeper" in proc.stderr, proc.stderr
 
 
+def test_spec_invalid_beyond_the_schema_is_an_error_without_retries(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
+) -> None:
+    name = "too-big"
+    installed.run_kubectl("apply", "-f", "-", input=manifest(
+        zookeeper.hosts, name=name,
+        resourceSets=[{"prefix": "a", "count": 60_000}, {"prefix": "b", "count": 60_000}]))
+    st = wait_status(installed, lambda s: s.get("phase") == "Error", 30, "phase Error for 120,000 resources", name)
+    assert "at most 100000" in st["message"]
+    assert condition(st, "ResourcesSynced")["reason"] == "InvalidSpec"
+    wait_for(lambda: refreshes(operator.metrics()) >= 3, 30, "a few status refreshes")
+    assert 'rebalanser_operator_reconciles_total{result="invalid"} 1.0' in operator.metrics(), "retried"
+    installed.run_kubectl("delete", "rg", name, "-n", NS, "--wait=true", "--timeout=60s")
+    assert get_rg(installed, name) is None
+
+
 def test_adding_a_path_later_is_rejected(installed: Cluster, operator: OperatorProcess) -> None:
     proc = installed.run_kubectl(
         "patch", "rg", GROUP, "-n", NS, "--type", "merge", "-p",
@@ -484,5 +501,5 @@ def test_keep_annotation_leaves_znodes(
 
 def test_rbac_was_sufficient(operator: OperatorProcess) -> None:
     text = operator.text()
-    for marker in ("Forbidden", "Not enough permissions", "403"):
-        assert marker not in text, f"the operator hit an RBAC limit ({marker}):\n{text[-3000:]}"
+    denied = re.search(r"\b(403|Forbidden|forbidden)\b|Not enough permissions", text)
+    assert denied is None, f"the operator hit an RBAC limit ({denied.group(0) if denied else ''}):\n{text[-3000:]}"
