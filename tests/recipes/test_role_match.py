@@ -164,9 +164,10 @@ def test_stopped_worker_hands_its_job_to_the_next_applicant(workers: Callable[..
 
 
 def test_job_of_a_killed_worker_process_is_taken_over(
-    workers: Callable[..., Worker], spawn_child: Callable[[str, str, str], Child], group_path: str
+    workers: Callable[..., Worker], spawn_child: Callable[[str, str, str], Child], group_path: str, zk: KazooClient
 ) -> None:
     child = spawn_child("worker", group_path, "child")
+    wait_applicants(zk, group_path, 1)  # the child is first in line
     w = workers("w1")
     w.matcher.post_job("a")
     child.wait_line("ACQUIRED a")

@@ -115,6 +115,7 @@ class RoleMatcher:
         self._suspects: set[str] = set()  # held when the connection was suspended; confirmed later
         self._uncertain: set[str] = set()  # claims whose reply was lost (loop thread only)
         self._applying = False  # whether we are in the applicant queue (loop thread only)
+        self._started = False
         self._closed = False
 
     # -- public API ---------------------------------------------------------------------------------
@@ -154,6 +155,10 @@ class RoleMatcher:
         return found
 
     def start(self) -> None:
+        """Joins as an applicant and starts holding jobs (once; a stopped matcher cannot restart)."""
+        if self._started or self._closed:
+            return
+        self._started = True
         retrying(partial(self._zk.ensure_path, self._assignments), self._op_timeout)
         self._callbacks.start()
         self._loop.start()
@@ -165,6 +170,9 @@ class RoleMatcher:
     def stop(self, timeout: float = 10.0) -> None:
         """Leaves the queue, fires ``on_job_lost`` for our jobs and releases them, stops the threads."""
         if self._closed:
+            return
+        if not self._started:
+            self._closed = True
             return
         try:
             self._loop.submit(self._shutdown).result(timeout)
