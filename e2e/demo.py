@@ -28,6 +28,8 @@ from e2e.demo_stack import GROUP, NAMESPACE, REPO, DemoError, Say, Settings, Sta
 from e2e.demo_view import Screen, Snapshot, StatusSource, WorkerRow, describe_rebalance, render
 from tests.support.cluster import ClusterError
 
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 class Interrupted(BaseException):
     """SIGINT/SIGTERM: leave whatever is running and clean up (BaseException: no handler swallows it)."""
@@ -62,9 +64,19 @@ class Clock:
         return time.monotonic() - self.started
 
 
-def make_say(clock: Clock) -> Say:
+def make_say(clock: Clock, log: Path) -> Say:
+    """Progress lines go to stdout and to STATE/demo.log; a closed terminal does not stop the clean-up."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+
     def say(message: str) -> None:
-        print(f"[demo {clock.since():6.1f}s] {message}", flush=True)
+        line = f"[demo {clock.since():6.1f}s] {message}"
+        with open(log, "a") as out:
+            out.write(line + "\n")
+        try:
+            print(line, flush=True)
+        except OSError:  # the terminal went away (SIGHUP, EIO, EPIPE): keep going with the log file
+            pass
     return say
 
 
@@ -211,9 +223,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def _ignore_signals() -> None:
     def handler(signum: int, frame: FrameType | None) -> None:
-        print(f"[demo] {signal.Signals(signum).name} ignored: cleaning up, please wait", flush=True)
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+        try:
+            print(f"[demo] {signal.Signals(signum).name} ignored: cleaning up, please wait", flush=True)
+        except OSError:
+            pass
+    for sig in HANDLED:
+        signal.signal(sig, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     clock = Clock()
     settings = Settings(state_dir=args.state_dir.resolve(), workers=args.workers, resources=args.resources,
                         session_timeout=args.session_timeout, with_cluster=not args.no_cluster)
-    stack = Stack(settings, make_say(clock))
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    stack = Stack(settings, make_say(clock, settings.state_dir / "demo.log"))
+    for sig in HANDLED:
+        signal.signal(sig, _interrupt)
     code = 0
     try:
         stack.reap_stale()

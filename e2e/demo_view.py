@@ -213,5 +213,8 @@ class Screen:
         self._write("\n".join([f"---- {title}", *body]) + "\n")
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
-        self.out.flush()
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except OSError:  # the terminal went away; the demo still runs to its clean-up
+            pass
