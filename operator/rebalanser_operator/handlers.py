@@ -13,6 +13,7 @@ timeouts (silent stalls of watch streams are a known kopf/API-server failure mod
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Mapping
@@ -110,7 +111,9 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         logger.info("deletion: %s", outcome)
         ctx.forget(namespace or "", name)
 
-    @kopf.daemon(GROUP, VERSION, PLURAL, id="status", registry=registry, cancellation_timeout=10.0)
+    @kopf.daemon(
+        GROUP, VERSION, PLURAL, id="status", registry=registry, cancellation_backoff=1.0, cancellation_timeout=10.0
+    )
     async def mirror_status(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
         stopped: kopf.DaemonStopped, **_: Any,
@@ -118,6 +121,15 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         runtime = ctx.group(namespace or "", name, uid)
         runtime.body = runtime.body or object_ref(body)
         loop = StatusLoop(ctx, runtime, initial_status=dict(status))
-        await loop.run(should_stop=lambda: bool(stopped))
+
+        async def wake_when_stopped() -> None:
+            await stopped.wait()
+            loop.wake()
+
+        waker = asyncio.create_task(wake_when_stopped())
+        try:
+            await loop.run(should_stop=lambda: bool(stopped) or not ctx.is_current(runtime))
+        finally:
+            waker.cancel()
 
     return registry

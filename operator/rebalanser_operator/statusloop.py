@@ -91,6 +91,8 @@ class StatusLoop:
                 if self.gone or should_stop():
                     return
                 woken = await self._wait(self.options.period)
+                if should_stop():
+                    return
                 if woken:
                     await asyncio.sleep(self.options.coalesce)
                 pause = self._last_patch + self.options.min_patch_interval - time.monotonic()

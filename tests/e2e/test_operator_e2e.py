@@ -501,5 +501,5 @@ def test_keep_annotation_leaves_znodes(
 
 def test_rbac_was_sufficient(operator: OperatorProcess) -> None:
     text = operator.text()
-    denied = re.search(r"\b(403|Forbidden|forbidden)\b|Not enough permissions", text)
+    denied = re.search(r"APIForbiddenError|\b[Ff]orbidden\b|Not enough permissions", text)
     assert denied is None, f"the operator hit an RBAC limit ({denied.group(0) if denied else ''}):\n{text[-3000:]}"
