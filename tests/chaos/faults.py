@@ -1,0 +1,464 @@
+"""Fault kinds, and one *step* of a campaign: inject faults, heal them, then check both invariants.
+
+A step is one of the kinds in :data:`STEP_KINDS`. Most are built from composable :class:`Action`\\ s
+(inject, hold, heal), so a ``compound`` step can run several of them at once on different targets; a
+few are procedures of their own (rolling restart, ConnectionLoss in the middle of writes, bad stop
+callbacks). Every random choice comes from the step's own ``random.Random``, seeded from the campaign
+seed, the target, the phase and the step number: the same seed replays the same choices.
+
+After the last fault healed, a step waits for recovery (every resource worked on by exactly one live
+worker, balanced) and checks it happened within ``Settings.bound``; then it checks ZooKeeper for leaked
+ephemeral nodes, and the whole evidence so far for overlaps and fencing-token order.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.chaos.fleet import ChaosWorker, Fleet
+from tests.chaos.proxy import WriteTrap
+
+LONG = (1.3, 2.0)  # hold, in session timeouts, of faults meant to expire the session
+SHORT = (0.4, 0.95)  # hold of faults meant to outlast the self-fencing lease but (mostly) not the session
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    target: str
+    start_ns: int
+    heal_ns: int
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "start_ns": self.start_ns, "heal_ns": self.heal_ns,
+                "hold_s": round((self.heal_ns - self.start_ns) / 1e9, 3), "detail": self.detail}
+
+
+@dataclass
+class Action:
+    """A composable fault: ``inject`` at ``offset`` seconds into the step, ``heal`` ``hold`` seconds later."""
+
+    kind: str
+    target: str
+    inject: Callable[[], str]
+    heal: Callable[[], None] | None = None
+    hold: float = 0.0
+    offset: float = 0.0
+
+
+@dataclass
+class StepResult:
+    index: int
+    phase: str
+    kind: str
+    seed: str
+    faults: list[FaultRecord] = field(default_factory=list)
+    first_fault_ns: int = 0
+    heal_ns: int = 0
+    recovered: bool = False
+    ttr_fault: float | None = None  # recovery measured from the first fault's injection
+    ttr_heal: float | None = None  # recovery measured from the last heal (checked against the bound)
+    violations: list[tuple[str, str]] = field(default_factory=list)  # (category, message)
+    notes: list[str] = field(default_factory=list)
+    duration: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "phase": self.phase, "kind": self.kind, "seed": self.seed,
+            "faults": [f.to_dict() for f in self.faults], "recovered": self.recovered,
+            "ttr_fault_s": self.ttr_fault, "ttr_heal_s": self.ttr_heal,
+            "violations": [{"category": c, "message": m} for c, m in self.violations],
+            "notes": self.notes, "duration_s": round(self.duration, 2),
+        }
+
+
+def _hold(fleet: Fleet, rng: random.Random, span: tuple[float, float]) -> float:
+    return fleet.settings.session_timeout * rng.uniform(*span)
+
+
+def _with_resources(fleet: Fleet, workers: list[ChaosWorker]) -> list[ChaosWorker]:
+    owning = [w for w in workers if fleet.owned_by(w)]
+    return owning or workers
+
+
+# -- composable actions ----------------------------------------------------------------------------
+
+
+def kill_action(fleet: Fleet, rng: random.Random, worker: ChaosWorker, kind: str) -> Action:
+    behaviour = fleet.pick_behaviour(rng)
+    member_id = worker.member_id
+
+    def inject() -> str:
+        owned = len(fleet.owned_by(worker))
+        worker.kill()
+        return f"kill -9 pid {worker.pid} ({owned} resources)"
+
+    def heal() -> None:
+        fleet.spawn(member_id, behaviour)
+
+    return Action(kind, member_id, inject, heal, hold=_hold(fleet, rng, (0.0, 1.2)))
+
+
+def pause_action(fleet: Fleet, worker: ChaosWorker, kind: str, hold: float) -> Action:
+    def inject() -> str:
+        owned = len(fleet.owned_by(worker))
+        worker.pause()
+        return f"SIGSTOP pid {worker.pid} ({owned} resources)"
+
+    return Action(kind, worker.member_id, inject, worker.resume, hold=hold)
+
+
+def partition_action(fleet: Fleet, worker: ChaosWorker, kind: str, hold: float) -> Action:
+    def inject() -> str:
+        owned = len(fleet.owned_by(worker))
+        worker.proxy.blackhole()
+        return f"blackhole ({owned} resources)"
+
+    return Action(kind, worker.member_id, inject, worker.proxy.restore, hold=hold)
+
+
+def cut_action(worker: ChaosWorker) -> Action:
+    def inject() -> str:
+        return f"reset {worker.proxy.cut()} connections"
+
+    return Action("conn-cut", worker.member_id, inject)
+
+
+def zk_kill_action(fleet: Fleet, rng: random.Random, role: str) -> Action | None:
+    cluster = fleet.cluster
+    try:
+        server = cluster.leader() if role == "leader" else rng.choice(cluster.followers())
+    except (LookupError, IndexError):
+        return None
+    kind = "zk-restart" if len(cluster.servers) == 1 else f"zk-{role}-kill"
+
+    def inject() -> str:
+        server.kill()
+        return f"kill -9 ZooKeeper server {server.myid} ({role})"
+
+    return Action(kind, f"zk{server.myid}", inject, server.start, hold=_hold(fleet, rng, (0.3, 1.5)))
+
+
+def churn_action(fleet: Fleet, rng: random.Random) -> Action:
+    """Resources added, deleted and re-created while being worked on (quick succession)."""
+
+    def inject() -> str:
+        ops = []
+        for _ in range(rng.randint(2, 6)):
+            present = sorted(fleet.resources)
+            absent = [r for r in fleet.pool if r not in fleet.resources]
+            choice = rng.random()
+            if choice < 0.35 and len(present) > fleet.settings.resources // 2:
+                name = rng.choice(present)
+                fleet.delete_resource(name)
+                ops.append(f"-{name}")
+            elif choice < 0.7 and present:
+                name = rng.choice(present)
+                fleet.delete_resource(name)
+                time.sleep(rng.uniform(0, 0.05))
+                fleet.add_resource(name)
+                ops.append(f"~{name}")
+            elif absent and len(present) < fleet.settings.resources * 3 // 2:
+                name = rng.choice(absent)
+                fleet.add_resource(name)
+                ops.append(f"+{name}")
+            time.sleep(rng.uniform(0.0, 0.15))
+        return " ".join(ops)
+
+    return Action("resource-churn", "resources", inject)
+
+
+# -- planning ----------------------------------------------------------------------------------------
+
+
+def _coordinator_or_any(fleet: Fleet, rng: random.Random) -> ChaosWorker:
+    leader = fleet.coordinator()
+    return leader if leader is not None else rng.choice(fleet.running())
+
+
+def _follower(fleet: Fleet, rng: random.Random) -> ChaosWorker:
+    followers = _with_resources(fleet, fleet.followers()) or fleet.running()
+    return rng.choice(followers)
+
+
+def plan(kind: str, fleet: Fleet, rng: random.Random) -> list[Action]:
+    """The actions of a composable step kind."""
+    if kind == "kill-follower":
+        return [kill_action(fleet, rng, _follower(fleet, rng), kind)]
+    if kind == "kill-coordinator":
+        return [kill_action(fleet, rng, _coordinator_or_any(fleet, rng), kind)]
+    if kind == "pause-follower":
+        return [pause_action(fleet, _follower(fleet, rng), kind, _hold(fleet, rng, LONG))]
+    if kind == "pause-coordinator":
+        return [pause_action(fleet, _coordinator_or_any(fleet, rng), kind, _hold(fleet, rng, LONG))]
+    if kind == "pause-short":
+        return [pause_action(fleet, rng.choice(fleet.running()), kind, _hold(fleet, rng, SHORT))]
+    if kind == "partition-follower":
+        return [partition_action(fleet, _follower(fleet, rng), kind, _hold(fleet, rng, LONG))]
+    if kind == "partition-coordinator":
+        return [partition_action(fleet, _coordinator_or_any(fleet, rng), kind, _hold(fleet, rng, LONG))]
+    if kind == "partition-short":
+        return [partition_action(fleet, rng.choice(fleet.running()), kind, _hold(fleet, rng, SHORT))]
+    if kind == "conn-cut":
+        victims = rng.sample(fleet.running(), rng.randint(1, len(fleet.running())))
+        return [cut_action(w) for w in victims]
+    if kind == "expiry-storm":
+        return storm(fleet, rng)
+    if kind in ("zk-restart", "zk-leader-kill", "zk-follower-kill"):
+        action = zk_kill_action(fleet, rng, "follower" if kind == "zk-follower-kill" else "leader")
+        return [action] if action is not None else []
+    if kind == "resource-churn":
+        return [churn_action(fleet, rng)]
+    if kind == "compound":
+        return compound(fleet, rng)
+    raise ValueError(f"not a composable step kind: {kind}")
+
+
+def storm(fleet: Fleet, rng: random.Random) -> list[Action]:
+    """Several workers paused or partitioned at once beyond the session timeout: forced expiries."""
+    workers = fleet.running()
+    victims = rng.sample(workers, rng.randint(2, len(workers)))
+    hold = _hold(fleet, rng, LONG)
+    actions = []
+    for worker in victims:
+        jitter = rng.uniform(-0.2, 0.2)
+        if rng.random() < 0.5:
+            action = pause_action(fleet, worker, "expiry-storm", hold + jitter)
+        else:
+            action = partition_action(fleet, worker, "expiry-storm", hold + jitter)
+        action.offset = rng.uniform(0, 0.2)
+        actions.append(action)
+    return actions
+
+
+def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
+    """Two or three different faults, overlapping in time, on different targets."""
+    workers = fleet.running()
+    rng.shuffle(workers)
+    leader = fleet.coordinator()
+    actions: list[Action] = []
+    zk_used = False
+    for _ in range(rng.randint(2, 3)):
+        choice = rng.choice(["kill", "pause", "partition", "cut", "churn", "zk"])
+        if choice == "zk" and not zk_used:
+            zk_used = True
+            action = zk_kill_action(fleet, rng, rng.choice(["leader", "follower"]))
+            if action is not None:
+                actions.append(action)
+            continue
+        if choice == "churn":
+            actions.append(churn_action(fleet, rng))
+            continue
+        if not workers:
+            continue
+        worker = workers.pop()
+        role = "coordinator" if worker is leader else "follower"
+        if choice == "kill":
+            actions.append(kill_action(fleet, rng, worker, f"kill-{role}"))
+        elif choice == "pause":
+            actions.append(pause_action(fleet, worker, f"pause-{role}", _hold(fleet, rng, LONG)))
+        elif choice == "partition":
+            actions.append(partition_action(fleet, worker, f"partition-{role}", _hold(fleet, rng, LONG)))
+        else:
+            actions.append(cut_action(worker))
+    for action in actions:
+        action.offset = rng.uniform(0, 1.5)
+    return actions
+
+
+def run_actions(actions: list[Action]) -> list[FaultRecord]:
+    """Runs injects and heals on one timeline; every injected fault is healed, whatever happens."""
+    t0 = time.monotonic()
+    timeline: list[tuple[float, int, int]] = []  # (when, 0=inject/1=heal, action index)
+    for i, action in enumerate(actions):
+        timeline.append((action.offset, 0, i))
+        timeline.append((action.offset + action.hold, 1, i))
+    timeline.sort()
+    records: dict[int, FaultRecord] = {}
+    try:
+        for when, phase, i in timeline:
+            delay = t0 + when - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # holding the fault for its duration
+            action = actions[i]
+            if phase == 0:
+                start = time.monotonic_ns()
+                detail = action.inject()
+                records[i] = FaultRecord(action.kind, action.target, start, start, detail)
+            elif i in records:
+                if action.heal is not None:
+                    action.heal()
+                records[i].heal_ns = time.monotonic_ns()
+    finally:
+        for i, action in enumerate(actions):  # an exception half-way must not leave a fault behind
+            if i in records and records[i].heal_ns == records[i].start_ns and action.heal is not None:
+                try:
+                    action.heal()
+                except Exception:
+                    pass
+    return [records[i] for i in sorted(records)]
+
+
+# -- procedures ------------------------------------------------------------------------------------
+
+
+def rolling_restart(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
+    """Every member in turn: SIGTERM (graceful leave), restart, wait until it has joined again."""
+    records = []
+    order = sorted(fleet.workers)
+    rng.shuffle(order)
+    for member_id in order:
+        worker = fleet.workers[member_id]
+        start = time.monotonic_ns()
+        code = worker.terminate(timeout=fleet.settings.bound + 10)
+        if code != 0:
+            result.notes.append(f"{member_id} exited with {code} on SIGTERM")
+        if code is None:
+            result.violations.append(("shutdown", f"{member_id} did not exit within the bound after SIGTERM"))
+        new = fleet.spawn(member_id, fleet.pick_behaviour(rng))
+        records.append(FaultRecord("rolling-restart", member_id, start, time.monotonic_ns(), f"exit {code}"))
+        _wait_joined(fleet, new, fleet.settings.bound)
+    return records
+
+
+def _wait_joined(fleet: Fleet, worker: ChaosWorker, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.get("_pid") == worker.pid for e in fleet.ledger.events_of({"role"})):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def connloss_mid_write(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
+    """Arms a write trap on some workers, then changes resources so that the coordinator writes
+    assignments and followers claim and release: some of those writes die with their connection."""
+    victims = rng.sample(fleet.running(), rng.randint(1, len(fleet.running())))
+    traps: dict[str, WriteTrap] = {w.member_id: w.proxy.arm_write_trap(deliver=rng.random() < 0.6,
+                                                                       hold=rng.uniform(0.0, 0.05))
+                                   for w in victims}
+    armed = time.monotonic_ns()
+    churn = churn_action(fleet, rng)
+    churn_start = time.monotonic_ns()
+    churn_detail = churn.inject()
+    records = [FaultRecord("resource-churn", "resources", churn_start, time.monotonic_ns(), churn_detail)]
+    deadline = time.monotonic() + fleet.settings.interval + fleet.settings.stop_bound + 3
+    while time.monotonic() < deadline and not all(t.fired.is_set() for t in traps.values()):
+        time.sleep(0.05)
+    for worker in victims:
+        worker.proxy.disarm()
+    for member_id, trap in sorted(traps.items()):
+        if trap.fired.is_set():
+            how = "applied, reply lost" if trap.deliver else "request lost"
+            records.append(FaultRecord("connloss-mid-write", member_id, trap.at_ns, trap.at_ns,
+                                       f"{trap.operation}: {how}"))
+    unfired = [m for m, t in traps.items() if not t.fired.is_set()]
+    if unfired:
+        result.notes.append(f"write traps armed at {armed} never fired on {unfired}")
+    return records
+
+
+def stop_callback_fault(fleet: Fleet, rng: random.Random, result: StepResult, behaviour: str) -> list[FaultRecord]:
+    """A slow, failing or hanging stop callback runs: its worker loses resources by a graceful restart
+    or by the deletion (and later re-creation) of one of its resources."""
+    candidates = [w for w in fleet.running() if w.behaviour == behaviour and fleet.owned_by(w)]
+    if not candidates:
+        # Give a follower that behaviour (a graceful restart), and wait until it owns something.
+        worker = rng.choice(fleet.followers() or fleet.running())
+        worker.terminate(timeout=fleet.settings.bound + 10)
+        worker = fleet.spawn(worker.member_id, behaviour)
+        result.notes.append(f"restarted {worker.member_id} with a {behaviour} stop callback")
+        deadline = time.monotonic() + 3 * fleet.settings.bound
+        while time.monotonic() < deadline and not fleet.owned_by(worker):
+            time.sleep(0.1)
+        candidates = [worker] if fleet.owned_by(worker) else []
+        if not candidates:
+            result.notes.append(f"{worker.member_id} owned nothing in time; no stop-{behaviour} fault")
+            return []
+    worker = rng.choice(candidates)
+    start = time.monotonic_ns()
+    if rng.random() < 0.5:
+        code = worker.terminate(timeout=fleet.settings.bound + 10)
+        if code is None:
+            result.violations.append(("shutdown", f"{worker.member_id} did not exit after SIGTERM"))
+        fleet.spawn(worker.member_id, behaviour)
+        detail = f"graceful restart (exit {code})"
+    else:
+        name = rng.choice(sorted(fleet.owned_by(worker)))
+        fleet.delete_resource(name)
+        time.sleep(rng.uniform(0.2, 1.5))  # the resource stays deleted for a while
+        fleet.add_resource(name)
+        detail = f"deleted and re-created {name}"
+    return [FaultRecord(f"stop-{behaviour}", worker.member_id, start, time.monotonic_ns(), detail)]
+
+
+# -- one step ----------------------------------------------------------------------------------------
+
+COMPOSABLE = (
+    "kill-follower", "kill-coordinator", "pause-follower", "pause-coordinator", "pause-short",
+    "partition-follower", "partition-coordinator", "partition-short", "conn-cut", "expiry-storm",
+    "zk-restart", "zk-leader-kill", "zk-follower-kill", "resource-churn", "compound",
+)
+PROCEDURES = ("rolling-restart", "connloss-mid-write", "stop-slow", "stop-fail", "stop-hang")
+STEP_KINDS = COMPOSABLE + PROCEDURES
+
+
+def applicable(kind: str, fleet: Fleet) -> bool:
+    ensemble = len(fleet.cluster.servers) > 1
+    if kind == "zk-restart":
+        return not ensemble
+    if kind in ("zk-leader-kill", "zk-follower-kill"):
+        return ensemble
+    if kind.startswith("stop-"):
+        return not fleet.settings.kazoo  # the kazoo adapter has no stop-callback simulation
+    return True
+
+
+def run_step(fleet: Fleet, kind: str, index: int, phase: str, seed: str) -> StepResult:
+    rng = random.Random(seed)
+    result = StepResult(index, phase, kind, seed)
+    began = time.monotonic()
+    if kind in PROCEDURES:
+        if kind == "rolling-restart":
+            records = rolling_restart(fleet, rng, result)
+        elif kind == "connloss-mid-write":
+            records = connloss_mid_write(fleet, rng, result)
+        else:
+            records = stop_callback_fault(fleet, rng, result, kind.removeprefix("stop-"))
+    else:
+        records = run_actions(plan(kind, fleet, rng))
+    result.faults = records
+    now = time.monotonic_ns()
+    result.first_fault_ns = min((r.start_ns for r in records), default=now)
+    result.heal_ns = max((r.heal_ns for r in records), default=now)
+    check_after(fleet, result)
+    result.duration = time.monotonic() - began
+    return result
+
+
+def check_after(fleet: Fleet, result: StepResult) -> None:
+    """Recovery within the bound, no leaks, and no overlap or token regression anywhere so far."""
+    settings = fleet.settings
+    recovery = fleet.wait_recovered(result.heal_ns, cap=settings.bound + 20)
+    result.recovered = recovery.ok
+    if recovery.ok:
+        result.ttr_fault = max(0.0, (recovery.recovered_ns - result.first_fault_ns) / 1e9)
+        result.ttr_heal = max(0.0, (recovery.recovered_ns - result.heal_ns) / 1e9)
+        if result.ttr_heal > settings.bound:
+            result.violations.append(("liveness", f"recovered {result.ttr_heal:.2f}s after the last heal, "
+                                                  f"beyond the bound of {settings.bound:.1f}s"))
+    else:
+        result.violations.append(("liveness", f"not recovered {recovery.waited:.1f}s after the last heal: "
+                                              + "; ".join(recovery.problems[:8])))
+    if recovery.ok:
+        leaks = fleet.leak_problems(timeout=settings.session_timeout + 3)
+        result.violations += [("leak", p) for p in leaks]
+    time.sleep(0.3)  # let the last events of the step arrive through the pipes before the safety checks
+    result.violations += [("overlap", p) for p in fleet.ledger.overlaps()]
+    if not settings.kazoo:  # kazoo has no fencing token (always 0): nothing to check
+        result.violations += [("token", p) for p in fleet.ledger.token_regressions()]

@@ -1,0 +1,364 @@
+"""A group of real worker processes, each behind its own :class:`~tests.chaos.proxy.FaultProxy`, on a
+real ZooKeeper server or ensemble, with every JSON event fed into one :class:`~tests.chaos.checks.Ledger`.
+
+The fleet never looks at the library's internal state: roles, ownership and recovery are read from the
+workers' own events; the only ZooKeeper reads are the leak check and resource changes (what an
+administrator would do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+
+from tests.chaos.checks import Ledger, kazoo_leaks, window_owners, window_problems, zk_leaks
+from tests.chaos.proxy import FaultProxy
+from tests.support.zk import ZkCluster
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = ("resource-barrier", "global-barrier", "kazoo")
+BEHAVIOURS = ("normal", "slow", "fail", "hang")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One campaign's knobs. ``bound`` is the stated liveness bound after the last fault healed."""
+
+    target: str = "resource-barrier"
+    workers: int = 5
+    resources: int = 20
+    session_timeout: float = 2.0
+    interval: float = 0.5
+    tick: float = 0.1
+    stop_timeout: float = 1.0  # --stop-timeout of every worker (a hanging stop callback is cut off here)
+    slow_delay: float = 0.8  # a slow stop callback's duration: longer than the interval
+    bad_stop_share: float = 0.4  # share of spawns that get a slow, failing or hanging stop callback
+    slack: float = 4.0  # the "few seconds" of the bound: process start, reconnects, ZooKeeper round trips
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown target {self.target!r}: one of {TARGETS}")
+
+    @property
+    def kazoo(self) -> bool:
+        return self.target == "kazoo"
+
+    @property
+    def stop_bound(self) -> float:
+        return 0.0 if self.kazoo else max(self.stop_timeout, self.slow_delay)
+
+    @property
+    def bound(self) -> float:
+        """Session timeout + rebalance interval + stop callback time + slack."""
+        return self.session_timeout + self.interval + self.stop_bound + self.slack
+
+    @property
+    def window(self) -> float:
+        """Observation window for liveness: long enough for every owner to tick a few times."""
+        return max(0.6, 5 * self.tick)
+
+
+@dataclass
+class Recovery:
+    ok: bool
+    recovered_ns: int = 0  # when the final owner of the last resource to settle began working on it
+    problems: list[str] = field(default_factory=list)
+    waited: float = 0.0
+
+
+class ChaosWorker:
+    """One worker process (the ``rebalanser worker`` CLI or the kazoo adapter) behind its proxy."""
+
+    def __init__(self, member_id: str, proxy: FaultProxy, behaviour: str, log_dir: Path) -> None:
+        self.member_id, self.proxy, self.behaviour, self.log_dir = member_id, proxy, behaviour, log_dir
+        self.proc: subprocess.Popen[str] | None = None
+        self.paused = False
+        self._reader: threading.Thread | None = None
+        self.incarnation = 0
+
+    def start(self, module: str, args: list[str], ledger: Ledger, incarnation: int) -> None:
+        self.incarnation = incarnation
+        err = open(self.log_dir / f"{self.member_id}.{incarnation}.err", "w")  # noqa: SIM115 - child owns it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
+            stdin=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        err.close()
+        self._reader = threading.Thread(target=self._read, args=(self.proc, ledger), daemon=True)
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen[str], ledger: Ledger) -> None:
+        assert proc.stdout is not None
+        with open(self.log_dir / f"{self.member_id}.jsonl", "a") as out:
+            for line in proc.stdout:
+                out.write(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                event["_pid"] = proc.pid
+                ledger.ingest(event)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def kill(self) -> None:
+        if self.paused:
+            self.resume()
+        self.signal(signal.SIGKILL)
+        self.wait(30)
+
+    def terminate(self, timeout: float) -> int | None:
+        """SIGTERM and wait; returns the exit code, or None (then kills) if it did not exit in time."""
+        if self.paused:
+            self.resume()
+        self.signal(signal.SIGTERM)
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        if self._reader is not None:
+            self._reader.join(10)
+        return code
+
+
+class Fleet:
+    """``settings.workers`` members ``w0``..``wN-1`` of one group, plus the group's resources."""
+
+    def __init__(self, cluster: ZkCluster, settings: Settings, log_dir: Path, rng: random.Random) -> None:
+        self.cluster, self.settings, self.log_dir, self.rng = cluster, settings, log_dir, rng
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.group = f"/chaos/{settings.target}-{uuid.uuid4().hex[:8]}"
+        self.ledger = Ledger()
+        self.workers: dict[str, ChaosWorker] = {}
+        self.proxies: dict[str, FaultProxy] = {}
+        self.resources: set[str] = set()
+        self.pool = [f"r{i:02d}" for i in range(2 * settings.resources)]
+        self.spawns = 0
+        self.anomalies: list[str] = []
+        self.zk = KazooClient(hosts=cluster.hosts, timeout=30)
+        self.zk.start(timeout=60)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> Recovery:
+        for name in self.pool[: self.settings.resources]:
+            self.add_resource(name)
+        started = time.monotonic_ns()
+        for i in range(self.settings.workers):
+            self.spawn(f"w{i}")
+        return self.wait_recovered(started, cap=60 + 5 * self.settings.workers)
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            if worker.paused:
+                worker.resume()
+        for proxy in self.proxies.values():
+            proxy.restore()
+        for worker in self.workers.values():
+            if worker.alive:
+                worker.signal(signal.SIGTERM)
+        for worker in self.workers.values():
+            if worker.proc is not None:
+                try:
+                    worker.wait(20)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+        for proxy in self.proxies.values():
+            proxy.close()
+        with contextlib.suppress(Exception):
+            self.zk.stop()
+            self.zk.close()
+
+    def reset(self) -> Recovery:
+        """Last resort after a liveness failure: kill every worker and start them afresh."""
+        for proxy in self.proxies.values():
+            proxy.restore()
+        for worker in self.workers.values():
+            if worker.alive:
+                worker.kill()
+        for server in self.cluster.servers:
+            server.resume()
+            server.start()
+        started = time.monotonic_ns()
+        for member_id in list(self.workers):
+            self.spawn(member_id, "normal")
+        return self.wait_recovered(started, cap=60 + 5 * self.settings.workers)
+
+    # -- workers -------------------------------------------------------------------------------
+
+    def pick_behaviour(self, rng: random.Random) -> str:
+        if self.settings.kazoo or rng.random() >= self.settings.bad_stop_share:
+            return "normal"
+        return rng.choice(BEHAVIOURS[1:])
+
+    def spawn(self, member_id: str, behaviour: str | None = None) -> ChaosWorker:
+        old = self.workers.get(member_id)
+        if old is not None and old.alive:
+            raise RuntimeError(f"{member_id} is still running")
+        proxy = self.proxies.get(member_id)
+        if proxy is None:
+            proxy = self.proxies[member_id] = FaultProxy([s.address for s in self.cluster.servers])
+        proxy.restore()
+        behaviour = behaviour or self.pick_behaviour(self.rng)
+        worker = ChaosWorker(member_id, proxy, behaviour, self.log_dir)
+        self.spawns += 1
+        worker.start(self.module, self.args(member_id, proxy.hosts, behaviour), self.ledger, self.spawns)
+        self.workers[member_id] = worker
+        return worker
+
+    @property
+    def module(self) -> str:
+        return "bench.adapters.kazoo_worker" if self.settings.kazoo else "rebalanser.cli"
+
+    def args(self, member_id: str, hosts: str, behaviour: str) -> list[str]:
+        s = self.settings
+        args = [
+            "worker", "--zk", hosts, "--group", self.group, "--id", member_id, "--json",
+            "--algorithm", "resource-barrier" if s.kazoo else s.target,
+            "--session-timeout", str(s.session_timeout), "--min-interval", str(s.interval),
+            "--tick", str(s.tick), "--log-level", "INFO",
+        ]
+        if s.kazoo:
+            return args
+        args += ["--stop-timeout", str(s.stop_timeout)]
+        if behaviour == "slow":
+            args += ["--simulate-stop-delay", str(s.slow_delay)]
+        elif behaviour in ("fail", "hang"):
+            args += ["--simulate-stop", behaviour]
+        return args
+
+    def live(self) -> dict[str, int]:
+        """id -> pid of every worker process that is running (paused ones included)."""
+        return {w.member_id: w.pid for w in self.workers.values() if w.alive}
+
+    def running(self) -> list[ChaosWorker]:
+        return [w for w in self.workers.values() if w.alive]
+
+    def coordinator(self) -> ChaosWorker | None:
+        """The live worker whose latest role event says coordinator, with the highest epoch."""
+        live = self.live()
+        best: tuple[int, str] | None = None
+        for (member_id, pid), event in self.ledger.latest_roles().items():
+            if live.get(member_id) == pid and event["role"] == "coordinator":
+                candidate = (int(event["epoch"]), member_id)
+                best = candidate if best is None or candidate > best else best
+        return self.workers[best[1]] if best else None
+
+    def followers(self) -> list[ChaosWorker]:
+        leader = self.coordinator()
+        return [w for w in self.running() if w is not leader]
+
+    def owned_by(self, worker: ChaosWorker) -> set[str]:
+        """What the worker ticked in the last observation window."""
+        end = time.monotonic_ns()
+        ticks = self.ledger.ticks_between(end - int(self.settings.window * 1e9), end)
+        return {e["resource"] for e in ticks if e["id"] == worker.member_id and e.get("_pid") == worker.pid}
+
+    # -- resources -----------------------------------------------------------------------------
+
+    def _zk_retry(self, fn: object, *args: object) -> object:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return self.zk.retry(fn, *args)  # type: ignore[arg-type]
+            except KazooException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def add_resource(self, name: str) -> None:
+        with contextlib.suppress(NodeExistsError):
+            self._zk_retry(self._create, f"{self.group}/resources/{name}")
+        self.resources.add(name)
+
+    def _create(self, path: str) -> None:
+        self.zk.create(path, makepath=True)
+
+    def delete_resource(self, name: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self._zk_retry(self.zk.delete, f"{self.group}/resources/{name}")
+        self.resources.discard(name)
+
+    # -- recovery and checks -------------------------------------------------------------------
+
+    def wait_recovered(self, heal_ns: int, cap: float) -> Recovery:
+        """Waits (bounded by ``cap`` seconds) until, in two consecutive observation windows that both
+        begin after ``heal_ns``, every resource is ticked by exactly one live worker and loads are
+        balanced. ``recovered_ns`` is when the last resource's final owner began working on it."""
+        window_ns = int(self.settings.window * 1e9)
+        lag_ns = 300_000_000  # events still in flight through the pipes
+        started = time.monotonic()
+        problems: list[str] = ["no observation window after the heal yet"]
+        good_since: int | None = None
+        while time.monotonic() - started < cap:
+            end = time.monotonic_ns() - lag_ns
+            begin = end - window_ns
+            if begin > heal_ns:
+                ticks = self.ledger.ticks_between(begin, end)
+                live = self.live()
+                problems = window_problems(ticks, set(self.resources), live, begin, end)
+                if problems:
+                    good_since = None
+                else:
+                    good_since = begin if good_since is None else good_since
+                    if end - good_since >= 2 * window_ns:
+                        owners = window_owners(ticks, self.resources)
+                        starts = self.ledger.final_episode_starts(owners)
+                        recovered = max([*starts.values(), heal_ns])
+                        return Recovery(True, recovered, [], time.monotonic() - started)
+            time.sleep(0.1)
+        return Recovery(False, 0, problems, time.monotonic() - started)
+
+    def leak_problems(self, timeout: float) -> list[str]:
+        """ZooKeeper holds no leaked ephemeral node (bounded wait: a killed process's session may
+        still be expiring)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                live = set(self.live())
+                if self.settings.kazoo:
+                    problems = kazoo_leaks(self.zk, self.group, live)
+                else:
+                    problems = zk_leaks(self.zk, self.group, live, set(self.resources))
+            except KazooException as exc:
+                problems = [f"could not read ZooKeeper: {exc!r}"]
+            if not problems or time.monotonic() > deadline:
+                return problems
+            time.sleep(0.2)

@@ -1,0 +1,268 @@
+"""A fault-injecting TCP proxy between one worker and the ZooKeeper server(s). Loopback only.
+
+One :class:`FaultProxy` per worker: it listens on one 127.0.0.1 port per ZooKeeper server and forwards
+each connection to that server, so the worker's connect string is the proxy's :attr:`FaultProxy.hosts`.
+
+Faults:
+
+- :meth:`FaultProxy.blackhole` — a silent partition: bytes stop flowing in both directions but no
+  connection is closed (like a network that drops packets: TCP keeps the data until the partition
+  heals). New connections are accepted and then hang. The client notices only through its own read
+  timeout; the server expires the session after the session timeout. :meth:`FaultProxy.restore` heals.
+- :meth:`FaultProxy.cut` — every open connection is reset at once (``ConnectionLoss`` in the client,
+  which reconnects to the same session).
+- :meth:`FaultProxy.arm_write_trap` — the next write request (create, delete, setData, multi, ...) is
+  either delivered to the server with its reply lost, or dropped, and the connection is reset: a
+  ``ConnectionLoss`` in the middle of a write whose outcome the client cannot know.
+
+It parses only ZooKeeper's framing (a 4-byte length, then xid and opcode) in the client-to-server
+direction, to recognise write requests. Nothing here fakes ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+WRITE_OPS = {
+    1: "create", 2: "delete", 5: "setData", 7: "setACL", 14: "multi", 15: "create2",
+    16: "reconfig", 19: "createContainer", 20: "deleteContainer", 21: "createTTL",
+}
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise EOFError
+        chunks += chunk
+    return bytes(chunks)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    header = _read_exact(sock, 4)
+    (length,) = struct.unpack(">i", header)
+    if length < 0 or length > 64 * 1024 * 1024:
+        raise EOFError(f"implausible frame length {length}")
+    return header + _read_exact(sock, length)
+
+
+def _reset(sock: socket.socket) -> None:
+    """Closes with a TCP reset (SO_LINGER 0), waking any thread blocked in recv first."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+def _finish(sock: socket.socket) -> None:
+    """Closes politely: what was sent is still delivered, then FIN."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+@dataclass
+class WriteTrap:
+    """One-shot: the next write request of the proxied client is sabotaged.
+
+    ``deliver``: the server receives and applies the request but the reply is lost; otherwise the
+    request itself is lost. Either way the client's connection is reset right after.
+    """
+
+    deliver: bool
+    hold: float = 0.01  # seconds the server gets to apply a delivered write before the reset
+    fired: threading.Event = field(default_factory=threading.Event)
+    opcode: int = 0
+    at_ns: int = 0
+
+    @property
+    def operation(self) -> str:
+        return WRITE_OPS.get(self.opcode, str(self.opcode))
+
+
+class _Pipe:
+    """One client connection and its upstream connection, pumped by two threads."""
+
+    def __init__(self, proxy: FaultProxy, client: socket.socket, upstream_addr: tuple[str, int]) -> None:
+        self.proxy = proxy
+        self.client = client
+        self.upstream_addr = upstream_addr
+        self.upstream: socket.socket | None = None
+        self.closed = threading.Event()
+        self.mute_replies = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._connect_and_pump, daemon=True, name="proxy-pipe").start()
+
+    def _connect_and_pump(self) -> None:
+        # While partitioned, a new connection is accepted but gets nowhere (as if SYNs were dropped
+        # beyond the first hop): wait for the partition to heal before dialling the server.
+        while not self.proxy.flowing.wait(0.2):
+            if self.closed.is_set():
+                return
+        if self.closed.is_set():
+            return
+        try:
+            self.upstream = socket.create_connection(self.upstream_addr, timeout=5)
+            self.upstream.settimeout(None)
+        except OSError:
+            self.close(abrupt=True)
+            return
+        threading.Thread(target=self._guard, args=(self._server_to_client,), daemon=True).start()
+        self._guard(self._client_to_server)
+
+    def close(self, abrupt: bool) -> None:
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        _reset(self.client)
+        if self.upstream is not None:
+            (_reset if abrupt else _finish)(self.upstream)
+        self.proxy._forget(self)
+
+    def _guard(self, pump: Callable[[], None]) -> None:
+        try:
+            pump()
+        except (OSError, EOFError):
+            pass
+        finally:
+            self.close(abrupt=False)
+
+    def _send(self, sock: socket.socket, data: bytes) -> None:
+        # A partition holds the bytes (TCP would retransmit them once the network heals).
+        while not self.proxy.flowing.wait(0.2):
+            if self.closed.is_set():
+                raise EOFError
+        if self.closed.is_set():
+            raise EOFError
+        sock.sendall(data)
+
+    def _client_to_server(self) -> None:
+        assert self.upstream is not None
+        self._send(self.upstream, read_frame(self.client))  # connect request: no xid/opcode
+        while True:
+            frame = read_frame(self.client)
+            opcode = struct.unpack(">i", frame[8:12])[0] if len(frame) >= 12 else 0
+            trap = self.proxy._take_trap() if opcode in WRITE_OPS else None
+            if trap is None:
+                self._send(self.upstream, frame)
+                continue
+            trap.opcode, trap.at_ns = opcode, time.monotonic_ns()
+            if trap.deliver:
+                self.mute_replies = True
+                self._send(self.upstream, frame)
+                time.sleep(trap.hold)
+            trap.fired.set()
+            self.close(abrupt=not trap.deliver)
+            return
+
+    def _server_to_client(self) -> None:
+        assert self.upstream is not None
+        while True:
+            data = self.upstream.recv(65536)
+            if not data:
+                return
+            if self.mute_replies:
+                continue
+            self._send(self.client, data)
+
+
+class FaultProxy:
+    """Listens on one loopback port per upstream ``host:port`` and forwards to it."""
+
+    def __init__(self, upstreams: list[str]) -> None:
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self._lock = threading.Lock()
+        self._pipes: set[_Pipe] = set()
+        self._trap: WriteTrap | None = None
+        self._closed = False
+        self._listeners: list[socket.socket] = []
+        addresses = []
+        for upstream in upstreams:
+            host, port = upstream.rsplit(":", 1)
+            listener = socket.create_server(("127.0.0.1", 0))
+            self._listeners.append(listener)
+            addresses.append(f"127.0.0.1:{listener.getsockname()[1]}")
+            threading.Thread(target=self._accept_loop, args=(listener, (host, int(port))), daemon=True,
+                             name="proxy-accept").start()
+        self.hosts = ",".join(addresses)
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def blackhole(self) -> None:
+        self.flowing.clear()
+
+    def restore(self) -> None:
+        self.flowing.set()
+
+    @property
+    def partitioned(self) -> bool:
+        return not self.flowing.is_set()
+
+    def cut(self) -> int:
+        """Resets every open connection; returns how many were cut."""
+        with self._lock:
+            pipes = list(self._pipes)
+        for pipe in pipes:
+            pipe.close(abrupt=True)
+        return len(pipes)
+
+    def arm_write_trap(self, deliver: bool, hold: float = 0.01) -> WriteTrap:
+        trap = WriteTrap(deliver, hold)
+        with self._lock:
+            self._trap = trap
+        return trap
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._trap = None
+
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._pipes)
+
+    def close(self) -> None:
+        self._closed = True
+        self.flowing.set()
+        for listener in self._listeners:
+            with contextlib.suppress(OSError):
+                listener.close()
+        self.cut()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _take_trap(self) -> WriteTrap | None:
+        with self._lock:
+            trap, self._trap = self._trap, None
+            return trap
+
+    def _forget(self, pipe: _Pipe) -> None:
+        with self._lock:
+            self._pipes.discard(pipe)
+
+    def _accept_loop(self, listener: socket.socket, upstream: tuple[str, int]) -> None:
+        while not self._closed:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pipe = _Pipe(self, conn, upstream)
+            with self._lock:
+                if self._closed:
+                    _reset(conn)
+                    continue
+                self._pipes.add(pipe)
+            pipe.start()
