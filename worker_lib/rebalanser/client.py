@@ -56,6 +56,9 @@ from rebalanser.storage import MemberAssignment, decode_assignment
 log = logging.getLogger(__name__)
 
 
+_SESSION_BOUND = frozenset({"election", "assignment", "barrier", "claim"})  # events a watch or timer posts
+
+
 class State(StrEnum):
     NOT_STARTED = "NotStarted"
     JOINING = "Joining"
@@ -241,6 +244,11 @@ class Client:
             "claim": self._retry_claim, "lease": lambda _: self._lease_expired(),
             "deposed": self._deposed, "coordinator": self._coordinator_epoch,
         }
+        if kind in _SESSION_BOUND and not self._in_session():
+            # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
+            # or of a connection that is down: the session events behind it rejoin or resync.
+            log.info("%s dropped: not in the session that joined; state is re-read on (re)join", kind)
+            return
         try:
             handlers[kind](arg)
         except (ConnectionLoss, SessionExpiredError) as exc:
@@ -344,8 +352,12 @@ class Client:
         self.zk.get_children(self.paths.clients, watch=lambda _: changed.set())
         changed.wait(timeout)
 
+    def _in_session(self) -> bool:
+        """Connected in the session this member joined with (not an earlier or a newer one)."""
+        return bool(self._joined_session) and session_id(self.zk) == self._joined_session
+
     def _elect(self) -> None:
-        if self._me is None or not self._joined_session:
+        if self._me is None or not self._in_session():
             return
         members = list_members(self.zk, self.paths)
         if self._me not in members:
