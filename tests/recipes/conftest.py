@@ -20,8 +20,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def new_client(zk_hosts: str) -> Iterator[Callable[..., KazooClient]]:
-    """Makes started clients (2 s sessions, fast reconnect) and closes them after the test."""
+def proxy(zk_hosts: str) -> Iterator[ZkProxy]:
+    """A proxy in front of the test server (see proxy.py); clients made through it are closed first."""
+    p = ZkProxy(zk_hosts)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def new_client(zk_hosts: str, proxy: ZkProxy) -> Iterator[Callable[..., KazooClient]]:
+    """Makes started clients (2 s sessions, fast reconnect) and closes them after the test.
+
+    It depends on ``proxy`` only so that the proxy outlives the clients: a client whose server went away
+    takes kazoo's full close timeout (10 s) to stop.
+    """
     made: list[KazooClient] = []
 
     def make(hosts: str | None = None, timeout: float = SESSION_TIMEOUT) -> KazooClient:
@@ -30,15 +42,9 @@ def new_client(zk_hosts: str) -> Iterator[Callable[..., KazooClient]]:
         return client
 
     yield make
+    proxy.restore()
     for client in made:
         close_client(client)
-
-
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[ZkProxy]:
-    p = ZkProxy(zk_hosts)
-    yield p
-    p.close()
 
 
 class Child:

@@ -56,7 +56,7 @@ from functools import partial
 from types import TracebackType
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from ._executor import SerialExecutor
@@ -114,6 +114,7 @@ class RoleMatcher:
         self._held: set[str] = set()
         self._suspects: set[str] = set()  # held when the connection was suspended; confirmed later
         self._uncertain: set[str] = set()  # claims whose reply was lost (loop thread only)
+        self._releasing: set[str] = set()  # removed jobs whose assignment we may still own (loop only)
         self._applying = False  # whether we are in the applicant queue (loop thread only)
         self._started = False
         self._closed = False
@@ -231,6 +232,7 @@ class RoleMatcher:
         if self._closed or not self._client.connected:
             return  # the CONNECTED relay runs us again
         try:
+            self._finish_releases()
             self._confirm_doubtful()
             claimed = self._queue.is_leader and self._has_capacity() and self._claim_one()
             for job in self.held_jobs() - set(self._bag.known_items()):
@@ -301,10 +303,19 @@ class RoleMatcher:
         return held
 
     def _release(self, job: str) -> None:
-        """The job was removed: stop (callback first), then delete our assignment."""
-        if self._drop(job):
+        """The job was removed: stop (callback first), then delete our assignment, if any."""
+        with self._lock:
+            ours = job in self._held or job in self._suspects or job in self._uncertain
+        if ours:
+            self._drop(job)
+            self._uncertain.discard(job)
+            self._releasing.add(job)
+            self._poke()  # _finish_releases deletes it (now, or after a reconnect) and frees capacity
+
+    def _finish_releases(self) -> None:
+        for job in sorted(self._releasing):
             self._delete_own(job)
-            self._poke()
+            self._releasing.discard(job)
 
     def _delete_own(self, job: str) -> None:
         path = join(self._assignments, job)
@@ -312,10 +323,8 @@ class RoleMatcher:
             stat = self._zk.exists(path)
             if stat is not None and int(stat.ephemeralOwner) == session_id(self._client):
                 self._zk.delete(path, version=stat.version)
-        except NoNodeError:
+        except (NoNodeError, BadVersionError):
             pass
-        except TRANSIENT_ERRORS:
-            log.warning("could not delete assignment %s; it goes with the session", path)
 
     def _has_capacity(self) -> bool:
         with self._lock:
@@ -334,11 +343,14 @@ class RoleMatcher:
         self._queue.close(self._op_timeout)
         self._bag.stop()
         with self._lock:
-            jobs = sorted(self._held | self._suspects)
+            jobs = sorted(self._held | self._suspects | self._uncertain | self._releasing)
         for job in jobs:
             self._drop(job)
-            if self._client.connected:
-                self._delete_own(job)
+            try:
+                if self._client.connected:
+                    self._delete_own(job)
+            except TRANSIENT_ERRORS:
+                log.warning("could not release %s; it goes with the session", job)
         self._closed = True
 
     @staticmethod
