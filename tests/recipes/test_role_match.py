@@ -235,6 +235,23 @@ def test_holder_gets_its_job_back_after_reconnecting_within_its_session(
     assert zk.get(f"{group_path}/assignments/a")[1].czxid == before.czxid
 
 
+def test_job_removed_while_its_holder_is_disconnected_is_released_after_reconnect(
+    workers: Callable[..., Worker], new_client: NewClient, proxy: ZkProxy, group_path: str, zk: KazooClient
+) -> None:
+    client = new_client(proxy.hosts)
+    states = StateLog(client)
+    w = workers("w1", client)
+    w.matcher.post_job("a")
+    w.wait_holding("a")
+    proxy.cut()
+    states.wait("SUSPENDED")
+    zk.delete(f"{group_path}/jobs/a")
+    proxy.restore()
+    wait_for(lambda: zk.exists(f"{group_path}/assignments/a") is None, 10, "assignment of removed job kept")
+    w.wait_holding()
+    assert w.events.events[-1] == ("lost", "a")
+
+
 def test_callbacks_run_on_the_matcher_callback_thread(workers: Callable[..., Worker]) -> None:
     w = workers("w1")
     w.matcher.post_job("a")
