@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError, NotEmptyError
 from rebalanser.client import Client
 from rebalanser.errors import InvalidInputError
 from rebalanser.options import Options
@@ -84,5 +85,22 @@ def test_foreign_children_and_invalid_resource_names_are_ignored(
     try:
         wait_for(lambda: h.owned == {"ok"}, 10, f"owned {h.owned}")
         assert c.role == "coordinator"
+    finally:
+        c.stop()
+
+
+def test_deleting_the_group_under_a_worker_stops_its_work(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
+    add_resources(zk, group_path, ["a"])
+    c, h = start(zk_hosts, group_path, "m")
+    try:
+        wait_for(lambda: h.owned == {"a"}, 10, "never assigned")
+        for _ in range(5):  # the worker re-creates its containers concurrently: an administrator retries
+            try:
+                zk.delete(group_path, recursive=True)
+                break
+            except (NotEmptyError, NoNodeError):
+                continue
+        wait_for(lambda: not c.owns("a") and h.owned == set(), 10, "still working on a deleted group")
+        assert any("deleted externally" in str(e) for e in h.errors)
     finally:
         c.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -109,6 +110,7 @@ def run_worker(args: argparse.Namespace) -> int:
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
+        credentials=_credentials(args),
     )
     log = EventLog(options.member_id, args.json)
     work = SimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
@@ -126,6 +128,21 @@ def run_worker(args: argparse.Namespace) -> int:
     client.stop()
     log.emit("stopped")
     return EXIT_EXPIRED if work.expired else 0
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
+    """Digest credentials: ``--zk-user`` with ``--zk-password-file``, or REBALANSER_ZK_USERNAME /
+    REBALANSER_ZK_PASSWORD (e.g. from a Kubernetes Secret)."""
+    user = args.zk_user or os.environ.get("REBALANSER_ZK_USERNAME")
+    password = os.environ.get("REBALANSER_ZK_PASSWORD")
+    if args.zk_password_file:
+        with open(args.zk_password_file) as f:
+            password = f.read().strip()
+    if not user and not password:
+        return None
+    if not user or not password:
+        raise InvalidInputError("digest credentials need both a user and a password")
+    return user, password
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -172,6 +189,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--stop-timeout", type=float, default=30.0)
     w.add_argument("--departure-grace", type=float, default=0.0)
     w.add_argument("--metrics-port", type=int, default=0)
+    w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
+    w.add_argument("--zk-password-file", help="file holding the digest password (or REBALANSER_ZK_PASSWORD)")
     w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"],
                    help="fault simulation: the stop callback fails or hangs")
     w.add_argument("--simulate-stop-delay", type=float, default=0.0, help="fault simulation: slow stop callback")

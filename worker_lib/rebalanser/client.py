@@ -56,7 +56,7 @@ from rebalanser.storage import MemberAssignment, decode_assignment
 log = logging.getLogger(__name__)
 
 
-_SESSION_BOUND = frozenset({"election", "assignment", "barrier", "claim"})  # events a watch or timer posts
+_SESSION_BOUND = frozenset({"election", "assignment", "barrier", "claim", "self"})  # events a watch or timer posts
 
 
 class State(StrEnum):
@@ -243,6 +243,7 @@ class Client:
             "assignment": lambda node: self._read_assignment(node), "barrier": lambda _: self._read_barrier(),
             "claim": self._retry_claim, "lease": lambda _: self._lease_expired(),
             "deposed": self._deposed, "coordinator": self._coordinator_epoch,
+            "self": self._check_own_node,
         }
         if kind in _SESSION_BOUND and not self._in_session():
             # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
@@ -329,6 +330,7 @@ class Client:
         self._me = create_member_node(self.zk, self.paths, self.options.member_id, deadline)
         self._joined_session = sid
         self._book.reset(sid)
+        self._watch_own_node()
         self._set_state(State.PENDING_ASSIGNMENT)
         self._elect()
         self._read_barrier()
@@ -361,10 +363,7 @@ class Client:
             return
         members = list_members(self.zk, self.paths)
         if self._me not in members:
-            log.warning("our member znode vanished while the session lives; rejoining")
-            self._stop_coordinating()
-            self._joined_session = 0
-            self._join()
+            self._evicted()
             return
         before = predecessor(members, self._me)
         if before is None:
@@ -376,6 +375,27 @@ class Client:
             self._set_role("follower", self._read_epoch())
         if not watch_predecessor(self.zk, self.paths, before, lambda: self._post("election")):
             self._post("election")
+
+    def _watch_own_node(self) -> bool:
+        assert self._me is not None
+        path = self.paths.client(self._me.name)
+        return self.zk.exists(path, watch=self._watch("self", self._me.name)) is not None
+
+    def _check_own_node(self, node: str) -> None:
+        if self._me is not None and node == self._me.name and not self._watch_own_node():
+            self._evicted()
+
+    def _evicted(self) -> None:
+        """Someone deleted our member znode (e.g. the whole group) while our session lives: our claims
+        may be gone too, so stop all work at once, then rejoin."""
+        log.error("our member znode was deleted by someone else: stopping all work and rejoining")
+        self.handler.on_error(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
+        self._stop_coordinating()
+        self._revoke(set(self._owned), release=True)
+        self._desired.clear()
+        self._waiting.clear()
+        self._joined_session = 0
+        self._join()
 
     def _read_epoch(self) -> int:
         stat = self.zk.exists(self.paths.epoch)
