@@ -32,7 +32,10 @@ def record_deltas(bag: DistributedBag) -> Recorder:
     return rec
 
 
-def settle(bag: DistributedBag, rec: Recorder) -> list[object]:
+Delta = tuple[str, str, bytes]
+
+
+def settle(bag: DistributedBag, rec: Recorder) -> list[Delta]:
     """Adds a sentinel and waits for it: every delta before it has then been delivered (in order)."""
     bag.add(b"", item_id="zz-sentinel")
     events = rec.wait_for(lambda evs: ("added", "zz-sentinel", b"") in evs, 10, "sentinel never reported")
@@ -96,7 +99,7 @@ def test_burst_of_changes_is_reported_as_a_consistent_history(bag: DistributedBa
             bag.remove(f"i{i:02d}")
     events = settle(bag, rec)
     state: dict[str, bytes] = {}
-    for kind, item_id, data in events:  # type: ignore[misc]
+    for kind, item_id, data in events:
         if kind == "added":
             assert item_id not in state, f"{item_id} reported added twice"
             state[item_id] = data
