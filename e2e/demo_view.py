@@ -165,7 +165,7 @@ def render(snapshot: Snapshot, workers: list[WorkerRow], events: list[str]) -> l
     ]
     if s.ready:
         lines.append(s.ready)
-    lines += ["", f"  {'member':<12} {'pid':>7}  {'process':<18} resources"]
+    lines += ["", f"  {'member':<12} {'pid':>7}  {'process':<20} resources"]
     lines += _member_lines(s, workers)
     lines += [f"  unassigned: {' '.join(sorted(s.unassigned, key=natural)) or '-'}", "", "events:"]
     lines += [f"  {e}" for e in events[-10:]]
@@ -181,7 +181,7 @@ def _member_lines(s: Snapshot, workers: list[WorkerRow]) -> list[str]:
         owned = sorted(s.assignments.get(name, []), key=natural)
         mark = "*" if name == s.coordinator else " "
         pid = str(row.pid) if row.pid else "-"
-        lines.append(f"  {name + ' ' + mark:<12} {pid:>7}  {row.state:<18} {len(owned):>2}: {' '.join(owned) or '-'}")
+        lines.append(f"  {name + ' ' + mark:<12} {pid:>7}  {row.state:<20} {len(owned):>2}: {' '.join(owned) or '-'}")
     lines.append("  (* = coordinator)")
     return lines
 
