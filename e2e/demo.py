@@ -197,10 +197,11 @@ def set_up(stack: Stack) -> None:
         stack.say(f"started {member_id} (pid {pid}): rebalanser worker --group /rebalanser/{NAMESPACE}/{GROUP} --json")
 
 
-def live_view(stack: Stack, args: argparse.Namespace) -> None:
+def live_view(stack: Stack, args: argparse.Namespace, demo_clock: Clock) -> None:
+    """Refreshes until ``--duration`` (counted from here) or a signal; events are stamped on the demo's clock."""
     clock = Clock()
     screen = Screen()
-    scenario = Scenario(stack, screen, clock, args.kill_after, args.restart_after)
+    scenario = Scenario(stack, screen, demo_clock, args.kill_after, args.restart_after)
     source = StatusSource(stack.hosts, stack.cluster)
     stack.say("live view: refreshing every second" + (f" for {args.duration:g}s" if args.duration else "")
               + "; Ctrl-C stops and cleans up")
@@ -210,7 +211,7 @@ def live_view(stack: Stack, args: argparse.Namespace) -> None:
         snapshot = source.read()
         scenario.observe(snapshot)
         scenario.step()
-        title = (f"Rebalanser demo - ResourceGroup {NAMESPACE}/{GROUP}   +{clock.since():.0f}s"
+        title = (f"Rebalanser demo - ResourceGroup {NAMESPACE}/{GROUP}   live view +{clock.since():.0f}s"
                  f"{f' of {args.duration:g}s' if args.duration else ''}   (Ctrl-C: stop and clean up)")
         screen.frame(title, render(snapshot, scenario.worker_rows(), scenario.events))
         time.sleep(max(0.0, args.refresh - (time.monotonic() - tick)))
@@ -243,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack.reap_stale()
         set_up(stack)
-        live_view(stack, args)
+        live_view(stack, args, clock)
     except Interrupted as exc:
         stack.say(f"{exc} received: cleaning up")
     except (DemoError, ClusterError) as exc:
