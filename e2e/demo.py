@@ -130,19 +130,19 @@ class Scenario:
     def _milestones(self, s: Snapshot) -> None:
         n = self.stack.settings.workers
         owners = [m for m, rs in s.assignments.items() if rs]
-        if s.complete and len(owners) == n and "initial" not in self.milestones:
+        if s.complete and len(owners) == min(n, s.resources) and "initial" not in self.milestones:
             self.milestones.add("initial")
             self.stable_at = self.clock.since()
             self.event(f"MILESTONE all {s.resources} resources assigned to {n} workers "
                        f"(coordinator {s.coordinator}, epoch {s.epoch})")
         if self.killed_at is not None and "after-kill" not in self.milestones and s.complete \
-                and self.victim not in owners and len(owners) == n - 1:
+                and self.victim not in owners and s.member_count == n - 1:
             self.milestones.add("after-kill")
             self.event(f"MILESTONE rebalanced after the kill: all {s.resources} resources assigned to "
                        f"{n - 1} workers, {self.clock.since() - self.killed_at:.1f}s after SIGKILL "
                        f"(coordinator {s.coordinator}, epoch {s.epoch})")
         if self.restarted_at is not None and "after-restart" not in self.milestones and s.complete \
-                and self.victim in owners and len(owners) == n:
+                and s.member_count == n and (self.victim in owners or s.resources < n):
             self.milestones.add("after-restart")
             self.event(f"MILESTONE {self.victim} is back: all {s.resources} resources assigned to {n} workers, "
                        f"{self.clock.since() - self.restarted_at:.1f}s after the restart")
@@ -173,10 +173,11 @@ class Scenario:
         self.event(f"restarted {self.victim} (pid {pid})")
 
     def worker_rows(self) -> list[WorkerRow]:
-        return [
-            WorkerRow(m, self.stack.worker_pid(m), self.states.get(m, "running"))
-            for m in self.stack.settings.member_ids()
-        ]
+        return [WorkerRow(m, self.stack.worker_pid(m), self._state(m)) for m in self.stack.settings.member_ids()]
+
+    def _state(self, member_id: str) -> str:
+        code = self.stack.worker_exit(member_id)
+        return f"exited ({code})" if code is not None else self.states.get(member_id, "running")
 
 
 # ------------------------------------------------------------------------------------------ phases
@@ -202,7 +203,7 @@ def live_view(stack: Stack, args: argparse.Namespace, demo_clock: Clock) -> None
     clock = Clock()
     screen = Screen()
     scenario = Scenario(stack, screen, demo_clock, args.kill_after, args.restart_after)
-    source = StatusSource(stack.hosts, stack.cluster)
+    source = StatusSource(stack.hosts, stack.cluster, stack.operator_alive)
     stack.say("live view: refreshing every second" + (f" for {args.duration:g}s" if args.duration else "")
               + "; Ctrl-C stops and cleans up")
     scenario.event(f"workers started: {', '.join(stack.settings.member_ids())}")

@@ -385,6 +385,14 @@ class Stack:
         proc = self.workers.get(member_id)
         return proc.pid if proc is not None and proc.poll() is None else None
 
+    def worker_exit(self, member_id: str) -> int | None:
+        """The exit code of a worker that ended by itself (None while it runs or when the demo killed it)."""
+        proc = self.workers.get(member_id)
+        return proc.poll() if proc is not None else None
+
+    def operator_alive(self) -> bool:
+        return self.operator is not None and self.operator.poll() is None
+
     # -------------------------------------------------------------------------------- cleanup
 
     def cleanup(self) -> None:

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -86,10 +87,13 @@ def from_cli(data: dict[str, Any], note: str = "") -> Snapshot:
 class StatusSource:
     hosts: str
     cluster: Cluster | None
+    operator_alive: Callable[[], bool] = lambda: True
 
     def read(self) -> Snapshot:
         note = ""
-        if self.cluster is not None:
+        if self.cluster is not None and not self.operator_alive():
+            note = "; the operator exited (see operator.log), its status would be stale"
+        elif self.cluster is not None:
             rg = self._resource_group()
             snapshot = from_resource_group(rg) if rg is not None else None
             if snapshot is not None:
