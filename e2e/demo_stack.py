@@ -131,17 +131,22 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
         proc.wait(10)
 
 
-def stream(cmd: list[str], say: Say, prefix: str = "  ") -> int:
-    """Runs ``cmd`` in its own session, echoing each output line as it comes; kills the group if interrupted."""
+def stream(cmd: list[str], say: Say, prefix: str = "  ") -> tuple[int, str]:
+    """Runs ``cmd`` in its own session, echoing each output line as it comes; kills the group if interrupted.
+
+    Returns the exit code and the last line.
+    """
     proc = subprocess.Popen(
         cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         text=True, bufsize=1, start_new_session=True,
     )
+    last = ""
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            say(prefix + line.rstrip())
-        return proc.wait()
+            last = line.rstrip()
+            say(prefix + last)
+        return proc.wait(), last
     except BaseException:
         _kill_group(proc)
         raise
@@ -230,8 +235,12 @@ class Stack:
     # -------------------------------------------------------------------------------- ZooKeeper
 
     def start_zookeeper(self) -> None:
-        self.say("starting ZooKeeper (a real server, jars cached by scripts/install-zookeeper.sh)")
-        self.zk = make_cluster(self.state / "zk", size=1)
+        self.say("resolving ZooKeeper's jars with scripts/install-zookeeper.sh (Maven fetches them the first time):")
+        code, lib = stream([str(REPO / "scripts" / "install-zookeeper.sh")], self.say)
+        if code != 0:
+            raise DemoError(f"scripts/install-zookeeper.sh failed (exit {code}): it needs Java 17 and Maven")
+        self.say("starting ZooKeeper (a real server)")
+        self.zk = make_cluster(self.state / "zk", size=1, lib=Path(lib))
         server = self.zk.servers[0]
         server.start()
         assert server.proc is not None
@@ -260,7 +269,7 @@ class Stack:
         self.say("starting the control plane (etcd + kube-apiserver) with scripts/cluster.sh up; "
                  "the first run builds it from Go modules (~9 min cold, a progress line every 30 s):")
         started = time.monotonic()
-        code = stream([str(CLUSTER_SH), "up", str(self.cluster_dir)], self.say)
+        code, _ = stream([str(CLUSTER_SH), "up", str(self.cluster_dir)], self.say)
         if code != 0:
             raise DemoError(f"scripts/cluster.sh up failed (exit {code}); without Go, run with --no-cluster")
         self.cluster = start_cluster(self.cluster_dir, timeout=120)
