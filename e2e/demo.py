@@ -18,21 +18,16 @@ from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from e2e.demo_stack import GROUP, NAMESPACE, REPO, DemoError, Say, Settings, Stack
+from e2e.demo_stack import GROUP, HANDLED, NAMESPACE, REPO, DemoError, Interrupted, Say, Settings, Stack, on_signal
 from e2e.demo_view import Screen, Snapshot, StatusSource, WorkerRow, describe_rebalance, render
 from tests.support.cluster import ClusterError
-
-HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(BaseException):
-    """SIGINT/SIGTERM: leave whatever is running and clean up (BaseException: no handler swallows it)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -204,7 +199,7 @@ def live_view(stack: Stack, args: argparse.Namespace, demo_clock: Clock) -> None
     screen = Screen()
     scenario = Scenario(stack, screen, demo_clock, args.kill_after, args.restart_after)
     source = StatusSource(stack.hosts, stack.cluster, stack.operator_alive)
-    stack.say("live view: refreshing every second" + (f" for {args.duration:g}s" if args.duration else "")
+    stack.say(f"live view: refreshing every {args.refresh:g}s" + (f" for {args.duration:g}s" if args.duration else "")
               + "; Ctrl-C stops and cleans up")
     scenario.event(f"workers started: {', '.join(stack.settings.member_ids())}")
     while args.duration is None or clock.since() < args.duration:
@@ -217,10 +212,6 @@ def live_view(stack: Stack, args: argparse.Namespace, demo_clock: Clock) -> None
         screen.frame(title, render(snapshot, scenario.worker_rows(), scenario.events))
         time.sleep(max(0.0, args.refresh - (time.monotonic() - tick)))
     stack.say(f"--duration {args.duration:g}s reached; milestones: {', '.join(sorted(scenario.milestones)) or 'none'}")
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signal.Signals(signum).name)
 
 
 def _ignore_signals() -> None:
@@ -240,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                         session_timeout=args.session_timeout, with_cluster=not args.no_cluster)
     stack = Stack(settings, make_say(clock, settings.state_dir / "demo.log"))
     for sig in HANDLED:
-        signal.signal(sig, _interrupt)
+        signal.signal(sig, on_signal)
     code = 0
     try:
         stack.reap_stale()
@@ -248,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         live_view(stack, args, clock)
     except Interrupted as exc:
         stack.say(f"{exc} received: cleaning up")
-    except (DemoError, ClusterError) as exc:
+    except (DemoError, ClusterError, TimeoutError, subprocess.SubprocessError) as exc:
         stack.say(f"error: {exc}")
         code = 1
     finally:

@@ -17,7 +17,8 @@ import sys
 import time
 import urllib.request
 from base64 import b64encode
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,40 @@ class PidRegistry:
             while self.alive() and time.monotonic() < deadline:
                 time.sleep(0.1)
         return found
+
+
+class Interrupted(BaseException):
+    """SIGINT/SIGTERM/SIGHUP: leave whatever is running and clean up (BaseException: no handler swallows it)."""
+
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_gate: dict[str, Any] = {"held": 0, "pending": None}
+
+
+def on_signal(signum: int, frame: object) -> None:
+    """The demo's handler for HANDLED: raises :class:`Interrupted`, or defers it inside ``signals_deferred``."""
+    name = signal.Signals(signum).name
+    if _gate["held"]:
+        _gate["pending"] = name
+        return
+    raise Interrupted(name)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Defers :class:`Interrupted` while a child is started and recorded, so none goes untracked.
+
+    (Blocking the signals instead would leave them blocked in the child: the mask survives exec.)
+    """
+    _gate["held"] += 1
+    try:
+        yield
+    finally:
+        _gate["held"] -= 1
+        pending = _gate["pending"]
+        if not _gate["held"] and pending:
+            _gate["pending"] = None
+            raise Interrupted(pending)
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -242,9 +277,10 @@ class Stack:
         self.say("starting ZooKeeper (a real server)")
         self.zk = make_cluster(self.state / "zk", size=1, lib=Path(lib))
         server = self.zk.servers[0]
-        server.start()
-        assert server.proc is not None
-        self.registry.record("zookeeper", server.proc.pid)
+        with signals_deferred():
+            server.start()
+            assert server.proc is not None
+            self.registry.record("zookeeper", server.proc.pid)
         self.zk.wait_serving()
         if not self.registry.entries[-1]["cmdline"]:
             self.registry.entries.pop()
@@ -328,12 +364,12 @@ class Stack:
         cmd = [str(BIN / "rebalanser-operator"), "--namespace", NAMESPACE, "--standalone",
                "--metrics-port", str(metrics), "--liveness", f"http://127.0.0.1:{liveness}/healthz",
                "--log-format", "plain"]
-        with open(log, "ab") as out:
+        with open(log, "ab") as out, signals_deferred():
             self.operator = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env={**self.kube.env(), "KUBECONFIG": str(kubeconfig)},
             )
-        self.registry.record("operator", self.operator.pid)
+            self.registry.record("operator", self.operator.pid)
         if not wait_until(lambda: self._operator_live(liveness), 90, poll=0.3):
             raise DemoError(f"the operator did not become live; last lines of {log}:\n{_tail(log)}")
         self.say(f"operator running (pid {self.operator.pid}, as {self.operator_identity}, "
@@ -377,11 +413,11 @@ class Stack:
         cmd = [str(BIN / "rebalanser"), "worker", "--zk", self.hosts, "--group", GROUP_PATH, "--id", member_id,
                "--json", "--session-timeout", str(self.settings.session_timeout), "--min-interval", "1",
                "--tick", "1", "--stop-timeout", "10"]
-        with open(log_dir / f"{member_id}.log", "ab") as out:
+        with open(log_dir / f"{member_id}.log", "ab") as out, signals_deferred():
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
-        self.workers[member_id] = proc
-        self.registry.record(member_id, proc.pid)
+            self.workers[member_id] = proc
+            self.registry.record(member_id, proc.pid)
         return proc.pid
 
     def kill_worker(self, member_id: str) -> int:
