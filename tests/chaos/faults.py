@@ -49,6 +49,7 @@ class Action:
     heal: Callable[[], None] | None = None
     hold: float = 0.0
     offset: float = 0.0
+    extra: list[FaultRecord] | None = None  # an action made of several faults reports them here
 
 
 @dataclass
@@ -132,45 +133,61 @@ def cut_action(worker: ChaosWorker) -> Action:
 def zk_kill_action(fleet: Fleet, rng: random.Random, role: str) -> Action | None:
     cluster = fleet.cluster
     try:
-        server = cluster.leader() if role == "leader" else rng.choice(cluster.followers())
+        if len(cluster.servers) == 1:
+            server = cluster.servers[0]
+        else:
+            server = cluster.leader() if role == "leader" else rng.choice(cluster.followers())
     except (LookupError, IndexError):
-        return None
+        return None  # the ensemble is still electing: no such role to kill right now
     kind = "zk-restart" if len(cluster.servers) == 1 else f"zk-{role}-kill"
 
     def inject() -> str:
         server.kill()
         return f"kill -9 ZooKeeper server {server.myid} ({role})"
 
-    return Action(kind, f"zk{server.myid}", inject, server.start, hold=_hold(fleet, rng, (0.3, 1.5)))
+    def heal() -> None:
+        # The fault lasts until the server serves again (a JVM takes a while to start).
+        server.start()
+        cluster.wait_serving(timeout=90)
+
+    return Action(kind, f"zk{server.myid}", inject, heal, hold=_hold(fleet, rng, (0.3, 1.5)))
+
+
+def churn(fleet: Fleet, rng: random.Random) -> list[FaultRecord]:
+    """Resources added, deleted, and deleted-and-re-created while being worked on, in quick succession;
+    one fault per operation."""
+    records = []
+    for _ in range(rng.randint(2, 6)):
+        present = sorted(fleet.resources)
+        absent = [r for r in fleet.pool if r not in fleet.resources]
+        choice = rng.random()
+        start = time.monotonic_ns()
+        if choice < 0.35 and len(present) > fleet.settings.resources // 2:
+            name, op = rng.choice(present), "deleted"
+            fleet.delete_resource(name)
+        elif choice < 0.7 and present:
+            name, op = rng.choice(present), "deleted and re-created"
+            fleet.delete_resource(name)
+            time.sleep(rng.uniform(0, 0.05))
+            fleet.add_resource(name)
+        elif absent and len(present) < fleet.settings.resources * 3 // 2:
+            name, op = rng.choice(absent), "added"
+            fleet.add_resource(name)
+        else:
+            continue
+        records.append(FaultRecord("resource-churn", name, start, time.monotonic_ns(), op))
+        time.sleep(rng.uniform(0.0, 0.15))
+    return records
 
 
 def churn_action(fleet: Fleet, rng: random.Random) -> Action:
-    """Resources added, deleted and re-created while being worked on (quick succession)."""
+    holder: list[FaultRecord] = []
 
     def inject() -> str:
-        ops = []
-        for _ in range(rng.randint(2, 6)):
-            present = sorted(fleet.resources)
-            absent = [r for r in fleet.pool if r not in fleet.resources]
-            choice = rng.random()
-            if choice < 0.35 and len(present) > fleet.settings.resources // 2:
-                name = rng.choice(present)
-                fleet.delete_resource(name)
-                ops.append(f"-{name}")
-            elif choice < 0.7 and present:
-                name = rng.choice(present)
-                fleet.delete_resource(name)
-                time.sleep(rng.uniform(0, 0.05))
-                fleet.add_resource(name)
-                ops.append(f"~{name}")
-            elif absent and len(present) < fleet.settings.resources * 3 // 2:
-                name = rng.choice(absent)
-                fleet.add_resource(name)
-                ops.append(f"+{name}")
-            time.sleep(rng.uniform(0.0, 0.15))
-        return " ".join(ops)
+        holder.extend(churn(fleet, rng))
+        return "; ".join(f"{r.detail} {r.target}" for r in holder)
 
-    return Action("resource-churn", "resources", inject)
+    return Action("resource-churn", "resources", inject, extra=holder)
 
 
 # -- planning ----------------------------------------------------------------------------------------
@@ -301,7 +318,11 @@ def run_actions(actions: list[Action]) -> list[FaultRecord]:
                     action.heal()
                 except Exception:
                     pass
-    return [records[i] for i in sorted(records)]
+    out = []
+    for i in sorted(records):
+        extra = actions[i].extra
+        out += extra if extra is not None else [records[i]]
+    return out
 
 
 # -- procedures ------------------------------------------------------------------------------------
@@ -319,7 +340,8 @@ def rolling_restart(fleet: Fleet, rng: random.Random, result: StepResult) -> lis
         if code != 0:
             result.notes.append(f"{member_id} exited with {code} on SIGTERM")
         if code is None:
-            result.violations.append(("shutdown", f"{member_id} did not exit within the bound after SIGTERM"))
+            result.violations.append(("shutdown", f"{member_id} did not exit within the bound after SIGTERM "
+                                                  f"(stacks in {worker.err_log})"))
         new = fleet.spawn(member_id, fleet.pick_behaviour(rng))
         records.append(FaultRecord("rolling-restart", member_id, start, time.monotonic_ns(), f"exit {code}"))
         _wait_joined(fleet, new, fleet.settings.bound)
@@ -343,10 +365,7 @@ def connloss_mid_write(fleet: Fleet, rng: random.Random, result: StepResult) -> 
                                                                        hold=rng.uniform(0.0, 0.05))
                                    for w in victims}
     armed = time.monotonic_ns()
-    churn = churn_action(fleet, rng)
-    churn_start = time.monotonic_ns()
-    churn_detail = churn.inject()
-    records = [FaultRecord("resource-churn", "resources", churn_start, time.monotonic_ns(), churn_detail)]
+    records = churn(fleet, rng)
     deadline = time.monotonic() + fleet.settings.interval + fleet.settings.stop_bound + 3
     while time.monotonic() < deadline and not all(t.fired.is_set() for t in traps.values()):
         time.sleep(0.05)
@@ -385,7 +404,8 @@ def stop_callback_fault(fleet: Fleet, rng: random.Random, result: StepResult, be
     if rng.random() < 0.5:
         code = worker.terminate(timeout=fleet.settings.bound + 10)
         if code is None:
-            result.violations.append(("shutdown", f"{worker.member_id} did not exit after SIGTERM"))
+            result.violations.append(("shutdown", f"{worker.member_id} did not exit after SIGTERM "
+                                                  f"(stacks in {worker.err_log})"))
         fleet.spawn(worker.member_id, behaviour)
         detail = f"graceful restart (exit {code})"
     else:
@@ -445,16 +465,22 @@ def check_after(fleet: Fleet, result: StepResult) -> None:
     """Recovery within the bound, no leaks, and no overlap or token regression anywhere so far."""
     settings = fleet.settings
     recovery = fleet.wait_recovered(result.heal_ns, cap=settings.bound + 20)
+    crashed = respawn_crashed(fleet, result)
+    if crashed:
+        # A crash is its own violation; the bound is not measured across it, but recovery must follow.
+        recovery = fleet.wait_recovered(time.monotonic_ns(), cap=settings.bound + 20)
     result.recovered = recovery.ok
-    if recovery.ok:
+    if recovery.ok and not crashed:
         result.ttr_fault = max(0.0, (recovery.recovered_ns - result.first_fault_ns) / 1e9)
         result.ttr_heal = max(0.0, (recovery.recovered_ns - result.heal_ns) / 1e9)
         if result.ttr_heal > settings.bound:
             result.violations.append(("liveness", f"recovered {result.ttr_heal:.2f}s after the last heal, "
                                                   f"beyond the bound of {settings.bound:.1f}s"))
-    else:
+    elif not recovery.ok:
+        logs = ", ".join(str(w.err_log) for w in fleet.running())
         result.violations.append(("liveness", f"not recovered {recovery.waited:.1f}s after the last heal: "
-                                              + "; ".join(recovery.problems[:8])))
+                                              + "; ".join(recovery.problems[:8]) + f" (stacks dumped in {logs})"))
+        fleet.dump_stacks()
     if recovery.ok:
         leaks = fleet.leak_problems(timeout=settings.session_timeout + 3)
         result.violations += [("leak", p) for p in leaks]
@@ -462,3 +488,16 @@ def check_after(fleet: Fleet, result: StepResult) -> None:
     result.violations += [("overlap", p) for p in fleet.ledger.overlaps()]
     if not settings.kazoo:  # kazoo has no fencing token (always 0): nothing to check
         result.violations += [("token", p) for p in fleet.ledger.token_regressions()]
+
+
+def respawn_crashed(fleet: Fleet, result: StepResult) -> list[str]:
+    """Workers that died without being stopped are violations; they are restarted to go on."""
+    crashed = []
+    for worker in fleet.crashed():
+        code = worker.proc.returncode if worker.proc is not None else None
+        log = worker.err_log
+        result.violations.append(("crash", f"{worker.member_id} (pid {worker.pid}) exited with {code} "
+                                           f"without being stopped; stderr in {log}"))
+        fleet.spawn(worker.member_id, worker.behaviour)
+        crashed.append(worker.member_id)
+    return crashed

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +87,7 @@ class ChaosWorker:
         self.member_id, self.proxy, self.behaviour, self.log_dir = member_id, proxy, behaviour, log_dir
         self.proc: subprocess.Popen[str] | None = None
         self.paused = False
+        self.stopped_by_harness = False
         self._reader: threading.Thread | None = None
         self.incarnation = 0
 
@@ -94,7 +96,8 @@ class ChaosWorker:
         err = open(self.log_dir / f"{self.member_id}.{incarnation}.err", "w")  # noqa: SIM115 - child owns it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
-            stdin=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdin=subprocess.DEVNULL, text=True, cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps stacks
         )
         err.close()
         self._reader = threading.Thread(target=self._read, args=(self.proc, ledger), daemon=True)
@@ -104,12 +107,13 @@ class ChaosWorker:
         assert proc.stdout is not None
         with open(self.log_dir / f"{self.member_id}.jsonl", "a") as out:
             for line in proc.stdout:
-                out.write(line)
                 try:
                     event = json.loads(line)
                 except ValueError:
+                    out.write(line)
                     continue
                 event["_pid"] = proc.pid
+                out.write(json.dumps(event) + "\n")
                 ledger.ingest(event)
 
     @property
@@ -134,6 +138,7 @@ class ChaosWorker:
         self.paused = False
 
     def kill(self) -> None:
+        self.stopped_by_harness = True
         if self.paused:
             self.resume()
         self.signal(signal.SIGKILL)
@@ -141,14 +146,31 @@ class ChaosWorker:
 
     def terminate(self, timeout: float) -> int | None:
         """SIGTERM and wait; returns the exit code, or None (then kills) if it did not exit in time."""
+        self.stopped_by_harness = True
         if self.paused:
             self.resume()
         self.signal(signal.SIGTERM)
         try:
             return self.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.kill()
             return None
+
+    @property
+    def err_log(self) -> Path:
+        return self.log_dir / f"{self.member_id}.{self.incarnation}.err"
+
+    def dump_stacks(self) -> None:
+        """For a post-mortem: every thread's stack into the err log (faulthandler on SIGABRT); the
+        process dies of it."""
+        if not self.alive:
+            return
+        self.stopped_by_harness = True
+        self.resume()
+        self.signal(signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.wait(5)
 
     def wait(self, timeout: float) -> int:
         assert self.proc is not None
@@ -205,6 +227,10 @@ class Fleet:
         with contextlib.suppress(Exception):
             self.zk.stop()
             self.zk.close()
+
+    def dump_stacks(self) -> None:
+        for worker in self.workers.values():
+            worker.dump_stacks()
 
     def reset(self) -> Recovery:
         """Last resort after a liveness failure: kill every worker and start them afresh."""
@@ -268,6 +294,10 @@ class Fleet:
         """id -> pid of every worker process that is running (paused ones included)."""
         return {w.member_id: w.pid for w in self.workers.values() if w.alive}
 
+    def crashed(self) -> list[ChaosWorker]:
+        """Workers whose process ended without the harness stopping it."""
+        return [w for w in self.workers.values() if w.proc is not None and not w.alive and not w.stopped_by_harness]
+
     def running(self) -> list[ChaosWorker]:
         return [w for w in self.workers.values() if w.alive]
 
@@ -293,11 +323,12 @@ class Fleet:
 
     # -- resources -----------------------------------------------------------------------------
 
-    def _zk_retry(self, fn: object, *args: object) -> object:
+    def _zk_retry(self, fn: Callable[..., object], *args: object) -> object:
+        """An administrator's write, retried across ZooKeeper faults (bounded)."""
         deadline = time.monotonic() + 60
         while True:
             try:
-                return self.zk.retry(fn, *args)  # type: ignore[arg-type]
+                return self.zk.retry(fn, *args)
             except KazooException:
                 if time.monotonic() > deadline:
                     raise
@@ -328,6 +359,10 @@ class Fleet:
         problems: list[str] = ["no observation window after the heal yet"]
         good_since: int | None = None
         while time.monotonic() - started < cap:
+            dead = self.crashed()
+            if dead:
+                codes = ", ".join(f"{w.member_id} (exit {w.proc.returncode if w.proc else '?'})" for w in dead)
+                return Recovery(False, 0, [f"worker process died on its own: {codes}"], time.monotonic() - started)
             end = time.monotonic_ns() - lag_ns
             begin = end - window_ns
             if begin > heal_ns:

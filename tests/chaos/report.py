@@ -1,0 +1,187 @@
+"""Summaries of campaign steps, and the report (``docs/chaos-report.json`` and ``docs/chaos-report.md``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+CATEGORIES = ("overlap", "token", "liveness", "leak", "crash", "shutdown")
+CATEGORY_TEXT = {
+    "overlap": "two workers on one resource at once (invariant 1)",
+    "token": "fencing token not increasing",
+    "liveness": "not every resource worked on by exactly one live worker, balanced, within the bound (invariant 2)",
+    "leak": "leaked ephemeral node / ghost member / stale claim in ZooKeeper",
+    "crash": "worker process died on its own",
+    "shutdown": "worker did not exit on SIGTERM",
+}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100])."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return round(ordered[rank - 1], 3)
+
+
+def summarise(target: str, steps: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    faults = Counter(f["kind"] for s in steps for f in s["faults"])
+    step_kinds = Counter(s["kind"] for s in steps)
+    by_category: Counter[str] = Counter()
+    by_step_kind: Counter[str] = Counter()
+    steps_with: Counter[str] = Counter()
+    samples: list[dict[str, Any]] = []
+    for s in steps:
+        cats = {v["category"] for v in s["violations"]}
+        for cat in cats:
+            steps_with[cat] += 1
+        for v in s["violations"]:
+            by_category[v["category"]] += 1
+            by_step_kind[s["kind"]] += 1
+            if len(samples) < 40:
+                samples.append({"step": s["index"], "phase": s["phase"], "kind": s["kind"], "seed": s["seed"],
+                                "category": v["category"], "message": v["message"][:600]})
+    ttr: dict[str, dict[str, Any]] = {}
+    for kind in sorted(step_kinds):
+        mine = [s for s in steps if s["kind"] == kind and s["ttr_fault_s"] is not None]
+        from_fault = [s["ttr_fault_s"] for s in mine]
+        after_heal = [s["ttr_heal_s"] for s in mine]
+        ttr[kind] = {
+            "n": len(mine),
+            "from_fault_p50": percentile(from_fault, 50), "from_fault_p99": percentile(from_fault, 99),
+            "after_heal_p50": percentile(after_heal, 50), "after_heal_p99": percentile(after_heal, 99),
+            "after_heal_max": round(max(after_heal), 3) if after_heal else None,
+        }
+    all_heal = [s["ttr_heal_s"] for s in steps if s["ttr_heal_s"] is not None]
+    all_fault = [s["ttr_fault_s"] for s in steps if s["ttr_fault_s"] is not None]
+    phases = Counter(s["phase"] for s in steps)
+    phase_faults = Counter(s["phase"] for s in steps for _ in s["faults"])
+    return {
+        **meta,
+        "target": target,
+        "steps": len(steps),
+        "faults_total": sum(faults.values()),
+        "faults_by_kind": dict(sorted(faults.items())),
+        "steps_by_kind": dict(sorted(step_kinds.items())),
+        "topologies": {p: {"steps": phases[p], "faults": phase_faults[p]} for p in sorted(phases)},
+        "violations_total": sum(by_category.values()),
+        "violations_by_category": {c: by_category.get(c, 0) for c in CATEGORIES},
+        "steps_with_violation": {c: steps_with.get(c, 0) for c in CATEGORIES},
+        "violations_by_step_kind": dict(sorted(by_step_kind.items())),
+        "violation_samples": samples,
+        "ttr_by_step_kind": ttr,
+        "ttr_overall": {
+            "n": len(all_heal),
+            "from_fault_p50": percentile(all_fault, 50), "from_fault_p99": percentile(all_fault, 99),
+            "after_heal_p50": percentile(all_heal, 50), "after_heal_p99": percentile(all_heal, 99),
+            "after_heal_max": round(max(all_heal), 3) if all_heal else None,
+        },
+        "unrecovered_steps": sum(1 for s in steps if not s["recovered"]),
+    }
+
+
+def write_report(report_dir: Path, results: dict[str, dict[str, Any]], merge: bool) -> tuple[Path, Path]:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = report_dir / "chaos-report.json", report_dir / "chaos-report.md"
+    targets: dict[str, Any] = {}
+    if merge and json_path.exists():
+        targets.update(json.loads(json_path.read_text()).get("targets", {}))
+    targets.update(results)
+    order = [t for t in ("resource-barrier", "global-barrier", "kazoo") if t in targets]
+    doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "targets": {t: targets[t] for t in order}}
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    md_path.write_text(render_markdown(doc))
+    return json_path, md_path
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    targets: dict[str, Any] = doc["targets"]
+    lines = [
+        "# Chaos campaign report",
+        "",
+        f"Generated {doc['generated']} by `make chaos` (`python -m tests.chaos.campaign`); how the harness works, "
+        "the fault kinds and the checks are described in [chaos.md](chaos.md). Machine-readable: "
+        "[chaos-report.json](chaos-report.json).",
+        "",
+        "## Summary",
+        "",
+        "| target | seed | minutes | steps | faults | overlaps | token | liveness | leaks | crashes | "
+        "TTR after heal p50 / p99 / max (s) | bound (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in targets.items():
+        v = t["violations_by_category"]
+        o = t["ttr_overall"]
+        token = "n/a" if name == "kazoo" else str(v["token"])
+        lines.append(
+            f"| {name} | {t['seed']} | {t['minutes']:.0f} | {t['steps']} | {t['faults_total']} | {v['overlap']} | "
+            f"{token} | {v['liveness']} | {v['leak']} | {v['crash']} | "
+            f"{_fmt(o['after_heal_p50'])} / {_fmt(o['after_heal_p99'])} / {_fmt(o['after_heal_max'])} | "
+            f"{t['settings']['bound_s']:.1f} |"
+        )
+    lines += [
+        "",
+        "Counts are violations found by the checkers (several may come from one step: e.g. one paused kazoo "
+        "worker overlaps on each of its resources). *TTR* (time to reassign) is measured from the workers' "
+        "evidence: the instant the last resource's final owner began working on it, counted from the last "
+        "heal of the step (checked against the bound) and from the first fault's injection.",
+        "",
+    ]
+    for name, t in targets.items():
+        lines += _target_section(name, t)
+    return "\n".join(lines) + "\n"
+
+
+def _target_section(name: str, t: dict[str, Any]) -> list[str]:
+    s = t["settings"]
+    lines = [
+        f"## {name}",
+        "",
+        f"Seed `{t['seed']}` (replay: `python -m tests.chaos.campaign --seed {t['seed']} "
+        f"--targets {name} --minutes {t['minutes']:g}`), {t['duration_s'] / 60:.1f} minutes, "
+        f"{t['steps']} steps, **{t['faults_total']} faults**, **{t['violations_total']} violations**. "
+        f"{s['workers']} workers, {s['resources']} resources (churn varies them), session timeout "
+        f"{s['session_timeout']} s, rebalance interval {s['interval']} s, tick {s['tick']} s, stop timeout "
+        f"{s['stop_timeout']} s, slow stop callback {s['slow_delay']} s, bound {s['bound_s']:.1f} s.",
+        "",
+        "Topologies: " + ", ".join(f"{p}: {v['steps']} steps / {v['faults']} faults"
+                                   for p, v in t["topologies"].items()) + ".",
+        "",
+    ]
+    if t.get("notes"):
+        lines += [f"- {note}" for note in t["notes"]] + [""]
+    lines += ["| fault kind | count |", "|---|---|"]
+    lines += [f"| {k} | {n} |" for k, n in t["faults_by_kind"].items()]
+    lines += ["", "| step kind | steps | violations | TTR from fault p50 / p99 (s) | "
+                  "TTR after heal p50 / p99 / max (s) |", "|---|---|---|---|---|"]
+    for kind, n in t["steps_by_kind"].items():
+        r = t["ttr_by_step_kind"].get(kind, {})
+        lines.append(
+            f"| {kind} | {n} | {t['violations_by_step_kind'].get(kind, 0)} | "
+            f"{_fmt(r.get('from_fault_p50'))} / {_fmt(r.get('from_fault_p99'))} | "
+            f"{_fmt(r.get('after_heal_p50'))} / {_fmt(r.get('after_heal_p99'))} / {_fmt(r.get('after_heal_max'))} |"
+        )
+    lines += ["", "| violation | count | steps |", "|---|---|---|"]
+    for cat in CATEGORIES:
+        if name == "kazoo" and cat == "token":
+            lines.append(f"| {cat}: {CATEGORY_TEXT[cat]} | not checked (no token) | - |")
+            continue
+        lines.append(f"| {cat}: {CATEGORY_TEXT[cat]} | {t['violations_by_category'][cat]} | "
+                     f"{t['steps_with_violation'][cat]} |")
+    if t["violation_samples"]:
+        lines += ["", "First violations (step, phase, kind, seed — replay with the seed above):", ""]
+        for v in t["violation_samples"][:12]:
+            lines.append(f"- step {v['step']} ({v['phase']}, {v['kind']}, `{v['seed']}`) **{v['category']}**: "
+                         f"{v['message'][:300]}")
+    lines.append("")
+    return lines

@@ -1,0 +1,86 @@
+"""The fault proxy against a real ZooKeeper server: partitions are silent, cuts and write traps cause
+ConnectionLoss, and a delivered write is applied although its reply is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+from tests.chaos.proxy import FaultProxy
+from tests.support.workers import wait_for
+from tests.support.zk import ZkCluster
+
+
+@pytest.fixture
+def proxy(chaos_single: ZkCluster) -> Iterator[FaultProxy]:
+    p = FaultProxy([s.address for s in chaos_single.servers])
+    yield p
+    p.close()
+
+
+def client(hosts: str, states: list[str]) -> KazooClient:
+    zk = KazooClient(hosts=hosts, timeout=2.0)
+    zk.add_listener(lambda state: states.append(str(state)))
+    zk.start(timeout=10)
+    return zk
+
+
+def test_a_blackhole_is_silent_until_the_session_expires(proxy: FaultProxy, chaos_single: ZkCluster) -> None:
+    states: list[str] = []
+    zk = client(proxy.hosts, states)
+    try:
+        path = f"/proxy-test/{uuid.uuid4().hex}"
+        zk.create(path, ephemeral=True, makepath=True)
+        admin = KazooClient(hosts=chaos_single.hosts, timeout=10)
+        admin.start(timeout=10)
+        proxy.blackhole()
+        started = time.monotonic()
+        wait_for(lambda: KazooState.SUSPENDED in states, 5, "client never noticed the partition")
+        assert time.monotonic() - started > 0.5, "a partition must not look like a closed connection"
+        wait_for(lambda: admin.exists(path) is None, 10, "the server never expired the partitioned session")
+        proxy.restore()
+        wait_for(lambda: KazooState.LOST in states, 10, f"client never learned of the expiry: {states}")
+        admin.stop()
+        admin.close()
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_cut_is_a_connection_loss_in_the_same_session(proxy: FaultProxy) -> None:
+    states: list[str] = []
+    zk = client(proxy.hosts, states)
+    try:
+        session = zk.client_id
+        assert proxy.cut() >= 1
+        wait_for(lambda: KazooState.SUSPENDED in states, 5, "no suspension after the cut")
+        wait_for(lambda: zk.connected, 10, "no reconnection after the cut")
+        assert zk.client_id == session and KazooState.LOST not in states
+    finally:
+        zk.stop()
+        zk.close()
+
+
+@pytest.mark.parametrize("deliver", [True, False])
+def test_a_write_trap_loses_the_reply_or_the_request(proxy: FaultProxy, deliver: bool) -> None:
+    states: list[str] = []
+    zk = client(proxy.hosts, states)
+    try:
+        path = f"/proxy-test/{uuid.uuid4().hex}"
+        zk.ensure_path("/proxy-test")
+        trap = proxy.arm_write_trap(deliver=deliver, hold=0.05)
+        with pytest.raises((ConnectionLoss, SessionExpiredError)):
+            zk.create(path, b"x")
+        assert trap.fired.wait(5) and trap.operation == "create"
+        done = threading.Event()
+        wait_for(lambda: zk.connected or done.is_set(), 10, "no reconnection after the trap")
+        assert (zk.exists(path) is not None) is deliver
+    finally:
+        zk.stop()
+        zk.close()
