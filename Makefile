@@ -6,11 +6,12 @@ BIN := $(VENV)/bin
 CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
 
-.PHONY: help setup venv zookeeper controlplane test unit lint typecheck crds demo bench chaos \
+.PHONY: help setup venv zookeeper controlplane test unit lint typecheck crds demo demo-lite bench chaos \
         cluster-up cluster-down clean
 
 help:
 	@echo "make demo          local demo: ZooKeeper, control plane, operator, workers, a ResourceGroup"
+	@echo "make demo-lite     the demo without Kubernetes: ZooKeeper and workers only"
 	@echo "make test          set everything up and run the whole suite (what CI runs)"
 	@echo "make cluster-up    start a local kube-apiserver + etcd (.cluster/kubeconfig, .cluster/bin)"
 	@echo "make cluster-down  stop it"
@@ -46,7 +47,11 @@ unit: venv
 	$(BIN)/pytest -q tests/unit
 
 demo: setup
-	$(BIN)/python -m e2e.demo
+	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
+
+# ZooKeeper and workers only (no Go toolchain needed)
+demo-lite: venv zookeeper
+	$(BIN)/python -m e2e.demo --no-cluster $(DEMO_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench.run

@@ -150,7 +150,7 @@ def describe_rebalance(last: dict[str, Any] | None) -> str:
     if last.get("durationMs") is not None:
         parts.append(f"took {float(last['durationMs']):.0f} ms")
     if last.get("moved") is not None:
-        parts.append(f"moved {last['moved']} from live owners")
+        parts.append(f"moved {last['moved']}")
     return ", ".join(parts)
 
 

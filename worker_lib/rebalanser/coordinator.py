@@ -279,11 +279,13 @@ class Coordinator:
             self._global_barrier(generation, desired, members)
         else:
             self._write_assignments(generation, desired, force=False, algorithm=algorithm)
+        previous = self._layout.owners
+        changed = sum(1 for r, m in plan.owners.items() if r in previous and previous[r] != m)
         self._layout.owners = dict(plan.owners)
         self._last_rebalance = time.monotonic()
-        self._write_state(started_wall, started, generation, plan.moved, len(members), len(resources))
+        self._write_state(started_wall, started, generation, changed, len(members), len(resources))
         metrics.REBALANCES.inc()
-        metrics.MOVED.inc(plan.moved)
+        metrics.MOVED.inc(changed)
         metrics.REBALANCE_SECONDS.observe(time.monotonic() - started)
 
     def _live_members(self) -> list[MemberNode]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 REBALANCES = Counter("rebalanser_rebalances_total", "Rebalances completed by this process as coordinator")
-MOVED = Counter("rebalanser_moved_resources_total", "Resources that changed owner in those rebalances")
+MOVED = Counter(
+    "rebalanser_moved_resources_total", "Resources given to another owner (live or departed) by those rebalances"
+)
 REBALANCE_SECONDS = Histogram(
     "rebalanser_rebalance_seconds", "Coordinator time per rebalance",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
