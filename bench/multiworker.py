@@ -1,0 +1,345 @@
+"""Bench worker: several group members in one process, emitting the worker JSON events of CONTRACTS §4.
+
+    python -m bench.multiworker --impl rebalanser|kazoo --zk HOSTS --group PATH --ids a,b,c \
+        [--algorithm resource-barrier] [--session-timeout 2] [--min-interval 1] [--tick 0.05]
+
+Every member is a real, independent ZooKeeper session: a :class:`rebalanser.client.Client` (``--impl
+rebalanser``) or the kazoo ``SetPartitioner`` baseline of :mod:`bench.adapters.kazoo_worker` (``--impl
+kazoo``). Several members share one interpreter so that 200 members fit on a 2-core machine; each
+event carries its own member ``id``. A process with one member is a plain one-member worker.
+
+Differences from ``rebalanser worker --json`` (bench-only, the same for both implementations):
+
+* Work is reported once per ownership episode: the first unit of work on a resource after it was
+  assigned, gated by the implementation's own ownership check (``Client.owns`` / the partitioner's
+  ``acquired`` state and set). One ``ticks`` event lists every resource worked on in one pass, with
+  ``ts`` taken after the pass (an upper bound for each of them). Ticking 100,000 resources 20 times a
+  second would measure the JSON pipe, not the library.
+* The work loop wakes as soon as resources are assigned (kazoo: as soon as the partition is acquired)
+  and otherwise polls every ``--tick`` seconds.
+* ``SIGUSR1`` makes the process print one ``stats`` event: its ZooKeeper requests counted in the
+  client (kazoo's ``ConnectionHandler._submit``; pings and the lease probe separately), the watch
+  notifications it received by kind of path, CPU seconds and RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kazoo.protocol import connection as kazoo_connection
+from kazoo.protocol.serialization import Watch
+
+import bench.adapters.kazoo_worker as kazoo_worker
+
+WRITE_TYPES = {1, 2, 5, 7, 13, 14, 15, 16, 19, 20, 21}  # create, delete, set, setACL, check, multi, ...
+PING_TYPE = 11
+EXISTS_TYPE = 3
+SESSION_TYPES = {-11, 100, 101, 102}  # close, auth, setWatches, SASL
+
+
+class Out:
+    """One JSON object per line on stdout, atomically (many threads emit)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def emit(self, member: str, event: str, ts: int | None = None, **fields: Any) -> None:
+        record = {"event": event, "id": member, "ts": ts if ts is not None else time.monotonic_ns(), **fields}
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+
+OUT = Out()
+
+
+class Probe:
+    """Counts ZooKeeper requests and watch notifications of every client in this process."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group.rstrip("/")
+        self.lock = threading.Lock()
+        self.requests: Counter[str] = Counter()
+        self.watches: Counter[str] = Counter()
+
+    def kind_of_path(self, path: str) -> str:
+        rel = path[len(self.group) :] if path.startswith(self.group) else path
+        parts = rel.strip("/").split("/")
+        head = parts[0] if parts else ""
+        if head == "kazoo-partitioner":
+            sub = parts[1] if len(parts) > 1 else ""
+            return {"party": "members", "locks": "claims"}.get(sub, "other")
+        return {
+            "clients": "members", "epoch": "members", "owners": "claims", "assignment": "assignment",
+            "barrier": "barrier", "stopped": "barrier", "resources": "resources", "config": "config",
+            "state": "state",
+        }.get(head, "other")
+
+    def count_request(self, request: Any, size: int) -> None:
+        kind = request.type
+        with self.lock:
+            if kind == PING_TYPE:
+                self.requests["ping"] += 1
+            elif kind in SESSION_TYPES or kind is None:
+                self.requests["session"] += 1
+            elif kind in WRITE_TYPES:
+                ops = len(request.operations) if kind == 14 else 1
+                self.requests["write_requests"] += 1
+                self.requests["write_ops"] += ops
+                self.requests["write_bytes"] += size
+            elif kind == EXISTS_TYPE and request.path == self.group and not request.watcher:
+                self.requests["lease_probes"] += 1
+            else:
+                self.requests["read_requests"] += 1
+                self.requests["read_bytes"] += size
+
+    def count_watch(self, path: str) -> None:
+        with self.lock:
+            self.watches[self.kind_of_path(path)] += 1
+            self.watches["total"] += 1
+
+    def install(self) -> None:
+        handler = kazoo_connection.ConnectionHandler
+        submit, read_watch = handler._submit, handler._read_watch_event
+        probe = self
+
+        def counted_submit(self: Any, request: Any, timeout: Any, xid: Any = None) -> Any:
+            try:
+                probe.count_request(request, len(request.serialize()) + 8)
+            except Exception:  # counting must never break the client
+                logging.getLogger(__name__).debug("request not counted", exc_info=True)
+            return submit(self, request, timeout, xid)
+
+        def counted_watch(self: Any, buffer: Any, offset: int) -> Any:
+            try:
+                watch, _ = Watch.deserialize(buffer, offset)
+                probe.count_watch(watch.path)
+            except Exception:
+                logging.getLogger(__name__).debug("watch not counted", exc_info=True)
+            return read_watch(self, buffer, offset)
+
+        handler._submit = counted_submit
+        handler._read_watch_event = counted_watch
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests": dict(self.requests), "watches": dict(self.watches)}
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# ------------------------------------------------------------------------------------ rebalanser
+
+
+class Work:
+    """The work loop of every rebalanser member in this process: first unit of work per episode."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.lock = threading.Lock()  # a unit of work and a revocation never interleave
+        self.pending: dict[str, dict[str, int]] = {}  # member -> resource -> token, not yet worked on
+        self.clients: dict[str, Any] = {}
+        self.wake = threading.Event()
+
+    def assigned(self, member: str, resources: Mapping[str, int]) -> None:
+        with self.lock:
+            self.pending.setdefault(member, {}).update(resources)
+            by_token: dict[int, list[str]] = {}
+            for name, token in resources.items():
+                by_token.setdefault(token, []).append(name)
+            for token, names in sorted(by_token.items()):
+                OUT.emit(member, "assigned", resources=sorted(names), token=token)
+        self.wake.set()
+
+    def revoked(self, member: str, resources: Sequence[str]) -> None:
+        with self.lock:
+            pending = self.pending.get(member, {})
+            for name in resources:
+                pending.pop(name, None)
+            OUT.emit(member, "revoked", resources=list(resources))
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.wake.wait(self.tick)
+            self.wake.clear()
+            with self.lock:
+                for member, pending in self.pending.items():
+                    if not pending:
+                        continue
+                    client = self.clients.get(member)
+                    if client is None:
+                        continue
+                    done = [r for r in list(pending) if client.owns(r)]
+                    if done:
+                        ts = time.monotonic_ns()
+                        tokens = sorted({pending[r] for r in done})
+                        for r in done:
+                            del pending[r]
+                        OUT.emit(member, "ticks", ts=ts, resources=done, tokens=tokens)
+
+
+def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Event) -> list[threading.Thread]:
+    from rebalanser.client import Client
+    from rebalanser.config import Algorithm
+    from rebalanser.handler import Handler
+    from rebalanser.options import Options
+
+    work = Work(args.tick)
+
+    class BenchHandler(Handler):
+        def __init__(self, member: str) -> None:
+            self.member = member
+
+        def on_assigned(self, resources: Mapping[str, int]) -> None:
+            work.assigned(self.member, resources)
+
+        def on_revoked(self, resources: Sequence[str]) -> None:
+            work.revoked(self.member, resources)
+
+        def on_role(self, role: str, epoch: int) -> None:
+            OUT.emit(self.member, "role", role=role, epoch=epoch)
+
+        def on_session(self, state: str) -> None:
+            OUT.emit(self.member, "session", state=state)
+
+        def on_error(self, error: Exception) -> None:
+            logging.getLogger("bench.worker").error("%s %s: %s", self.member, type(error).__name__, error)
+
+    clients = []
+    for member in ids:
+        options = Options(
+            hosts=args.zk, group=args.group, member_id=member, algorithm=Algorithm.parse(args.algorithm),
+            session_timeout=args.session_timeout, min_interval=args.min_interval,
+        )
+        client = Client(options, BenchHandler(member))
+        work.clients[member] = client
+        clients.append(client)
+    worker = threading.Thread(target=work.run, args=(stop,), name="bench-work", daemon=True)
+    worker.start()
+    start_all([lambda c=c: c.start(timeout=120) for c in clients])
+    return [threading.Thread(target=c.stop, name="bench-stop", daemon=True) for c in clients]
+
+
+def start_all(starts: list[Any]) -> None:
+    """Starts members concurrently (each start blocks until that member has joined)."""
+    threads = [threading.Thread(target=s, daemon=True) for s in starts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# ----------------------------------------------------------------------------------------- kazoo
+
+
+class BenchKazooWorker(kazoo_worker.KazooWorker):
+    """The adapter's worker, reporting the first unit of work per acquisition (see module doc)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.worked: set[str] = set()
+
+    def tick(self, partitioner: Any) -> None:
+        pending = [r for r in self.owned if r not in self.worked]
+        if not pending:
+            return
+        current = set(partitioner)
+        done = [r for r in pending if partitioner.acquired and r in current]
+        if done:
+            ts = time.monotonic_ns()
+            self.worked.update(done)
+            OUT.emit(self.member, "ticks", ts=ts, resources=done, tokens=[0])
+
+    def revoke(self) -> None:
+        self.worked.clear()
+        super().revoke()
+
+
+def run_kazoo(args: argparse.Namespace, ids: list[str], stop: threading.Event) -> list[threading.Thread]:
+    kazoo_worker.emit = OUT.emit  # the adapter's events go through the same atomic writer
+    workers = []
+    for member in ids:
+        member_args = argparse.Namespace(
+            zk=args.zk, group=args.group, id=member, session_timeout=args.session_timeout,
+            min_interval=args.min_interval, tick=args.tick,
+        )
+        workers.append(BenchKazooWorker(member_args))
+    runners = [threading.Thread(target=w.run, name=f"kazoo-{w.member}", daemon=True) for w in workers]
+    for r in runners:
+        r.start()
+
+    def stopper(w: BenchKazooWorker, r: threading.Thread) -> None:
+        w.stop.set()
+        r.join(60)
+
+    return [threading.Thread(target=stopper, args=(w, r), daemon=True) for w, r in zip(workers, runners, strict=True)]
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.multiworker")
+    p.add_argument("--impl", choices=["rebalanser", "kazoo"], default="rebalanser")
+    p.add_argument("--zk", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--ids", required=True, help="comma-separated member ids")
+    p.add_argument("--label", default="", help="process label for stats events")
+    p.add_argument("--algorithm", default="resource-barrier")
+    p.add_argument("--session-timeout", type=float, default=2.0)
+    p.add_argument("--min-interval", type=float, default=1.0)
+    p.add_argument("--tick", type=float, default=0.05)
+    p.add_argument("--log-level", default="WARNING")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    ids = [i for i in args.ids.split(",") if i]
+    label = args.label or ids[0]
+    probe = Probe(args.group)
+    probe.install()
+    stop = threading.Event()
+    want_stats = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGUSR1, lambda *_: want_stats.set())
+
+    def emit_stats() -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        OUT.emit(label, "stats", members=len(ids), cpu=usage.ru_utime + usage.ru_stime, rss_kb=rss_kb(),
+                 maxrss_kb=usage.ru_maxrss, **probe.snapshot())
+
+    run = run_rebalanser if args.impl == "rebalanser" else run_kazoo
+    stoppers = run(args, ids, stop)
+    OUT.emit(label, "ready", members=ids)
+    while not stop.is_set():
+        if want_stats.wait(0.05):
+            want_stats.clear()
+            emit_stats()
+    for s in stoppers:
+        s.start()
+    for s in stoppers:
+        s.join(60)
+    for member in ids:
+        OUT.emit(member, "stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
