@@ -51,7 +51,7 @@ def zk_version(cluster: ZkCluster) -> str:
 
 def _run(cmd: list[str]) -> str:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.rstrip()
     except (OSError, subprocess.SubprocessError):
         return ""
 

@@ -1,0 +1,41 @@
+"""`python -m bench.run --quick` runs a tiny grid end to end and writes valid results (the bench code path)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.zk
+
+
+def test_quick_bench_completes_and_writes_valid_results(tmp_path: Path) -> None:
+    out, md = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), "--md", str(md),
+         "--workdir", str(tmp_path / "work"), "--budget", "200"],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    print(f"\nbench --quick: {elapsed:.0f} s")
+    assert results["quick"] is True
+    cells = {c["cell"]["impl"]: c for c in results["cells"]}
+    assert set(cells) == {"rebalanser", "kazoo"}, results.get("skipped")
+    for cell in cells.values():
+        assert "error" not in cell, cell["error"]
+        assert cell["samples"] and all(s["ok"] for s in cell["samples"])
+        assert cell["summary"]["join"]["p50_ms"] is not None
+    ours = cells["rebalanser"]["samples"]
+    assert all(s["moved"] == s["min_moved"] for s in ours), "rebalanser must move exactly the minimum"
+    assert results["operator"]["reconcile"]["create_s"]
+    assert {t["target"] for t in results["targets"]}
+    assert md.read_text().startswith("# Benchmarks")
