@@ -9,6 +9,9 @@ Faults:
   connection is closed (like a network that drops packets: TCP keeps the data until the partition
   heals). New connections are accepted and then hang. The client notices only through its own read
   timeout; the server expires the session after the session timeout. :meth:`FaultProxy.restore` heals.
+- :meth:`FaultProxy.stall_replies` — a one-way partition: the server still hears the client (its
+  session stays alive) but nothing comes back until :meth:`FaultProxy.restore`; the client notices
+  nothing but silence (kazoo does not time out a connection while it has requests in flight).
 - :meth:`FaultProxy.cut` — every open connection is reset at once (``ConnectionLoss`` in the client,
   which reconnects to the same session).
 - :meth:`FaultProxy.arm_write_trap` — the next write request (create, delete, setData, multi, ...) is
@@ -139,9 +142,10 @@ class _Pipe:
         finally:
             self.close(abrupt=False)
 
-    def _send(self, sock: socket.socket, data: bytes) -> None:
+    def _send(self, sock: socket.socket, data: bytes, down: bool = False) -> None:
         # A partition holds the bytes (TCP would retransmit them once the network heals).
-        while not self.proxy.flowing.wait(0.2):
+        gate = self.proxy.flowing_down if down else self.proxy.flowing
+        while not (self.proxy.flowing.wait(0.2) and gate.wait(0.2)):
             if self.closed.is_set():
                 raise EOFError
         if self.closed.is_set():
@@ -175,15 +179,17 @@ class _Pipe:
                 return
             if self.mute_replies:
                 continue
-            self._send(self.client, data)
+            self._send(self.client, data, down=True)
 
 
 class FaultProxy:
     """Listens on one loopback port per upstream ``host:port`` and forwards to it."""
 
     def __init__(self, upstreams: list[str]) -> None:
-        self.flowing = threading.Event()
+        self.flowing = threading.Event()  # both directions
         self.flowing.set()
+        self.flowing_down = threading.Event()  # server to client
+        self.flowing_down.set()
         self._lock = threading.Lock()
         self._pipes: set[_Pipe] = set()
         self._trap: WriteTrap | None = None
@@ -204,12 +210,16 @@ class FaultProxy:
     def blackhole(self) -> None:
         self.flowing.clear()
 
+    def stall_replies(self) -> None:
+        self.flowing_down.clear()
+
     def restore(self) -> None:
         self.flowing.set()
+        self.flowing_down.set()
 
     @property
     def partitioned(self) -> bool:
-        return not self.flowing.is_set()
+        return not (self.flowing.is_set() and self.flowing_down.is_set())
 
     def cut(self) -> int:
         """Resets every open connection; returns how many were cut."""
@@ -235,7 +245,7 @@ class FaultProxy:
 
     def close(self) -> None:
         self._closed = True
-        self.flowing.set()
+        self.restore()
         for listener in self._listeners:
             with contextlib.suppress(OSError):
                 listener.close()

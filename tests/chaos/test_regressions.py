@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.fleet import Fleet, Settings
+from tests.support.workers import wait_for
 from tests.support.zk import ZkCluster
 
 
@@ -35,5 +36,40 @@ def test_a_session_lost_while_a_stop_callback_runs_rejoins_exactly_once(
         assert recovery.ok, f"not recovered after the resume: {recovery.problems}"
         assert fleet.leak_problems(timeout=settings.session_timeout + 2) == []
         assert fleet.ledger.overlaps() == [] and fleet.ledger.token_regressions() == []
+    finally:
+        fleet.close()
+
+
+def test_claims_kept_across_a_lease_expiry_are_released_when_the_resource_moves(
+    chaos_single: ZkCluster, tmp_path: Path
+) -> None:
+    """Bug 2: when its self-fencing lease ran out (a partition, or CPU starvation as in the campaign),
+    a member stopped work but kept its claims (its session still lived) to re-acquire them cheaply.
+    If the next assignment moved one of those resources away, the member released only claims on
+    resources it was still working on, so the moved resource's claim stayed held by its live session
+    and the new owner waited for it forever (liveness).
+
+    A one-way partition (replies held, requests delivered) expires the lease but not the session, as
+    CPU starvation did in the campaign. Two workers share 8 resources, so a third that joins meanwhile
+    must take one from the stalled worker."""
+    settings = Settings(workers=2, resources=8, bad_stop_share=0.0)
+    fleet = Fleet(chaos_single, settings, tmp_path, random.Random(0))
+    try:
+        assert fleet.start().ok
+        victim = fleet.followers()[0]
+        assert len(fleet.owned_by(victim)) == 4
+        victim.proxy.stall_replies()
+        wait_for(lambda: not fleet.owned_by(victim), settings.session_timeout + 2, "the victim never self-fenced")
+        newcomer = fleet.spawn("w2")
+        wait_for(lambda: any(e["_pid"] == newcomer.pid for e in fleet.ledger.events_of({"assigned"})),
+                 settings.bound, "the newcomer got nothing while the victim was stalled")
+        time.sleep(0.5)  # the fault's duration: the victim's stop (lease expiry) is processed meanwhile
+        victim.proxy.restore()
+        recovery = fleet.wait_recovered(time.monotonic_ns(), cap=settings.bound + 5)
+        assert recovery.ok, f"not recovered after the stall: {recovery.problems}"
+        assert fleet.leak_problems(timeout=3) == []
+        assert fleet.ledger.overlaps() == [] and fleet.ledger.token_regressions() == []
+        sessions = [e["state"] for e in fleet.ledger.events_of({"session"}) if e["_pid"] == victim.pid]
+        assert "expired" not in sessions, "the session was meant to outlive the stall"
     finally:
         fleet.close()

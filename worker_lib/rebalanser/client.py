@@ -511,6 +511,11 @@ class Client:
         gone = set(self._owned) - desired
         if gone:
             self._revoke(gone, release=True)
+        # Claims kept without work (after the lease ran out, for a cheap re-acquire) must go too.
+        kept = (set(self._book.held) | self._book.uncertain) - desired - set(self._owned)
+        if kept:
+            self._unreleased |= kept
+            self._release_pending()
         self._waiting |= desired - set(self._owned)
         self._retry_claim(None)
 
