@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 WEIGHTS = {
     "kill-follower": 8, "kill-coordinator": 6, "pause-follower": 7, "pause-coordinator": 6, "pause-short": 4,
-    "partition-follower": 7, "partition-coordinator": 6, "partition-short": 4, "conn-cut": 4,
+    "partition-follower": 7, "partition-coordinator": 6, "partition-short": 4, "partition-oneway": 5,
+    "conn-cut": 4,
     "expiry-storm": 7, "zk-restart": 3, "zk-leader-kill": 5, "zk-follower-kill": 5, "resource-churn": 5,
     "compound": 10, "rolling-restart": 3, "connloss-mid-write": 8, "stop-slow": 3, "stop-fail": 3, "stop-hang": 3,
 }

@@ -80,6 +80,38 @@ class Recovery:
     waited: float = 0.0
 
 
+class StallMeter:
+    """Measures how long this host stalled (a 50 ms sleep that overslept by more than 100 ms): on a
+    shared, overloaded machine, time in which no process could run is not the library's to account
+    for. Liveness is checked against the bound plus the stall measured during the step."""
+
+    PERIOD, GRACE = 0.05, 0.1
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stalls: list[tuple[int, float]] = []  # (monotonic ns at the end of the stall, seconds)
+        self._stopped = threading.Event()
+        threading.Thread(target=self._run, daemon=True, name="stall-meter").start()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            before = time.monotonic()
+            time.sleep(self.PERIOD)
+            over = time.monotonic() - before - self.PERIOD
+            if over > self.GRACE:
+                with self._lock:
+                    self._stalls.append((time.monotonic_ns(), over))
+                    if len(self._stalls) > 100_000:
+                        del self._stalls[:50_000]
+
+    def between(self, start_ns: int, end_ns: int) -> float:
+        with self._lock:
+            return sum(s for t, s in self._stalls if start_ns <= t <= end_ns)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
 class ChaosWorker:
     """One worker process (the ``rebalanser worker`` CLI or the kazoo adapter) behind its proxy."""
 
@@ -93,12 +125,13 @@ class ChaosWorker:
 
     def start(self, module: str, args: list[str], ledger: Ledger, incarnation: int) -> None:
         self.incarnation = incarnation
-        err = open(self.log_dir / f"{self.member_id}.{incarnation}.err", "w")  # noqa: SIM115 - child owns it
+        err = open(self.log_dir / f"{self.member_id}.{incarnation}.err", "a")  # noqa: SIM115 - child owns it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
             stdin=subprocess.DEVNULL, text=True, cwd=REPO,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps stacks
         )
+        err.write(f"# {self.member_id} incarnation {incarnation} pid {self.proc.pid}: {' '.join(args)}\n")
         err.close()
         self._reader = threading.Thread(target=self._read, args=(self.proc, ledger), daemon=True)
         self._reader.start()
@@ -194,6 +227,7 @@ class Fleet:
         self.pool = [f"r{i:02d}" for i in range(2 * settings.resources)]
         self.spawns = 0
         self.anomalies: list[str] = []
+        self.stalls = StallMeter()
         self.zk = KazooClient(hosts=cluster.hosts, timeout=30)
         self.zk.start(timeout=60)
 
@@ -224,6 +258,7 @@ class Fleet:
                     worker.kill()
         for proxy in self.proxies.values():
             proxy.close()
+        self.stalls.stop()
         with contextlib.suppress(Exception):
             self.zk.stop()
             self.zk.close()

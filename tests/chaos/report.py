@@ -82,6 +82,9 @@ def summarise(target: str, steps: list[dict[str, Any]], meta: dict[str, Any]) ->
             "after_heal_max": round(max(all_heal), 3) if all_heal else None,
         },
         "unrecovered_steps": sum(1 for s in steps if not s["recovered"]),
+        "over_strict_bound_steps": sum(1 for s in steps if s.get("over_strict_bound")),
+        "stall_s_total": round(sum(s.get("stall_s", 0.0) for s in steps), 1),
+        "stall_s_max": round(max([s.get("stall_s", 0.0) for s in steps], default=0.0), 2),
     }
 
 
