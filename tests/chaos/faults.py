@@ -278,9 +278,11 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
     rng.shuffle(workers)
     leader = fleet.coordinator()
     actions: list[Action] = []
-    zk_used = False
+    zk_used = churned = False
     for _ in range(rng.randint(2, 3)):
         choice = rng.choice(["kill", "pause", "partition", "oneway", "cut", "churn", "zk"])
+        if (choice == "churn" and zk_used) or (choice == "zk" and churned):
+            choice = "cut"  # no administrator changes resources while the server is down
         if choice == "zk" and not zk_used:
             zk_used = True
             action = zk_kill_action(fleet, rng, rng.choice(["leader", "follower"]))
@@ -288,6 +290,7 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
                 actions.append(action)
             continue
         if choice == "churn":
+            churned = True
             actions.append(churn_action(fleet, rng))
             continue
         if not workers:

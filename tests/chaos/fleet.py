@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -358,28 +357,30 @@ class Fleet:
 
     # -- resources -----------------------------------------------------------------------------
 
-    def _zk_retry(self, fn: Callable[..., object], *args: object) -> object:
-        """An administrator's write, retried across ZooKeeper faults (bounded)."""
+    def _admin(self, op: str, path: str) -> None:
+        """An administrator's write, retried across ZooKeeper faults, never blocking for long (kazoo
+        queues requests while it reconnects: an unbounded wait would hang the harness)."""
         deadline = time.monotonic() + 60
         while True:
             try:
-                return self.zk.retry(fn, *args)
-            except KazooException:
+                if op == "create":
+                    self.zk.create_async(path, makepath=True).get(timeout=10)
+                else:
+                    self.zk.delete_async(path).get(timeout=10)
+                return
+            except (KazooException, self.zk.handler.timeout_exception):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
 
     def add_resource(self, name: str) -> None:
-        with contextlib.suppress(NodeExistsError):
-            self._zk_retry(self._create, f"{self.group}/resources/{name}")
+        with contextlib.suppress(NodeExistsError):  # a retried create that had landed
+            self._admin("create", f"{self.group}/resources/{name}")
         self.resources.add(name)
 
-    def _create(self, path: str) -> None:
-        self.zk.create(path, makepath=True)
-
     def delete_resource(self, name: str) -> None:
-        with contextlib.suppress(NoNodeError):
-            self._zk_retry(self.zk.delete, f"{self.group}/resources/{name}")
+        with contextlib.suppress(NoNodeError):  # a retried delete that had landed
+            self._admin("delete", f"{self.group}/resources/{name}")
         self.resources.discard(name)
 
     # -- recovery and checks -------------------------------------------------------------------

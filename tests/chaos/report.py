@@ -160,6 +160,11 @@ def _target_section(name: str, t: dict[str, Any]) -> list[str]:
         "Topologies: " + ", ".join(f"{p}: {v['steps']} steps / {v['faults']} faults"
                                    for p, v in t["topologies"].items()) + ".",
         "",
+        f"Host stalls measured by the harness (the machine is shared): {t.get('stall_s_total', 0):.1f} s in "
+        f"total, at most {t.get('stall_s_max', 0):.1f} s in one step. Steps that recovered later than the "
+        f"bound *before* adding the stall measured during them: {t.get('over_strict_bound_steps', 0)} of "
+        f"{t['steps']}; steps that did not recover at all: {t.get('unrecovered_steps', 0)}.",
+        "",
     ]
     if t.get("notes"):
         lines += [f"- {note}" for note in t["notes"]] + [""]
