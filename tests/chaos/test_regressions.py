@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import json
 import random
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from rebalanser.cli import EventLog, SimulatedWork
 
 from tests.chaos.fleet import Fleet, Settings
 from tests.support.workers import wait_for
@@ -73,3 +77,38 @@ def test_claims_kept_across_a_lease_expiry_are_released_when_the_resource_moves(
         assert "expired" not in sessions, "the session was meant to outlive the stall"
     finally:
         fleet.close()
+
+
+class _Regranted:
+    """A client that owns ``r`` again under a new claim (token 615) whose ``on_assigned`` has not run
+    yet: the instant between the library's grant and the worker's callback."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+
+    def owns(self, resource: str) -> bool:
+        self.stop.set()  # one round of work is enough
+        return resource == "r"
+
+    def token(self, resource: str) -> int | None:
+        self.stop.set()
+        return 615 if resource == "r" else None
+
+
+def test_the_example_worker_ticks_with_the_current_token_not_a_stale_one() -> None:
+    """Bug 3 (the example worker, not the library): a worker whose stop callback hung kept the
+    revoked resource and the token from its ``on_assigned`` in its own table. When the library granted
+    the resource to it again, the tick loop saw ``owns`` pass before the new ``on_assigned`` ran and
+    reported work under the superseded token: in the campaign, 4 overlaps on one worker in 8 minutes
+    (work carrying token 502 after another owner's 516). A unit of work must carry the library's
+    token at that instant."""
+    out = io.StringIO()
+    work = SimulatedWork(EventLog("w", True, out), tick=0.01, stop_behaviour="hang")
+    stop = threading.Event()
+    work.client = _Regranted(stop)  # type: ignore[assignment]
+    work.on_assigned({"r": 502})
+    threading.Thread(target=work.on_revoked, args=(["r"],), daemon=True).start()  # hangs for good
+    work.run(stop)
+    ticks = [json.loads(line) for line in out.getvalue().splitlines() if '"tick"' in line]
+    assert ticks, "the worker owns r: it must work on it"
+    assert {t["token"] for t in ticks} == {615}, f"work reported under a stale token: {ticks}"

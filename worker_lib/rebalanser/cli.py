@@ -97,9 +97,12 @@ class SimulatedWork(Handler):
         assert self.client is not None
         while not stop.is_set() and not self._halt.is_set():
             with self._work_lock:
-                for resource, token in list(self._resources.items()):
+                for resource in list(self._resources):
                     ts = time.monotonic_ns()
-                    if self.client.owns(resource):  # checked at an instant after ts: the lease held at ts
+                    # Checked at an instant after ts (the lease held at ts); the library's token, never a
+                    # cached one: a resource whose stop callback hung may have been granted anew since.
+                    token = self.client.token(resource)
+                    if token is not None:
                         self.log.emit("tick", ts=ts, resource=resource, token=token)
             stop.wait(self.tick)
 
