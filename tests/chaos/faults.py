@@ -70,6 +70,7 @@ class StepResult:
     violations: list[tuple[str, str]] = field(default_factory=list)  # (category, message)
     notes: list[str] = field(default_factory=list)
     duration: float = 0.0
+    started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))  # local wall clock
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,7 +79,7 @@ class StepResult:
             "ttr_fault_s": self.ttr_fault, "ttr_heal_s": self.ttr_heal, "stall_s": round(self.stall, 3),
             "over_strict_bound": self.over_strict_bound,
             "violations": [{"category": c, "message": m} for c, m in self.violations],
-            "notes": self.notes, "duration_s": round(self.duration, 2),
+            "notes": self.notes, "duration_s": round(self.duration, 2), "started_at": self.started_at,
         }
 
 
@@ -509,8 +510,10 @@ def check_after(fleet: Fleet, result: StepResult) -> None:
                                                   f"beyond the bound of {settings.bound:.1f}s "
                                                   f"(+{result.stall:.1f}s measured host stall)"))
     elif not recovery.ok:
+        result.stall = fleet.stalls.between(result.first_fault_ns, time.monotonic_ns())
         logs = ", ".join(str(w.err_log) for w in fleet.running())
-        result.violations.append(("liveness", f"not recovered {recovery.waited:.1f}s after the last heal: "
+        result.violations.append(("liveness", f"not recovered {recovery.waited:.1f}s after the last heal "
+                                              f"({result.stall:.1f}s measured host stall): "
                                               + "; ".join(recovery.problems[:8]) + f" (stacks dumped in {logs})"))
         fleet.dump_stacks()
     if recovery.ok:

@@ -219,7 +219,7 @@ class Fleet:
         self.cluster, self.settings, self.log_dir, self.rng = cluster, settings, log_dir, rng
         log_dir.mkdir(parents=True, exist_ok=True)
         self.group = f"/chaos/{settings.target}-{uuid.uuid4().hex[:8]}"
-        self.ledger = Ledger()
+        self.ledger = Ledger(recent_seconds=30.0)
         self.workers: dict[str, ChaosWorker] = {}
         self.proxies: dict[str, FaultProxy] = {}
         self.resources: set[str] = set()
@@ -394,7 +394,8 @@ class Fleet:
         started = time.monotonic()
         problems: list[str] = ["no observation window after the heal yet"]
         good_since: int | None = None
-        while time.monotonic() - started < cap:
+        # Time in which the host (and so every process) was measured stalled extends the wait.
+        while time.monotonic() - started < cap + self.stalls.between(heal_ns, time.monotonic_ns()):
             dead = self.crashed()
             if dead:
                 codes = ", ".join(f"{w.member_id} (exit {w.proc.returncode if w.proc else '?'})" for w in dead)
