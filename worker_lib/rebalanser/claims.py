@@ -28,12 +28,13 @@ from rebalanser.paths import GroupPaths
 log = logging.getLogger(__name__)
 
 BATCH = 500
+CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
 
 
 @dataclass(frozen=True)
 class ClaimResult:
     claimed: dict[str, int]  # resource -> fencing token
-    blocked: list[str]  # held by another session: wait for its release
+    blocked: list[str]  # held by another session (or contended): watch, retry when released
 
 
 @dataclass
@@ -70,6 +71,11 @@ class ClaimBook:
         return ClaimResult(claimed, blocked)
 
     def _create(self, batch: list[str], data: bytes, claimed: dict[str, int], blocked: list[str]) -> None:
+        """Creates one batch. A batch fails as a whole when any of its claims exists; after
+        :data:`CONTENDED` such failures the rest is returned as blocked (the caller watches it and
+        retries from its event loop), so a member racing many others, or claiming for an assignment
+        that a newer one already replaced, never spins here re-reading the same batch."""
+        failures = 0
         while batch:
             txn = self.zk.transaction()
             for resource in batch:
@@ -92,6 +98,10 @@ class ClaimBook:
             blocked.extend(r for r in batch if r in taken)
             claimed.update({r: self.held[r] for r in batch if r in self.held})
             batch = [r for r in batch if r not in taken and r not in self.held]
+            failures += 1
+            if failures >= CONTENDED:
+                blocked.extend(batch)
+                return
 
     def _token_of(self, resource: str) -> int:
         stat = self.zk.exists(self.paths.owner(resource))

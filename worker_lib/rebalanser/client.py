@@ -221,11 +221,11 @@ class Client:
             return event
         return self._events.get()
 
-    def _drain_claims(self, first: str | None) -> str | None:
-        """Releases arrive in bursts: claim everything released so far in one batch."""
-        if first is None:
-            return None
-        more = False
+    def _drain_claims(self, first: str | None) -> set[str] | None:
+        """Releases arrive in bursts: claim everything released so far in one batch, and only that
+        (None: every waiting resource). Re-trying all waiting resources on every release made a
+        member re-read hundreds of still-held claims per release: quadratic in large groups."""
+        names: set[str] | None = None if first is None else {first}
         while True:
             try:
                 kind, arg = self._events.get_nowait()
@@ -234,8 +234,11 @@ class Client:
             if kind != "claim":
                 self._pushback = (kind, arg)
                 break
-            more = True
-        return None if more else first
+            if arg is None or names is None:
+                names = None
+            else:
+                names.add(arg)
+        return names
 
     def _dispatch(self, kind: str, arg: Any) -> None:
         handlers: dict[str, Callable[[Any], None]] = {
@@ -519,11 +522,11 @@ class Client:
         self._waiting |= desired - set(self._owned)
         self._retry_claim(None)
 
-    def _retry_claim(self, resource: str | None) -> None:
+    def _retry_claim(self, released: set[str] | None) -> None:
         if self._me is None or not self._joined_session or not self._waiting:
             self._update_state()
             return
-        wanted = sorted(self._waiting if resource is None else self._waiting & {resource})
+        wanted = sorted(self._waiting if released is None else self._waiting & released)
         if not wanted:
             return
         if not self._lease.valid(self._joined_session):
