@@ -164,6 +164,7 @@ class FleetConfig:
     min_interval: float = 1.0
     tick: float = 0.05
     log_dir: Path = Path("/tmp")
+    keep_events: bool = False  # also write every worker's raw event lines to log_dir/<label>.jsonl
 
 
 class Fleet:
@@ -204,7 +205,10 @@ class Fleet:
 
     def _read(self, proc: Proc) -> None:
         assert proc.popen.stdout is not None
+        tee = open(self.config.log_dir / f"{proc.label}.jsonl", "a") if self.config.keep_events else None  # noqa: SIM115
         for line in proc.popen.stdout:
+            if tee is not None:
+                tee.write(line)
             try:
                 event = json.loads(line)
             except ValueError:
@@ -218,6 +222,8 @@ class Fleet:
                 proc.ready.set()
             elif not proc.killed:
                 self.ledger.apply(event)
+        if tee is not None:
+            tee.close()
 
     def live(self) -> list[Proc]:
         with self.lock:
