@@ -120,6 +120,7 @@ def bench_status_lag(cluster: ZkCluster, admin: KazooClient, log_dir: Path, roun
     from rebalanser_operator.statusloop import StatusLoop
 
     resources, members = 100, 3
+    log_dir.mkdir(parents=True, exist_ok=True)
     kube = RecordingKube()
     ctx = OperatorContext(kube=kube, options=LoopOptions())
     path = f"/bench-operator/status-{uuid.uuid4().hex[:8]}"
