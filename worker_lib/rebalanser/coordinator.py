@@ -340,7 +340,11 @@ class Coordinator:
             if not force and self._layout.written.get(node) == resources:
                 continue
             stale_parts += self._stage_member(writer, node, resources, generation, algorithm)
-        for node in [n for n in self._layout.written if n not in desired]:
+        departed = [n for n in self._layout.written if n not in desired]
+        # A member that left gracefully deleted its own assignment: deleting it again would fail the
+        # whole batch (NoNode) and cost a full re-read of the layout and a second rebalance.
+        checks = [(n, self._zk.exists_async(self._paths.member_assignment(n))) for n in departed]
+        for node in [n for n, check in checks if check.get() is not None]:
             for part in self._layout.parts.get(node, []):
                 writer.delete(self._paths.assignment_part(node, part))
             writer.delete(self._paths.member_assignment(node))
