@@ -61,21 +61,41 @@ def _stop(*_: Any) -> None:
 
 def run_phase(
     target: str, phase: str, size: int, deadline: float, seed: int, settings: Settings, workdir: Path,
-    kinds: list[str] | None, max_steps: int | None, out: Any, steps: list[dict[str, Any]],
+    kinds: list[str] | None, max_steps: int | None, out: Any, steps: list[dict[str, Any]], notes: list[str],
 ) -> None:
+    """Steps until the deadline. If a fleet cannot be brought back even by a reset (that is recorded as
+    the step's violation), the rest of the phase goes on with a fresh ZooKeeper and a fresh fleet."""
+    index, attempt = 0, 0
+    chooser = random.Random(f"{seed}:{target}:{phase}")
+    while time.monotonic() < deadline and (max_steps is None or index < max_steps):
+        try:
+            index = _run_fleet(target, phase, size, deadline, seed, settings, workdir / f"run{attempt}", kinds,
+                               max_steps, out, steps, chooser, index)
+        except RuntimeError as exc:
+            notes.append(f"{phase}: {exc}; went on with a fresh ZooKeeper and fleet")
+            print(f"    {exc}; going on with a fresh ZooKeeper and fleet", flush=True)
+            attempt += 1
+            if attempt > 5:
+                raise
+
+
+def _run_fleet(
+    target: str, phase: str, size: int, deadline: float, seed: int, settings: Settings, workdir: Path,
+    kinds: list[str] | None, max_steps: int | None, out: Any, steps: list[dict[str, Any]],
+    chooser: random.Random, index: int,
+) -> int:
     cluster = make_cluster(workdir / "zk", size)
     cluster.start()
-    fleet = Fleet(cluster, settings, workdir / "logs", random.Random(f"{seed}:{target}:{phase}:fleet"))
-    chooser = random.Random(f"{seed}:{target}:{phase}")
+    fleet = Fleet(cluster, settings, workdir / "logs", random.Random(f"{seed}:{target}:{phase}:fleet:{index}"))
     try:
         first = fleet.start()
         if not first.ok:
             raise RuntimeError(f"the fleet never settled at start: {first.problems}")
-        index = 0
         while time.monotonic() < deadline and (max_steps is None or index < max_steps):
             candidates = [k for k in (kinds or STEP_KINDS) if applicable(k, fleet)]
             if not candidates:
-                break
+                time.sleep(1)  # e.g. only server faults asked for, and the last one is too recent
+                continue
             kind = chooser.choices(candidates, weights=[WEIGHTS[k] for k in candidates])[0]
             step_seed = f"{seed}:{target}:{phase}:{index}"
             result = _guarded_step(fleet, kind, index, phase, step_seed)
@@ -84,17 +104,18 @@ def run_phase(
             out.write(json.dumps(record) + "\n")
             out.flush()
             _print_step(target, result)
+            index += 1
             if not result.recovered:
                 print(f"    resetting the fleet after an unrecovered step ({fleet.log_dir})", flush=True)
                 again = fleet.reset()
                 if not again.ok:
                     raise RuntimeError(f"the fleet did not recover even after a reset: {again.problems}")
-            index += 1
     finally:
         fleet.close()
         for server in cluster.servers:
             server.resume()
         cluster.stop()
+    return index
 
 
 def _guarded_step(fleet: Fleet, kind: str, index: int, phase: str, seed: str) -> StepResult:
@@ -135,7 +156,7 @@ def run_target(
             size = 1 if phase == "single" else 3
             try:
                 run_phase(target, phase, size, deadline, seed, settings, target_dir / phase, kinds, max_steps,
-                          out, steps)
+                          out, steps, notes)
             except (KeyboardInterrupt, Interrupted):
                 interrupted = True
                 notes.append(f"interrupted during the {phase} phase")

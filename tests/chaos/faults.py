@@ -149,6 +149,8 @@ def cut_action(worker: ChaosWorker) -> Action:
 
 def zk_kill_action(fleet: Fleet, rng: random.Random, role: str) -> Action | None:
     cluster = fleet.cluster
+    if not fleet.server_fault_allowed():
+        return None
     try:
         if len(cluster.servers) == 1:
             server = cluster.servers[0]
@@ -166,6 +168,7 @@ def zk_kill_action(fleet: Fleet, rng: random.Random, role: str) -> Action | None
         # The fault lasts until the server serves again (a JVM takes a while to start); waited for after
         # the step's other heals, so that it does not stretch them.
         cluster.wait_serving(timeout=90)
+        fleet.last_server_fault = time.monotonic()
 
     return Action(kind, f"zk{server.myid}", inject, server.start, hold=_hold(fleet, rng, (0.3, 1.5)),
                   settle=settle)
@@ -461,9 +464,9 @@ STEP_KINDS = COMPOSABLE + PROCEDURES
 def applicable(kind: str, fleet: Fleet) -> bool:
     ensemble = len(fleet.cluster.servers) > 1
     if kind == "zk-restart":
-        return not ensemble
+        return not ensemble and fleet.server_fault_allowed()
     if kind in ("zk-leader-kill", "zk-follower-kill"):
-        return ensemble
+        return ensemble and fleet.server_fault_allowed()
     if kind.startswith("stop-"):
         return not fleet.settings.kazoo  # the kazoo adapter has no stop-callback simulation
     return True

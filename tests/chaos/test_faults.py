@@ -15,6 +15,7 @@ import pytest
 
 from tests.chaos.faults import StepResult, run_step
 from tests.chaos.fleet import Fleet, Settings
+from tests.support.workers import wait_for
 from tests.support.zk import ZkCluster
 
 SINGLE_KINDS = [
@@ -44,6 +45,8 @@ def make_fleet(cluster: ZkCluster, target: str, log_dir: Path, workers: int = 4,
 
 def check(fleet: Fleet, kind: str) -> StepResult:
     """Runs one step; a fleet left unrecovered is reset so that the next test starts clean."""
+    if kind.startswith("zk-"):
+        wait_for(fleet.server_fault_allowed, fleet.SERVER_FAULT_SPACING + 5, "server faults are spaced")
     result = run_step(fleet, kind, 0, "subset", f"subset:{fleet.settings.target}:{kind}")
     if not result.recovered:
         fleet.reset()
