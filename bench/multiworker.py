@@ -19,7 +19,7 @@ Differences from ``rebalanser worker --json`` (bench-only, the same for both imp
   and otherwise polls every ``--tick`` seconds.
 * ``SIGUSR1`` makes the process print one ``stats`` event: its ZooKeeper requests counted in the
   client (kazoo's ``ConnectionHandler._submit``; pings and the lease probe separately), the watch
-  notifications it received by kind of path, CPU seconds and RSS.
+  notifications it received by kind of path, CPU seconds and RSS (now and peak).
 """
 
 from __future__ import annotations
@@ -137,12 +137,15 @@ class Probe:
             return {"requests": dict(self.requests), "watches": dict(self.watches)}
 
 
-def rss_kb() -> int:
+def memory_kb() -> dict[str, int]:
+    """VmRSS now and VmHWM (peak) of this process. Not ``ru_maxrss``: Linux carries the parent's
+    peak over fork and exec into it, so it reports the harness's memory, not ours."""
+    found = {}
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                found[line.split(":")[0]] = int(line.split()[1])
+    return {"rss_kb": found.get("VmRSS", 0), "maxrss_kb": found.get("VmHWM", 0)}
 
 
 # ------------------------------------------------------------------------------------ rebalanser
@@ -322,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def emit_stats() -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        OUT.emit(label, "stats", members=len(ids), cpu=usage.ru_utime + usage.ru_stime, rss_kb=rss_kb(),
-                 maxrss_kb=usage.ru_maxrss, **probe.snapshot())
+        OUT.emit(label, "stats", members=len(ids), cpu=usage.ru_utime + usage.ru_stime, **memory_kb(),
+                 **probe.snapshot())
 
     run = run_rebalanser if args.impl == "rebalanser" else run_kazoo
     stoppers = run(args, ids, stop)

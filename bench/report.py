@@ -222,7 +222,7 @@ def fault_table(results: dict[str, Any], n: int, r: int) -> list[str]:
             kz = _fault(kazoo, "kill" if fault == "kill-coordinator" else fault)
             us = _fault(ours, fault)
             ratio = "-"
-            if kz and us and key in ("p50_ms", "p99_ms", "moved", "write_ops", "write_bytes", "cpu_s", "restarted"):
+            if kz and us and key not in ("notifications",):
                 denominator = us.get(key) or 0
                 if denominator:
                     ratio = f"{(kz.get(key) or 0) / denominator:.1f}x"
@@ -284,8 +284,9 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {cell['name']} | {cell.get('idle_cpu_per_member_pct', '-')} % | "
             f"{idle.get('server', {}).get('packets_received', '-')} | "
             f"{idle.get('client', {}).get('lease_probes', 0)} | {idle.get('client', {}).get('ping', 0)} | "
-            f"{rss.get('solo_max_mb', '-')} MB | {rss.get('pack_max_mb', '-')} MB "
-            f"({rss.get('pack_max_members', '-')} members) |")
+            f"{rss.get('solo_max_mb', '-')} MB | "
+            + (f"{rss['pack_max_mb']} MB ({rss['pack_max_members']} members) |" if rss.get("pack_max_members")
+               else "- |"))
     lines += ["", "## Operator", ""]
     op = results.get("operator", {})
     rec = op.get("reconcile")
