@@ -176,6 +176,7 @@ class Fleet:
         self.procs: list[Proc] = []
         self.lock = threading.Lock()
         self.stats_changed = threading.Condition()
+        self.stats_missed: Counter[str] = Counter()  # label -> snapshots it did not answer in time
         self._seq = 0
 
     # -- processes -----------------------------------------------------------------------------
@@ -288,7 +289,7 @@ class Fleet:
 
     # -- stats ---------------------------------------------------------------------------------
 
-    def snapshot(self, timeout: float = 10.0) -> dict[str, dict[str, Any]]:
+    def snapshot(self, timeout: float = 3.0) -> dict[str, dict[str, Any]]:
         """Asks every live process for its counters (SIGUSR1); label -> latest stats event."""
         procs = self.live()
         wanted = {}
@@ -305,6 +306,9 @@ class Fleet:
                 if all(len(p.stats) >= wanted[p.label] or not p.alive for p in procs):
                     break
                 self.stats_changed.wait(0.05)
+            for p in procs:
+                if len(p.stats) < wanted[p.label] and p.alive:
+                    self.stats_missed[p.label] += 1
             return {p.label: p.stats[-1] for p in procs if p.stats}
 
 

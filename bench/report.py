@@ -187,6 +187,8 @@ def fault_table(results: dict[str, Any], n: int, r: int) -> list[str]:
     for title, cell in columns:
         c = cell["cell"]
         extra = f" — **error:** {cell['error']}" if cell.get("error") else ""
+        if cell.get("cut_short"):
+            extra += f" — cut short ({cell['cut_short']})"
         lines.append(f"- {title}: {cell.get('processes', '?')} processes, session timeout "
                      f"{c['session_timeout']:g} s, min interval {c['min_interval']:g} s, {c['repeats']} repeat(s), "
                      f"initial assignment settled in {cell.get('initial_settle_s', '?')} s{extra}")

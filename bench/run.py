@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             log(f"{cell.impl:10s} {cell.name} (repeats {cell.repeats})")
             cell_started = time.monotonic()
-            result = CellRun(cell, cluster, admin, workdir / "logs" / cell.name.replace(" ", "_"), log).run()
+            result = CellRun(cell, cluster, admin, workdir / "logs" / cell.name.replace(" ", "_"), log).run(
+                deadline=started + args.budget)
             result["elapsed_s"] = round(time.monotonic() - cell_started, 1)
             log(f"    ({result['elapsed_s']:.0f} s)")
             results["cells"].append(result)

@@ -192,12 +192,17 @@ class CellRun:
 
     # -- faults --------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def run(self, deadline: float = math.inf) -> dict[str, Any]:
+        """Runs the cell; faults that would start after ``deadline`` (monotonic) are left out."""
         try:
             if self.setup():
                 faults = [f for f in self.cell.faults if not (f == "kill-coordinator" and self.cell.impl == "kazoo")]
                 plan = [(repeat, fault) for repeat in range(self.cell.repeats) for fault in faults]
                 for i, (repeat, fault) in enumerate(plan):
+                    if time.monotonic() > deadline:
+                        self.result["cut_short"] = f"time budget: {len(plan) - i} of {len(plan)} faults not run"
+                        self.log(f"    {self.result['cut_short']}")
+                        break
                     sample = self.fault(fault, repeat, last=i == len(plan) - 1)
                     self.samples.append(sample)
                     self.log(f"    {fault:17s} #{repeat}: {self._describe(sample)}")
@@ -208,6 +213,7 @@ class CellRun:
         finally:
             self.fleet.stop_all()
             self._cleanup()
+        self.result["stats_missed"] = dict(self.fleet.stats_missed)
         self.result["samples"] = [asdict(s) for s in self.samples]
         self.result["summary"] = summarise(self.samples)
         return self.result
