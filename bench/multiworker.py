@@ -328,13 +328,18 @@ def main(argv: list[str] | None = None) -> int:
         OUT.emit(label, "stats", members=len(ids), cpu=usage.ru_utime + usage.ru_stime, **memory_kb(),
                  **probe.snapshot())
 
+    def answer_stats() -> None:  # its own thread: answers even while members are still starting
+        while True:
+            want_stats.wait()
+            want_stats.clear()
+            emit_stats()
+
+    threading.Thread(target=answer_stats, name="bench-stats", daemon=True).start()
     run = run_rebalanser if args.impl == "rebalanser" else run_kazoo
     stoppers = run(args, ids, stop)
     OUT.emit(label, "ready", members=ids)
-    while not stop.is_set():
-        if want_stats.wait(0.05):
-            want_stats.clear()
-            emit_stats()
+    while not stop.wait(0.2):
+        pass
     for s in stoppers:
         s.start()
     for s in stoppers:

@@ -302,9 +302,11 @@ class CellRun:
             raise RuntimeError(f"the group did not settle after restarting {victim.label}")
 
     def _resources_in_use(self) -> None:
-        final = self.fleet.snapshot()
-        solo = [s for s in final.values() if s.get("members") == 1]
-        packs = [s for s in final.values() if s.get("members", 0) > 1]
+        """Peak RSS over every stats answer of every process of the cell (killed ones included)."""
+        self.fleet.snapshot()
+        answers = [s for p in self.fleet.procs for s in p.stats]
+        solo = [s for s in answers if s.get("members") == 1]
+        packs = [s for s in answers if s.get("members", 0) > 1]
         self.result["rss"] = {
             "solo_max_mb": round(max((s["maxrss_kb"] for s in solo), default=0) / 1024, 1),
             "pack_max_mb": round(max((s["maxrss_kb"] for s in packs), default=0) / 1024, 1),
