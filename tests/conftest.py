@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
-from tests.support.zk import ZkCluster, make_cluster
+from tests.support.zk import ZkCluster, make_cluster, purge
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +27,11 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
 
 @pytest.fixture
 def zk_hosts(zk_server: ZkCluster) -> str:
+    server = zk_server.servers[0]
+    if not server.alive():  # e.g. a JVM that ran out of heap: say so once, and serve the next tests
+        tail = server.log_tail()
+        zk_server.start()
+        pytest.fail(f"the shared ZooKeeper server had died before this test; restarted it\n{tail}")
     return zk_server.hosts
 
 
@@ -42,8 +49,24 @@ def zk_ensemble(tmp_path: Path) -> Iterator[ZkCluster]:
 
 
 @pytest.fixture
-def group_path() -> str:
-    return f"/rebalanser-test/g-{uuid.uuid4().hex[:10]}"
+def group_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh group path; its znodes are deleted afterwards so the shared server's heap stays small."""
+    path = f"/rebalanser-test/g-{uuid.uuid4().hex[:10]}"
+    yield path
+    if "zk_server" not in request.fixturenames:
+        return
+    server: ZkCluster = request.getfixturevalue("zk_server")
+    if not server.servers[0].alive():
+        return
+    client = KazooClient(hosts=server.hosts, timeout=10)
+    client.start(timeout=15)
+    try:
+        purge(client, path)
+    except KazooException as exc:  # cleanup is best effort; the test's verdict stands
+        warnings.warn(f"could not delete {path}: {exc!r}", stacklevel=1)
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture

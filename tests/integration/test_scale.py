@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 from rebalanser import blobs
 from rebalanser.client import Client
@@ -12,6 +15,7 @@ from rebalanser.options import Options
 
 from tests.support.recorder import Recorder
 from tests.support.workers import wait_for
+from tests.support.zk import ZkCluster, make_cluster
 
 
 def create_resources(zk: KazooClient, group: str, names: list[str]) -> None:
@@ -23,9 +27,32 @@ def create_resources(zk: KazooClient, group: str, names: list[str]) -> None:
         assert not any(isinstance(r, Exception) for r in txn.commit())
 
 
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[ZkCluster]:
+    """A server of its own: 100k claims would crowd the shared server's heap for the tests after this one."""
+    cluster = make_cluster(tmp_path / "zk", size=1)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def own_zk(own_server: ZkCluster) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=own_server.hosts, timeout=10)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
 def test_a_hundred_thousand_resources_are_shared_without_gaps_or_doubles(
-    zk_hosts: str, zk: KazooClient, group_path: str
+    own_server: ZkCluster, own_zk: KazooClient
 ) -> None:
+    zk_hosts, zk, group_path = own_server.hosts, own_zk, "/rebalanser-test/scale"
     names = [uuid.uuid4().hex for _ in range(100_000)]  # incompressible: the assignment needs parts
     create_resources(zk, group_path, names)
     handlers = [Recorder() for _ in range(2)]

@@ -14,6 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError, NotEmptyError
+
 REPO = Path(__file__).resolve().parents[2]
 TICK_MS = 250  # min session timeout = 2 ticks (0.5 s), max = 40 s (configured below)
 
@@ -65,7 +68,7 @@ class ZkServer:
         java = shutil.which("java") or "java"
         self.proc = subprocess.Popen(
             [
-                java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                java, "-Xmx1g", "-XX:+ExitOnOutOfMemoryError", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Dzookeeper.admin.enableServer=false",
                 "-Dzookeeper.4lw.commands.whitelist=*",
                 f"-Dlogback.configurationFile={self.data_dir / 'logback.xml'}",
@@ -103,6 +106,13 @@ class ZkServer:
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        parts = [(self.data_dir / name) for name in ("server.log", "zookeeper.log")]
+        return "\n".join(f"--- {p.name} ---\n{p.read_text(errors='replace')[-chars:]}" for p in parts if p.exists())
 
     def pause(self) -> None:
         if self.proc is not None:
@@ -201,3 +211,39 @@ def make_cluster(base: Path, size: int = 1, lib: Path | None = None) -> ZkCluste
         cluster.servers.append(ZkServer(i, client, data, cfg, lib))
     return cluster
 
+
+
+def purge(client: KazooClient, path: str, batch: int = 500) -> None:
+    """Deletes ``path`` and everything under it, children first, in multi batches.
+
+    Best effort: nodes that vanish meanwhile (ephemerals of ending sessions) are skipped, and nodes that
+    appear meanwhile are retried once more on the next pass.
+    """
+    for _ in range(3):
+        try:
+            doomed = _subtree_postorder(client, path)
+        except NoNodeError:
+            return
+        for start in range(0, len(doomed), batch):
+            txn = client.transaction()
+            for node in doomed[start : start + batch]:
+                txn.delete(node)
+            if any(isinstance(r, Exception) for r in txn.commit()):
+                for node in doomed[start : start + batch]:  # one bad node fails the whole multi
+                    try:
+                        client.delete(node)
+                    except (NoNodeError, NotEmptyError):
+                        pass
+        if not client.exists(path):
+            return
+
+
+def _subtree_postorder(client: KazooClient, path: str) -> list[str]:
+    nodes: list[str] = []
+    for child in client.get_children(path):
+        try:
+            nodes.extend(_subtree_postorder(client, f"{path.rstrip('/')}/{child}"))
+        except NoNodeError:
+            continue
+    nodes.append(path)
+    return nodes
