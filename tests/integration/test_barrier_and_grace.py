@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from rebalanser.client import Client
+from rebalanser.config import Algorithm
+from rebalanser.options import Options
 
 from tests.integration.conftest import add_resources
 from tests.support.invariants import overlaps
-from tests.support.workers import Group, wait_for
+from tests.support.recorder import Recorder
+from tests.support.workers import Event, Group, wait_for
 
 RESOURCES = {f"r{i:02d}" for i in range(9)}
 
@@ -74,3 +81,72 @@ def test_grace_is_bounded_resources_move_once_it_ends(
         group.wait_settled(RESOURCES, timeout=group.session_timeout + 1 + 10)
     finally:
         group.stop_all()
+
+
+def _tokens(events: list[Event]) -> dict[str, tuple[str, int]]:
+    """resource -> (worker, token) of its latest ``assigned`` event."""
+    latest: dict[str, tuple[str, int]] = {}
+    for e in events:
+        if e["event"] == "assigned":
+            for r in e["resources"]:
+                latest[r] = (e["id"], int(e["token"]))
+    return latest
+
+
+def test_global_barrier_keeps_the_claims_of_resources_that_stay(
+    zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path
+) -> None:
+    group = Group(zk_hosts, group_path, tmp_path, algorithm="global-barrier")
+    try:
+        add_resources(zk, group_path, sorted(RESOURCES))
+        group.spawn("w0")
+        group.spawn("w1")
+        group.wait_settled(RESOURCES, timeout=30)
+        before = _tokens(group.events())
+        mark = len(group.events())
+        group.spawn("w2")
+        wait_for(lambda: len(group.ownership()) == len(RESOURCES) and len(set(group.ownership().values())) == 3,
+                 30, lambda: group.describe(RESOURCES))
+        group.wait_settled(RESOURCES, timeout=30)
+        after = group.events()[mark:]
+        assert any(e["event"] == "revoked" and e["id"] in ("w0", "w1") for e in after), "no barrier stop seen"
+        now = _tokens(after)
+        stayed = [r for r in RESOURCES if now[r][0] == before[r][0]]
+        moved = [r for r in RESOURCES if now[r][0] != before[r][0]]
+        assert stayed and moved, f"expected some resources to stay and some to move: {now}"
+        assert all(now[r][1] == before[r][1] for r in stayed), f"kept resources were re-claimed: {before} -> {now}"
+        assert all(now[r][1] > before[r][1] for r in moved), f"moved resources kept an old token: {before} -> {now}"
+        assert overlaps(group.events()) == []
+    finally:
+        group.stop_all()
+
+
+def test_a_barrier_created_between_a_members_two_reads_is_still_seen(
+    zk_hosts: str, zk: KazooClient, group_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replays the race found at start-up: the member's read of G/barrier fails with NoNode, the
+    coordinator creates it, then the member's ``exists`` finds it. An exists watch fires only on the next
+    change, so the member must read again at once, or the barrier waits for its timeout."""
+    add_resources(zk, group_path, sorted(RESOURCES))
+    barrier = f"{group_path}/barrier"
+    real_get, raced = KazooClient.get, threading.Event()
+
+    def get(self: KazooClient, path: str, watch: object = None) -> object:
+        if path == barrier and watch is not None and not raced.is_set():
+            raced.set()
+            wait_for(lambda: zk.exists(barrier) is not None, 20, lambda: "the coordinator never created G/barrier")
+            raise NoNodeError()
+        return real_get(self, path, watch=watch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(KazooClient, "get", get)
+    recorder = Recorder()
+    options = Options(zk_hosts, group_path, member_id="m0", algorithm=Algorithm.GLOBAL_BARRIER,
+                      session_timeout=4, min_interval=0.2, barrier_timeout=30)
+    client = Client(options, recorder)
+    client.start()
+    try:
+        wait_for(lambda: recorder.owned == RESOURCES, 10,
+                 lambda: f"owned {sorted(recorder.owned)} after the raced read (raced: {raced.is_set()})")
+        assert raced.is_set(), "the race was not replayed: the member never read G/barrier with a watch"
+    finally:
+        client.stop()

@@ -478,7 +478,10 @@ class Client:
         try:
             data, _ = self.zk.get(self.paths.barrier, watch=self._watch("barrier", None))
         except NoNodeError:
-            self.zk.exists(self.paths.barrier, watch=self._watch("barrier", None))
+            # Created between the two reads: the exists watch only fires on the *next* change, so
+            # read again now, or a member misses the first stop and stalls the barrier until its timeout.
+            if self.zk.exists(self.paths.barrier, watch=self._watch("barrier", None)) is not None:
+                self._post("barrier", None)
             return
         phase, generation = _parse_barrier(data)
         if not phase:
@@ -497,7 +500,9 @@ class Client:
 
     def _stop_for_barrier(self, generation: int) -> None:
         assert self._me is not None
-        self._revoke(set(self._owned), release=True)
+        # Work stops everywhere; the claims stay until the new assignment says which ones moved, so a
+        # rebalance writes in proportion to the moved resources (and a kept resource keeps its token).
+        self._revoke(set(self._owned), release=False)
         self._desired.clear()
         self._waiting.clear()
         try:
