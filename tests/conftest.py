@@ -11,18 +11,14 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from tests.support.zk import ZkCluster, make_cluster, purge
+from tests.support.zk import ZkCluster, admin_client, purge, serving_cluster
 
 
 @pytest.fixture(scope="session")
 def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
     """One standalone ZooKeeper server shared by the session."""
-    cluster = make_cluster(tmp_path_factory.mktemp("zk"), size=1)
-    cluster.start()
-    try:
+    with serving_cluster(tmp_path_factory.mktemp("zk"), size=1) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
@@ -38,14 +34,8 @@ def zk_hosts(zk_server: ZkCluster) -> str:
 @pytest.fixture
 def zk_ensemble(tmp_path: Path) -> Iterator[ZkCluster]:
     """A fresh 3-node ensemble per test, for tests that kill or restart servers."""
-    cluster = make_cluster(tmp_path / "ensemble", size=3)
-    cluster.start()
-    try:
+    with serving_cluster(tmp_path / "ensemble", size=3) as cluster:
         yield cluster
-    finally:
-        for s in cluster.servers:
-            s.resume()
-        cluster.stop()
 
 
 @pytest.fixture
@@ -58,24 +48,15 @@ def group_path(request: pytest.FixtureRequest) -> Iterator[str]:
     server: ZkCluster = request.getfixturevalue("zk_server")
     if not server.servers[0].alive():
         return
-    client = KazooClient(hosts=server.hosts, timeout=10)
-    client.start(timeout=15)
     try:
-        purge(client, path)
+        with admin_client(server.hosts) as client:
+            purge(client, path)
     except KazooException as exc:  # cleanup is best effort; the test's verdict stands
         warnings.warn(f"could not delete {path}: {exc!r}", stacklevel=1)
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture
 def zk(zk_hosts: str) -> Iterator[KazooClient]:
     """An administrator's client (the test's own view of ZooKeeper)."""
-    client = KazooClient(hosts=zk_hosts, timeout=10)
-    client.start(timeout=15)
-    try:
+    with admin_client(zk_hosts) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()

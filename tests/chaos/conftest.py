@@ -7,28 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.zk import ZkCluster, make_cluster
+from tests.support.zk import ZkCluster, serving_cluster
 
 
 @pytest.fixture(scope="session")
 def chaos_single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
-    cluster = make_cluster(tmp_path_factory.mktemp("chaos-zk1"), size=1)
-    cluster.start()
-    try:
+    with serving_cluster(tmp_path_factory.mktemp("chaos-zk1"), size=1) as cluster:
         yield cluster
-    finally:
-        for server in cluster.servers:
-            server.resume()
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")
 def chaos_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
-    cluster = make_cluster(tmp_path_factory.mktemp("chaos-zk3"), size=3)
-    cluster.start()
-    try:
+    with serving_cluster(tmp_path_factory.mktemp("chaos-zk3"), size=3) as cluster:
         yield cluster
-    finally:
-        for server in cluster.servers:
-            server.resume()
-        cluster.stop()

@@ -29,7 +29,7 @@ from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
 
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
-from tests.support.zk import ZkCluster, free_port, make_cluster
+from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
 
@@ -70,23 +70,14 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
     """A ZooKeeper of our own: the outage test stops and restarts it."""
-    cluster = make_cluster(tmp_path_factory.mktemp("e2e-zk"), size=1)
-    cluster.start()
-    try:
+    with serving_cluster(tmp_path_factory.mktemp("e2e-zk"), size=1) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")
 def zk(zookeeper: ZkCluster) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zookeeper.hosts, timeout=10)
-    client.start(timeout=15)
-    try:
+    with admin_client(zookeeper.hosts) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,29 +21,36 @@ from tests.support.workers import Event, Group, wait_for
 RESOURCES = {f"r{i:02d}" for i in range(9)}
 
 
-def test_global_barrier_starts_nothing_before_every_member_has_stopped(
-    zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path
-) -> None:
+@pytest.fixture
+def gb_group(zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path) -> Iterator[Group]:
+    """A Global Barrier group with RESOURCES and no members yet."""
     group = Group(zk_hosts, group_path, tmp_path, algorithm="global-barrier")
+    add_resources(zk, group_path, sorted(RESOURCES))
     try:
-        add_resources(zk, group_path, sorted(RESOURCES))
-        group.spawn("w0")
-        group.spawn("w1")
-        group.spawn("slow", "--simulate-stop-delay", "1.5")
-        group.wait_settled(RESOURCES, timeout=30)
-        # Stale markers from an old generation must not count as "stopped".
-        for member in zk.get_children(f"{group_path}/clients"):
-            zk.create(f"{group_path}/stopped/g000000000000/{member}", makepath=True)
-        mark = len(group.events())
-        add_resources(zk, group_path, ["r99"])
-        group.wait_settled(RESOURCES | {"r99"}, timeout=20)
-        after = group.events()[mark:]
-        slow_stop = next(e["ts"] for e in after if e["event"] == "revoked" and e["id"] == "slow")
-        starts = [e["ts"] for e in after if e["event"] == "assigned"]
-        assert starts and min(starts) > slow_stop, "a member started before the slow member had stopped"
-        assert overlaps(group.events()) == []
+        yield group
     finally:
         group.stop_all()
+
+
+def test_global_barrier_starts_nothing_before_every_member_has_stopped(
+    gb_group: Group, zk: KazooClient, group_path: str
+) -> None:
+    group = gb_group
+    group.spawn("w0")
+    group.spawn("w1")
+    group.spawn("slow", "--simulate-stop-delay", "1.5")
+    group.wait_settled(RESOURCES, timeout=30)
+    # Stale markers from an old generation must not count as "stopped".
+    for member in zk.get_children(f"{group_path}/clients"):
+        zk.create(f"{group_path}/stopped/g000000000000/{member}", makepath=True)
+    mark = len(group.events())
+    add_resources(zk, group_path, ["r99"])
+    group.wait_settled(RESOURCES | {"r99"}, timeout=20)
+    after = group.events()[mark:]
+    slow_stop = next(e["ts"] for e in after if e["event"] == "revoked" and e["id"] == "slow")
+    starts = [e["ts"] for e in after if e["event"] == "assigned"]
+    assert starts and min(starts) > slow_stop, "a member started before the slow member had stopped"
+    assert overlaps(group.events()) == []
 
 
 def test_a_killed_member_gets_its_resources_back_within_the_grace_window(
@@ -93,32 +101,26 @@ def _tokens(events: list[Event]) -> dict[str, tuple[str, int]]:
     return latest
 
 
-def test_global_barrier_keeps_the_claims_of_resources_that_stay(
-    zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path
-) -> None:
-    group = Group(zk_hosts, group_path, tmp_path, algorithm="global-barrier")
-    try:
-        add_resources(zk, group_path, sorted(RESOURCES))
-        group.spawn("w0")
-        group.spawn("w1")
-        group.wait_settled(RESOURCES, timeout=30)
-        before = _tokens(group.events())
-        mark = len(group.events())
-        group.spawn("w2")
-        wait_for(lambda: len(group.ownership()) == len(RESOURCES) and len(set(group.ownership().values())) == 3,
-                 30, lambda: group.describe(RESOURCES))
-        group.wait_settled(RESOURCES, timeout=30)
-        after = group.events()[mark:]
-        assert any(e["event"] == "revoked" and e["id"] in ("w0", "w1") for e in after), "no barrier stop seen"
-        now = _tokens(after)
-        stayed = [r for r in RESOURCES if now[r][0] == before[r][0]]
-        moved = [r for r in RESOURCES if now[r][0] != before[r][0]]
-        assert stayed and moved, f"expected some resources to stay and some to move: {now}"
-        assert all(now[r][1] == before[r][1] for r in stayed), f"kept resources were re-claimed: {before} -> {now}"
-        assert all(now[r][1] > before[r][1] for r in moved), f"moved resources kept an old token: {before} -> {now}"
-        assert overlaps(group.events()) == []
-    finally:
-        group.stop_all()
+def test_global_barrier_keeps_the_claims_of_resources_that_stay(gb_group: Group) -> None:
+    group = gb_group
+    group.spawn("w0")
+    group.spawn("w1")
+    group.wait_settled(RESOURCES, timeout=30)
+    before = _tokens(group.events())
+    mark = len(group.events())
+    group.spawn("w2")
+    wait_for(lambda: len(group.ownership()) == len(RESOURCES) and len(set(group.ownership().values())) == 3,
+             30, lambda: group.describe(RESOURCES))
+    group.wait_settled(RESOURCES, timeout=30)
+    after = group.events()[mark:]
+    assert any(e["event"] == "revoked" and e["id"] in ("w0", "w1") for e in after), "no barrier stop seen"
+    now = _tokens(after)
+    stayed = [r for r in RESOURCES if now[r][0] == before[r][0]]
+    moved = [r for r in RESOURCES if now[r][0] != before[r][0]]
+    assert stayed and moved, f"expected some resources to stay and some to move: {now}"
+    assert all(now[r][1] == before[r][1] for r in stayed), f"kept resources were re-claimed: {before} -> {now}"
+    assert all(now[r][1] > before[r][1] for r in moved), f"moved resources kept an old token: {before} -> {now}"
+    assert overlaps(group.events()) == []
 
 
 def test_a_barrier_created_between_a_members_two_reads_is_still_seen(

@@ -15,7 +15,7 @@ from rebalanser.options import Options
 
 from tests.support.recorder import Recorder
 from tests.support.workers import wait_for
-from tests.support.zk import ZkCluster, make_cluster
+from tests.support.zk import ZkCluster, admin_client, serving_cluster
 
 
 def create_resources(zk: KazooClient, group: str, names: list[str]) -> None:
@@ -30,23 +30,14 @@ def create_resources(zk: KazooClient, group: str, names: list[str]) -> None:
 @pytest.fixture
 def own_server(tmp_path: Path) -> Iterator[ZkCluster]:
     """A server of its own: 100k claims would crowd the shared server's heap for the tests after this one."""
-    cluster = make_cluster(tmp_path / "zk", size=1)
-    cluster.start()
-    try:
+    with serving_cluster(tmp_path / "zk", size=1) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
 def own_zk(own_server: ZkCluster) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=own_server.hosts, timeout=10)
-    client.start(timeout=15)
-    try:
+    with admin_client(own_server.hosts) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_a_hundred_thousand_resources_are_shared_without_gaps_or_doubles(

@@ -11,6 +11,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,3 +249,28 @@ def _subtree_postorder(client: KazooClient, path: str) -> list[str]:
             continue
     nodes.append(path)
     return nodes
+
+
+@contextmanager
+def serving_cluster(base: Path, size: int = 1) -> Iterator[ZkCluster]:
+    """Starts ``size`` real servers under ``base``; on exit resumes any paused one and stops them all."""
+    cluster = make_cluster(base, size)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        for server in cluster.servers:
+            server.resume()
+        cluster.stop()
+
+
+@contextmanager
+def admin_client(hosts: str, **options: object) -> Iterator[KazooClient]:
+    """A connected administrator's client, stopped and closed on exit."""
+    client = KazooClient(hosts=hosts, timeout=10, **options)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
