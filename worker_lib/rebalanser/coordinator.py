@@ -18,6 +18,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, ConnectionLoss, KazooException, NoNodeError
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from rebalanser import blobs, metrics
@@ -143,8 +144,14 @@ class Coordinator:
         except NoNodeError:
             self._zk.ensure_path(self._paths.assignment)
             children = []
-        for node in children:
-            self._load_member(node, layout)
+        # Pipelined: every member's assignment and part list are requested at once, one round trip in
+        # all rather than two per member (a successor coordinator of 200 members waited ~0.3 s here).
+        pending = [
+            (node, self._zk.get_async(path), self._zk.get_children_async(path))
+            for node, path in ((n, self._paths.member_assignment(n)) for n in children)
+        ]
+        for node, data_reply, parts_reply in pending:
+            self._load_member(node, data_reply, parts_reply, layout)
         layout.generation = max(layout.generation, self._highest_generation_seen())
         self._layout = layout
 
@@ -165,11 +172,11 @@ class Coordinator:
                 continue
         return highest
 
-    def _load_member(self, node: str, layout: Layout) -> None:
+    def _load_member(self, node: str, data_reply: IAsyncResult, parts_reply: IAsyncResult, layout: Layout) -> None:
         member = MemberNode.parse(node)
         try:
-            data, _ = self._zk.get(self._paths.member_assignment(node))
-            layout.parts[node] = list(self._zk.get_children(self._paths.member_assignment(node)))
+            data, _ = data_reply.get()
+            layout.parts[node] = list(parts_reply.get())
         except NoNodeError:
             return
         if not data:
