@@ -168,14 +168,16 @@ FINDINGS: list[str] = [
     "every member's list, so bytes are proportional to R (e.g. ~0.4 MB at N=200, R=100,000), while "
     "write requests and ops stay proportional to members + moved. A delta format (generation + added/"
     "removed since the member's last acknowledged generation) would make bytes proportional to moved.",
-    "Open: after a coordinator loss the successor reads the layout with two sequential reads per member "
-    "(Coordinator._load_layout; py-spy: ~0.3 s of the ~0.9 s between session expiry and the new "
-    "assignment at N=200, R=100,000 on this loaded machine). Pipelining those reads is a small change in "
-    "coordinator.py, left to its owner.",
-    "Global Barrier restarts every resource on every change by design (it stops the world), so its kill "
-    "latency is the session timeout plus a full stop/re-claim of R: ~+1 s over the session timeout at "
-    "N=50, R=10,000 and ~+10 s at N=200, R=100,000 on this machine. The target (session timeout + 500 ms) "
-    "is met by Resource Barrier only.",
+    "Fixed (commit 'coordinator: a successor reads every member's assignment in one pipelined round "
+    "trip'): after a coordinator loss the successor read the layout with two sequential reads per member "
+    "(py-spy: ~0.3 s of the ~0.9 s between session expiry and the new assignment at N=200, R=100,000).",
+    "Fixed (commit 'global barrier: ... members keep claims through the barrier'): Global Barrier members "
+    "released every claim at the stop and re-created it after the barrier, so each rebalance wrote ~R "
+    "claim deletes and creates (write ops up to 287 x (members + moved) at N=200, R=100,000). Members now "
+    "stop all work but keep their claims, then release only the moved ones: writes ~3 x (members + moved).",
+    "Fixed (same commit): a member whose read of G/barrier got NoNode just before the coordinator created "
+    "it set an exists watch that fires only on the next change, missed the first stop, and the barrier "
+    "waited its whole timeout (30 s). Found as a rare start-up stall in the Global Barrier tests.",
 ]
 
 
