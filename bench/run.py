@@ -178,6 +178,12 @@ FINDINGS: list[str] = [
     "Fixed (same commit): a member whose read of G/barrier got NoNode just before the coordinator created "
     "it set an exists watch that fires only on the next change, missed the first stop, and the barrier "
     "waited its whole timeout (30 s). Found as a rare start-up stall in the Global Barrier tests.",
+    "Why Global Barrier misses the kill target here: its kill latency is the same expiry detection as "
+    "Resource Barrier (~T + 0.2 s, see the RB row) plus one stop-the-world round, which stops and restarts "
+    "all 10,000 resources. That round alone is what its join costs (~0.6-0.8 s p50 at N=50, R=10,000), "
+    "and it is CPU-bound on this machine: 0.9-1.4 CPU-seconds of worker time per round (50 members on 2 "
+    "cores, including one JSON evidence event per restarted resource). T + 0.5 s is below T + one round, "
+    "so on 2 cores the target can only be met by Resource Barrier, which restarts only the moved 200.",
 ]
 
 
