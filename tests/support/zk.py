@@ -214,7 +214,6 @@ def make_cluster(base: Path, size: int = 1, lib: Path | None = None) -> ZkCluste
     return cluster
 
 
-
 def purge(client: KazooClient, path: str, batch: int = 500) -> None:
     """Deletes ``path`` and everything under it, children first, in multi batches.
 
