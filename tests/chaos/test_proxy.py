@@ -14,7 +14,7 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from tests.chaos.proxy import FaultProxy
 from tests.support.workers import wait_for
-from tests.support.zk import ZkCluster
+from tests.support.zk import ZkCluster, admin_client
 
 
 @pytest.fixture
@@ -37,17 +37,14 @@ def test_a_blackhole_is_silent_until_the_session_expires(proxy: FaultProxy, chao
     try:
         path = f"/proxy-test/{uuid.uuid4().hex}"
         zk.create(path, ephemeral=True, makepath=True)
-        admin = KazooClient(hosts=chaos_single.hosts, timeout=10)
-        admin.start(timeout=10)
-        proxy.blackhole()
-        started = time.monotonic()
-        wait_for(lambda: KazooState.SUSPENDED in states, 5, "client never noticed the partition")
-        assert time.monotonic() - started > 0.5, "a partition must not look like a closed connection"
-        wait_for(lambda: admin.exists(path) is None, 10, "the server never expired the partitioned session")
-        proxy.restore()
-        wait_for(lambda: KazooState.LOST in states, 10, f"client never learned of the expiry: {states}")
-        admin.stop()
-        admin.close()
+        with admin_client(chaos_single.hosts, start_timeout=10) as admin:
+            proxy.blackhole()
+            started = time.monotonic()
+            wait_for(lambda: KazooState.SUSPENDED in states, 5, "client never noticed the partition")
+            assert time.monotonic() - started > 0.5, "a partition must not look like a closed connection"
+            wait_for(lambda: admin.exists(path) is None, 10, "the server never expired the partitioned session")
+            proxy.restore()
+            wait_for(lambda: KazooState.LOST in states, 10, f"client never learned of the expiry: {states}")
     finally:
         zk.stop()
         zk.close()

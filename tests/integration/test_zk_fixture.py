@@ -1,6 +1,6 @@
 from kazoo.client import KazooClient
 
-from tests.support.zk import ZkCluster
+from tests.support.zk import ZkCluster, admin_client
 
 
 def test_single_server_accepts_writes(zk: KazooClient, group_path: str) -> None:
@@ -9,13 +9,8 @@ def test_single_server_accepts_writes(zk: KazooClient, group_path: str) -> None:
 
 
 def test_ensemble_elects_a_leader_and_survives_losing_it(zk_ensemble: ZkCluster) -> None:
-    client = KazooClient(hosts=zk_ensemble.hosts, timeout=10)
-    client.start(timeout=20)
-    try:
+    with admin_client(zk_ensemble.hosts, start_timeout=20) as client:
         client.create("/e", b"1")
         zk_ensemble.leader().kill()
         zk_ensemble.wait_serving()
         assert client.retry(client.get, "/e")[0] == b"1"
-    finally:
-        client.stop()
-        client.close()

@@ -264,10 +264,10 @@ def serving_cluster(base: Path, size: int = 1) -> Iterator[ZkCluster]:
 
 
 @contextmanager
-def admin_client(hosts: str, **options: object) -> Iterator[KazooClient]:
+def admin_client(hosts: str, start_timeout: float = 15, **options: object) -> Iterator[KazooClient]:
     """A connected administrator's client, stopped and closed on exit."""
     client = KazooClient(hosts=hosts, timeout=10, **options)
-    client.start(timeout=15)
+    client.start(timeout=start_timeout)
     try:
         yield client
     finally:
