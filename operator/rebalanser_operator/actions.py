@@ -17,6 +17,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
+from rebalanser.membership import list_members
+from rebalanser.paths import GroupPaths
 
 from rebalanser_operator.kube import CredentialsError
 from rebalanser_operator.models import ResourceGroupSpec, SpecError
@@ -36,8 +38,12 @@ log = logging.getLogger(__name__)
 
 KEEP_ZNODES = "rebalanser.io/keep-znodes"
 SKIP_CLEANUP = "rebalanser.io/skip-zookeeper-cleanup"
-#: Deletion gives up on an unreachable ZooKeeper after this many attempts (with backoff: ~10 minutes).
-MAX_DELETE_ATTEMPTS = 15
+#: Deletion gives up on an unreachable ZooKeeper this long after its first attempt.
+DELETE_GIVE_UP_SECONDS = 600.0
+#: Deletion waits this long for live members to leave (workers stopping with their namespace) before
+#: it deletes the group under them; a live worker would re-create its containers.
+MEMBERS_LEAVE_WAIT_SECONDS = 60.0
+MEMBERS_POLL_SECONDS = 2.0
 OWNED_ELSEWHERE_RETRY = 60.0
 
 
@@ -97,6 +103,7 @@ def apply_spec(
             credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
+    rt.credentials = credentials
 
     zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds)
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
@@ -170,11 +177,16 @@ def delete_znodes(
     annotations: Mapping[str, str],
     body: Mapping[str, Any] | None = None,
     retry: int = 0,
+    elapsed: float = 0.0,
 ) -> str:
     """Removes the group's znodes unless told otherwise; returns what happened (for the log).
 
-    Raises :class:`RetryLater` while ZooKeeper is unreachable, up to ``MAX_DELETE_ATTEMPTS``; after
-    that it gives up with a Warning Event so the object can still go away.
+    ``elapsed`` is the time since the first attempt. While live members remain (for at most
+    ``MEMBERS_LEAVE_WAIT_SECONDS``) it raises :class:`RetryLater`: workers deleted together with the
+    ResourceGroup (a namespace deletion) leave within their grace period, and deleting the group under
+    a live worker would only make it re-create its containers. Raises :class:`RetryLater` while
+    ZooKeeper is unreachable, up to ``DELETE_GIVE_UP_SECONDS``; after that it gives up with a Warning
+    Event so the object can still go away.
     """
     rt.body = body if body is not None else rt.body
     if annotations.get(SKIP_CLEANUP) == "true":
@@ -193,20 +205,31 @@ def delete_znodes(
     try:
         if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
             raise KazooTimeoutError(f"cannot connect to ZooKeeper at {spec.zookeeper.connect}")
+        credentials = rt.credentials
         if spec.zookeeper.credentials_secret is not None:
             try:
-                ctx.pool.authenticate(zk, ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret))
-            except CredentialsError as exc:
-                log.warning("%s: deleting without credentials: %s", rt.user, exc)
+                credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
+            except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
+                log.warning("%s: %s; %s", rt.user, exc,
+                            "using the credentials read earlier" if credentials else "deleting without credentials")
+        if credentials is not None:
+            ctx.pool.authenticate(zk, credentials)
+        members = len(list_members(zk, GroupPaths.of(path)))
+        if members and elapsed < MEMBERS_LEAVE_WAIT_SECONDS:
+            if retry == 0:
+                event(ctx, rt, "Normal", "WaitingForMembers",
+                      f"{members} members still in {path}; deleting once they leave "
+                      f"(at most {MEMBERS_LEAVE_WAIT_SECONDS:.0f}s)")
+            raise RetryLater(f"{members} members still in {path}", MEMBERS_POLL_SECONDS)
         with rt.lock:
             if not _owned_by(zk, path, rt):
                 return f"left {path}: it is managed by another ResourceGroup"
             deleted = delete_group(zk, path)
     except (KazooException, KazooTimeoutError, NotEmptyError) as exc:
         message = f"cannot delete {path}: {type(exc).__name__} {exc}".strip()
-        if retry + 1 >= MAX_DELETE_ATTEMPTS:
+        if elapsed >= DELETE_GIVE_UP_SECONDS:
             event(ctx, rt, "Warning", "ZooKeeperCleanupAbandoned",
-                  f"{message}; gave up after {retry + 1} attempts, znodes may remain")
+                  f"{message}; gave up after {elapsed:.0f}s ({retry + 1} attempts), znodes may remain")
             return f"gave up on {path}"
         if retry == 0:
             event(ctx, rt, "Warning", "ZooKeeperCleanupFailed",

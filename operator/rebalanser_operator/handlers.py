@@ -14,6 +14,7 @@ timeouts (silent stalls of watch streams are a known kopf/API-server failure mod
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import socket
 from collections.abc import Mapping
@@ -99,12 +100,13 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     @kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup-znodes", registry=registry)
     def delete(
         spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
-        logger: kopf.Logger, **_: Any,
+        runtime: datetime.timedelta, logger: kopf.Logger, **_: Any,
     ) -> None:
-        runtime = ctx.group(namespace or "", name, uid)
+        group = ctx.group(namespace or "", name, uid)
         try:
             outcome = delete_znodes(
-                ctx, runtime, dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry
+                ctx, group, dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
+                elapsed=runtime.total_seconds(),
             )
         except RetryLater as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc

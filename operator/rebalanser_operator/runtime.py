@@ -22,7 +22,7 @@ from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
 from rebalanser_operator.tuning import TuningPolicy, TuningState
-from rebalanser_operator.zkpool import ZooKeeperPool
+from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class GroupRuntime:
     session_timeout: float | None = None
     desired: frozenset[str] = frozenset()
     acl: list[ACL] | None = None
+    credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
     sync: SyncState | None = None
     spec_error: str | None = None
     tuning: TuningState | None = None

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.actions import (
+    DELETE_GIVE_UP_SECONDS,
     KEEP_ZNODES,
-    MAX_DELETE_ATTEMPTS,
+    MEMBERS_LEAVE_WAIT_SECONDS,
     SKIP_CLEANUP,
     InvalidSpec,
     RetryLater,
@@ -23,6 +25,7 @@ from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorConte
 from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube
+from tests.support.workers import Group, wait_for
 from tests.support.zk import free_port
 
 pytestmark = pytest.mark.zk
@@ -154,10 +157,64 @@ def test_deletion_with_zookeeper_gone_retries_then_gives_up(
     dead = raw(f"127.0.0.1:{free_port()}", group_path)
     with pytest.raises(RetryLater):
         delete_znodes(ctx, rt, dead, annotations={}, body=BODY, retry=0)
-    outcome = delete_znodes(ctx, rt, dead, annotations={}, body=BODY, retry=MAX_DELETE_ATTEMPTS - 1)
+    outcome = delete_znodes(ctx, rt, dead, annotations={}, body=BODY, retry=7, elapsed=DELETE_GIVE_UP_SECONDS)
     assert outcome.startswith("gave up")
     assert kube.reasons() == ["ZooKeeperCleanupFailed", "ZooKeeperCleanupAbandoned"]
 
 
 def test_deleting_a_never_valid_spec_is_a_no_op(ctx: OperatorContext) -> None:
     assert "nothing" in delete_znodes(ctx, runtime(ctx), {"zookeeper": {}}, annotations={})
+
+
+def test_deletion_waits_for_live_members_then_removes_everything(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """Workers deleted together with their ResourceGroup (a namespace deletion) leave first; deleting
+    the group under a live worker would make it re-create its containers after the finalizer is gone."""
+    rt = runtime(ctx)
+    spec = raw(zk_hosts, group_path, resources=["a", "b"])
+    apply_spec(ctx, rt, spec, generation=1, body=BODY)
+    group = Group(zk_hosts, group_path, tmp_path)
+    worker = group.spawn("w1")
+    try:
+        wait_for(lambda: worker.owned() == {"a", "b"}, 60, lambda: f"w1 owns {worker.owned()}")
+        with pytest.raises(RetryLater, match="1 members still in"):
+            delete_znodes(ctx, rt, spec, annotations={}, body=BODY, retry=0, elapsed=0.0)
+        assert zk.exists(group_path) is not None and "WaitingForMembers" in kube.reasons()
+        assert worker.terminate() == 0
+        outcome = delete_znodes(ctx, rt, spec, annotations={}, body=BODY, retry=1, elapsed=3.0)
+        assert outcome.startswith("deleted") and zk.exists(group_path) is None
+    finally:
+        group.stop_all()
+
+
+def test_deletion_stops_waiting_for_members_after_the_bound(
+    ctx: OperatorContext, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    rt = runtime(ctx)
+    spec = raw(zk_hosts, group_path, resources=["a"])
+    apply_spec(ctx, rt, spec, generation=1, body=BODY)
+    group = Group(zk_hosts, group_path, tmp_path)
+    worker = group.spawn("w1")
+    try:
+        wait_for(lambda: worker.owned() == {"a"}, 60, lambda: f"w1 owns {worker.owned()}")
+        try:  # past the bound it deletes under the live worker (which may re-create its containers)
+            outcome = delete_znodes(ctx, rt, spec, annotations={}, body=BODY, elapsed=MEMBERS_LEAVE_WAIT_SECONDS)
+            assert outcome.startswith("deleted")
+        except RetryLater as exc:
+            assert "members still in" not in str(exc)
+    finally:
+        group.stop_all()
+
+
+def test_deletion_uses_the_credentials_read_before_the_secret_went_away(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    kube.secrets["zk-digest"] = DigestCredentials("op", "pw")
+    spec = raw(zk_hosts, group_path, resources=["a"])
+    spec["zookeeper"]["credentialsSecret"] = "zk-digest"
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, spec, generation=1)
+    del kube.secrets["zk-digest"]  # deleted with its namespace before the ResourceGroup
+    outcome = delete_znodes(ctx, rt, spec, annotations={}, body=BODY)
+    assert outcome.startswith("deleted") and zk.exists(group_path) is None

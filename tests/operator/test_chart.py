@@ -73,21 +73,33 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     docs = render(helm)
     assert {d["kind"] for d in docs} == {
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"}
+    assert len(by_kind(docs, "ClusterRoleBinding")) == 2
     (role,) = by_kind(docs, "Role")
     assert role["metadata"]["namespace"] == "ops"
     assert rules_of(role) == {
-        "rebalanser.io/resourcegroups": {"get", "list", "watch", "patch"},
-        "rebalanser.io/resourcegroups/status": {"get", "patch"},
         "/events": {"create"},
         "/secrets": {"get"},
         "apps/deployments": {"get"},
         "apps/statefulsets": {"get"},
     }
-    (cluster_role,) = by_kind(docs, "ClusterRole")
-    assert rules_of(cluster_role) == {
-        "apiextensions.k8s.io/customresourcedefinitions": {"list", "watch"},
-        "/namespaces": {"list", "watch"},
+    cluster_roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
+    assert cluster_roles == {
+        "rel-rebalanser-operator-scanning": {
+            "apiextensions.k8s.io/customresourcedefinitions": {"list", "watch"},
+            "/namespaces": {"list", "watch"},
+        },
+        # Cluster-wide, so a ResourceGroup deleted with its namespace (and the namespace's RoleBindings)
+        # can still have its finalizer released.
+        "rel-rebalanser-operator-resourcegroups": {
+            "rebalanser.io/resourcegroups": {"get", "list", "watch", "patch"},
+            "rebalanser.io/resourcegroups/status": {"get", "patch"},
+        },
     }
+    bindings = {b["metadata"]["name"]: b for b in by_kind(docs, "ClusterRoleBinding")}
+    groups = bindings["rel-rebalanser-operator-resourcegroups"]
+    assert groups["roleRef"]["name"] == "rel-rebalanser-operator-resourcegroups"
+    assert groups["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rel-rebalanser-operator", "namespace": "ops"}]
     (deployment,) = by_kind(docs, "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert "--namespace=ops" in container["args"] and "--standalone" in container["args"]
@@ -98,7 +110,9 @@ def test_cluster_wide_option(helm: Path) -> None:
     docs = render(helm, "--set", "rbac.clusterWide=true")
     assert not by_kind(docs, "Role")
     roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
+    assert set(roles) == {"rel-rebalanser-operator", "rel-rebalanser-operator-scanning"}
     assert "rebalanser.io/resourcegroups/status" in roles["rel-rebalanser-operator"]
+    assert "/secrets" in roles["rel-rebalanser-operator"]
     container = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
     assert "--all-namespaces" in container["args"]
 

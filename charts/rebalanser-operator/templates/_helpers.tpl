@@ -47,8 +47,10 @@ app.kubernetes.io/part-of: rebalanser
 {{- end -}}
 {{- end -}}
 
-{{/* RBAC rules on ResourceGroups and what the operator reads and writes for them. */}}
-{{- define "rebalanser-operator.rules" -}}
+{{/* RBAC rules on ResourceGroups themselves. In the namespaced mode these are granted cluster-wide
+     (a ClusterRoleBinding): deleting a namespace deletes its RoleBindings in no particular order, and
+     the operator must still be able to release the finalizer of a ResourceGroup deleted with it. */}}
+{{- define "rebalanser-operator.groupRules" -}}
 - apiGroups: ["rebalanser.io"]
   resources: ["resourcegroups"]
   # kopf lists/watches them and patches annotations (progress) and the finalizer.
@@ -56,6 +58,10 @@ app.kubernetes.io/part-of: rebalanser
 - apiGroups: ["rebalanser.io"]
   resources: ["resourcegroups/status"]
   verbs: ["get", "patch"]
+{{- end -}}
+
+{{/* RBAC rules on what the operator reads and writes beside ResourceGroups, per served namespace. */}}
+{{- define "rebalanser-operator.namespaceRules" -}}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -72,4 +78,9 @@ app.kubernetes.io/part-of: rebalanser
   resources: ["kopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
 {{- end }}
+{{- end -}}
+
+{{- define "rebalanser-operator.rules" -}}
+{{ include "rebalanser-operator.groupRules" . }}
+{{ include "rebalanser-operator.namespaceRules" . }}
 {{- end -}}
