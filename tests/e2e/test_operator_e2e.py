@@ -286,7 +286,11 @@ def test_chart_installs_crd_rbac_and_service_account(installed: Cluster) -> None
     assert can("create", "events", "-n", NS) == "yes"
     assert can("get", "secrets", "-n", NS) == "yes"
     assert can("list", "secrets", "-n", NS) == "no"
-    assert can("patch", "resourcegroups.rebalanser.io", "-n", "default") == "no"
+    # ResourceGroups are granted cluster-wide (a namespace deletion must not strand a finalizer);
+    # everything else only in the served namespaces.
+    assert can("patch", "resourcegroups.rebalanser.io", "-n", "default") == "yes"
+    assert can("get", "secrets", "-n", "default") == "no"
+    assert can("create", "events", "-n", "default") == "no"
     assert can("create", "pods", "-n", NS) == "no"
 
 

@@ -95,3 +95,41 @@ def first_full_coverage(events: list[Event], resources: set[str], after: int) ->
             if seen == resources:
                 return int(e["ts"])
     return None
+
+
+def tick_gaps(events: list[Event], resources: set[str], start: int, end: int) -> dict[str, int]:
+    """resource -> the longest time in [start, end] without a tick on it (by anyone), in ns."""
+    last = dict.fromkeys(resources, start)
+    longest = dict.fromkeys(resources, 0)
+    for e in events:
+        if e["event"] == "tick" and e["resource"] in last and start <= e["ts"] <= end:
+            resource = e["resource"]
+            longest[resource] = max(longest[resource], int(e["ts"]) - last[resource])
+            last[resource] = int(e["ts"])
+    for resource in resources:
+        longest[resource] = max(longest[resource], end - last[resource])
+    return longest
+
+
+def minimum_moved(held: dict[str, int], members_after: set[str], total: int) -> int:
+    """The fewest resources any balanced assignment over ``members_after`` must take from the members
+    that stay, when member ``m`` held ``held[m]`` resources before (the lower bound a join can reach).
+
+    Balanced means counts differ by at most one; the ``total % n`` larger quotas best go to the
+    staying members that hold the most.
+    """
+    if not members_after:
+        return 0
+    base, extra = divmod(total, len(members_after))
+    staying = sorted((m for m in held if m in members_after), key=lambda m: -held[m])
+    moved = 0
+    for rank, member in enumerate(staying):
+        quota = base + (1 if rank < extra else 0)
+        moved += max(0, held[member] - quota)
+    return moved
+
+
+def balanced_counts(total: int, members: int) -> list[int]:
+    """Resource counts of ``members`` members holding ``total`` resources evenly (largest first)."""
+    base, extra = divmod(total, members)
+    return [base + (1 if i < extra else 0) for i in range(members)]

@@ -1,0 +1,213 @@
+"""The pod end-to-end scene: namespaces, the chart, examples/, a tools pod, evidence, and what they show.
+
+Everything goes through ``kubectl`` and ``helm`` and the project's image; the tests' evidence is the
+worker pods' own JSON logs (:mod:`tests.support.podlogs`) and the ResourceGroup's status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.kubectl import JsonStream, Kube, wait_until
+from tests.support.podcluster import IMAGE, REPO
+from tests.support.podlogs import PodLogs
+
+EXAMPLES = REPO / "examples"
+CHART = REPO / "charts" / "rebalanser-operator"
+OUT = REPO / ".pod-e2e"
+
+NS = "rb-pods"  # the operator, the ResourceGroup and the workers (restricted Pod Security)
+DOOMED = "rb-pods-doomed"  # a second served namespace, deleted with everything in it
+TOOLS = "rb-pods-tools"  # the tools pod (host PID namespace: it can SIGKILL a worker's process)
+RELEASE = "rb-pods"
+FULLNAME = f"{RELEASE}-rebalanser-operator"
+GROUP = "orders"
+WORKERS = "orders-worker"
+SELECTOR = "app.kubernetes.io/name=orders-worker"
+OPERATOR_SELECTOR = f"app.kubernetes.io/name=rebalanser-operator,app.kubernetes.io/instance={RELEASE}"
+ZK_CONNECT = "zk.zookeeper.svc.cluster.local:2181"
+ZK_NAMESPACE = "zookeeper"
+RESTRICTED = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
+
+
+def example(name: str) -> Any:
+    return yaml.safe_load((EXAMPLES / name).read_text())
+
+
+def worker_args() -> dict[str, str]:
+    container = example("workers.yaml")["spec"]["template"]["spec"]["containers"][0]
+    return dict(a.removeprefix("--").split("=", 1) for a in container["args"] if "=" in a)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The documented reassignment bound: the worker's session timeout + the rebalance interval + the
+    previous owner's stop time (at most its stop timeout) + departure grace, plus ``slack`` for a
+    loaded 2-core machine."""
+
+    session_timeout: float
+    interval: float
+    stop_timeout: float
+    grace: float
+    slack: float = 10.0
+
+    @property
+    def seconds(self) -> float:
+        return self.session_timeout + self.interval + self.stop_timeout + self.grace + self.slack
+
+    @classmethod
+    def of_examples(cls) -> Bound:
+        args, spec = worker_args(), example("resourcegroup.yaml")["spec"]
+        return cls(float(args["session-timeout"]), float(spec["rebalance"]["maxIntervalSeconds"]),
+                   float(args["stop-timeout"]), float(spec["rebalance"].get("departureGraceSeconds", 0)))
+
+
+TOOLS_POD = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: tools, namespace: {TOOLS}}}
+spec:
+  hostPID: true  # sees every container's processes, so it can SIGKILL a worker (its own PID 1 cannot be)
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: tools
+      image: {IMAGE}
+      imagePullPolicy: IfNotPresent
+      command: ["sleep", "infinity"]
+"""
+
+KILL_SCRIPT = """
+import os, signal, sys
+wanted = "--id=" + sys.argv[1]
+for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+        continue
+    try:
+        argv = open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace").split("\\0")
+    except OSError:
+        continue
+    if "worker" in argv and wanted in argv:
+        os.kill(int(entry), signal.SIGKILL)
+        print(entry)
+"""
+
+FETCH_SCRIPT = """
+import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())
+"""
+
+SRVR_SCRIPT = """
+import socket, sys
+with socket.create_connection((sys.argv[1], 2181), timeout=5) as s:
+    s.sendall(b"srvr")
+    print(s.recv(4096).decode(errors="replace"))
+"""
+
+PURGE_SCRIPT = """
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1], timeout=10)
+zk.start(timeout=30)
+for path in sys.argv[2:]:
+    zk.delete(path, recursive=True) if zk.exists(path) else None
+zk.stop()
+"""
+
+
+@dataclass
+class Scene:
+    kube: Kube
+    out: Path
+    logs: dict[str, PodLogs] = field(default_factory=dict)
+    watch: JsonStream | None = None
+    durations: dict[str, float] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------- plumbing
+
+    def tools(self, script: str, *args: str, timeout: float = 60.0) -> str:
+        return self.kube.kubectl("exec", "-n", TOOLS, "tools", "--", "python3", "-c", script, *args,
+                                 timeout=timeout).stdout
+
+    def zk_status(self, namespace: str) -> dict[str, Any]:
+        out = self.kube.kubectl("exec", "-n", TOOLS, "tools", "--", "rebalanser", "status", "--zk", ZK_CONNECT,
+                                "--group", f"/rebalanser/{namespace}/{GROUP}", "--json", timeout=60).stdout
+        result: dict[str, Any] = json.loads(out)
+        return result
+
+    def purge_groups(self, *namespaces: str) -> None:
+        self.tools(PURGE_SCRIPT, ZK_CONNECT, *(f"/rebalanser/{ns}" for ns in namespaces))
+
+    def namespace(self, name: str, labels: dict[str, str]) -> None:
+        meta = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        self.kube.kubectl("apply", "-f", "-", input=json.dumps(meta))
+
+    def rg(self, namespace: str = NS) -> dict[str, Any]:
+        result: dict[str, Any] = self.kube.json("get", "rg", GROUP, "-n", namespace)
+        return result
+
+    def status(self, namespace: str = NS) -> dict[str, Any]:
+        return dict(self.rg(namespace).get("status") or {})
+
+    def worker_pods(self, namespace: str = NS) -> list[dict[str, Any]]:
+        pods = self.kube.json("get", "pods", "-n", namespace, "-l", SELECTOR)["items"]
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def ready_workers(self, namespace: str = NS) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in self.worker_pods(namespace) if _ready(p))
+
+    def operator_pods(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.kube.json("get", "pods", "-n", NS, "-l", OPERATOR_SELECTOR)["items"]
+        return items
+
+    def stable(self, namespace: str, members: int, timeout: float = 180.0) -> dict[str, Any]:
+        """Waits until the status shows ``members`` live worker pods sharing every resource, Stable."""
+        last: dict[str, Any] = {}
+
+        def check() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.status(namespace)
+            pods = set(self.ready_workers(namespace))
+            owners = {m for m, rs in (last.get("assignments") or {}).items() if rs}
+            ok = (last.get("phase") == "Stable" and last.get("members") == members and len(pods) == members
+                  and last.get("resources") and last.get("assigned") == last.get("resources")
+                  and owners <= pods and len(owners) == min(members, int(last["resources"])))
+            return last if ok else None
+
+        result: dict[str, Any] = wait_until(check, timeout, lambda: (
+            f"{namespace}/{GROUP} not Stable with {members} members: status "
+            f"{json.dumps({k: last.get(k) for k in ('phase', 'members', 'resources', 'assigned', 'message')})}, "
+            f"ready pods {self.ready_workers(namespace)}"), poll=1.0)
+        return result
+
+    def follow(self, namespace: str) -> PodLogs:
+        logs = PodLogs(self.kube, namespace=namespace, selector=SELECTOR, dir=self.out / "logs" / namespace)
+        self.logs[namespace] = logs.start()
+        return logs
+
+    def timed(self, name: str, started: float) -> None:
+        self.durations[name] = round(time.monotonic() - started, 1)
+        (self.out / "durations.json").write_text(json.dumps(self.durations, indent=1) + "\n")
+
+    def close(self) -> None:
+        for logs in self.logs.values():
+            logs.stop()
+        if self.watch is not None:
+            self.watch.stop()
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def ready_condition(status: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
+
+
+def owners(status: dict[str, Any]) -> dict[str, list[str]]:
+    return {m: list(rs) for m, rs in (status.get("assignments") or {}).items() if rs}
