@@ -17,6 +17,7 @@ import yaml
 from tests.support.kubectl import JsonStream, Kube, wait_until
 from tests.support.podcluster import IMAGE, REPO
 from tests.support.podlogs import PodLogs
+from tests.support.podtools import Tools
 
 EXAMPLES = REPO / "examples"
 CHART = REPO / "charts" / "rebalanser-operator"
@@ -68,58 +69,6 @@ class Bound:
                    float(args["stop-timeout"]), float(spec["rebalance"].get("departureGraceSeconds", 0)))
 
 
-TOOLS_POD = f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: tools, namespace: {TOOLS}}}
-spec:
-  hostPID: true  # sees every container's processes, so it can SIGKILL a worker (its own PID 1 cannot be)
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: tools
-      image: {IMAGE}
-      imagePullPolicy: IfNotPresent
-      command: ["sleep", "infinity"]
-"""
-
-KILL_SCRIPT = """
-import os, signal, sys
-wanted = "--id=" + sys.argv[1]
-for entry in os.listdir("/proc"):
-    if not entry.isdigit():
-        continue
-    try:
-        argv = open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace").split("\\0")
-    except OSError:
-        continue
-    if "worker" in argv and wanted in argv:
-        os.kill(int(entry), signal.SIGKILL)
-        print(entry)
-"""
-
-FETCH_SCRIPT = """
-import sys, urllib.request
-print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())
-"""
-
-SRVR_SCRIPT = """
-import socket, sys
-with socket.create_connection((sys.argv[1], 2181), timeout=5) as s:
-    s.sendall(b"srvr")
-    print(s.recv(4096).decode(errors="replace"))
-"""
-
-PURGE_SCRIPT = """
-import sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=10)
-zk.start(timeout=30)
-for path in sys.argv[2:]:
-    zk.delete(path, recursive=True) if zk.exists(path) else None
-zk.stop()
-"""
-
-
 @dataclass
 class Scene:
     kube: Kube
@@ -128,20 +77,15 @@ class Scene:
     watch: JsonStream | None = None
     durations: dict[str, float] = field(default_factory=dict)
 
-    # ------------------------------------------------------------------------------- plumbing
-
-    def tools(self, script: str, *args: str, timeout: float = 60.0) -> str:
-        return self.kube.kubectl("exec", "-n", TOOLS, "tools", "--", "python3", "-c", script, *args,
-                                 timeout=timeout).stdout
+    @property
+    def tools(self) -> Tools:
+        return Tools(self.kube, TOOLS, IMAGE)
 
     def zk_status(self, namespace: str) -> dict[str, Any]:
-        out = self.kube.kubectl("exec", "-n", TOOLS, "tools", "--", "rebalanser", "status", "--zk", ZK_CONNECT,
-                                "--group", f"/rebalanser/{namespace}/{GROUP}", "--json", timeout=60).stdout
-        result: dict[str, Any] = json.loads(out)
-        return result
+        return self.tools.zk_status(ZK_CONNECT, f"/rebalanser/{namespace}/{GROUP}")
 
     def purge_groups(self, *namespaces: str) -> None:
-        self.tools(PURGE_SCRIPT, ZK_CONNECT, *(f"/rebalanser/{ns}" for ns in namespaces))
+        self.tools.purge(ZK_CONNECT, *(f"/rebalanser/{ns}" for ns in namespaces))
 
     def namespace(self, name: str, labels: dict[str, str]) -> None:
         meta = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}

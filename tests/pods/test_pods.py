@@ -22,18 +22,13 @@ from tests.pods.scene import (
     CHART,
     DOOMED,
     EXAMPLES,
-    FETCH_SCRIPT,
     FULLNAME,
     GROUP,
-    KILL_SCRIPT,
     NS,
     OUT,
     RELEASE,
     RESTRICTED,
     SELECTOR,
-    SRVR_SCRIPT,
-    TOOLS,
-    TOOLS_POD,
     WORKERS,
     ZK_NAMESPACE,
     Bound,
@@ -86,9 +81,7 @@ def scene(kube: Kube) -> Iterator[Scene]:
         kube.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s")
     for name in (DOOMED, NS):
         _delete_namespace(s, name)
-    s.namespace(TOOLS, {})
-    kube.kubectl("apply", "-f", "-", input=TOOLS_POD)
-    kube.kubectl("wait", "--for=condition=Ready", "pod/tools", "-n", TOOLS, "--timeout=180s", timeout=200)
+    s.tools.create()
     s.purge_groups(NS, DOOMED)
     s.namespace(NS, RESTRICTED)
     s.timed("setup", started)
@@ -101,7 +94,7 @@ def scene(kube: Kube) -> Iterator[Scene]:
             _delete_namespace(s, NS)
             s.purge_groups(NS, DOOMED)
         finally:
-            kube.kubectl("delete", "namespace", TOOLS, "--wait=false", "--ignore-not-found", check=False)
+            s.tools.delete()
             print(f"\npod e2e durations (s): {json.dumps(s.durations)}")
 
 
@@ -147,18 +140,11 @@ def test_chart_installs_in_a_restricted_namespace(scene: Scene) -> None:
     assert all(e["name"] != "KUBECONFIG" for e in container.get("env", [])), "in-cluster configuration only"
     # The metrics, through the chart's Service, from another pod (cluster DNS + Service routing).
     url = f"http://{FULLNAME}-metrics.{NS}.svc.cluster.local:8080/metrics"
-    metrics = wait_until(lambda: _fetch(scene, url), 60, f"no metrics at {url}")
+    metrics = wait_until(lambda: scene.tools.fetch(url), 60, f"no metrics at {url}")
     assert "rebalanser_operator_zookeeper_connections" in metrics
     log = scene.kube.kubectl("logs", "-n", NS, pod["metadata"]["name"]).stdout
     assert "starting: namespaces=" in log and "Traceback" not in log, log[-3000:]
     scene.timed("chart install", started)
-
-
-def _fetch(scene: Scene, url: str) -> str | None:
-    try:
-        return scene.tools(FETCH_SCRIPT, url, timeout=30)
-    except Exception:
-        return None
 
 
 def test_examples_reach_stable_with_the_printer_columns(scene: Scene) -> None:
@@ -230,7 +216,7 @@ def test_deleted_and_killed_workers_are_reassigned_within_the_bound(scene: Scene
     assert killed in by_owner, f"{killed} owns nothing: {by_owner}"
     instance = _instance(scene, killed)
     t1 = time.monotonic_ns()
-    pids = scene.tools(KILL_SCRIPT, killed).split()
+    pids = scene.tools.kill_worker(killed)
     assert len(pids) == 1, f"expected one worker process for {killed}, found {pids}"
     latency = reassigned_within(scene, set(by_owner[killed]), t1, (killed, instance), f"SIGKILLed {killed}")
     scene.durations["reassigned after SIGKILL (s)"] = round(latency, 1)
@@ -306,11 +292,8 @@ def _zookeeper_leader(scene: Scene) -> str:
     pods = scene.kube.json("get", "pods", "-n", ZK_NAMESPACE)["items"]
     assert pods, "no ZooKeeper pods"
     for pod in pods:
-        try:
-            if "Mode: leader" in scene.tools(SRVR_SCRIPT, pod["status"]["podIP"], timeout=30):
-                return str(pod["metadata"]["name"])
-        except Exception:
-            continue
+        if scene.tools.zookeeper_mode(pod["status"].get("podIP", "")) == "leader":
+            return str(pod["metadata"]["name"])
     return str(sorted(p["metadata"]["name"] for p in pods)[0])
 
 
