@@ -36,6 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="stop and clean up after this many seconds of live view (default: until Ctrl-C)")
     p.add_argument("--no-cluster", action="store_true", help="ZooKeeper and workers only (no Go needed)")
+    p.add_argument("--pods", action="store_true",
+                   help="the operator and the workers as pods on the real cluster (make cluster-up); "
+                        "host processes when it is not there")
     p.add_argument("--state-dir", type=Path, default=REPO / ".demo", help="where state and logs go (default .demo)")
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--resources", type=int, default=12)
@@ -227,6 +230,16 @@ def _ignore_signals() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     clock = Clock()
+    if args.pods and not args.no_cluster:
+        from e2e.demo_pods import run_pods
+        from tests.support.podcluster import NoCluster, pod_cluster
+
+        try:
+            kube = pod_cluster()
+        except NoCluster as exc:
+            print(f"make demo: no real cluster ({exc}); running the demo with host processes instead", flush=True)
+        else:
+            return run_pods(args, kube, make_say(clock, args.state_dir.resolve() / "demo.log"))
     settings = Settings(state_dir=args.state_dir.resolve(), workers=args.workers, resources=args.resources,
                         session_timeout=args.session_timeout, with_cluster=not args.no_cluster)
     stack = Stack(settings, make_say(clock, settings.state_dir / "demo.log"))
