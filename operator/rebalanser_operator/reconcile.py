@@ -24,6 +24,7 @@ Connection failures (``ConnectionLoss``, ``SessionExpired``...) propagate; calle
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -33,10 +34,14 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
+from rebalanser import wire
 from rebalanser.config import GroupConfig
+from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths
 
 from rebalanser_operator.zkpool import DigestCredentials
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 1000
 MAX_BATCH_BYTES = 512 * 1024
@@ -64,12 +69,17 @@ class OwnerMarker:
 
     @staticmethod
     def parse(data: bytes) -> OwnerMarker | None:
+        """The marker in a group root's data; None for no marker, or for anything else (foreign data)."""
         try:
-            value = json.loads(data or b"null")
-            owner = value["resourceGroup"]
-            return OwnerMarker(str(owner["namespace"]), str(owner["name"]), str(owner.get("uid", "")))
-        except (ValueError, TypeError, KeyError):
+            owner = wire.decode_object(data, kind="owner").get("resourceGroup") if data else None
+        except CorruptDataError:
             return None
+        if not isinstance(owner, dict):
+            return None
+        namespace, name, uid = owner.get("namespace"), owner.get("name"), owner.get("uid", "")
+        if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(uid, str)):
+            return None
+        return OwnerMarker(namespace, name, uid)
 
     def same_object(self, other: OwnerMarker) -> bool:
         return (self.namespace, self.name) == (other.namespace, other.name)
@@ -175,7 +185,7 @@ def sync_resources(
 
 def write_config(zk: KazooClient, paths: GroupPaths, config: GroupConfig, acl: Sequence[ACL]) -> bool:
     """Writes ``G/config`` when its content differs; returns whether it wrote."""
-    data = config.to_json()
+    data = wire.encode_config(config)
     try:
         current, stat = zk.get(paths.config)
     except NoNodeError:
@@ -191,10 +201,15 @@ def write_config(zk: KazooClient, paths: GroupPaths, config: GroupConfig, acl: S
 
 
 def read_config(zk: KazooClient, path: str) -> GroupConfig | None:
+    """``G/config``; None when it is missing or not a valid config (either way, drift to repair)."""
+    config = GroupPaths.of(path).config
     try:
-        data, _ = zk.get(GroupPaths.of(path).config)
-        return GroupConfig.from_json(data)
-    except (NoNodeError, ValueError):
+        data, _ = zk.get(config)
+        return wire.decode_config(data, path=config)
+    except NoNodeError:
+        return None
+    except CorruptDataError as exc:
+        log.warning("rejecting %s: %s", config, exc.reason)
         return None
 
 

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rebalanser.status import GroupStatus
+from rebalanser.wire import RebalanceRecord
 
 from rebalanser_operator.models import Condition, ConditionType, LastRebalance, Phase, ResourceGroupStatus
 
@@ -113,32 +114,15 @@ def cap_assignments(assignments: Mapping[str, Sequence[str]], budget: int) -> tu
     return capped, truncated
 
 
-def normalise_last_rebalance(raw: Mapping[str, Any] | None) -> LastRebalance | None:
-    """Accepts the coordinator's ``G/state`` JSON; timestamps may be ISO strings or epoch s/ms."""
-    if not raw:
+def normalise_last_rebalance(record: RebalanceRecord | None) -> LastRebalance | None:
+    """The status view of the coordinator's ``G/state`` record (decoded, within bounds, by ``rebalanser.wire``)."""
+    if record is None:
         return None
-    values: dict[str, Any] = {}
-    for key in ("startedAt", "completedAt"):
-        stamp = _timestamp(raw.get(key))
-        if stamp is not None:
-            values[key] = stamp
-    duration = raw.get("durationMs")
-    if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:
-        values["durationMs"] = float(duration)
-    for key in ("moved", "generation"):
-        value = raw.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            values[key] = value
-    return LastRebalance.model_validate(values) if values else None
-
-
-def _timestamp(value: Any) -> str | None:
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        seconds = value / 1000.0 if value > 1e11 else float(value)
-        return rfc3339(datetime.fromtimestamp(seconds, tz=UTC))
-    return None
+    return LastRebalance.model_validate({
+        "startedAt": record.started_at, "completedAt": record.completed_at,
+        "durationMs": None if record.duration_ms is None else float(record.duration_ms),
+        "moved": record.moved, "generation": record.generation,
+    })
 
 
 def rfc3339(moment: datetime) -> str:

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
+from rebalanser.wire import decode_config
 
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
@@ -306,7 +306,7 @@ def test_resource_group_creates_znodes_and_config(
     expected = sorted([*names("orders-", 8), "extra"])
     wait_for(lambda: children(zk, paths.resources) == expected, 30,
              lambda: f"resource znodes {expected}, have {children(zk, paths.resources)}")
-    config = GroupConfig.from_json(zk.get(paths.config)[0])
+    config = decode_config(zk.get(paths.config)[0])
     assert (config.min_interval_seconds, config.max_interval_seconds) == (0.5, 2)
     rg = get_rg(kube)
     assert rg is not None and "rebalanser.io/finalizer" in rg["metadata"]["finalizers"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from rebalanser import blobs
+from rebalanser import wire
 from rebalanser.client import Client
 from rebalanser.options import Options
 
@@ -63,7 +63,7 @@ def test_a_hundred_thousand_resources_are_shared_without_gaps_or_doubles(
         print(f"\n100k resources, 2 members: all claimed after {time.monotonic() - started:.1f}s")
         assert abs(len(handlers[0].owned) - len(handlers[1].owned)) <= 1
         node = clients[0].member_node
-        header = blobs.decode_header(zk.get(f"{group_path}/assignment/{node}")[0])
+        header = wire.decode_assignment_header(zk.get(f"{group_path}/assignment/{node}")[0])
         assert header.parts > 1, "expected the assignment to be stored in several parts"
     finally:
         for c in clients:

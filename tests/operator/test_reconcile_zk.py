@@ -7,8 +7,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
+from rebalanser.wire import decode_config
 from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.reconcile import (
     GroupOwnedElsewhereError,
@@ -47,7 +47,7 @@ def test_creates_resources_and_writes_config(zk: KazooClient, group_path: str) -
     paths = GroupPaths.of(group_path)
     assert sorted(zk.get_children(paths.resources)) == ["orders-0", "orders-1", "orders-2", "x"]
     assert (result.created, result.deleted, result.resources, result.config_written) == (4, 0, 4, True)
-    config = GroupConfig.from_json(zk.get(paths.config)[0])
+    config = decode_config(zk.get(paths.config)[0])
     assert config.algorithm.value == "GlobalBarrier" and config.interval == 2.0
     for container in paths.containers():
         assert zk.exists(container) is not None
@@ -103,7 +103,7 @@ def test_config_follows_spec_changes(zk: KazooClient, group_path: str) -> None:
     apply(zk, group_path, spec())
     changed = spec(rebalance={"minIntervalSeconds": 5, "maxIntervalSeconds": 50, "departureGraceSeconds": 3})
     assert apply(zk, group_path, changed).config_written
-    config = GroupConfig.from_json(zk.get(GroupPaths.of(group_path).config)[0])
+    config = decode_config(zk.get(GroupPaths.of(group_path).config)[0])
     assert (config.min_interval_seconds, config.max_interval_seconds, config.departure_grace_seconds) == (5, 50, 3)
 
 
@@ -163,7 +163,7 @@ def test_digest_acl_lets_only_credential_holders_write(zk: KazooClient, zk_hosts
         paths = GroupPaths.of(group_path)
         # Anyone may read ...
         assert zk.get_children(paths.resources) == ["a"]
-        assert GroupConfig.from_json(zk.get(paths.config)[0]).interval == 2.0
+        assert decode_config(zk.get(paths.config)[0]).interval == 2.0
         # ... but without the credentials nothing can be written.
         with pytest.raises(NoAuthError):
             zk.create(paths.resource("intruder"))

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
+from rebalanser.wire import decode_config
 from rebalanser_operator.actions import apply_spec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
@@ -197,7 +197,7 @@ def test_drift_is_repaired(
         zk.set(paths.config, b'{"algorithm": "GlobalBarrier"}')
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            config = GroupConfig.from_json(zk.get(paths.config)[0])
+            config = decode_config(zk.get(paths.config)[0])
             if sorted(zk.get_children(paths.resources)) == ["a", "b"] and config.algorithm.value == "ResourceBarrier":
                 break
             time.sleep(0.05)
@@ -214,7 +214,7 @@ def test_rollout_raises_the_effective_interval_to_the_maximum(
                      rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 12})
     with status_loop(ctx, rt):
         kube.wait_status(lambda s: s["effectiveIntervalSeconds"] == 12, 10, "effective interval 12")
-        config = GroupConfig.from_json(zk.get(GroupPaths.of(group_path).config)[0])
+        config = decode_config(zk.get(GroupPaths.of(group_path).config)[0])
         assert config.effective_interval_seconds == 12
 
 

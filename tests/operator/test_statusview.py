@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from rebalanser.errors import CorruptDataError
 from rebalanser.status import GroupStatus
+from rebalanser.wire import decode_rebalance
 from rebalanser_operator.models import Phase
 from rebalanser_operator.statusview import (
     Observation,
@@ -141,13 +145,22 @@ def test_assignments_are_capped_with_a_flag() -> None:
 
 def test_last_rebalance_accepts_epoch_and_iso_timestamps() -> None:
     raw = {"startedAt": 1_700_000_000_000, "completedAt": "2026-01-01T00:00:00Z", "durationMs": 41,
-           "moved": 3, "generation": 9, "junk": object()}
-    last = normalise_last_rebalance(raw)
+           "moved": 3, "generation": 9, "junk": [1]}
+    last = normalise_last_rebalance(decode_rebalance(json.dumps(raw).encode()))
     assert last is not None
     assert last.started_at == "2023-11-14T22:13:20.000Z" and last.completed_at == "2026-01-01T00:00:00Z"
     assert (last.duration_ms, last.moved, last.generation) == (41.0, 3, 9)
-    assert normalise_last_rebalance({"moved": -1}) is None
     assert normalise_last_rebalance(None) is None
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"moved": -1, "generation": 1}', b'{"moved": 1}', b'{"generation": 1, "completedAt": 1e999}',
+    b'{"generation": 1, "completedAt": 1e300}', b'{"generation": 1, "durationMs": 1e999}',
+    b'{"generation": 1, "startedAt": -5}', b"[" * 100_000 + b"]" * 100_000,
+])
+def test_a_state_record_out_of_range_is_rejected_before_the_status_sees_it(raw: bytes) -> None:
+    with pytest.raises(CorruptDataError):
+        decode_rebalance(raw)
 
 
 def test_corrupt_data_degrades_a_balanced_group() -> None:

@@ -1,7 +1,9 @@
 """``rebalanser worker`` (an example worker and the black-box test surface) and ``rebalanser status``.
 
 See CONTRACTS.md §4. With ``--json`` every line on stdout is one event object carrying ``event``,
-``id`` and ``ts`` (``time.monotonic_ns()`` taken when the event happens).
+``id`` and ``ts`` (``time.monotonic_ns()`` taken when the event happens). In addition to the contract's
+events, ``error`` (with ``path`` and ``reason``) reports a value read from ZooKeeper that was rejected
+as bad data and ignored; the worker goes on working.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, TextIO
 
 from rebalanser.client import Client
 from rebalanser.config import Algorithm
-from rebalanser.errors import InvalidInputError, SessionExpiredError
+from rebalanser.errors import CorruptDataError, InvalidInputError, SessionExpiredError
 from rebalanser.handler import Handler
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
 
@@ -89,6 +91,8 @@ class SimulatedWork(Handler):
 
     def on_error(self, error: Exception) -> None:
         logging.getLogger("rebalanser.worker").error("%s: %s", type(error).__name__, error)
+        if isinstance(error, CorruptDataError):
+            self.log.emit("error", path=error.path, reason=error.reason)
         if isinstance(error, SessionExpiredError):
             self.expired = True
             self._halt.set()

@@ -19,7 +19,6 @@ still running after ``stop_timeout`` is reported but no longer waited for.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -33,7 +32,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import KazooState
 
-from rebalanser import metrics
+from rebalanser import baddata, metrics, wire
 from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
 from rebalanser.coordinator import Coordinator
@@ -51,7 +50,8 @@ from rebalanser.membership import (
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.session import LeaseProber, make_client, session_id, session_timeout
-from rebalanser.storage import MemberAssignment, decode_assignment
+from rebalanser.storage import decode_assignment
+from rebalanser.wire import MemberAssignment, Phase
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ class Client:
             "assignment": lambda node: self._read_assignment(node), "barrier": lambda _: self._read_barrier(),
             "claim": self._retry_claim, "lease": lambda _: self._lease_expired(),
             "deposed": self._deposed, "coordinator": self._coordinator_epoch,
-            "self": self._check_own_node,
+            "self": self._check_own_node, "bad-data": self._bad_data,
         }
         if kind in _SESSION_BOUND and not self._in_session():
             # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
@@ -257,6 +257,8 @@ class Client:
             handlers[kind](arg)
         except (ConnectionLoss, SessionExpiredError) as exc:
             log.info("%s interrupted by %s; will redo after reconnect", kind, type(exc).__name__)
+        except CorruptDataError as exc:
+            self._bad_data(exc)
         except KazooException as exc:
             log.warning("%s failed: %r", kind, exc)
             self.handler.on_error(exc)
@@ -412,6 +414,7 @@ class Client:
             self.zk, self.paths, self.options, self._me,
             on_epoch=lambda epoch: self._post("coordinator", epoch),
             on_deposed=lambda reason: self._post("deposed", reason),
+            on_bad_data=lambda error: self._post("bad-data", error),
         )
         self._coordinator.start()
 
@@ -460,11 +463,14 @@ class Client:
             return
         try:
             assignment = decode_assignment(self.zk, self.paths, self._me.name, data)
-        except CorruptDataError as exc:
-            log.error("rejecting our assignment: %s", exc)
-            self.handler.on_error(exc)
+        except CorruptDataError as exc:  # our previous assignment stays
+            self._bad_data(exc)
             return
         self._consider(assignment)
+
+    def _bad_data(self, error: CorruptDataError) -> None:
+        baddata.report(error)
+        self.handler.on_error(error)
 
     def _consider(self, assignment: MemberAssignment) -> None:
         if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value:
@@ -483,14 +489,16 @@ class Client:
             if self.zk.exists(self.paths.barrier, watch=self._watch("barrier", None)) is not None:
                 self._post("barrier", None)
             return
-        phase, generation = _parse_barrier(data)
-        if not phase:
-            log.error("rejecting barrier data %r", data[:100])
+        try:
+            record = wire.decode_barrier(data, path=self.paths.barrier)
+        except CorruptDataError as exc:  # ignored; a Global Barrier coordinator overwrites it
+            self._bad_data(exc)
             return
+        phase, generation = record.phase.value, record.generation
         self._barrier = (phase, generation)
-        if phase == "stop" and generation > self._stopped_generation:
+        if phase == Phase.STOP and generation > self._stopped_generation:
             self._stop_for_barrier(generation)
-        elif phase == "assigned":
+        elif phase == Phase.ASSIGNED:
             held = self._held_assignment
             if held is not None and held.generation == generation:
                 self._held_assignment = None
@@ -636,12 +644,3 @@ class Client:
             except Exception:
                 log.debug("error closing the ZooKeeper client", exc_info=True)
         self.handler.on_session("closed")
-
-
-def _parse_barrier(data: bytes) -> tuple[str, int]:
-    try:
-        value = json.loads(data)
-        phase, generation = value["phase"], int(value["generation"])
-    except (ValueError, KeyError, TypeError):
-        return "", 0
-    return (phase, generation) if phase in ("stop", "assigned") else ("", 0)

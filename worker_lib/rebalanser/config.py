@@ -7,17 +7,15 @@ Format (JSON object, unknown keys ignored so newer operators stay readable)::
      "effectiveIntervalSeconds": 2.0,      # what the coordinator waits between rebalances
      "departureGraceSeconds": 0.0}
 
-Malformed data is rejected with a logged reason; the workers then keep their own options.
+Encoded and decoded (within bounds) by :mod:`rebalanser.wire`. Malformed data is rejected with a
+logged reason; the workers then keep their own options.
 """
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from rebalanser.errors import CorruptDataError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Algorithm(StrEnum):
@@ -62,18 +60,3 @@ class GroupConfig(BaseModel):
         if value is None:
             return self.min_interval_seconds
         return min(max(value, self.min_interval_seconds), self.max_interval_seconds)
-
-    def to_json(self) -> bytes:
-        return json.dumps(self.model_dump(by_alias=True, mode="json"), sort_keys=True).encode()
-
-    @staticmethod
-    def from_json(data: bytes) -> GroupConfig:
-        try:
-            return GroupConfig.model_validate_json(data)
-        except (ValidationError, ValueError) as exc:
-            raise CorruptDataError(f"rejected group config: {_short(exc)}") from exc
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc).replace("\n", " ")
-    return text if len(text) < 400 else text[:400] + "…"

@@ -21,14 +21,15 @@ from kazoo.exceptions import BadVersionError, ConnectionLoss, KazooException, No
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
-from rebalanser import blobs, metrics
+from rebalanser import baddata, metrics, wire
 from rebalanser.assignment import assign
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import CorruptDataError, NotCoordinatorError
 from rebalanser.membership import list_members
 from rebalanser.options import Options
 from rebalanser.paths import GroupPaths, MemberNode, is_valid_resource_name
-from rebalanser.storage import MemberAssignment, decode_assignment
+from rebalanser.storage import decode_assignment
+from rebalanser.wire import BarrierRecord, MemberAssignment, Phase, RebalanceRecord
 from rebalanser.writer import FencedWriter
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,10 @@ class Coordinator:
         me: MemberNode,
         on_epoch: Callable[[int], None],
         on_deposed: Callable[[str], None],
+        on_bad_data: Callable[[CorruptDataError], None] = lambda error: None,
     ) -> None:
         self._zk, self._paths, self._options, self._me = zk, paths, options, me
-        self._on_epoch, self._on_deposed = on_epoch, on_deposed
+        self._on_epoch, self._on_deposed, self._on_bad_data = on_epoch, on_deposed, on_bad_data
         self._wake = threading.Condition()
         self._dirty = True
         self._active = True
@@ -159,18 +161,26 @@ class Coordinator:
         """Generations must never repeat, even after a rebalance that failed half-way."""
         highest = 0
         try:
-            for name in self._zk.get_children(self._paths.stopped):
-                if name.startswith("g") and name[1:].isdigit():
-                    highest = max(highest, int(name[1:]))
+            names = self._zk.get_children(self._paths.stopped)
         except NoNodeError:
-            pass
-        for path in (self._paths.barrier, self._paths.state):
+            names = []
+        for name in names:
             try:
-                value = json.loads(self._zk.get(path)[0])
-                highest = max(highest, int(value.get("generation", 0)))
-            except (NoNodeError, ValueError, TypeError, AttributeError):
+                highest = max(highest, wire.decode_generation_dir(name, path=f"{self._paths.stopped}/{name}"))
+            except CorruptDataError as exc:
+                self._reject(exc)
+        for path, decode in ((self._paths.barrier, wire.decode_barrier), (self._paths.state, wire.decode_rebalance)):
+            try:
+                highest = max(highest, decode(self._zk.get(path)[0], path=path).generation)
+            except NoNodeError:
                 continue
+            except CorruptDataError as exc:  # overwritten by the next rebalance
+                self._reject(exc)
         return highest
+
+    def _reject(self, error: CorruptDataError) -> None:
+        baddata.report(error)
+        self._on_bad_data(error)
 
     def _load_member(self, node: str, data_reply: IAsyncResult, parts_reply: IAsyncResult, layout: Layout) -> None:
         member = MemberNode.parse(node)
@@ -184,8 +194,8 @@ class Coordinator:
             return
         try:
             value = decode_assignment(self._zk, self._paths, node, data)
-        except CorruptDataError as exc:
-            log.warning("rejecting assignment data of %s: %s", node, exc)
+        except CorruptDataError as exc:  # rewritten (or deleted) by the next rebalance
+            self._reject(exc)
             layout.written[node] = ("\0corrupt",)
             return
         layout.written[node] = value.resources
@@ -202,9 +212,9 @@ class Coordinator:
         config: GroupConfig | None = None
         if data:
             try:
-                config = GroupConfig.from_json(data)
-            except CorruptDataError as exc:
-                log.error("%s; keeping the previous settings", exc)
+                config = wire.decode_config(data, path=self._paths.config)
+            except CorruptDataError as exc:  # the previous settings stay
+                self._reject(exc)
                 config = self._config
         self._config = config
         self.trigger()
@@ -362,13 +372,12 @@ class Coordinator:
     def _stage_member(
         self, writer: FencedWriter, node: str, resources: tuple[str, ...], generation: int, algorithm: Algorithm
     ) -> list[str]:
-        payload = MemberAssignment(self._epoch, generation, resources, algorithm.value).payload()
-        blob = blobs.encode(payload, generation)
+        blob = wire.encode_assignment(MemberAssignment(self._epoch, generation, resources, algorithm.value))
         path = self._paths.member_assignment(node)
         if node not in self._layout.written:
             writer.create(path, b"")
             self._layout.parts[node] = []
-        names = [blobs.part_name(generation, i) for i in range(len(blob.parts))]
+        names = [wire.part_name(generation, i) for i in range(len(blob.parts))]
         for name, part in zip(names, blob.parts, strict=True):
             writer.create(self._paths.assignment_part(node, name), part)
         writer.set(path, blob.header)
@@ -392,17 +401,17 @@ class Coordinator:
     def _global_barrier(self, generation: int, desired: dict[str, tuple[str, ...]], members: list[MemberNode]) -> None:
         writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
         writer.create(self._paths.stopped_generation(generation))
-        self._stage_barrier(writer, "stop", generation)
+        self._stage_barrier(writer, Phase.STOP, generation)
         writer.commit()
         self._await_stop_markers(generation, members)
         self._write_assignments(generation, desired, force=True, algorithm=Algorithm.GLOBAL_BARRIER)
         writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
-        self._stage_barrier(writer, "assigned", generation)
+        self._stage_barrier(writer, Phase.ASSIGNED, generation)
         writer.commit()
         self._drop_old_generations(generation)
 
-    def _stage_barrier(self, writer: FencedWriter, phase: str, generation: int) -> None:
-        data = json.dumps({"phase": phase, "generation": generation, "epoch": self._epoch}).encode()
+    def _stage_barrier(self, writer: FencedWriter, phase: Phase, generation: int) -> None:
+        data = wire.encode_barrier(BarrierRecord(phase, generation, self._epoch))
         if self._zk.exists(self._paths.barrier) is None:
             writer.create(self._paths.barrier, data)
         else:
@@ -448,21 +457,15 @@ class Coordinator:
         self, wall: float, started: float, generation: int, moved: int, members: int, resources: int
     ) -> None:
         finished = time.time()
-        state = {
-            "generation": generation, "epoch": self._epoch, "coordinator": self._me.member_id,
-            "algorithm": self._algorithm().value,
-            "startedAt": _iso(wall), "completedAt": _iso(finished),
-            "durationMs": int((time.monotonic() - started) * 1000), "moved": moved,
-            "members": members, "resources": resources,
-        }
+        state = RebalanceRecord(
+            generation=generation, epoch=self._epoch, coordinator=self._me.member_id,
+            algorithm=self._algorithm().value, started_at=wire.iso_time(wall), completed_at=wire.iso_time(finished),
+            duration_ms=int((time.monotonic() - started) * 1000), moved=moved, members=members, resources=resources,
+        )
         writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
-        data = json.dumps(state).encode()
+        data = wire.encode_rebalance(state)
         if self._zk.exists(self._paths.state) is None:
             writer.create(self._paths.state, data)
         else:
             writer.set(self._paths.state, data)
         writer.commit()
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

@@ -17,3 +17,7 @@ OWNED = Gauge("rebalanser_owned_resources", "Resources this member currently wor
 COORDINATOR = Gauge("rebalanser_is_coordinator", "1 while this member is the coordinator")
 SESSION_EVENTS = Counter("rebalanser_session_events_total", "ZooKeeper session transitions", ["state"])
 LEASE_EXPIRIES = Counter("rebalanser_lease_expiries_total", "Times the self-fencing lease ran out")
+BAD_DATA = Counter(
+    "rebalanser_bad_data_total", "Values read from ZooKeeper that were rejected (and ignored), by record kind",
+    ["kind"],
+)

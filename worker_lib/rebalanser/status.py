@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from rebalanser import wire
 from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.storage import read_member_assignment
@@ -27,7 +27,7 @@ class GroupStatus:
     resources: list[str] = field(default_factory=list)
     assignments: dict[str, list[str]] = field(default_factory=dict)  # member id -> sorted resources
     generation: int = 0
-    last_rebalance: dict[str, Any] | None = None
+    last_rebalance: wire.RebalanceRecord | None = None
     rejected: list[str] = field(default_factory=list)  # data that could not be parsed, with reasons
 
     @property
@@ -45,7 +45,8 @@ class GroupStatus:
             "coordinator": self.coordinator, "epoch": self.epoch, "generation": self.generation,
             "resources": len(self.resources), "assigned": len(self.assigned),
             "unassigned": self.unassigned, "assignments": self.assignments,
-            "lastRebalance": self.last_rebalance, "rejected": self.rejected,
+            "lastRebalance": self.last_rebalance.to_dict() if self.last_rebalance else None,
+            "rejected": self.rejected,
         }
 
 
@@ -82,7 +83,7 @@ def _read_assignments(zk: KazooClient, paths: GroupPaths, members: list[MemberNo
         try:
             assignment = read_member_assignment(zk, paths, member.name)
         except CorruptDataError as exc:
-            status.rejected.append(f"assignment of {member.member_id}: {exc}")
+            status.rejected.append(f"assignment of {member.member_id}: {exc.reason}")
             continue
         if assignment is None:
             continue
@@ -90,13 +91,12 @@ def _read_assignments(zk: KazooClient, paths: GroupPaths, members: list[MemberNo
         status.assignments[member.member_id] = sorted(assignment.resources)
 
 
-def _last_rebalance(zk: KazooClient, paths: GroupPaths, status: GroupStatus) -> dict[str, Any] | None:
+def _last_rebalance(zk: KazooClient, paths: GroupPaths, status: GroupStatus) -> wire.RebalanceRecord | None:
     try:
         data, _ = zk.get(paths.state)
-        value = json.loads(data)
+        return wire.decode_rebalance(data, path=paths.state)
     except NoNodeError:
         return None
-    except ValueError:
-        status.rejected.append("G/state is not JSON")
+    except CorruptDataError as exc:
+        status.rejected.append(f"G/state: {exc.reason}")
         return None
-    return value if isinstance(value, dict) else None

@@ -1,0 +1,221 @@
+"""The wire formats and the bounded decoder, specified directly (no ZooKeeper)."""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rebalanser import wire
+from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.errors import CorruptDataError
+from rebalanser.wire import BarrierRecord, MemberAssignment, Phase, RebalanceRecord
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+UNSAFE = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+
+names = st.from_regex(r"[A-Za-z0-9_.:@+=-]{1,40}", fullmatch=True).filter(lambda n: n not in (".", ".."))
+counts = st.integers(min_value=0, max_value=wire.MAX_INT)
+texts = st.text(max_size=60)
+
+
+# -- assignments (the former chunked blobs) -------------------------------------------------------
+
+
+def test_small_assignments_are_stored_inline() -> None:
+    blob = wire.encode_assignment(MemberAssignment(1, 2, ("a",)))
+    assert blob.parts == []
+    assert wire.decode_assignment_header(blob.header).inline == MemberAssignment(1, 2, ("a",))
+
+
+def test_large_assignments_round_trip_through_parts() -> None:
+    value = MemberAssignment(3, 7, tuple(f"{i:x}{i * 7919:x}" for i in range(50_000)), "GlobalBarrier")
+    blob = wire.encode_assignment(value, part_bytes=10_000)
+    header = wire.decode_assignment_header(blob.header)
+    assert header.parts == len(blob.parts) > 1 and header.generation == 7 and header.inline is None
+    assert wire.join_assignment_parts(header, blob.parts) == value
+
+
+def test_missing_or_foreign_parts_are_detected() -> None:
+    blob = wire.encode_assignment(MemberAssignment(1, 1, tuple(str(i) for i in range(20_000))), part_bytes=1000)
+    header = wire.decode_assignment_header(blob.header)
+    with pytest.raises(CorruptDataError):
+        wire.join_assignment_parts(header, blob.parts[:-1])
+    with pytest.raises(CorruptDataError):
+        wire.join_assignment_parts(header, [b"x" * len(p) for p in blob.parts])
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"{}", b"RB1", b"RB1Igarbage", b"RB1P{}", b"RB1X123",
+    b'RB1P{"generation":1e999,"parts":1,"sha256":"00"}',
+    b'RB1P{"generation":1,"parts":100000,"sha256":"' + b"0" * 64 + b'"}',
+    b'RB1P{"generation":1,"parts":0,"sha256":"' + b"0" * 64 + b'"}',
+    b'RB1P{"generation":-1,"parts":1,"sha256":"' + b"0" * 64 + b'"}',
+    b'RB1P{"generation":1,"parts":1,"sha256":"' + b"0" * 64 + b'\\n"}',
+    b"RB1P" + DEEP,
+    b"RB1I" + zlib.compress(DEEP),
+    b"RB1I" + zlib.compress(b'{"epoch":1e999,"generation":1,"resources":[]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":["a/b"]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[""]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[".."]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[1]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[],"algorithm":"RoundRobin"}'),
+    b"RB1I" + zlib.compress(b'{"epoch":true,"generation":1,"resources":[]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[]}')[:-2],
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[]}') + b"trailing",
+], ids=repr)
+def test_garbage_assignment_headers_are_rejected(data: bytes) -> None:
+    with pytest.raises(CorruptDataError) as caught:
+        wire.decode_assignment_header(data, path="/g/assignment/x")
+    assert caught.value.kind == "assignment" and caught.value.path == "/g/assignment/x" and caught.value.reason
+
+
+def test_a_zlib_bomb_is_rejected_after_inflating_no_more_than_the_limit() -> None:
+    compressor = zlib.compressobj(9)
+    body = b"".join(compressor.compress(b" " * (1 << 20)) for _ in range(512)) + compressor.flush()
+    started = time.monotonic()
+    with pytest.raises(CorruptDataError, match="inflates to more than"):
+        wire.decode_assignment_header(b"RB1I" + body)
+    assert time.monotonic() - started < 10
+    with pytest.raises(CorruptDataError, match="inflates to more than 1024"):
+        wire.inflate(zlib.compress(b" " * 1025), kind="assignment", limit=1024)
+    assert wire.inflate(zlib.compress(b" " * 1024), kind="assignment", limit=1024) == b" " * 1024
+
+
+# -- the bounded JSON decoder ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b'{"a":1e999}', "finite"), (b'{"a":-1e999}', "finite"), (b'{"a":NaN}', "NaN"),
+    (b'{"a":Infinity}', "Infinity"), (b'{"a":-Infinity}', "Infinity"),
+    (b'{"a":9223372036854775808}', "out of range"), (b'{"a":' + b"9" * 5000 + b"}", "out of range"),
+    (DEEP, "bytes"), (b"[" * 300 + b"]" * 300, "arrays or objects"), (b"[" * 20 + b"]" * 20, "nested deeper"),
+    (b'{"a":' + b"[" * 200 + b"]" * 200 + b"}", "nested deeper"),
+    (b"{" + b" " * wire.MAX_RECORD_BYTES + b"}", "bytes"),
+    (b'{"a":"\xff"}', "not JSON"), (b"{", "not JSON"), (b"[]", "not a JSON object"),
+])
+def test_the_decoder_bounds_numbers_depth_and_size(data: bytes, reason: str) -> None:
+    with pytest.raises(CorruptDataError, match=reason):
+        wire.decode_object(data, kind="state")
+
+
+def test_the_largest_numbers_in_range_are_kept() -> None:
+    value = wire.decode_object(b'{"a":9223372036854775807,"b":-9223372036854775807,"c":1.5e300}', kind="state")
+    assert value == {"a": wire.MAX_INT, "b": -wire.MAX_INT, "c": 1.5e300}
+
+
+# -- records: round trips and arbitrary input -----------------------------------------------------
+
+
+@given(st.builds(BarrierRecord, st.sampled_from(Phase), counts, counts))
+def test_barrier_records_round_trip(record: BarrierRecord) -> None:
+    assert wire.decode_barrier(wire.encode_barrier(record)) == record
+
+
+rebalances = st.builds(
+    RebalanceRecord, counts, st.none() | counts, st.none() | texts, st.none() | texts,
+    st.none() | st.text(min_size=1, max_size=40), st.none() | st.text(min_size=1, max_size=40),
+    st.none() | counts | st.floats(min_value=0, max_value=1e300), st.none() | counts, st.none() | counts,
+    st.none() | counts,
+)
+
+
+@given(rebalances)
+def test_rebalance_records_round_trip(record: RebalanceRecord) -> None:
+    assert wire.decode_rebalance(wire.encode_rebalance(record)) == record
+
+
+assignments = st.builds(
+    MemberAssignment, counts, counts, st.lists(names, max_size=50).map(tuple),
+    st.sampled_from([a.value for a in Algorithm]),
+)
+
+
+@given(assignments, st.sampled_from([16, 64, wire.PART_BYTES]))
+def test_assignments_round_trip_inline_and_in_parts(assignment: MemberAssignment, part_bytes: int) -> None:
+    blob = wire.encode_assignment(assignment, part_bytes=part_bytes)
+    header = wire.decode_assignment_header(blob.header)
+    decoded = header.inline if header.inline is not None else wire.join_assignment_parts(header, blob.parts)
+    assert decoded == assignment
+
+
+configs = st.builds(
+    GroupConfig, algorithm=st.sampled_from(Algorithm),
+    min_interval_seconds=st.floats(0, 100), max_interval_seconds=st.floats(100, 3600),
+    effective_interval_seconds=st.none() | st.floats(0, 3600), departure_grace_seconds=st.floats(0, 3600),
+)
+
+
+@given(configs)
+def test_configs_round_trip(config: GroupConfig) -> None:
+    assert wire.decode_config(wire.encode_config(config)) == config
+
+
+@given(counts)
+def test_generation_dirs_round_trip(generation: int) -> None:
+    assert wire.decode_generation_dir(wire.generation_dir(generation)) == generation
+
+
+@pytest.mark.parametrize("name", ["g", "g12", "g" + "9" * 5000, "g00000000000a", "g000000000001\n", "x000000000001",
+                                  "g99999999999999999999", "g" + "\u0661" * 12])
+def test_foreign_generation_dirs_are_rejected(name: str) -> None:
+    with pytest.raises(CorruptDataError):
+        wire.decode_generation_dir(name)
+
+
+DECODERS: dict[str, Callable[[bytes], object]] = {
+    "barrier": wire.decode_barrier, "state": wire.decode_rebalance, "config": wire.decode_config,
+    "assignment": wire.decode_assignment_header,
+    "object": lambda data: wire.decode_object(data, kind="owner"),
+}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=30,
+)
+record_keys = st.sampled_from([
+    "phase", "generation", "epoch", "coordinator", "algorithm", "startedAt", "completedAt", "durationMs", "moved",
+    "members", "resources", "minIntervalSeconds", "maxIntervalSeconds", "effectiveIntervalSeconds",
+    "departureGraceSeconds", "parts", "sha256", "resourceGroup",
+])
+record_like = st.dictionaries(record_keys, json_values, max_size=8)
+
+
+def _only_corrupt_data(decode: Callable[[bytes], object], data: bytes) -> None:
+    try:
+        decode(data)
+    except CorruptDataError:
+        pass
+
+
+@UNSAFE
+@given(st.sampled_from(sorted(DECODERS)), st.binary(max_size=300))
+def test_arbitrary_bytes_raise_nothing_but_corrupt_data(decoder: str, data: bytes) -> None:
+    _only_corrupt_data(DECODERS[decoder], data)
+    _only_corrupt_data(DECODERS[decoder], b"RB1I" + zlib.compress(data))
+    _only_corrupt_data(DECODERS[decoder], b"RB1P" + data)
+
+
+@UNSAFE
+@given(st.sampled_from(sorted(DECODERS)), st.one_of(json_values, record_like), st.booleans())
+def test_arbitrary_json_raises_nothing_but_corrupt_data(decoder: str, value: object, compressed: bool) -> None:
+    text = json.dumps(value, allow_nan=True).encode()
+    _only_corrupt_data(DECODERS[decoder], b"RB1I" + zlib.compress(text) if compressed else text)
+    _only_corrupt_data(DECODERS[decoder], b"RB1P" + text)
+
+
+@UNSAFE
+@given(assignments, st.data())
+def test_corrupted_parts_raise_nothing_but_corrupt_data(assignment: MemberAssignment, data: st.DataObject) -> None:
+    blob = wire.encode_assignment(assignment, part_bytes=16)
+    header = wire.decode_assignment_header(blob.header)
+    parts = [data.draw(st.binary(max_size=40)) if data.draw(st.booleans()) else p for p in blob.parts]
+    try:
+        assert wire.join_assignment_parts(header, parts) == assignment
+    except CorruptDataError:
+        assert parts != blob.parts

@@ -1,0 +1,430 @@
+"""The wire formats of a group's records, and the one bounded decoder every value read from ZooKeeper
+goes through.
+
+Records (each has one encoder and one decoder here, used by the library and the operator alike):
+
+* :class:`BarrierRecord` in ``G/barrier``: the Global Barrier phase, generation and epoch.
+* :class:`RebalanceRecord` in ``G/state``: the coordinator's summary of the last rebalance.
+* :class:`MemberAssignment` in ``G/assignment/<member node>``: behind an :class:`AssignmentHeader`
+  (``RB1I`` + zlib-compressed JSON inline, or ``RB1P`` + JSON naming the part children).
+* :class:`~rebalanser.config.GroupConfig` in ``G/config``.
+* the generation directories ``G/stopped/g<generation>``, and any other JSON object the operator
+  keeps under ``G`` (:func:`decode_object`).
+
+Every decoder accepts arbitrary bytes and either returns a typed value or raises
+:class:`~rebalanser.errors.CorruptDataError` (never anything else), within these bounds: the input's
+size (:data:`MAX_RECORD_BYTES`, :data:`MAX_HEADER_BYTES`, :data:`MAX_PART_BYTES`), its nesting depth
+(:data:`MAX_DEPTH`, and at most :data:`MAX_CONTAINERS` arrays and objects), its number of values
+(:data:`MAX_VALUES`), the range of its numbers (integers within ±:data:`MAX_INT`, floats finite) and
+the size of what a compressed value inflates to (:data:`MAX_INFLATED_BYTES`). So no value, however
+made, costs a reader more than a bounded amount of memory and time, or raises what a caller does not
+expect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TypeAlias
+
+from pydantic import ValidationError
+
+from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.errors import CorruptDataError
+from rebalanser.paths import is_valid_resource_name
+
+Json: TypeAlias = "bool | int | float | str | list[Json] | dict[str, Json] | None"
+
+MAX_RECORD_BYTES = 64 * 1024  # G/barrier, G/state, G/config, the group root: a few hundred bytes as written
+MAX_HEADER_BYTES = 1 << 20  # an assignment header (inline values are at most PART_BYTES compressed)
+MAX_PART_BYTES = 1 << 20
+MAX_PARTS = 256
+MAX_INFLATED_BYTES = 64 << 20  # ~330,000 resource names of the longest kind (200 characters)
+MAX_VALUES = 1 << 20  # elements of every array and object together
+MAX_DEPTH = 8  # records nest at most 2 deep as written
+MAX_CONTAINERS = 256  # '[' and '{' bytes in one record (as written: at most 3)
+MAX_INT = 2**63 - 1
+_MAX_INT_DIGITS = len(str(MAX_INT))
+_MAX_TEXT = 1024  # coordinator ids, algorithm names, timestamps
+_LATEST_SECONDS = 253402300799  # 9999-12-31T23:59:59Z
+
+PART_BYTES = 400 * 1024
+MAGIC = b"RB1"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_GENERATION_DIR = re.compile(r"g([0-9]{12,19})")
+
+
+# -- the bounded decoder -------------------------------------------------------------------------
+
+
+def decode_object(data: bytes, *, kind: str, path: str = "", max_bytes: int = MAX_RECORD_BYTES) -> dict[str, Json]:
+    """A JSON object, within every bound; CorruptDataError otherwise."""
+    value = decode_json(data, kind=kind, path=path, max_bytes=max_bytes)
+    if not isinstance(value, dict):
+        raise CorruptDataError(f"not a JSON object but {type(value).__name__}", path=path, kind=kind)
+    return value
+
+
+def decode_json(data: bytes, *, kind: str, path: str = "", max_bytes: int = MAX_RECORD_BYTES) -> Json:
+    """Any JSON value, within every bound; CorruptDataError otherwise."""
+
+    def bad(reason: str) -> CorruptDataError:
+        return CorruptDataError(reason, path=path, kind=kind)
+
+    if len(data) > max_bytes:
+        raise bad(f"{len(data)} bytes, more than the {max_bytes} a {kind} record may hold")
+    containers = data.count(b"[") + data.count(b"{")
+    if containers > MAX_CONTAINERS:
+        raise bad(f"{containers} arrays or objects, more than {MAX_CONTAINERS}")
+    if data.count(b",") >= MAX_VALUES:
+        raise bad(f"more than {MAX_VALUES} values")
+    try:
+        text = data.decode("utf-8")
+        value: Json = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+        )
+    except _NumberOutOfRange as exc:
+        raise bad(str(exc)) from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise bad(f"not JSON: {_short(exc)}") from None
+    if containers > MAX_DEPTH and _depth(value) > MAX_DEPTH:
+        raise bad(f"nested deeper than {MAX_DEPTH}")
+    return value
+
+
+def inflate(data: bytes, *, kind: str, path: str = "", limit: int = MAX_INFLATED_BYTES) -> bytes:
+    """zlib-decompresses at most ``limit`` bytes; a longer, truncated or trailing-garbage stream is corrupt."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise CorruptDataError(f"not a zlib stream: {exc}", path=path, kind=kind) from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise CorruptDataError(f"inflates to more than {limit} bytes", path=path, kind=kind)
+    if not inflater.eof or inflater.unused_data:
+        raise CorruptDataError("truncated zlib stream, or data after its end", path=path, kind=kind)
+    return out
+
+
+class _NumberOutOfRange(Exception):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS or abs(value := int(text)) > MAX_INT:
+        raise _NumberOutOfRange(f"integer {text[:24]}… is out of range (±{MAX_INT})")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NumberOutOfRange(f"number {text[:24]} is out of range (not a finite float)")
+    return value
+
+
+def _parse_constant(text: str) -> float:
+    raise _NumberOutOfRange(f"{text} is not a number a record may hold")
+
+
+def _depth(value: Json) -> int:
+    deepest = 0
+    stack: list[tuple[Json, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in item if isinstance(child, list | dict))
+    return deepest
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+class _Fields:
+    """Typed access to a decoded object's fields; every mistake is a CorruptDataError."""
+
+    def __init__(self, value: Mapping[str, Json], kind: str, path: str) -> None:
+        self.value, self.kind, self.path = value, kind, path
+
+    def bad(self, reason: str) -> CorruptDataError:
+        return CorruptDataError(reason, path=self.path, kind=self.kind)
+
+    def integer(self, key: str, default: int | None = None) -> int:
+        value = self.value.get(key, default)
+        if value is None:
+            raise self.bad(f"no {key!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise self.bad(f"{key!r} is not a non-negative integer: {_show(value)}")
+        return value
+
+    def optional_integer(self, key: str) -> int | None:
+        return None if self.value.get(key) is None else self.integer(key)
+
+    def text(self, key: str, default: str | None = None) -> str:
+        value = self.value.get(key, default)
+        if not isinstance(value, str) or len(value) > _MAX_TEXT:
+            raise self.bad(f"{key!r} is not a string of at most {_MAX_TEXT} characters: {_show(value)}")
+        return value
+
+    def optional_number(self, key: str) -> float | None:
+        value = self.value.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise self.bad(f"{key!r} is not a non-negative number: {_show(value)}")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        return None if self.value.get(key) is None else self.text(key)
+
+    def timestamp(self, key: str) -> str | None:
+        """RFC 3339 text as written; numbers of seconds or milliseconds since the epoch are accepted too."""
+        value = self.value.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str) and value:
+            return self.text(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            seconds = value / 1000.0 if value > 1e11 else float(value)
+            if seconds <= _LATEST_SECONDS:
+                return rfc3339(seconds)
+        raise self.bad(f"{key!r} is not a timestamp: {_show(value)}")
+
+
+def _show(value: Json) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def rfc3339(seconds: float) -> str:
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _dumps(value: Mapping[str, Json]) -> bytes:
+    return json.dumps(value).encode()
+
+
+# -- G/barrier -------------------------------------------------------------------------------------
+
+
+class Phase(StrEnum):
+    STOP = "stop"
+    ASSIGNED = "assigned"
+
+
+@dataclass(frozen=True)
+class BarrierRecord:
+    """``G/barrier``: ``stop`` (every member stops and marks ``G/stopped/g<generation>``) or
+    ``assigned`` (the assignments of ``generation`` are written), by the coordinator of ``epoch``."""
+
+    phase: Phase
+    generation: int
+    epoch: int = 0
+
+
+def encode_barrier(record: BarrierRecord) -> bytes:
+    return _dumps({"phase": record.phase.value, "generation": record.generation, "epoch": record.epoch})
+
+
+def decode_barrier(data: bytes, *, path: str = "") -> BarrierRecord:
+    fields = _Fields(decode_object(data, kind="barrier", path=path), "barrier", path)
+    phase = fields.text("phase", "")
+    if phase not in (Phase.STOP.value, Phase.ASSIGNED.value):
+        raise fields.bad(f"unknown phase {_show(phase)}")
+    return BarrierRecord(Phase(phase), fields.integer("generation"), fields.integer("epoch", 0))
+
+
+# -- G/state ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RebalanceRecord:
+    """``G/state``: the last completed rebalance. Only ``generation`` is required to read one."""
+
+    generation: int
+    epoch: int | None = None
+    coordinator: str | None = None
+    algorithm: str | None = None
+    started_at: str | None = None  # RFC 3339
+    completed_at: str | None = None
+    duration_ms: float | None = None
+    moved: int | None = None
+    members: int | None = None
+    resources: int | None = None
+
+    def to_dict(self) -> dict[str, Json]:
+        """The record as written (camelCase keys), absent fields left out."""
+        values: dict[str, Json] = {
+            "generation": self.generation, "epoch": self.epoch, "coordinator": self.coordinator,
+            "algorithm": self.algorithm, "startedAt": self.started_at, "completedAt": self.completed_at,
+            "durationMs": self.duration_ms, "moved": self.moved, "members": self.members,
+            "resources": self.resources,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+def encode_rebalance(record: RebalanceRecord) -> bytes:
+    return _dumps(record.to_dict())
+
+
+def decode_rebalance(data: bytes, *, path: str = "") -> RebalanceRecord:
+    fields = _Fields(decode_object(data, kind="state", path=path), "state", path)
+    return RebalanceRecord(
+        generation=fields.integer("generation"), epoch=fields.optional_integer("epoch"),
+        coordinator=fields.optional_text("coordinator"), algorithm=fields.optional_text("algorithm"),
+        started_at=fields.timestamp("startedAt"), completed_at=fields.timestamp("completedAt"),
+        duration_ms=fields.optional_number("durationMs"),
+        moved=fields.optional_integer("moved"), members=fields.optional_integer("members"),
+        resources=fields.optional_integer("resources"),
+    )
+
+
+def iso_time(ts: float) -> str:
+    """A wall-clock time as the RFC 3339 text the coordinator writes."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+# -- G/config --------------------------------------------------------------------------------------
+
+
+def encode_config(config: GroupConfig) -> bytes:
+    return json.dumps(config.model_dump(by_alias=True, mode="json"), sort_keys=True).encode()
+
+
+def decode_config(data: bytes, *, path: str = "") -> GroupConfig:
+    value = decode_object(data, kind="config", path=path)
+    try:
+        return GroupConfig.model_validate(value)
+    except ValidationError as exc:
+        raise CorruptDataError(f"rejected group config: {_short(exc)}", path=path, kind="config") from None
+
+
+# -- G/stopped/g<generation> -----------------------------------------------------------------------
+
+
+def generation_dir(generation: int) -> str:
+    return f"g{generation:012d}"
+
+
+def decode_generation_dir(name: str, *, path: str = "") -> int:
+    match = _GENERATION_DIR.fullmatch(name)
+    if match is None or int(match.group(1)) > MAX_INT:
+        raise CorruptDataError(f"not a generation directory: {name[:40]!r}", path=path, kind="stopped")
+    return int(match.group(1))
+
+
+# -- G/assignment/<member node> --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    """What the coordinator of ``epoch`` proposes that one member works on, as of ``generation``."""
+
+    epoch: int
+    generation: int
+    resources: tuple[str, ...]
+    algorithm: str = Algorithm.RESOURCE_BARRIER.value
+
+    def payload(self) -> dict[str, Json]:
+        return {
+            "epoch": self.epoch, "generation": self.generation, "algorithm": self.algorithm,
+            "resources": list(self.resources),
+        }
+
+
+@dataclass(frozen=True)
+class Blob:
+    """An encoded assignment: the header znode's data, and the part children's (named by :func:`part_name`)."""
+
+    header: bytes
+    parts: list[bytes]
+
+
+@dataclass(frozen=True)
+class AssignmentHeader:
+    """A decoded header: the value itself (``parts == 0``), or where its parts are and their digest."""
+
+    inline: MemberAssignment | None
+    generation: int
+    parts: int
+    sha256: str
+
+
+def part_name(generation: int, index: int) -> str:
+    return f"p{generation:012d}-{index:05d}"
+
+
+def encode_assignment(assignment: MemberAssignment, part_bytes: int = PART_BYTES) -> Blob:
+    """Compact JSON, zlib-compressed; inline when it fits ``part_bytes``, else cut into parts that
+    are named after the generation (so a reader never mixes parts of two generations)."""
+    raw = zlib.compress(json.dumps(assignment.payload(), separators=(",", ":")).encode(), 6)
+    if len(raw) <= part_bytes:
+        return Blob(MAGIC + b"I" + raw, [])
+    parts = [raw[i : i + part_bytes] for i in range(0, len(raw), part_bytes)]
+    meta = {"generation": assignment.generation, "parts": len(parts), "sha256": hashlib.sha256(raw).hexdigest()}
+    return Blob(MAGIC + b"P" + json.dumps(meta).encode(), parts)
+
+
+def decode_assignment_header(data: bytes, *, path: str = "") -> AssignmentHeader:
+    def bad(reason: str) -> CorruptDataError:
+        return CorruptDataError(reason, path=path, kind="assignment")
+
+    if len(data) > MAX_HEADER_BYTES:
+        raise bad(f"{len(data)} bytes, more than the {MAX_HEADER_BYTES} an assignment header may hold")
+    if not data.startswith(MAGIC) or len(data) < 4:
+        raise bad("not a Rebalanser assignment (foreign or garbage data)")
+    kind, body = data[3:4], data[4:]
+    if kind == b"I":
+        return AssignmentHeader(_assignment(inflate(body, kind="assignment", path=path), path), 0, 0, "")
+    if kind == b"P":
+        fields = _Fields(decode_object(body, kind="assignment", path=path), "assignment", path)
+        parts = fields.integer("parts")
+        if not 1 <= parts <= MAX_PARTS:
+            raise bad(f"{parts} parts; an assignment has 1 to {MAX_PARTS}")
+        digest = fields.text("sha256")
+        if not _SHA256.fullmatch(digest):
+            raise bad("'sha256' is not a SHA-256 digest")
+        return AssignmentHeader(None, fields.integer("generation"), parts, digest)
+    raise bad(f"unknown header kind {kind!r}")
+
+
+def join_assignment_parts(header: AssignmentHeader, parts: list[bytes], *, path: str = "") -> MemberAssignment:
+    if len(parts) != header.parts or any(len(p) > MAX_PART_BYTES for p in parts):
+        raise CorruptDataError("parts do not match their header (partial or foreign write)", path=path,
+                               kind="assignment")
+    raw = b"".join(parts)
+    if hashlib.sha256(raw).hexdigest() != header.sha256:
+        raise CorruptDataError("parts do not match their digest (partial or foreign write)", path=path,
+                               kind="assignment")
+    return _assignment(inflate(raw, kind="assignment", path=path), path)
+
+
+def _assignment(payload: bytes, path: str) -> MemberAssignment:
+    value = decode_object(payload, kind="assignment", path=path, max_bytes=MAX_INFLATED_BYTES)
+    fields = _Fields(value, "assignment", path)
+    resources = value.get("resources")
+    if not isinstance(resources, list):
+        raise fields.bad("no list of resource names")
+    names: list[str] = []
+    for name in resources:
+        if not isinstance(name, str) or not is_valid_resource_name(name):
+            raise fields.bad(f"{_show(name)} is not a resource name")
+        names.append(name)
+    algorithm = fields.text("algorithm", Algorithm.RESOURCE_BARRIER.value)
+    if algorithm not in {a.value for a in Algorithm}:
+        raise fields.bad(f"unknown algorithm {_show(algorithm)}")
+    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), tuple(names), algorithm)
