@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import resource
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -162,6 +164,23 @@ def test_a_resource_name_that_is_no_name_in_an_assignment_is_rejected(
     add_resources(zk, group_path, ["r1"])
     wait_for(lambda: handler.owned == {"r0", "r1"}, 20, lambda: f"owned {sorted(handler.owned)}")
     assert client.owns("r0") and client.owns("r1")
+
+
+def test_the_status_of_a_poisoned_group_lists_what_was_rejected(
+    zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """``rebalanser status`` (and the operator's status mirror, which reads the same way) over bad data."""
+    add_resources(zk, group_path, RESOURCES)
+    plant(zk, group_path, "state", DEEP)
+    zk.create(f"{group_path}/clients/{GHOST}", b"", ephemeral=True, makepath=True)
+    plant(zk, group_path, f"assignment/{GHOST}", inline_blob(assignment_payload(["r0"], epoch="@INF@")))
+    out = subprocess.run([sys.executable, "-m", "rebalanser.cli", "status", "--zk", zk_hosts, "--group", group_path,
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    status = json.loads(out.stdout)
+    assert status["members"] == ["ghost"] and status["lastRebalance"] is None and status["resources"] == 4
+    assert any(r.startswith("G/state") for r in status["rejected"]), status["rejected"]
+    assert any(r.startswith("assignment of ghost") for r in status["rejected"]), status["rejected"]
 
 
 # -- real worker processes: the `error` event -----------------------------------------------------

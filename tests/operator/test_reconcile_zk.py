@@ -183,3 +183,14 @@ def test_digest_acl_lets_only_credential_holders_write(zk: KazooClient, zk_hosts
     finally:
         admin.stop()
         admin.close()
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000 + b"]" * 100_000, b'{"resourceGroup": {"namespace": 1e999}}',
+                                  b"\xff\xfe"], ids=["deep", "1e999", "not-utf8"])
+def test_foreign_data_in_the_group_root_is_replaced_by_the_owner_marker(
+    zk: KazooClient, group_path: str, data: bytes
+) -> None:
+    zk.create(group_path, data, makepath=True)
+    apply(zk, group_path, spec(resources=["a"]))
+    assert OwnerMarker.parse(zk.get(group_path)[0]) == OWNER
+    assert zk.get_children(f"{group_path}/resources") == ["a"]

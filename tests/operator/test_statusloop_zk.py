@@ -206,6 +206,42 @@ def test_drift_is_repaired(
         assert "DriftRepaired" in kube.reasons()
 
 
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize("poison", [b"{not json", b'{"minIntervalSeconds": 1e999}', DEEP],
+                         ids=["garbage", "1e999", "deep"])
+def test_a_poisoned_config_is_written_again(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, poison: bytes
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"])
+    paths = GroupPaths.of(group_path)
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: s["resources"] == 1, 10, "first status")
+        wanted = zk.get(paths.config)[0]
+        zk.set(paths.config, poison)
+        deadline = time.monotonic() + 10
+        while zk.get(paths.config)[0] != wanted:
+            assert time.monotonic() < deadline, f"G/config still holds {zk.get(paths.config)[0][:40]!r}"
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("poison", [DEEP, b'{"generation": 1, "completedAt": 1e999}',
+                                    b'{"generation": 1, "completedAt": 1e300}'], ids=["deep", "1e999", "1e300"])
+def test_a_poisoned_state_record_is_reported_and_the_status_goes_on(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, poison: bytes
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a", "b"])
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: s["resources"] == 2, 10, "first status")
+        zk.create(GroupPaths.of(group_path).state, poison)
+        add_member(zk, group_path, "m1")
+        status = kube.wait_status(lambda s: s["members"] == 1, 10, "a status after the poison")
+        ready = conditions(status)["Ready"]
+        assert status["phase"] == "Degraded" and ready["reason"] == "CorruptData" and "G/state" in ready["message"]
+        assert "lastRebalance" not in status
+
+
 def test_rollout_raises_the_effective_interval_to_the_maximum(
     ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
 ) -> None:
