@@ -60,6 +60,7 @@ POISONS: list[tuple[str, str, bytes, bool]] = [
     ("barrier-deep", "barrier", DEEP, True),
     ("state-1e999", "state", b'{"generation":1e999,"epoch":1}', True),
     ("state-deep", "state", DEEP, True),
+    ("state-generation-max-int", "state", b'{"generation":9223372036854775807}', True),
     ("assignment-inline-deep", f"assignment/{GHOST}", inline_blob(DEEP), True),
     ("assignment-epoch-1e999", f"assignment/{GHOST}", inline_blob(assignment_payload(["r0"], epoch="@INF@")), True),
     ("assignment-parts-1e999", f"assignment/{GHOST}", b'RB1P{"generation":1e999,"parts":1,"sha256":"00"}', True),

@@ -160,6 +160,13 @@ def test_generation_dirs_round_trip(generation: int) -> None:
     assert wire.decode_generation_dir(wire.generation_dir(generation)) == generation
 
 
+def test_a_coordinator_goes_on_only_from_generations_it_can_count_up_from() -> None:
+    assert wire.continuable(wire.MAX_GENERATION) == wire.MAX_GENERATION
+    assert wire.decode_barrier(wire.encode_barrier(BarrierRecord(Phase.STOP, wire.MAX_GENERATION + 2**32))).generation
+    with pytest.raises(CorruptDataError, match="no room"):
+        wire.continuable(wire.MAX_GENERATION + 1, kind="state")
+
+
 @pytest.mark.parametrize("name", ["g", "g12", "g" + "9" * 5000, "g00000000000a", "g000000000001\n", "x000000000001",
                                   "g99999999999999999999", "g" + "\u0661" * 12])
 def test_foreign_generation_dirs_are_rejected(name: str) -> None:

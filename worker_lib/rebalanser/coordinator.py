@@ -165,13 +165,19 @@ class Coordinator:
         except NoNodeError:
             names = []
         for name in names:
+            path = f"{self._paths.stopped}/{name}"
             try:
-                highest = max(highest, wire.decode_generation_dir(name, path=f"{self._paths.stopped}/{name}"))
+                generation = wire.decode_generation_dir(name, path=path)
+                highest = max(highest, wire.continuable(generation, path=path, kind="stopped"))
             except CorruptDataError as exc:
                 self._reject(exc)
-        for path, decode in ((self._paths.barrier, wire.decode_barrier), (self._paths.state, wire.decode_rebalance)):
+        records = (
+            (self._paths.barrier, "barrier", wire.decode_barrier), (self._paths.state, "state", wire.decode_rebalance)
+        )
+        for path, kind, decode in records:
             try:
-                highest = max(highest, decode(self._zk.get(path)[0], path=path).generation)
+                generation = decode(self._zk.get(path)[0], path=path).generation
+                highest = max(highest, wire.continuable(generation, path=path, kind=kind))
             except NoNodeError:
                 continue
             except CorruptDataError as exc:  # overwritten by the next rebalance
@@ -194,12 +200,13 @@ class Coordinator:
             return
         try:
             value = decode_assignment(self._zk, self._paths, node, data)
+            generation = wire.continuable(value.generation, path=self._paths.member_assignment(node), kind="assignment")
         except CorruptDataError as exc:  # rewritten (or deleted) by the next rebalance
             self._reject(exc)
             layout.written[node] = ("\0corrupt",)
             return
         layout.written[node] = value.resources
-        layout.generation = max(layout.generation, value.generation)
+        layout.generation = max(layout.generation, generation)
         if member is not None:
             for resource in value.resources:
                 layout.owners[resource] = member.member_id

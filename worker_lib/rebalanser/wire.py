@@ -52,6 +52,7 @@ MAX_VALUES = 1 << 20  # elements of every array and object together
 MAX_DEPTH = 8  # records nest at most 2 deep as written
 MAX_CONTAINERS = 256  # '[' and '{' bytes in one record (as written: at most 3)
 MAX_INT = 2**63 - 1
+MAX_GENERATION = MAX_INT - 2**32
 _MAX_INT_DIGITS = len(str(MAX_INT))
 _MAX_TEXT = 1024  # coordinator ids, algorithm names, timestamps
 _LATEST_SECONDS = 253402300799  # 9999-12-31T23:59:59Z
@@ -216,6 +217,15 @@ def rfc3339(seconds: float) -> str:
 
 def _dumps(value: Mapping[str, Json]) -> bytes:
     return json.dumps(value).encode()
+
+
+def continuable(generation: int, *, path: str = "", kind: str = "") -> int:
+    """A generation a coordinator may go on from: one it can count up from for ever (2^32 rebalances)
+    without writing a record that the decoders here would refuse."""
+    if generation > MAX_GENERATION:
+        raise CorruptDataError(f"generation {generation} leaves no room to count up (limit {MAX_GENERATION})",
+                               path=path, kind=kind)
+    return generation
 
 
 # -- G/barrier -------------------------------------------------------------------------------------
