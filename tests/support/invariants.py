@@ -49,6 +49,16 @@ def overlaps(events: list[Event]) -> list[str]:
     return found
 
 
+def overlap_seconds(events: list[Event]) -> dict[str, float]:
+    """Per resource, the longest time two owners' episodes overlapped (only resources with an overlap)."""
+    longest: dict[str, float] = {}
+    for resource, eps in episodes(events).items():
+        for before, after in itertools.pairwise(eps):
+            if after.first <= before.last:
+                longest[resource] = max(longest.get(resource, 0.0), (before.last - after.first) / 1e9)
+    return longest
+
+
 def token_regressions(events: list[Event]) -> list[str]:
     """Successive owners of a resource must carry strictly increasing fencing tokens."""
     found = []

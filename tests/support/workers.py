@@ -132,9 +132,10 @@ class Group:
     workers: dict[str, Worker] = field(default_factory=dict)
     retired: list[Worker] = field(default_factory=list)
 
-    def spawn(self, member_id: str, *extra: str) -> Worker:
+    def spawn(self, member_id: str, *extra: str, hosts: str | None = None) -> Worker:
+        """Starts a worker; ``hosts`` overrides the group's connect string for this one worker."""
         args = [
-            "worker", "--zk", self.hosts, "--group", self.path, "--id", member_id, "--json",
+            "worker", "--zk", hosts or self.hosts, "--group", self.path, "--id", member_id, "--json",
             "--algorithm", self.algorithm, "--session-timeout", str(self.session_timeout),
             "--min-interval", str(self.min_interval), "--tick", str(self.tick), "--log-level", "INFO",
             *self.extra, *extra,
