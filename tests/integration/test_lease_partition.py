@@ -1,0 +1,78 @@
+"""The self-fencing lease against a follower cut off from the quorum while its clients still reach it.
+
+Such a follower keeps answering reads for up to syncLimit x tickTime, but the leader expires the
+sessions of its clients T after it last heard of them. A lease renewed by reads the follower answers
+outlives the session; it has to be renewed through the leader. Verdicts come from the workers' JSON
+events only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.support.invariants import overlap_seconds, overlaps, token_regressions
+from tests.support.partition import PartitionableEnsemble, partitionable_ensemble
+from tests.support.workers import Group, Worker, wait_for
+from tests.support.zk import admin_client
+
+pytestmark = [pytest.mark.zk, pytest.mark.ensemble]
+
+TICK_MS, SYNC_LIMIT, SESSION_TIMEOUT = 500, 10, 4.0
+RESOURCES = {f"r{i}" for i in range(6)}
+
+
+@pytest.fixture
+def ensemble(tmp_path: Path) -> Iterator[PartitionableEnsemble]:
+    with partitionable_ensemble(tmp_path / "zk", tick_ms=TICK_MS, sync_limit=SYNC_LIMIT) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def admin(ensemble: PartitionableEnsemble) -> Iterator[KazooClient]:
+    with admin_client(ensemble.leader().address) as client:
+        yield client
+
+
+def role(worker: Worker) -> str:
+    roles = worker.of("role")
+    return str(roles[-1]["role"]) if roles else ""
+
+
+def test_a_member_behind_an_isolated_follower_stops_before_its_resources_move(
+    ensemble: PartitionableEnsemble, admin: KazooClient, tmp_path: Path, algorithm: str
+) -> None:
+    leader = ensemble.leader()
+    victim_server, other = ensemble.followers()
+    group = Group(f"{leader.address},{other.address}", "/lease-partition", tmp_path, algorithm=algorithm,
+                  session_timeout=SESSION_TIMEOUT, min_interval=0.3, tick=0.05)
+    for name in sorted(RESOURCES):
+        admin.create(f"{group.path}/resources/{name}", makepath=True)
+    try:
+        survivor = group.spawn("survivor")
+        wait_for(lambda: role(survivor) == "coordinator", 30, "the survivor never became coordinator")
+        victim = group.spawn("victim", hosts=victim_server.address)  # connected to that follower only
+        group.wait_settled(RESOURCES, timeout=30)
+        victims = victim.owned()
+        assert victims
+
+        ensemble.isolate(victim_server.myid)
+        wait_for(lambda: survivor.owned() == RESOURCES, SESSION_TIMEOUT + TICK_MS * SYNC_LIMIT / 1000 + 20,
+                 lambda: f"the victim's resources did not move: {group.describe(RESOURCES)}")
+        # Evidence needs the victim's last tick: wait until it has stopped working on every one of them.
+        wait_for(lambda: not (victim.owned() & victims), 30,
+                 lambda: f"the victim still works on {sorted(victim.owned() & victims)}")
+        events = group.events()
+        measured = overlap_seconds(events)
+        print(f"[{algorithm}] overlap after isolating the victim's follower: {measured or 'none'}")
+        assert overlaps(events) == [], f"the lease outlived the session (seconds per resource: {measured})"
+        assert token_regressions(events) == []
+
+        ensemble.heal()
+        group.wait_settled(RESOURCES, timeout=SESSION_TIMEOUT + 40)  # the victim rejoins and works again
+        assert overlaps(group.events()) == []
+    finally:
+        group.stop_all()
