@@ -8,15 +8,16 @@ events only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
-from tests.support.invariants import overlap_seconds, overlaps, token_regressions
+from tests.support.invariants import handover_gaps, overlaps, token_regressions
 from tests.support.partition import PartitionableEnsemble, partitionable_ensemble
-from tests.support.workers import Group, Worker, wait_for
+from tests.support.workers import Event, Group, Worker, wait_for
 from tests.support.zk import admin_client
 
 pytestmark = [pytest.mark.zk, pytest.mark.ensemble]
@@ -42,9 +43,24 @@ def role(worker: Worker) -> str:
     return str(roles[-1]["role"]) if roles else ""
 
 
+def ticked(worker: Worker, since: int) -> set[str]:
+    return {str(e["resource"]) for e in worker.of("tick") if e["ts"] >= since}
+
+
+def describe(events: list[Event], resources: set[str], since: int) -> str:
+    """When the victim last worked and the survivor first worked on the moved resources."""
+    ticks = [e for e in events if e["event"] == "tick" and e["resource"] in resources and e["ts"] >= since]
+    last = max((int(e["ts"]) for e in ticks if e["id"] == "victim"), default=since)
+    first = min((int(e["ts"]) for e in ticks if e["id"] == "survivor"), default=0)
+    return f"victim's last tick {(last - since) / 1e9:.2f}s, survivor's first {(first - since) / 1e9:.2f}s"
+
+
+@pytest.mark.parametrize("connected_for", ["just-joined", "steady"])
 def test_a_member_behind_an_isolated_follower_stops_before_its_resources_move(
-    ensemble: PartitionableEnsemble, admin: KazooClient, tmp_path: Path, algorithm: str
+    ensemble: PartitionableEnsemble, admin: KazooClient, tmp_path: Path, algorithm: str, connected_for: str
 ) -> None:
+    """``just-joined``: the cut comes right after the victim joined (its lease rests on its handshake);
+    ``steady``: after it has renewed its lease for 2 T (the lease rests on its syncs)."""
     leader = ensemble.leader()
     victim_server, other = ensemble.followers()
     group = Group(f"{leader.address},{other.address}", "/lease-partition", tmp_path, algorithm=algorithm,
@@ -58,17 +74,24 @@ def test_a_member_behind_an_isolated_follower_stops_before_its_resources_move(
         group.wait_settled(RESOURCES, timeout=30)
         victims = victim.owned()
         assert victims
+        if connected_for == "steady":
+            joined = victim.of("session")[0]["ts"]
+            wait_for(lambda: any(e["ts"] - joined > 2 * SESSION_TIMEOUT * 1e9 for e in victim.of("tick")),
+                     4 * SESSION_TIMEOUT, "the victim did not keep working for 2 T")
 
+        isolated_at = time.monotonic_ns()
         ensemble.isolate(victim_server.myid)
         wait_for(lambda: survivor.owned() == RESOURCES, SESSION_TIMEOUT + TICK_MS * SYNC_LIMIT / 1000 + 20,
                  lambda: f"the victim's resources did not move: {group.describe(RESOURCES)}")
-        # Evidence needs the victim's last tick: wait until it has stopped working on every one of them.
+        # The evidence needs the victim's last tick and the survivor's first on each moved resource.
         wait_for(lambda: not (victim.owned() & victims), 30,
                  lambda: f"the victim still works on {sorted(victim.owned() & victims)}")
-        events = group.events()
-        measured = overlap_seconds(events)
-        print(f"[{algorithm}] overlap after isolating the victim's follower: {measured or 'none'}")
-        assert overlaps(events) == [], f"the lease outlived the session (seconds per resource: {measured})"
+        wait_for(lambda: victims <= ticked(survivor, isolated_at), 10, "the survivor never worked on them")
+        events = [e for e in group.events() if e["ts"] >= isolated_at]
+        gaps = {r: round(g, 3) for r, g in handover_gaps(events).items() if r in victims}
+        print(f"[{algorithm}, {connected_for}] after the cut: {describe(events, victims, isolated_at)}; "
+              f"handover gaps (s, negative = overlap) {gaps}")
+        assert overlaps(events) == [], f"the lease outlived the session: handover gaps {gaps}"
         assert token_regressions(events) == []
 
         ensemble.heal()

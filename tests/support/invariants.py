@@ -49,14 +49,16 @@ def overlaps(events: list[Event]) -> list[str]:
     return found
 
 
-def overlap_seconds(events: list[Event]) -> dict[str, float]:
-    """Per resource, the longest time two owners' episodes overlapped (only resources with an overlap)."""
-    longest: dict[str, float] = {}
+def handover_gaps(events: list[Event]) -> dict[str, float]:
+    """Per resource, the shortest time in seconds between one owner's last tick and the next owner's
+    first tick; negative when their episodes overlapped (resources that never changed owner are absent)."""
+    gaps: dict[str, float] = {}
     for resource, eps in episodes(events).items():
         for before, after in itertools.pairwise(eps):
-            if after.first <= before.last:
-                longest[resource] = max(longest.get(resource, 0.0), (before.last - after.first) / 1e9)
-    return longest
+            if (before.worker, before.pid) != (after.worker, after.pid):
+                gap = (after.first - before.last) / 1e9
+                gaps[resource] = min(gaps.get(resource, gap), gap)
+    return gaps
 
 
 def token_regressions(events: list[Event]) -> list[str]:

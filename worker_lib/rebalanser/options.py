@@ -29,8 +29,9 @@ class Options:
     ``min_interval``: least time between two rebalances; triggers inside it coalesce into one.
     ``stop_timeout``: how long the stop callback may run before the claim is released anyway
     (ownership checks already return False for the resource while the callback runs).
-    ``lease_fraction``: share of the negotiated session timeout, measured from the last request the
-    server acknowledged, during which the member may work; past it, it stops all work.
+    ``lease_fraction``: share of the negotiated session timeout ``T``, counted from the latest instant
+    proven to be covered by the ZooKeeper leader's view of the session, during which the member may
+    work; past it, it stops all work (docs/protocol.md, "Self-fencing lease").
     ``departure_grace``: time a departed member's resources wait for it to return (0 = move at once).
     ``credentials``: (user, password) for ZooKeeper digest authentication.
     """
@@ -46,7 +47,7 @@ class Options:
     stop_timeout: float = 30.0
     start_timeout: float = 30.0
     barrier_timeout: float = 30.0
-    lease_fraction: float = 0.7
+    lease_fraction: float = 0.8
     departure_grace: float = 0.0
 
     def __post_init__(self) -> None:

@@ -1,5 +1,6 @@
-"""The ZooKeeper connection of a member: a KazooClient that remembers the negotiated session timeout,
-and a prober that renews the self-fencing :class:`~rebalanser.lease.Lease`."""
+"""The ZooKeeper connection of a member: a KazooClient that records each handshake (with the negotiated
+session timeout) before it reports CONNECTED, and a prober that renews the self-fencing
+:class:`~rebalanser.lease.Lease` through the leader."""
 
 from __future__ import annotations
 
@@ -7,25 +8,75 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.connection import ConnectionHandler
+from kazoo.protocol.serialization import Connect
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
-from rebalanser.lease import Lease
+from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
 from rebalanser.options import Options
 
 log = logging.getLogger(__name__)
 
+PROBE_SHARE = 0.1  # probe period as a share of T: it bounds how far back the proven instant lies
+_IDLE_WAIT = 0.5  # seconds: the longest the prober sleeps while disconnected
+_HANDSHAKES = "rebalanser_handshakes"
 
-class _NegotiatingConnection(ConnectionHandler):  # type: ignore[misc]
-    """kazoo keeps the negotiated timeout to itself; the lease must not assume the requested one."""
 
-    def _connect(self, host: str, hostip: str, port: int) -> tuple[float, float]:
-        read_timeout, connect_timeout = super()._connect(host, hostip, port)
-        self.client.negotiated_timeout = read_timeout * 1.5 / 1000.0
-        return read_timeout, connect_timeout
+@dataclass(frozen=True)
+class Handshake:
+    """One connection kazoo established: its number, session, negotiated timeout (seconds) and the
+    lease-clock instant just before the connect request was sent."""
+
+    connection: int
+    session_id: int
+    timeout: float
+    sent_ns: int
+
+
+class Handshakes:
+    """The handshakes of one client, newest last (written by kazoo's connection thread)."""
+
+    def __init__(self, requested_timeout: float) -> None:
+        self.requested_timeout = requested_timeout
+        self._changed = threading.Condition()
+        self._latest: Handshake | None = None
+
+    @property
+    def latest(self) -> Handshake | None:
+        return self._latest
+
+    def record(self, session_id: int, timeout: float, sent_ns: int) -> None:
+        with self._changed:
+            number = self._latest.connection + 1 if self._latest is not None else 1
+            self._latest = Handshake(number, session_id, timeout, sent_ns)
+            self._changed.notify_all()
+
+    def wait_newer(self, connection: int, timeout: float) -> Handshake | None:
+        """Waits up to ``timeout`` for a handshake after connection number ``connection``."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._latest is not None and self._latest.connection > connection, timeout)
+            return self._latest
+
+
+class _RecordingConnection(ConnectionHandler):  # type: ignore[misc]
+    """kazoo keeps the negotiated timeout to itself and reports CONNECTED before returning from the
+    handshake: record it here, inside the handshake, so nothing can see CONNECTED with a stale T."""
+
+    def _invoke(self, timeout: float, request: Any, xid: int | None = None) -> Any:
+        if not isinstance(request, Connect):
+            return super()._invoke(timeout, request, xid)
+        sent = now_ns()
+        result = super()._invoke(timeout, request, xid)
+        answer = result[0]
+        if answer.time_out > 0:
+            handshakes(self.client).record(int(answer.session_id), answer.time_out / 1000.0, sent)
+        return result
 
 
 def make_client(options: Options) -> KazooClient:
@@ -43,13 +94,25 @@ def make_client(options: Options) -> KazooClient:
         connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
         command_retry=KazooRetry(max_tries=5, delay=0.05, max_delay=1.0),
     )
-    zk._connection.__class__ = _NegotiatingConnection
-    zk.negotiated_timeout = options.session_timeout
+    zk._connection.__class__ = _RecordingConnection
+    setattr(zk, _HANDSHAKES, Handshakes(options.session_timeout))
     return zk
 
 
+def handshakes(zk: KazooClient) -> Handshakes:
+    found = getattr(zk, _HANDSHAKES, None)
+    if found is None:
+        found = Handshakes(zk._session_timeout / 1000.0)
+        setattr(zk, _HANDSHAKES, found)
+    assert isinstance(found, Handshakes)
+    return found
+
+
 def session_timeout(zk: KazooClient) -> float:
-    return float(getattr(zk, "negotiated_timeout", zk._session_timeout / 1000.0))
+    """The negotiated session timeout of the latest handshake (the requested one before any)."""
+    log_ = handshakes(zk)
+    latest = log_.latest
+    return latest.timeout if latest is not None else log_.requested_timeout
 
 
 def session_id(zk: KazooClient) -> int:
@@ -58,11 +121,15 @@ def session_id(zk: KazooClient) -> int:
 
 
 class LeaseProber:
-    """Sends a cheap read every T/6 and renews the lease from the moment each acknowledged read was
-    sent. Calls ``on_expired`` (from its own thread) when the lease runs out while work is owned."""
+    """Sends a ``sync`` every ``PROBE_SHARE * T`` and renews the lease from the instant the answers
+    prove (:class:`~rebalanser.lease.LeaderEvidence`). Calls ``on_expired`` (from its own thread) when
+    the lease runs out. While disconnected it waits for the next handshake instead of probing."""
 
     def __init__(self, zk: KazooClient, path: str, lease: Lease, on_expired: Callable[[], None]) -> None:
         self._zk, self._path, self._lease, self._on_expired = zk, path, lease, on_expired
+        self._handshakes = handshakes(zk)
+        self._evidence = LeaderEvidence()
+        self._lock = threading.Lock()  # evidence and expiry reports: probe_once also runs on the member thread
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rebalanser-lease", daemon=True)
         self._reported_expiry = 0
@@ -76,30 +143,80 @@ class LeaseProber:
             self._thread.join(timeout=10)
 
     def probe_once(self) -> bool:
-        timeout = session_timeout(self._zk)
-        sid = session_id(self._zk)
-        if not sid or not self._zk.connected:
+        """One sync, waited for up to T/3; True if it was answered (the lease renewed from it)."""
+        shake = self._current()
+        if shake is None:
             return False
-        sent = time.monotonic_ns()
+        sent = now_ns()
         try:
-            self._zk.exists_async(self._path).get(timeout=timeout / 3)
-        except Exception:
+            pending = self._zk.sync_async(self._path)
+        except Exception as exc:
+            log.debug("lease probe not sent: %r", exc)
             return False
-        if session_id(self._zk) != sid:
-            return False
-        self._lease.renew(sid, sent, timeout)
+        deadline = time.monotonic() + shake.timeout / 3
+        while True:
+            # Waited for in slices that end at the lease's expiry, so that it is reported on time.
+            try:
+                pending.get(timeout=max(0.001, min(deadline - time.monotonic(), self._until_expiry())))
+                break
+            except KazooTimeoutError:
+                self._check_expiry()
+                if time.monotonic() >= deadline:
+                    return False
+            except Exception as exc:
+                log.debug("lease probe failed: %r", exc)
+                return False
+        answered = now_ns()
+        if self._handshakes.latest is not shake:
+            return False  # another connection meanwhile: the answer may not belong to this one's evidence
+        with self._lock:
+            proven = self._evidence.answered(shake.connection, sent, answered, int(shake.timeout * RELAY_SHARE * 1e9))
+        self._lease.renew(shake.session_id, proven, shake.timeout)
         return True
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _current(self) -> Handshake | None:
+        shake = self._handshakes.latest
+        if shake is None or not self._zk.connected or session_id(self._zk) != shake.session_id:
+            return None
+        with self._lock:
+            proven = self._evidence.connected(shake.connection, shake.sent_ns)
+        self._lease.renew(shake.session_id, proven, shake.timeout)
+        return shake
+
+    def _until_expiry(self) -> float:
+        """Seconds until the lease expiry still to be reported (a long time if there is none)."""
+        expires = self._lease.view.expires_ns
+        if not expires or expires == self._reported_expiry:
+            return 3600.0
+        return max(0.0, (expires - now_ns()) / 1e9)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
+            shake = self._handshakes.latest
+            period = (shake.timeout if shake is not None else self._handshakes.requested_timeout) * PROBE_SHARE
+            started = time.monotonic()
+            if shake is None or not self._zk.connected:
+                # No spinning while disconnected: wake at the next handshake, at the lease's end (to
+                # report it), or after one period (at most _IDLE_WAIT, to notice stop()).
+                connection = shake.connection if shake is not None else 0
+                self._handshakes.wait_newer(connection, min(period, _IDLE_WAIT, self._until_expiry() + 0.001))
+                self._check_expiry()
+                continue
             self.probe_once()
             self._check_expiry()
-            period = session_timeout(self._zk) / 6
-            wait = min(period, max(0.01, self._lease.remaining() + 0.001))
-            self._stopped.wait(wait)
+            while not self._stopped.is_set():
+                left = started + period - time.monotonic()
+                if left <= 0:
+                    break
+                self._stopped.wait(min(left, self._until_expiry() + 0.001))
+                self._check_expiry()
 
     def _check_expiry(self) -> None:
-        view = self._lease.view
-        if view.expires_ns and time.monotonic_ns() >= view.expires_ns and view.expires_ns != self._reported_expiry:
+        with self._lock:
+            view = self._lease.view
+            if not view.expires_ns or view.expires_ns == self._reported_expiry or now_ns() < view.expires_ns:
+                return
             self._reported_expiry = view.expires_ns
-            self._on_expired()
+        self._on_expired()
