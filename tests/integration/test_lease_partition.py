@@ -99,3 +99,42 @@ def test_a_member_behind_an_isolated_follower_stops_before_its_resources_move(
         assert overlaps(group.events()) == []
     finally:
         group.stop_all()
+
+
+def longest_tick_gap(events: list[Event], since: int) -> tuple[float, str]:
+    """The longest time any resource went without a tick after ``since`` (seconds, resource)."""
+    last: dict[str, int] = {}
+    worst = (0.0, "")
+    for e in events:
+        if e["event"] == "tick" and e["ts"] >= since:
+            previous = last.get(e["resource"])
+            if previous is not None and (e["ts"] - previous) / 1e9 > worst[0]:
+                worst = ((e["ts"] - previous) / 1e9, str(e["resource"]))
+            last[e["resource"]] = e["ts"]
+    return worst
+
+
+def test_healthy_members_behind_followers_never_lose_their_lease(
+    ensemble: PartitionableEnsemble, admin: KazooClient, tmp_path: Path
+) -> None:
+    """Renewal through the leader must leave room: on a healthy ensemble no lease runs out over 6 T."""
+    followers = ensemble.followers()
+    group = Group(ensemble.hosts, "/lease-healthy", tmp_path, session_timeout=SESSION_TIMEOUT, min_interval=0.3,
+                  tick=0.05)
+    resources = {f"h{i}" for i in range(12)}
+    for name in sorted(resources):
+        admin.create(f"{group.path}/resources/{name}", makepath=True)
+    try:
+        for i in range(3):
+            group.spawn(f"w{i}", hosts=followers[i % len(followers)].address)
+        group.wait_settled(resources, timeout=30)
+        since = time.monotonic_ns()
+        time.sleep(6 * SESSION_TIMEOUT)  # the observation window (a soak, not a synchronisation)
+        events = [e for e in group.events() if e["ts"] >= since]
+        assert [e for e in events if e["event"] in ("revoked", "assigned", "session")] == [], \
+            "a healthy member lost its lease (or its session) during the window"
+        gap, resource = longest_tick_gap(events, since)
+        assert gap < 1.0, f"{resource} went {gap:.2f}s without work"
+        assert {e["resource"] for e in events if e["event"] == "tick"} == resources
+    finally:
+        group.stop_all()
