@@ -43,7 +43,7 @@ import bench.adapters.kazoo_worker as kazoo_worker
 
 WRITE_TYPES = {1, 2, 5, 7, 13, 14, 15, 16, 19, 20, 21}  # create, delete, set, setACL, check, multi, ...
 PING_TYPE = 11
-EXISTS_TYPE = 3
+SYNC_TYPE = 9
 SESSION_TYPES = {-11, 100, 101, 102}  # close, auth, setWatches, SASL
 
 
@@ -98,7 +98,7 @@ class Probe:
                 self.requests["write_requests"] += 1
                 self.requests["write_ops"] += ops
                 self.requests["write_bytes"] += size
-            elif kind == EXISTS_TYPE and request.path == self.group and not request.watcher:
+            elif kind == SYNC_TYPE and request.path == self.group:
                 self.requests["lease_probes"] += 1
             else:
                 self.requests["read_requests"] += 1

@@ -341,8 +341,8 @@ same work loop.
   restart everything, even when the owner stays).
 - **write requests / ops / bytes, read requests**: counted inside every worker process by wrapping
   kazoo's request submission (`ConnectionHandler._submit`): a `multi` is one request of several ops;
-  bytes are the serialized requests. Pings and rebalanser's lease probes (one `exists` per member per
-  T/6) are counted apart and excluded. **server requests (net of idle)**: the ZooKeeper server's own
+  bytes are the serialized requests. Pings and rebalanser's lease probes (one `sync` per member per
+  T/10) are counted apart and excluded. **server requests (net of idle)**: the ZooKeeper server's own
   `mntr` `zk_packets_received` over the fault window, minus the idle rate measured before the faults.
 - **watch notifications**: received by the workers (counted in kazoo's watch-event reader), all
   paths; in brackets those on membership paths (`G/clients`, `G/epoch`; kazoo: the party).

@@ -4,9 +4,10 @@ Guarantees, under the stated assumptions:
 
 1. Exclusive ownership. :meth:`Client.owns` returns True for a resource only while this member's
    ZooKeeper session holds the resource's claim and the self-fencing lease is valid. Claims are
-   exclusive in ZooKeeper; the lease ends before the server can have expired the session (assuming
-   client and server clocks advance at the same rate). So, if user code checks ``owns`` before each
-   unit of work, no two members work on one resource at the same time.
+   exclusive in ZooKeeper; the lease is renewed through the ZooKeeper leader and ends before the
+   leader can have expired the session (assuming a session timeout of at least 2 x tickTime and
+   client and server clocks that advance at the same rate; docs/protocol.md). So, if user code
+   checks ``owns`` before each unit of work, no two members work on one resource at the same time.
 2. Liveness. Given a stable group and a reachable ZooKeeper quorum, every resource is claimed by a
    live member within the session timeout plus the rebalance interval plus the time the previous
    owner's stop callback takes (bounded by ``stop_timeout``), plus ``departure_grace`` if configured.
