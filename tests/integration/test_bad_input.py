@@ -22,6 +22,7 @@ from tests.support.workers import wait_for
     ({"group": "/a//b"}, "invalid segment"),
     ({"group": "/a/b c"}, "must match"),
     ({"member_id": "has/slash"}, "member id"),
+    ({"member_id": "ends-in-newline\n"}, "member id"),
     ({"session_timeout": 0}, "session_timeout"),
     ({"hosts": ""}, "connect string"),
     ({"lease_fraction": 1.5}, "lease_fraction"),

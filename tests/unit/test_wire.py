@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from rebalanser import wire
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import CorruptDataError
+from rebalanser.paths import are_valid_resource_names, is_valid_resource_name
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase, RebalanceRecord
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -63,6 +64,8 @@ def test_missing_or_foreign_parts_are_detected() -> None:
     b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[""]}'),
     b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[".."]}'),
     b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[1]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":["r0","r1\\n"]}'),
+    b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":["r0","' + b"x" * 201 + b'"]}'),
     b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[],"algorithm":"RoundRobin"}'),
     b"RB1I" + zlib.compress(b'{"epoch":true,"generation":1,"resources":[]}'),
     b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":[]}')[:-2],
@@ -101,6 +104,12 @@ def test_a_zlib_bomb_is_rejected_after_inflating_no_more_than_the_limit() -> Non
 def test_the_decoder_bounds_numbers_depth_and_size(data: bytes, reason: str) -> None:
     with pytest.raises(CorruptDataError, match=reason):
         wire.decode_object(data, kind="state")
+
+
+@given(st.lists(st.one_of(names, st.text(max_size=5), st.integers()), max_size=8))
+def test_names_are_checked_in_one_pass_as_one_by_one(values: list[object]) -> None:
+    expected = all(isinstance(v, str) and is_valid_resource_name(v) for v in values)
+    assert are_valid_resource_names(values) is expected
 
 
 def test_the_largest_numbers_in_range_are_kept() -> None:

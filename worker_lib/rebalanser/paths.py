@@ -17,12 +17,15 @@ Layout under the group path ``G`` (public parts are in CONTRACTS.md §3; the res
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from rebalanser.errors import InvalidInputError
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.:@+=-]{1,200}$")
 _MEMBER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}$")
+_NAMES = re.compile(r"[A-Za-z0-9_.:@+=-]{1,200}(?:\n[A-Za-z0-9_.:@+=-]{1,200})*")  # _SEGMENT, one per line
 _GUID_LEN = 32
 _SEQ_LEN = 10
 
@@ -35,7 +38,7 @@ def validate_group_path(path: str) -> str:
     for segment in trimmed.split("/")[1:]:
         if segment in ("", ".", "..") or (segment == "zookeeper" and trimmed.startswith("/zookeeper")):
             raise InvalidInputError(f"group path {path!r} has an invalid segment {segment!r}")
-        if not _SEGMENT.match(segment):
+        if not _SEGMENT.fullmatch(segment):
             raise InvalidInputError(
                 f"group path {path!r}: segment {segment!r} must match {_SEGMENT.pattern}"
             )
@@ -43,17 +46,25 @@ def validate_group_path(path: str) -> str:
 
 
 def validate_resource_name(name: str) -> str:
-    if not isinstance(name, str) or name in (".", "..") or not _SEGMENT.match(name):
+    if not isinstance(name, str) or name in (".", "..") or not _SEGMENT.fullmatch(name):
         raise InvalidInputError(f"resource name {name!r} must match {_SEGMENT.pattern} and not be '.' or '..'")
     return name
 
 
 def is_valid_resource_name(name: str) -> bool:
-    return name not in (".", "..") and bool(_SEGMENT.match(name))
+    return name not in (".", "..") and bool(_SEGMENT.fullmatch(name))
+
+
+def are_valid_resource_names(names: Sequence[object]) -> bool:
+    """:func:`is_valid_resource_name` of every element, in one pass (an assignment may list 100,000)."""
+    if not all(type(name) is str for name in names):
+        return False
+    text = "\n".join(cast(Sequence[str], names))
+    return not names or (_NAMES.fullmatch(text) is not None and "." not in names and ".." not in names)
 
 
 def validate_member_id(member_id: str) -> str:
-    if not isinstance(member_id, str) or not _MEMBER_ID.match(member_id):
+    if not isinstance(member_id, str) or not _MEMBER_ID.fullmatch(member_id):
         raise InvalidInputError(f"member id {member_id!r} must match {_MEMBER_ID.pattern}")
     return member_id
 
@@ -76,7 +87,7 @@ class MemberNode:
         member_id = name[_GUID_LEN + 1 : -_SEQ_LEN - 1]
         if name[_GUID_LEN] != "-" or name[-_SEQ_LEN - 1] != "-" or not seq.isdigit():
             return None
-        if not all(c in "0123456789abcdef" for c in guid) or not _MEMBER_ID.match(member_id):
+        if not all(c in "0123456789abcdef" for c in guid) or not _MEMBER_ID.fullmatch(member_id):
             return None
         return MemberNode(int(seq), member_id, guid, name)
 

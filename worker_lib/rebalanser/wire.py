@@ -33,13 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from pydantic import ValidationError
 
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import CorruptDataError
-from rebalanser.paths import is_valid_resource_name
+from rebalanser.paths import are_valid_resource_names, is_valid_resource_name
 
 Json: TypeAlias = "bool | int | float | str | list[Json] | dict[str, Json] | None"
 
@@ -429,12 +429,11 @@ def _assignment(payload: bytes, path: str) -> MemberAssignment:
     resources = value.get("resources")
     if not isinstance(resources, list):
         raise fields.bad("no list of resource names")
-    names: list[str] = []
-    for name in resources:
-        if not isinstance(name, str) or not is_valid_resource_name(name):
-            raise fields.bad(f"{_show(name)} is not a resource name")
-        names.append(name)
+    if not are_valid_resource_names(resources):
+        name = next(n for n in resources if not (isinstance(n, str) and is_valid_resource_name(n)))
+        raise fields.bad(f"{_show(name)} is not a resource name")
+    names = tuple(cast(list[str], resources))
     algorithm = fields.text("algorithm", Algorithm.RESOURCE_BARRIER.value)
     if algorithm not in {a.value for a in Algorithm}:
         raise fields.bad(f"unknown algorithm {_show(algorithm)}")
-    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), tuple(names), algorithm)
+    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), names, algorithm)
