@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from prometheus_client import REGISTRY
 from rebalanser.client import Client
 from rebalanser.errors import CorruptDataError
 from rebalanser.options import Options
@@ -122,6 +123,8 @@ def test_a_group_starts_and_works_over_poisoned_znodes(
     algorithm: str, case: str, where: str, data: bytes, reported: bool,
 ) -> None:
     """Members that start (or restart) into a group holding bad data: every one comes up and works."""
+    kind = where.split("/")[0]
+    counted = REGISTRY.get_sample_value("rebalanser_bad_data_total", {"kind": kind}) or 0.0
     add_resources(zk, group_path, RESOURCES)
     path = plant(zk, group_path, where, data)
     _, h1 = clients("m1", algorithm)
@@ -132,6 +135,8 @@ def test_a_group_starts_and_works_over_poisoned_znodes(
     if reported:
         wait_for(lambda: bool(rejections(handlers, path)), 10,
                  lambda: f"{where} was not reported; errors: {[repr(e)[:120] for h in handlers for e in h.errors]}")
+        wait_for(lambda: REGISTRY.get_sample_value("rebalanser_bad_data_total", {"kind": kind})
+                 == counted + len(rejections(handlers, path)), 10, "the metric does not count every report once")
     else:
         assert not any(isinstance(e, CorruptDataError) for h in handlers for e in h.errors)
 

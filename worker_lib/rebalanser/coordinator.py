@@ -54,7 +54,7 @@ class Coordinator:
         me: MemberNode,
         on_epoch: Callable[[int], None],
         on_deposed: Callable[[str], None],
-        on_bad_data: Callable[[CorruptDataError], None] = lambda error: None,
+        on_bad_data: Callable[[CorruptDataError], None] = baddata.report,
     ) -> None:
         self._zk, self._paths, self._options, self._me = zk, paths, options, me
         self._on_epoch, self._on_deposed, self._on_bad_data = on_epoch, on_deposed, on_bad_data
@@ -185,8 +185,7 @@ class Coordinator:
         return highest
 
     def _reject(self, error: CorruptDataError) -> None:
-        baddata.report(error)
-        self._on_bad_data(error)
+        self._on_bad_data(error)  # the member reports it
 
     def _load_member(self, node: str, data_reply: IAsyncResult, parts_reply: IAsyncResult, layout: Layout) -> None:
         member = MemberNode.parse(node)
