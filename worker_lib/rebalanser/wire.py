@@ -326,11 +326,8 @@ def decode_config(data: bytes, *, path: str = "") -> GroupConfig:
 # -- G/stopped/g<generation> -----------------------------------------------------------------------
 
 
-def generation_dir(generation: int) -> str:
-    return f"g{generation:012d}"
-
-
 def decode_generation_dir(name: str, *, path: str = "") -> int:
+    """The generation in a name that :meth:`GroupPaths.stopped_generation` built (``g`` and 12 to 19 digits)."""
     match = _GENERATION_DIR.fullmatch(name)
     if match is None or int(match.group(1)) > MAX_INT:
         raise CorruptDataError(f"not a generation directory: {name[:40]!r}", path=path, kind="stopped")
