@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KeeperState
 from rebalanser.client import Client, StopTimeoutError
+from rebalanser.errors import SessionExpiredError
 from rebalanser.handler import Handler
-from rebalanser.options import Options
+from rebalanser.options import ExpiryPolicy, Options
 
 from tests.integration.conftest import add_resources
+from tests.integration.test_session import expire_session
+from tests.support.recorder import Recorder
 from tests.support.workers import wait_for
 
 
@@ -93,5 +98,91 @@ def test_a_raising_stop_callback_is_reported_and_the_resource_moves_on(
         assert any(isinstance(e, RuntimeError) for e in handler.errors)
         zk.create(f"{group_path}/resources/a")
         wait_for(lambda: c.owns("a"), 10, "re-created resource never reassigned")
+    finally:
+        c.stop()
+
+
+class Timeline(Handler):
+    """Records when each resource callback starts and ends; ``on_assigned`` overruns until released."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spans: list[tuple[str, tuple[str, ...], int, int]] = []  # (callback, resources, start, end)
+        self.assigning = threading.Event()
+        self.finish_assigning = threading.Event()
+        self.errors: list[Exception] = []
+
+    def _record(self, name: str, resources: tuple[str, ...], start: int) -> None:
+        with self.lock:
+            self.spans.append((name, resources, start, time.monotonic_ns()))
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        start = time.monotonic_ns()
+        self.assigning.set()
+        self.finish_assigning.wait(30)
+        self._record("on_assigned", tuple(sorted(resources)), start)
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        self._record("on_revoked", tuple(sorted(resources)), time.monotonic_ns())
+
+    def on_error(self, error: Exception) -> None:
+        self.errors.append(error)
+
+    def names(self) -> list[str]:
+        with self.lock:
+            return [name for name, *_ in self.spans]
+
+
+def test_an_overrunning_on_assigned_never_runs_alongside_on_revoked(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """The member stops waiting for an overrunning ``on_assigned`` after ``start_timeout``; a revocation
+    of the same resource meanwhile is released after ``stop_timeout`` (reported), but its ``on_revoked``
+    runs only once ``on_assigned`` has returned."""
+    add_resources(zk, group_path, ["a"])
+    handler = Timeline()
+    c = client(zk_hosts, group_path, handler, start_timeout=0.3, stop_timeout=0.5)
+    c.start()
+    try:
+        assert handler.assigning.wait(10), "never assigned"
+        zk.delete(f"{group_path}/resources/a")
+        wait_for(lambda: zk.exists(f"{group_path}/owners/a") is None, 10,
+                 "the claim was not released while on_assigned overran")
+        assert sum(isinstance(e, StopTimeoutError) for e in handler.errors) >= 1, handler.errors
+        handler.finish_assigning.set()
+        wait_for(lambda: sorted(handler.names()) == ["on_assigned", "on_revoked"], 10, lambda: f"spans {handler.spans}")
+        spans = {name: (resources, start, end) for name, resources, start, end in handler.spans}
+        assigned_end, (revoked, revoked_start, _) = spans["on_assigned"][2], spans["on_revoked"]
+        assert revoked == ("a",)
+        assert revoked_start >= assigned_end, (
+            f"on_revoked started {(assigned_end - revoked_start) / 1e6:.0f} ms before on_assigned returned"
+        )
+    finally:
+        handler.finish_assigning.set()
+        c.stop()
+
+
+class FailingReporter(Recorder):
+    def on_error(self, error: Exception) -> None:
+        super().on_error(error)
+        raise RuntimeError("on_error itself failed")
+
+
+def test_a_raising_on_error_while_aborting_still_closes_the_client(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    add_resources(zk, group_path, ["a"])
+    rec = FailingReporter()
+    options = Options(zk_hosts, group_path, member_id="m", session_timeout=2, expiry_policy=ExpiryPolicy.SHUTDOWN)
+    c = Client(options, rec)
+    c.start()
+    try:
+        wait_for(lambda: rec.owned == {"a"}, 10, "never assigned")
+        expire_session(zk_hosts, c)
+        wait_for(lambda: "closed" in rec.sessions, 15, lambda: f"never closed: sessions {rec.sessions}")
+        assert any(isinstance(e, SessionExpiredError) for e in rec.errors), rec.errors
+        assert c.wait(5), "the member thread did not end"
+        wait_for(lambda: c.zk.client_state == KeeperState.CLOSED, 5,
+                 lambda: f"the ZooKeeper client was left running ({c.zk.client_state})")
     finally:
         c.stop()

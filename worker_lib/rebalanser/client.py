@@ -34,6 +34,7 @@ from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, No
 from kazoo.protocol.states import KazooState
 
 from rebalanser import baddata, metrics, wire
+from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
 from rebalanser.coordinator import Coordinator
@@ -78,7 +79,8 @@ class Ownership:
 
 
 class StopTimeoutError(RebalanserError):
-    """A stop callback outlived ``stop_timeout``; the resources were released anyway."""
+    """A stop (or start) callback outlived ``stop_timeout`` (``start_timeout``); the member stopped
+    waiting for it: after a stop callback, the resources were released anyway."""
 
 
 class Client:
@@ -109,6 +111,8 @@ class Client:
         self._coordinator: Coordinator | None = None
         self._prober: LeaseProber | None = None
         self._thread: threading.Thread | None = None
+        self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
+        self._closed = False
         self._done = threading.Event()
         self._joined = threading.Event()
         self._was_suspended = False
@@ -159,6 +163,7 @@ class Client:
             self._claims = ClaimBook(self._zk, self.paths, self.options.member_id)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
+            self._callbacks.start()
         self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
         self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post("lease"))
         self._prober.start()
@@ -262,7 +267,7 @@ class Client:
             self._bad_data(exc)
         except KazooException as exc:
             log.warning("%s failed: %r", kind, exc)
-            self.handler.on_error(exc)
+            self._report(exc)
 
     # -- session -------------------------------------------------------------------------------
 
@@ -271,19 +276,19 @@ class Client:
         if state == "suspended":
             self._was_suspended = True
             self._set_state(State.SUSPENDED)
-            self.handler.on_session("suspended")
+            self._notify("on_session", "suspended")
         elif state == "lost":
             self._session_lost()
         elif session_id(self.zk) and session_id(self.zk) != self._joined_session:
-            self.handler.on_session("connected" if not self._joined_session else "reconnected")
+            self._notify("on_session", "connected" if not self._joined_session else "reconnected")
             self._join()
         elif self._was_suspended:
             self._was_suspended = False
-            self.handler.on_session("reconnected")
+            self._notify("on_session", "reconnected")
             self._resync()
 
     def _session_lost(self) -> None:
-        self.handler.on_session("expired")
+        self._notify("on_session", "expired")
         self._stop_coordinating()
         self._revoke(set(self._owned), release=False)
         self._desired.clear()
@@ -295,11 +300,28 @@ class Client:
 
     def _abort(self, error: Exception) -> None:
         self._set_state(State.ABORTED)
-        self._stop_coordinating()
-        with self._lock:
-            self._owned.clear()
-        self.handler.on_error(error)
-        self._close()
+        try:
+            self._stop_coordinating()
+            with self._lock:
+                self._owned.clear()
+            self._report(error)
+        finally:
+            self._close()
+
+    def _report(self, error: Exception) -> None:
+        """``on_error``; an exception it raises is logged, never allowed to stop the member."""
+        try:
+            self.handler.on_error(error)
+        except Exception:
+            log.exception("on_error raised while reporting %r", error)
+
+    def _notify(self, name: str, *args: Any) -> None:
+        """``on_role``/``on_session``: what they raise is reported, never allowed to stop the member."""
+        try:
+            getattr(self.handler, name)(*args)
+        except Exception as exc:
+            log.exception("%s raised", name)
+            self._report(exc)
 
     def _resync(self) -> None:
         """Same session after a disconnection: watches may have been coalesced, so re-read all."""
@@ -351,7 +373,7 @@ class Client:
         while stale_same_id(self.zk, self.paths, self.options.member_id, sid):
             if time.monotonic() > deadline and not reported:
                 reported = True
-                self.handler.on_error(RebalanserError(
+                self._report(RebalanserError(
                     f"another live member uses id {self.options.member_id!r}; waiting for it to leave"))
             self._wait_for_members_change(0.5)
 
@@ -395,7 +417,7 @@ class Client:
         """Someone deleted our member znode (e.g. the whole group) while our session lives: our claims
         may be gone too, so stop all work at once, then rejoin."""
         log.error("our member znode was deleted by someone else: stopping all work and rejoining")
-        self.handler.on_error(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
+        self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
         self._stop_coordinating()
         self._revoke(set(self._owned), release=True)
         self._desired.clear()
@@ -439,7 +461,7 @@ class Client:
         if (role, epoch) == (self._role, self._epoch):
             return
         self._role, self._epoch = role, epoch
-        self.handler.on_role(role, epoch)
+        self._notify("on_role", role, epoch)
 
     def _set_state(self, state: State) -> None:
         if self._state not in (State.STOPPING, State.STOPPED, State.ABORTED):
@@ -471,7 +493,7 @@ class Client:
 
     def _bad_data(self, error: CorruptDataError) -> None:
         baddata.report(error)
-        self.handler.on_error(error)
+        self._report(error)
 
     def _consider(self, assignment: MemberAssignment) -> None:
         if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value:
@@ -562,7 +584,7 @@ class Client:
                 self._owned[resource] = Ownership(token, self._joined_session)
             self._waiting -= set(claimed)
         metrics.OWNED.set(len(self._owned))
-        self._call("on_assigned", dict(sorted(claimed.items())), self.options.start_timeout)
+        self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout)
 
     def _revoke(self, resources: set[str], release: bool) -> None:
         resources &= set(self._owned)
@@ -571,7 +593,7 @@ class Client:
                 for resource in resources:
                     del self._owned[resource]
             metrics.OWNED.set(len(self._owned))
-            self._call("on_revoked", sorted(resources), self.options.stop_timeout)
+            self._call("on_revoked", resources, sorted(resources), self.options.stop_timeout)
         if release:
             self._unreleased |= resources
             self._release_pending()
@@ -587,24 +609,22 @@ class Client:
             return  # retried after reconnect; the session's end releases them otherwise
         self._unreleased.clear()
 
-    def _call(self, name: str, arg: Any, timeout: float) -> None:
-        """Runs a user callback, bounded: a callback that hangs is reported, not waited on forever."""
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                getattr(self.handler, name)(arg)
-            except Exception as exc:
-                failure.append(exc)
-
-        worker = threading.Thread(target=run, name=f"rebalanser-{name}", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            self.handler.on_error(StopTimeoutError(f"{name} did not return within {timeout}s"))
-        elif failure:
-            log.error("%s raised %r", name, failure[0])
-            self.handler.on_error(failure[0] if isinstance(failure[0], Exception) else RuntimeError(str(failure[0])))
+    def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
+        """Runs ``on_assigned``/``on_revoked`` on the callback thread (see :mod:`callbacks`) and waits
+        for it at most ``timeout``: one that overruns is reported, not waited on forever."""
+        callback = getattr(self.handler, name)
+        try:
+            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout)
+        except CallbackOverrun as exc:
+            log.error("%s; no longer waiting for it", exc)
+            self._report(StopTimeoutError(str(exc)))
+            return
+        except RunnerClosed as exc:
+            log.info("%s", exc)
+            return
+        if failure is not None:
+            log.error("%s raised %r", name, failure)
+            self._report(failure if isinstance(failure, Exception) else RuntimeError(repr(failure)))
 
     def _update_state(self) -> None:
         if self._state in (State.SUSPENDED, State.JOINING) and not self.zk.connected:
@@ -636,6 +656,10 @@ class Client:
             pass
 
     def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._callbacks.close()
         if self._prober is not None:
             self._prober.stop()
         if self._zk is not None:
@@ -644,4 +668,4 @@ class Client:
                 self._zk.close()
             except Exception:
                 log.debug("error closing the ZooKeeper client", exc_info=True)
-        self.handler.on_session("closed")
+        self._notify("on_session", "closed")

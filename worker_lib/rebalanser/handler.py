@@ -8,11 +8,27 @@ from collections.abc import Mapping, Sequence
 class Handler:
     """Callbacks of a :class:`~rebalanser.client.Client`. Override what you need.
 
-    They run on the member's own thread, one at a time, never on a ZooKeeper thread.
     ``on_assigned`` is called once this member exclusively holds the resources (each with its
     fencing token). ``on_revoked`` is called after :meth:`Client.owns` has started returning False for
     the resources; return once all work on them has stopped: only then are they released to their
     next owner (or after ``Options.stop_timeout``, reported through ``on_error``).
+
+    Threads and order. ``on_assigned`` and ``on_revoked`` run on a dedicated callback thread, one at a
+    time, in the order the member decided them. The member waits for each, for ``on_assigned`` at most
+    ``Options.start_timeout`` and for ``on_revoked`` at most ``Options.stop_timeout``. A callback still
+    running then has overrun: it is reported through ``on_error``
+    (:class:`~rebalanser.client.StopTimeoutError`) and no longer waited for (after ``on_revoked`` the
+    member releases the resources anyway; ``owns`` is already False for them). It goes on running on
+    its own thread; every later callback that concerns any of its resources starts only after it has
+    returned, while callbacks for other resources go on, on a new callback thread. So callbacks for one
+    resource never overlap and keep their order (``on_revoked`` never runs alongside the ``on_assigned``
+    that granted the resource), and callbacks overlap at all only after one has overrun.
+
+    ``on_error``, ``on_role`` and ``on_session`` are notifications. They run on the member's own thread,
+    one at a time and never on a ZooKeeper thread, but they may run while an overrunning ``on_assigned``
+    or ``on_revoked`` is still going: keep them short and non-blocking. An exception raised by any
+    callback is logged and reported through ``on_error`` (one raised by ``on_error`` is only logged); it
+    never stops the member.
     """
 
     def on_assigned(self, resources: Mapping[str, int]) -> None:
