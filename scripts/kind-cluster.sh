@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The local cluster (make cluster-up / cluster-down): one kind node, from the node image assembled
+# here (scripts/build-node-image.sh), with a 3-server ZooKeeper StatefulSet in namespace zookeeper.
+#
+#   scripts/kind-cluster.sh up            build what is missing, create the cluster (idempotent: a
+#                                         healthy cluster from the same node image is kept), load
+#                                         the images, deploy ZooKeeper and wait for its quorum
+#   scripts/kind-cluster.sh down          delete the cluster, its network and the files in .cluster
+#   scripts/kind-cluster.sh status        exit 0 when the cluster answers and its node is Ready
+#   scripts/kind-cluster.sh load IMAGE... load local Docker images into the node's containerd
+#
+# Files: .cluster/kubeconfig (admin, context kind-rebalanser), .cluster/bin/{kubectl,helm,kind},
+# .cluster/kind.env (NODE_IMAGE, CLUSTER, SERVER). Environment: REBALANSER_KIND_CLUSTER (cluster
+# name, default rebalanser), REBALANSER_CLUSTER_TIMEOUT (each wait, seconds, default 300).
+# When Docker cannot run here, `up` prints one line starting with "docker unavailable:" and exits 3.
+set -euo pipefail
+
+NAME=kind-cluster
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/build.sh
+source "$ROOT/scripts/lib/build.sh"
+# shellcheck source=scripts/lib/docker.sh
+source "$ROOT/scripts/lib/docker.sh"
+CMD="${1:-}"
+DIR="$ROOT/.cluster"
+CLUSTER="${REBALANSER_KIND_CLUSTER:-rebalanser}"
+TIMEOUT="${REBALANSER_CLUSTER_TIMEOUT:-300}"
+CONFIG="$ROOT/e2e/cluster/kind.yaml"
+ZK_MANIFEST="$ROOT/e2e/cluster/zookeeper.yaml"
+KUBECONFIG_FILE="$DIR/kubeconfig"
+# kind runs `docker` from PATH: make it Debian's client (API pinned in scripts/lib/docker.sh).
+PATH="$(dirname "$DOCKER"):$PATH"
+export PATH
+
+case "$CMD" in
+    up|down|status|load) ;;
+    *) echo "usage: $0 up|down|status|load IMAGE..." >&2; exit 2 ;;
+esac
+
+mkdir -p "$DIR/bin"
+exec 8>"$DIR/.kind.lock"
+flock 8
+
+kind_bin() {
+    if [[ -x "$DIR/bin/kind" ]]; then echo "$DIR/bin/kind"; else "$ROOT/scripts/build-node.sh" | sed 's|$|/kind|'; fi
+}
+node() { echo "$CLUSTER-control-plane"; }
+k() { "$DIR/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=30s "$@"; }
+
+cluster_exists() {
+    "$DOCKER" info >/dev/null 2>&1 || return 1
+    [[ -n "$("$DOCKER" ps -aq --filter "label=io.x-k8s.kind.cluster=$CLUSTER")" ]]
+}
+
+healthy() {
+    [[ -f "$KUBECONFIG_FILE" && -x "$DIR/bin/kubectl" ]] || return 1
+    [[ "$("$DOCKER" inspect -f '{{.State.Running}}' "$(node)" 2>/dev/null)" == true ]] || return 1
+    [[ "$(k get --raw /readyz 2>/dev/null)" == ok ]] || return 1
+    [[ "$(k get node "$(node)" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+}
+
+do_down() {
+    local kind
+    if cluster_exists; then
+        kind="$(kind_bin)"
+        log "kind delete cluster --name $CLUSTER"
+        "$kind" delete cluster --name "$CLUSTER" >&2
+    fi
+    # kind leaves its network behind; remove it when no other kind cluster uses it.
+    if "$DOCKER" network inspect kind >/dev/null 2>&1 \
+            && [[ "$("$DOCKER" network inspect -f '{{len .Containers}}' kind)" == 0 ]]; then
+        "$DOCKER" network rm kind >/dev/null
+    fi
+    # Docker creates the /lib/modules bind source when the host has none; drop it if we caused it.
+    if [[ -f "$DIR/created-lib-modules" ]]; then
+        rmdir /lib/modules 2>/dev/null || true
+        rm -f "$DIR/created-lib-modules"
+    fi
+    rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/bin/kind"
+}
+
+case "$CMD" in
+    status)
+        if healthy; then echo "up: $CLUSTER (KUBECONFIG=$KUBECONFIG_FILE)"; exit 0; fi
+        echo "down"; exit 1 ;;
+    down)
+        do_down
+        log "down"
+        exit 0 ;;
+    load)
+        shift
+        (($#)) || die "load: name at least one image"
+        healthy || die "the cluster is not up (make cluster-up)"
+        for image in "$@"; do
+            "$DIR/bin/kind" load docker-image "$image" --name "$CLUSTER" >&2
+        done
+        exit 0 ;;
+esac
+
+# ---- up ----
+start_t=$SECONDS
+"$ROOT/scripts/install-docker.sh"
+NODE_IMAGE="$("$ROOT/scripts/build-node-image.sh")"
+CP_BIN="$("$ROOT/scripts/build-controlplane.sh")"
+NODE_BIN="$("$ROOT/scripts/build-node.sh")"
+ZK_IMAGE="$("$ROOT/scripts/build-zookeeper-image.sh")"
+ln -sfn "$CP_BIN/kubectl" "$DIR/bin/kubectl"
+ln -sfn "$CP_BIN/helm" "$DIR/bin/helm"
+ln -sfn "$NODE_BIN/kind" "$DIR/bin/kind"
+KIND="$DIR/bin/kind"
+
+if cluster_exists; then
+    running_image="$("$DOCKER" inspect -f '{{.Config.Image}}' "$(node)" 2>/dev/null || true)"
+    if [[ "$running_image" == "$NODE_IMAGE" ]] && "$KIND" get kubeconfig --name "$CLUSTER" \
+            >"$KUBECONFIG_FILE.tmp" 2>/dev/null && mv -f "$KUBECONFIG_FILE.tmp" "$KUBECONFIG_FILE" && healthy; then
+        log "cluster $CLUSTER is up (node image $NODE_IMAGE): keeping it"
+    else
+        log "cluster $CLUSTER is stale or unhealthy (node image ${running_image:-?}): recreating it"
+        do_down
+    fi
+fi
+
+if ! healthy; then
+    [[ -e /lib/modules ]] || touch "$DIR/created-lib-modules"
+    rm -f "$KUBECONFIG_FILE"
+    log "kind create cluster --name $CLUSTER --image $NODE_IMAGE (log: $DIR/kind-create.log)"
+    if ! "$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$CONFIG" \
+            --kubeconfig "$KUBECONFIG_FILE" --wait "${TIMEOUT}s" --retain -v 1 >"$DIR/kind-create.log" 2>&1; then
+        tail -n 40 "$DIR/kind-create.log" >&2
+        log "node logs: docker logs $(node); docker exec $(node) journalctl -u kubelet -u containerd"
+        die "kind create cluster failed (the node is kept for inspection; make cluster-down removes it)"
+    fi
+    chmod 600 "$KUBECONFIG_FILE"
+fi
+
+SERVER="$(k config view --minify -o 'jsonpath={.clusters[0].cluster.server}')"
+printf 'CLUSTER=%s\nNODE_IMAGE=%s\nSERVER=%s\nKUBECONFIG=%s\n' "$CLUSTER" "$NODE_IMAGE" "$SERVER" "$KUBECONFIG_FILE" \
+    > "$DIR/kind.env"
+
+# wait_for WHAT SECONDS CMD...: retry CMD until it succeeds; die after SECONDS.
+wait_for() {
+    local what="$1" limit="$2" t0=$SECONDS next=15
+    shift 2
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS - t0 < limit)) || die "timed out after ${limit}s waiting for $what"
+        if ((SECONDS - t0 >= next)); then log "waiting for $what ($((SECONDS - t0))s)"; next=$((next + 15)); fi
+        sleep 1
+    done
+}
+wait_for "CoreDNS" "$TIMEOUT" k -n kube-system rollout status deployment/coredns --timeout=10s
+
+# Images the cluster runs from this machine: ZooKeeper, and ours when it has been built.
+images=("rebalanser/zookeeper:${ZK_IMAGE#*:}")
+images[0]="${images[0]%-*}"
+"$DOCKER" image inspect rebalanser:dev >/dev/null 2>&1 && images+=(rebalanser:dev)
+for image in "${images[@]}"; do
+    "$KIND" load docker-image "$image" --name "$CLUSTER" >/dev/null 2>&1 \
+        || "$KIND" load docker-image "$image" --name "$CLUSTER" >&2
+done
+
+log "ZooKeeper: 3 servers in namespace zookeeper"
+k apply -f "$ZK_MANIFEST" >/dev/null
+wait_for "the ZooKeeper StatefulSet" "$TIMEOUT" k -n zookeeper rollout status statefulset/zk --timeout=10s
+quorum() {
+    local modes
+    modes="$(for i in 0 1 2; do
+        k -n zookeeper exec "zk-$i" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf srvr >&3; timeout 5 cat <&3' \
+            | sed -n 's/^Mode: //p'
+    done | sort | tr '\n' ' ')"
+    [[ "$modes" == "follower follower leader " ]]
+}
+wait_for "a ZooKeeper quorum (one leader, two followers)" "$TIMEOUT" quorum
+log "up in $((SECONDS - start_t))s: $SERVER (node image $NODE_IMAGE)"
+log "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$DIR/bin:\$PATH"
