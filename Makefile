@@ -6,15 +6,15 @@ BIN := $(VENV)/bin
 CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
 
-.PHONY: help setup venv zookeeper controlplane test unit lint typecheck crds demo demo-lite bench chaos \
+.PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench chaos \
         cluster-up cluster-down image docker clean
 
 help:
 	@echo "make demo          local demo: ZooKeeper, control plane, operator, workers, a ResourceGroup"
 	@echo "make demo-lite     the demo without Kubernetes: ZooKeeper and workers only"
 	@echo "make test          set everything up and run the whole suite (what CI runs)"
-	@echo "make cluster-up    start a local kube-apiserver + etcd (.cluster/kubeconfig, .cluster/bin)"
-	@echo "make cluster-down  stop it"
+	@echo "make cluster-up    start the local cluster: a kind node built here + 3-server ZooKeeper (.cluster/)"
+	@echo "make cluster-down  remove it (node container, network, kubeconfig)"
 	@echo "make image         build the Dockerfile into rebalanser:dev (base image made here)"
 	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md"
 	@echo "make chaos         long randomised fault campaign -> docs/chaos-report.{md,json}"
@@ -34,6 +34,15 @@ zookeeper:
 controlplane:
 	@scripts/build-controlplane.sh
 
+# kubelet, kubeadm, kube-controller-manager, kube-scheduler, kube-proxy, kind, CoreDNS, pause
+node:
+	@scripts/build-node.sh >/dev/null
+
+# Docker, the node binaries and kind node image, the ZooKeeper image, rebalanser:dev; where Docker
+# cannot run it says so in one line and the rest goes on (the pod tests skip)
+cluster-prereqs: controlplane
+	@scripts/cluster-prereqs.sh
+
 lint: venv
 	$(BIN)/ruff check worker_lib operator tests bench e2e
 	$(BIN)/mypy worker_lib/rebalanser operator/rebalanser_operator
@@ -41,7 +50,7 @@ lint: venv
 crds: venv
 	$(BIN)/python -m rebalanser_operator.crdgen
 
-test: setup lint
+test: setup cluster-prereqs lint
 	$(BIN)/pytest -q tests
 
 unit: venv
@@ -67,11 +76,11 @@ docker:
 image:
 	@scripts/build-image.sh >/dev/null
 
-cluster-up: controlplane
-	@scripts/cluster.sh up
+cluster-up: controlplane node
+	@scripts/kind-cluster.sh up
 
 cluster-down:
-	@scripts/cluster.sh down
+	@scripts/kind-cluster.sh down
 
 clean:
 	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache

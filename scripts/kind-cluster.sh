@@ -59,6 +59,31 @@ healthy() {
     [[ "$(k get node "$(node)" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
+# node_has IMAGE: the node's containerd holds IMAGE with the same image ID as Docker's. (kind's own
+# check needs crictl, which the node does not carry, so `kind load` alone would always reload.)
+node_has() {
+    local id ref
+    id="$("$DOCKER" image inspect -f '{{.Id}}' "$1" 2>/dev/null)" || return 1
+    ref="$1"  # as containerd names it: NAME -> docker.io/library/NAME, USER/NAME -> docker.io/USER/NAME
+    if [[ "$ref" != */* ]]; then ref="docker.io/library/$ref"
+    elif [[ "${ref%%/*}" != *[.:]* && "${ref%%/*}" != localhost ]]; then ref="docker.io/$ref"
+    fi
+    [[ "$("$DOCKER" exec "$(node)" sh -c \
+        'd="$(ctr -n k8s.io images ls "name==$1" | awk "NR == 2 {print \$3}")" && [ -n "$d" ] &&
+         ctr -n k8s.io content get "$d" | jq -r .config.digest' _ "$ref" 2>/dev/null)" == "$id" ]]
+}
+
+# load_images IMAGE...: into the node, unless it already has them.
+load_images() {
+    local image
+    for image in "$@"; do
+        if node_has "$image"; then continue; fi
+        log "loading $image into the node"
+        "$DIR/bin/kind" load docker-image "$image" --name "$CLUSTER" >/dev/null
+        node_has "$image" || die "$image is not in the node's containerd after kind load"
+    done
+}
+
 do_down() {
     local kind
     if cluster_exists; then
@@ -91,9 +116,7 @@ case "$CMD" in
         shift
         (($#)) || die "load: name at least one image"
         healthy || die "the cluster is not up (make cluster-up)"
-        for image in "$@"; do
-            "$DIR/bin/kind" load docker-image "$image" --name "$CLUSTER" >&2
-        done
+        load_images "$@"
         exit 0 ;;
 esac
 
@@ -149,17 +172,15 @@ wait_for() {
 }
 wait_for "CoreDNS" "$TIMEOUT" k -n kube-system rollout status deployment/coredns --timeout=10s
 
-# Images the cluster runs from this machine: ZooKeeper, and ours when it has been built.
-images=("rebalanser/zookeeper:${ZK_IMAGE#*:}")
-images[0]="${images[0]%-*}"
+# Images the cluster runs from this machine: ZooKeeper, and ours when it has been built. The
+# manifest names ZooKeeper's version tag; the exact build's tag is applied, so a changed image
+# rolls out.
+images=("$ZK_IMAGE")
 "$DOCKER" image inspect rebalanser:dev >/dev/null 2>&1 && images+=(rebalanser:dev)
-for image in "${images[@]}"; do
-    "$KIND" load docker-image "$image" --name "$CLUSTER" >/dev/null 2>&1 \
-        || "$KIND" load docker-image "$image" --name "$CLUSTER" >&2
-done
+load_images "${images[@]}"
 
-log "ZooKeeper: 3 servers in namespace zookeeper"
-k apply -f "$ZK_MANIFEST" >/dev/null
+log "ZooKeeper: 3 servers in namespace zookeeper ($ZK_IMAGE)"
+sed -E "s|image: rebalanser/zookeeper:[^[:space:]]+|image: $ZK_IMAGE|" "$ZK_MANIFEST" | k apply -f - >/dev/null
 wait_for "the ZooKeeper StatefulSet" "$TIMEOUT" k -n zookeeper rollout status statefulset/zk --timeout=10s
 quorum() {
     local modes

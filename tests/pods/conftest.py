@@ -1,13 +1,18 @@
-"""The real cluster for the pod end-to-end tests: brought up by ``make cluster-up``, or skipped with one line."""
+"""The real cluster for the pod tests: ``kube_cluster`` (tests/support/kube.py) brings it up with
+``rebalanser:dev`` loaded (idempotent, cached), or skips with one line where Docker cannot run;
+``kube`` is the kubectl/helm handle on it."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.support.kube import KubeCluster, kube_cluster
 from tests.support.kubectl import Kube
 from tests.support.podcluster import pod_cluster_or_skip
 
+__all__ = ["kube", "kube_cluster"]
+
 
 @pytest.fixture(scope="session")
-def kube() -> Kube:
+def kube(kube_cluster: KubeCluster) -> Kube:
     return pod_cluster_or_skip()
