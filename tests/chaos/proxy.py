@@ -17,6 +17,8 @@ Faults:
 - :meth:`FaultProxy.arm_write_trap` — the next write request (create, delete, setData, multi, ...) is
   either delivered to the server with its reply lost, or dropped, and the connection is reset: a
   ``ConnectionLoss`` in the middle of a write whose outcome the client cannot know.
+  :meth:`FaultProxy.arm_trap` does the same to the next request of any of the given opcodes (e.g. a
+  read, :data:`READ_OPS`): a ``ConnectionLoss`` at a chosen step of a client's protocol.
 
 It parses only ZooKeeper's framing (a 4-byte length, then xid and opcode) in the client-to-server
 direction, to recognise write requests. Nothing here fakes ZooKeeper.
@@ -29,13 +31,14 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 WRITE_OPS = {
     1: "create", 2: "delete", 5: "setData", 7: "setACL", 14: "multi", 15: "create2",
     16: "reconfig", 19: "createContainer", 20: "deleteContainer", 21: "createTTL",
 }
+READ_OPS = {3: "exists", 4: "getData", 8: "getChildren", 12: "getChildren2"}
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -77,7 +80,7 @@ def _finish(sock: socket.socket) -> None:
 
 @dataclass
 class WriteTrap:
-    """One-shot: the next write request of the proxied client is sabotaged.
+    """One-shot: the next request of the proxied client with one of ``opcodes`` is sabotaged.
 
     ``deliver``: the server receives and applies the request but the reply is lost; otherwise the
     request itself is lost. Either way the client's connection is reset right after.
@@ -85,13 +88,14 @@ class WriteTrap:
 
     deliver: bool
     hold: float = 0.01  # seconds the server gets to apply a delivered write before the reset
+    opcodes: frozenset[int] = frozenset(WRITE_OPS)
     fired: threading.Event = field(default_factory=threading.Event)
     opcode: int = 0
     at_ns: int = 0
 
     @property
     def operation(self) -> str:
-        return WRITE_OPS.get(self.opcode, str(self.opcode))
+        return WRITE_OPS.get(self.opcode) or READ_OPS.get(self.opcode) or str(self.opcode)
 
 
 class _Pipe:
@@ -158,7 +162,7 @@ class _Pipe:
         while True:
             frame = read_frame(self.client)
             opcode = struct.unpack(">i", frame[8:12])[0] if len(frame) >= 12 else 0
-            trap = self.proxy._take_trap() if opcode in WRITE_OPS else None
+            trap = self.proxy._take_trap(opcode)
             if trap is None:
                 self._send(self.upstream, frame)
                 continue
@@ -230,7 +234,10 @@ class FaultProxy:
         return len(pipes)
 
     def arm_write_trap(self, deliver: bool, hold: float = 0.01) -> WriteTrap:
-        trap = WriteTrap(deliver, hold)
+        return self.arm_trap(WRITE_OPS, deliver, hold)
+
+    def arm_trap(self, opcodes: Iterable[int], deliver: bool, hold: float = 0.01) -> WriteTrap:
+        trap = WriteTrap(deliver, hold, frozenset(opcodes))
         with self._lock:
             self._trap = trap
         return trap
@@ -253,9 +260,12 @@ class FaultProxy:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _take_trap(self) -> WriteTrap | None:
+    def _take_trap(self, opcode: int) -> WriteTrap | None:
         with self._lock:
-            trap, self._trap = self._trap, None
+            trap = self._trap
+            if trap is None or opcode not in trap.opcodes:
+                return None
+            self._trap = None
             return trap
 
     def _forget(self, pipe: _Pipe) -> None:
