@@ -6,6 +6,10 @@ when the resource is deleted). The claim's creation zxid (``czxid``) is the reso
 zxids grow with every write to the ensemble, so each new claim of a resource carries a larger token
 than every claim before it, across owners, sessions, and deletion and re-creation of the resource.
 
+A persistent node at a claim's path is not a claim (claims are ephemeral) and would block the resource
+for good: the member that wants the resource reports it and removes it, in one transaction that fails
+if the node has turned into a real claim meanwhile (an ephemeral node cannot have children).
+
 Claims are created and released in ``multi`` batches: one transaction, one zxid, so the resources of
 a batch share one token and their next owners are woken together. Cost: one round trip per batch of
 up to :data:`BATCH` resources; a batch that meets claims still held by others costs one pipelined
@@ -23,11 +27,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, OperationTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
+from rebalanser.containers import ensure_container
 from rebalanser.paths import GroupPaths
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
+_PROBE = "persistent-probe"  # a child only a persistent node can have
 CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
 
 
@@ -48,6 +54,7 @@ class ClaimBook:
     session_id: int = 0
     held: dict[str, int] = field(default_factory=dict)
     uncertain: set[str] = field(default_factory=set)
+    on_fake: Callable[[str], None] | None = None  # told of each persistent node removed from a claim path
 
     def reset(self, session_id: int) -> None:
         self.session_id, self.held, self.uncertain = session_id, {}, set()
@@ -92,7 +99,8 @@ class ClaimBook:
                 claimed.update(dict.fromkeys(batch, token))
                 return
             if isinstance(results[failed], NoNodeError):
-                self.zk.ensure_path(self.paths.owners)
+                if not ensure_container(self.zk, self.paths.owners):
+                    raise NoNodeError(f"{self.paths.root} does not exist")  # never re-created here
                 continue
             taken = self._taken(batch)
             blocked.extend(r for r in batch if r in taken)
@@ -120,10 +128,34 @@ class ClaimBook:
             self.uncertain.discard(resource)
             if stat is not None and stat.ephemeralOwner == self.session_id:
                 self.held[resource] = int(stat.czxid)
+            elif stat is not None and not stat.ephemeralOwner and self._remove_fake(resource):
+                self.held.pop(resource, None)  # created again by the next attempt
             elif stat is not None:
                 self.held.pop(resource, None)
                 taken.add(resource)
         return taken
+
+    def _remove_fake(self, resource: str) -> bool:
+        """Removes a persistent node from ``resource``'s claim path; True if it is gone. Whatever is
+        below it goes first (a real claim has no children, so nothing of one is ever deleted)."""
+        path = self.paths.owner(resource)
+        try:
+            for child in self.zk.get_children(path):
+                self.zk.delete(f"{path}/{child}", recursive=True)
+            txn = self.zk.transaction()
+            txn.create(f"{path}/{_PROBE}")  # fails on an ephemeral node: then nothing is deleted
+            txn.delete(f"{path}/{_PROBE}")
+            txn.delete(path)
+            results = txn.commit()
+        except NoNodeError:
+            return True
+        if any(isinstance(r, Exception) for r in results):
+            log.warning("could not remove the persistent node at %s: %r", path, results)
+            return False
+        log.error("removed a persistent node at %s: it is not a claim and blocked the resource", path)
+        if self.on_fake is not None:
+            self.on_fake(path)
+        return True
 
     def _verify(self, resource: str) -> bool:
         """Settles an uncertain claim by ``ephemeralOwner``; True if it is ours."""

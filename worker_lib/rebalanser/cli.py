@@ -130,7 +130,11 @@ def run_worker(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port)
-    client.start()
+    try:
+        client.start()
+    except BaseException:
+        client.stop(timeout=options.stop_timeout + 10)  # releases whatever it holds, leaves the group
+        raise
     work.run(stop)
     client.stop()
     log.emit("stopped")

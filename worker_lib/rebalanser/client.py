@@ -31,24 +31,19 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, metrics, wire
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
+from rebalanser.containers import ensure_group
 from rebalanser.coordinator import Coordinator
-from rebalanser.errors import CorruptDataError, RebalanserError
+from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
 from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.handler import Handler
 from rebalanser.lease import Lease
-from rebalanser.membership import (
-    create_member_node,
-    list_members,
-    predecessor,
-    stale_same_id,
-    watch_predecessor,
-)
+from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id, watch_predecessor
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.session import LeaseProber, make_client, session_id, session_timeout
@@ -76,6 +71,7 @@ class State(StrEnum):
 class Ownership:
     token: int
     session_id: int
+    member_node: str  # the member znode under which it was claimed
 
 
 class StopTimeoutError(RebalanserError):
@@ -102,6 +98,12 @@ class Client:
         self._epoch = 0
         self._me: MemberNode | None = None
         self._joined_session = 0
+        self._ever_joined = False  # only the first join may create the group root
+        self._join_deadline = 0.0  # while waiting for another member with our id to go
+        self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
+        self._failure: Exception | None = None
+        self._join_watch = lambda _event: self._post("join")  # one callable: kazoo keeps watchers in a set
+        self._coordinator_seq = 0
         self._desired: set[str] = set()
         self._waiting: set[str] = set()
         self._unreleased: set[str] = set()
@@ -109,12 +111,13 @@ class Client:
         self._held_assignment: MemberAssignment | None = None
         self._stopped_generation = 0
         self._coordinator: Coordinator | None = None
+        self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
         self._thread: threading.Thread | None = None
         self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
         self._closed = False
         self._done = threading.Event()
-        self._joined = threading.Event()
+        self._settled = threading.Event()  # start() may return: joined, or ended
         self._was_suspended = False
 
     # -- public surface ------------------------------------------------------------------------
@@ -141,7 +144,10 @@ class Client:
             held = self._owned.get(resource)
             if held is None or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
                 return False
-        return self._lease.view.valid(held.session_id)
+        return self._valid(held)
+
+    def _valid(self, held: Ownership) -> bool:
+        return held.member_node != self._deleted_node and self._lease.view.valid(held.session_id)
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
@@ -152,15 +158,18 @@ class Client:
     def owned(self) -> dict[str, int]:
         with self._lock:
             items = list(self._owned.items())
-        return {r: o.token for r, o in items if self._lease.view.valid(o.session_id)}
+        return {r: o.token for r, o in items if self._valid(o)}
 
     def start(self, timeout: float | None = None) -> None:
+        """Connects and joins the group; returns once this member's znode exists and it has read the
+        group's state. Raises :class:`DuplicateMemberError` when another live member uses our id."""
         with self._lock:
             if self._thread is not None:
                 return
             self._state = State.JOINING
             self._zk = make_client(self.options)
-            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id)
+            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake)
+            self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
             self._callbacks.start()
@@ -169,8 +178,10 @@ class Client:
         self._prober.start()
         self._thread.start()
         self._post("session", "connected")
-        if not self._joined.wait(timeout or 60):
+        if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
             raise TimeoutError("did not join the group in time")
+        if self._failure is not None:
+            raise self._failure
 
     def stop(self, timeout: float | None = None) -> None:
         """Stops all resources (stop callbacks run to completion), then leaves the group."""
@@ -196,6 +207,17 @@ class Client:
         assert self._claims is not None
         return self._claims
 
+    @property
+    def _members(self) -> Roster:
+        assert self._roster is not None
+        return self._roster
+
+    def _report_fake(self, path: str) -> None:
+        """A persistent znode where only ephemeral ones belong (a fake member or claim)."""
+        kind = "owner" if path.startswith(self.paths.owners + "/") else "member"
+        self._bad_data(CorruptDataError("a persistent znode is not a live member's: ignored or removed",
+                                        path=path, kind=kind))
+
     def _post(self, kind: str, arg: Any = None) -> None:
         self._events.put((kind, arg))
 
@@ -220,6 +242,7 @@ class Client:
             self._abort(exc)
         finally:
             self._done.set()
+            self._settled.set()
 
     def _next_event(self) -> tuple[str, Any]:
         if self._pushback is not None:
@@ -252,7 +275,7 @@ class Client:
             "assignment": lambda node: self._read_assignment(node), "barrier": lambda _: self._read_barrier(),
             "claim": self._retry_claim, "lease": lambda _: self._lease_expired(),
             "deposed": self._deposed, "coordinator": self._coordinator_epoch,
-            "self": self._check_own_node, "bad-data": self._bad_data,
+            "self": self._check_own_node, "bad-data": self._bad_data, "join": lambda _: self._join(),
         }
         if kind in _SESSION_BOUND and not self._in_session():
             # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
@@ -299,6 +322,8 @@ class Client:
             self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
 
     def _abort(self, error: Exception) -> None:
+        self._failure = error
+        self._settled.set()
         self._set_state(State.ABORTED)
         try:
             self._stop_coordinating()
@@ -324,11 +349,13 @@ class Client:
             self._report(exc)
 
     def _resync(self) -> None:
-        """Same session after a disconnection: watches may have been coalesced, so re-read all."""
+        """Same session after a disconnection. kazoo dropped every watch when the connection did (and
+        does not set them again on the server), so every one is armed again while re-reading."""
+        if self._me is None or not self._joined_session:
+            self._join()  # the connection dropped before the member znode existed
+            return
         self._release_pending()
-        self._elect()
-        self._read_barrier()
-        self._read_assignment(None)
+        self._sync_with_group()
         self._reclaim_owned()
 
     def _lease_expired(self) -> None:
@@ -350,37 +377,75 @@ class Client:
     # -- joining and election ------------------------------------------------------------------
 
     def _join(self) -> None:
+        """One step of joining in the current session. It never blocks the event loop: when it has to
+        wait (for the group to be created again, or for an earlier incarnation's znode to go) it arms
+        a watch or a timer that posts ``join``, which runs it again.
+
+        Joining: (group root exists, or this is the first join) -> (no other live member uses our id)
+        -> member znode created -> in sync with the group (elected, barrier and assignment read)."""
         sid = session_id(self.zk)
-        for path in self.paths.containers():
-            self.zk.ensure_path(path)
-        self._await_stale_incarnations(sid)
-        deadline = time.monotonic() + 4 * session_timeout(self.zk)
-        self._me = create_member_node(self.zk, self.paths, self.options.member_id, deadline)
-        self._joined_session = sid
+        if not sid or sid == self._joined_session or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
+            return
+        self._set_state(State.JOINING)
+        if not ensure_group(self.zk, self.paths, create_root=not self._ever_joined):
+            self._await_group()
+            return
+        if self._waiting_for_same_id(sid):
+            return
+        try:
+            self._me = create_member_node(
+                self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk))
+        except NoNodeError:
+            self._await_group()
+            return
+        self._joined_session, self._ever_joined, self._join_deadline = sid, True, 0.0
         self._book.reset(sid)
-        self._watch_own_node()
         self._set_state(State.PENDING_ASSIGNMENT)
+        self._sync_with_group()
+
+    def _sync_with_group(self) -> None:
+        """Reads everything a member follows, arming each watch; the join is complete after it (a
+        ConnectionLoss in between is finished by the resync after reconnecting)."""
+        me = self._me
+        assert me is not None
+        self._check_own_node(me.name)
+        if self._me is not me:
+            return  # evicted: the rejoin has read everything (or waits for the group)
         self._elect()
         self._read_barrier()
         self._read_assignment(None)
-        self._joined.set()
+        self._settled.set()
 
-    def _await_stale_incarnations(self, sid: int) -> None:
+    def _await_group(self) -> None:
+        """The group was deleted under us: never re-create it; join when it exists again."""
+        log.warning("group %s does not exist: waiting for it to be created again", self.paths.root)
+        if self.zk.exists(self.paths.root, watch=self._join_watch) is not None:
+            self._post("join")
+
+    def _waiting_for_same_id(self, sid: int) -> bool:
         """Ephemeral nodes of an earlier session of ours are never taken for current ones: wait for
-        the server to expire them (PIP-57)."""
-        reported = False
-        deadline = time.monotonic() + 2 * session_timeout(self.zk) + 5
-        while stale_same_id(self.zk, self.paths, self.options.member_id, sid):
-            if time.monotonic() > deadline and not reported:
-                reported = True
-                self._report(RebalanserError(
-                    f"another live member uses id {self.options.member_id!r}; waiting for it to leave"))
-            self._wait_for_members_change(0.5)
-
-    def _wait_for_members_change(self, timeout: float) -> None:
-        changed = threading.Event()
-        self.zk.get_children(self.paths.clients, watch=lambda _: changed.set())
-        changed.wait(timeout)
+        the server to expire them (PIP-57), at most 2T + 5 s; a node with our id that outlives that
+        belongs to another live member: the id is not unique, which is fatal."""
+        if not stale_same_id(self._members, self.options.member_id, sid):
+            self._join_deadline = 0.0
+            return False
+        now = time.monotonic()
+        if not self._join_deadline:
+            self._join_deadline = now + 2 * session_timeout(self.zk) + 5
+            timer = threading.Timer(self._join_deadline - now, lambda: self._post("join"))
+            timer.daemon = True
+            timer.start()
+        elif now >= self._join_deadline:
+            self._abort(DuplicateMemberError(
+                f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
+                "member ids must be unique"))
+            return True
+        log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
+        self.zk.get_children(self.paths.clients, watch=self._join_watch)
+        if stale_same_id(self._members, self.options.member_id, sid):
+            return True
+        self._join_deadline = 0.0
+        return False
 
     def _in_session(self) -> bool:
         """Connected in the session this member joined with (not an earlier or a newer one)."""
@@ -389,7 +454,7 @@ class Client:
     def _elect(self) -> None:
         if self._me is None or not self._in_session():
             return
-        members = list_members(self.zk, self.paths)
+        members = self._members()
         if self._me not in members:
             self._evicted()
             return
@@ -406,8 +471,14 @@ class Client:
 
     def _watch_own_node(self) -> bool:
         assert self._me is not None
-        path = self.paths.client(self._me.name)
-        return self.zk.exists(path, watch=self._watch("self", self._me.name)) is not None
+        node = self._me.name
+
+        def fired(event: WatchedEvent) -> None:
+            if event.type == EventType.DELETED:
+                self._deleted_node = node  # owns() is False from now on, before the loop reacts
+            self._post("self", node)
+
+        return self.zk.exists(self.paths.client(node), watch=fired) is not None
 
     def _check_own_node(self, node: str) -> None:
         if self._me is not None and node == self._me.name and not self._watch_own_node():
@@ -423,6 +494,7 @@ class Client:
         self._desired.clear()
         self._waiting.clear()
         self._joined_session = 0
+        self._me = None
         self._join()
 
     def _read_epoch(self) -> int:
@@ -433,19 +505,32 @@ class Client:
         if self._coordinator is not None and self._coordinator.active:
             return
         assert self._me is not None
+        self._coordinator_seq += 1
+        seq = self._coordinator_seq
+        # Its reports name it: one from an instance that has been replaced or stopped is ignored.
         self._coordinator = Coordinator(
             self.zk, self.paths, self.options, self._me,
-            on_epoch=lambda epoch: self._post("coordinator", epoch),
-            on_deposed=lambda reason: self._post("deposed", reason),
+            on_epoch=lambda epoch: self._post("coordinator", (seq, epoch)),
+            on_deposed=lambda reason: self._post("deposed", (seq, reason)),
             on_bad_data=lambda error: self._post("bad-data", error),
         )
         self._coordinator.start()
 
-    def _coordinator_epoch(self, epoch: int) -> None:
+    def _current_coordinator(self, seq: int) -> bool:
+        return self._coordinator is not None and seq == self._coordinator_seq
+
+    def _coordinator_epoch(self, report: tuple[int, int]) -> None:
+        seq, epoch = report
+        if not self._current_coordinator(seq):
+            log.info("ignoring the epoch %d of a coordinator instance that was stopped", epoch)
+            return
         metrics.COORDINATOR.set(1)
         self._set_role("coordinator", epoch)
 
-    def _deposed(self, reason: str) -> None:
+    def _deposed(self, report: tuple[int, str]) -> None:
+        seq, reason = report
+        if not self._current_coordinator(seq):
+            return
         log.warning("no longer coordinator: %s", reason)
         self._stop_coordinating()
         self._set_role("follower", self._read_epoch())
@@ -579,9 +664,10 @@ class Client:
         self._update_state()
 
     def _grant(self, claimed: dict[str, int]) -> None:
+        assert self._me is not None
         with self._lock:
             for resource, token in claimed.items():
-                self._owned[resource] = Ownership(token, self._joined_session)
+                self._owned[resource] = Ownership(token, self._joined_session, self._me.name)
             self._waiting -= set(claimed)
         metrics.OWNED.set(len(self._owned))
         self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout)

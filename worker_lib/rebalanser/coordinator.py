@@ -24,11 +24,13 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from rebalanser import baddata, metrics, wire
 from rebalanser.assignment import assign
 from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.containers import ensure_container
 from rebalanser.errors import CorruptDataError, NotCoordinatorError
-from rebalanser.membership import list_members
+from rebalanser.membership import Roster
 from rebalanser.options import Options
 from rebalanser.paths import GroupPaths, MemberNode, is_valid_resource_name
 from rebalanser.storage import decode_assignment
+from rebalanser.watches import ChildrenTrigger
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase, RebalanceRecord
 from rebalanser.writer import FencedWriter
 
@@ -66,6 +68,8 @@ class Coordinator:
         self._layout = Layout()
         self._departed: dict[str, float] = {}  # member id -> when first seen gone
         self._last_rebalance = 0.0
+        self._triggers: list[ChildrenTrigger] = []
+        self._roster = Roster(zk, paths)
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
 
     @property
@@ -79,6 +83,7 @@ class Coordinator:
         with self._wake:
             self._active = False
             self._wake.notify_all()
+        self._stop_triggers()
         if wait and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
 
@@ -109,6 +114,7 @@ class Coordinator:
     def _resign(self, reason: str) -> None:
         was_active = self._active
         self._active = False
+        self._stop_triggers()
         if was_active:
             self._on_deposed(reason)
 
@@ -117,9 +123,17 @@ class Coordinator:
         self._zk.sync(self._paths.root)
         self._load_layout()
         self._on_epoch(self._epoch)
-        self._zk.ChildrenWatch(self._paths.clients, self._on_children)
-        self._zk.ChildrenWatch(self._paths.resources, self._on_children)
+        for path in (self._paths.clients, self._paths.resources):
+            trigger = ChildrenTrigger(self._zk, path, self.trigger)
+            self._triggers.append(trigger)
+            trigger.start()
+        if not self._active:  # stopped meanwhile: stop() may have run before the triggers existed
+            self._stop_triggers()
         self._zk.DataWatch(self._paths.config, self._on_config)
+
+    def _stop_triggers(self) -> None:
+        for trigger in list(self._triggers):
+            trigger.stop()
 
     def _bump_epoch(self) -> int:
         """Increments the epoch znode's version; verified after ConnectionLoss (never self-deposes)."""
@@ -128,7 +142,7 @@ class Coordinator:
             try:
                 stat = self._zk.exists(self._paths.epoch)
                 if stat is None:
-                    self._zk.create(self._paths.epoch, b"", makepath=True)
+                    self._zk.create(self._paths.epoch, b"")  # never makepath: the group may be being deleted
                     continue
                 return int(self._zk.set(self._paths.epoch, nonce, version=stat.version).version)
             except (ConnectionLoss, BadVersionError):
@@ -144,7 +158,7 @@ class Coordinator:
         try:
             children = self._zk.get_children(self._paths.assignment)
         except NoNodeError:
-            self._zk.ensure_path(self._paths.assignment)
+            ensure_container(self._zk, self._paths.assignment)
             children = []
         # Pipelined: every member's assignment and part list are requested at once, one round trip in
         # all rather than two per member (a successor coordinator of 200 members waited ~0.3 s here).
@@ -209,10 +223,6 @@ class Coordinator:
         if member is not None:
             for resource in value.resources:
                 layout.owners[resource] = member.member_id
-
-    def _on_children(self, children: list[str]) -> bool:
-        self.trigger()
-        return self._active
 
     def _on_config(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> bool:
         config: GroupConfig | None = None
@@ -313,7 +323,7 @@ class Coordinator:
 
     def _live_members(self) -> list[MemberNode]:
         seen: dict[str, MemberNode] = {}
-        for member in list_members(self._zk, self._paths):
+        for member in self._roster():
             seen.setdefault(member.member_id, member)  # a duplicate id: only the oldest works
         return list(seen.values())
 
@@ -321,8 +331,7 @@ class Coordinator:
         try:
             names = self._zk.get_children(self._paths.resources)
         except NoNodeError:
-            self._zk.ensure_path(self._paths.resources)
-            return []
+            return []  # deleted: created again by the operator or an administrator (the trigger sees it)
         valid = [n for n in names if is_valid_resource_name(n)]
         if len(valid) != len(names):
             log.error("ignoring %d resource znodes with invalid names", len(names) - len(valid))
@@ -433,7 +442,7 @@ class Coordinator:
         while self._active and time.monotonic() < deadline:
             changed.clear()
             markers = set(self._zk.get_children(marker_dir, watch=lambda e: changed.set()))
-            live = {m.name for m in list_members(self._zk, self._paths)}
+            live = {m.name for m in self._roster()}
             if not (live - markers):
                 return
             self._zk.get_children(self._paths.clients, watch=lambda e: changed.set())

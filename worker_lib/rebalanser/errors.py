@@ -21,9 +21,13 @@ class CorruptDataError(RebalanserError):
     """Data found in ZooKeeper that this library did not write (or cannot parse).
 
     ``kind`` names the record (``barrier``, ``state``, ``config``, ``assignment``, ``stopped``,
-    ``owner``), ``path`` the znode it was read from (when known), ``reason`` what is wrong with it.
+    ``owner``, ``member``), ``path`` the znode it was read from (when known), ``reason`` what is wrong with it.
     """
 
     def __init__(self, reason: str, *, path: str = "", kind: str = "") -> None:
         super().__init__(f"{path}: {reason}" if path else reason)
         self.reason, self.path, self.kind = reason, path, kind
+
+
+class DuplicateMemberError(InvalidInputError):
+    """Another live member of the group uses this member id (each id must be unique in its group)."""

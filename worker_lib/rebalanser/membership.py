@@ -18,25 +18,61 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
+from rebalanser.containers import ensure_container
 from rebalanser.paths import GroupPaths, MemberNode, member_prefix
 
 log = logging.getLogger(__name__)
 
 
+class Roster:
+    """Lists the live members of a group in election order.
+
+    Only ephemeral member znodes are members: a persistent node under ``G/clients`` (left by an
+    administrator or a tool) is never taken for a member, so it can neither be elected coordinator
+    nor block the election; it is reported once through ``on_fake`` and otherwise ignored. Each
+    member znode's owner is read once (one pipelined read per new name: names are unique per join)."""
+
+    def __init__(self, zk: KazooClient, paths: GroupPaths, on_fake: Callable[[str], None] | None = None) -> None:
+        self._zk, self._paths, self._on_fake = zk, paths, on_fake
+        self._owners: dict[str, int] = {}  # member znode name -> ephemeralOwner (0: a persistent fake)
+
+    def __call__(self) -> list[MemberNode]:
+        try:
+            names = self._zk.get_children(self._paths.clients)
+        except NoNodeError:
+            return []
+        parsed = []
+        for name in names:
+            node = MemberNode.parse(name)
+            if node is None:
+                log.warning("ignoring foreign child %s/%s", self._paths.clients, name)
+            else:
+                parsed.append(node)
+        self._learn_owners([m.name for m in parsed])
+        return sorted(m for m in parsed if self._owners.get(m.name))
+
+    def owner(self, member: MemberNode) -> int:
+        """The session that owns a member listed by the last call (0 for none)."""
+        return self._owners.get(member.name, 0)
+
+    def _learn_owners(self, names: list[str]) -> None:
+        unknown = [n for n in names if n not in self._owners]
+        pending = [(n, self._zk.exists_async(self._paths.client(n))) for n in unknown]
+        self._owners = {n: o for n, o in self._owners.items() if n in names}
+        for name, reply in pending:
+            stat = reply.get()
+            if stat is None:
+                continue  # gone meanwhile
+            self._owners[name] = int(stat.ephemeralOwner)
+            if not stat.ephemeralOwner:
+                log.error("ignoring %s/%s: a persistent node is not a member", self._paths.clients, name)
+                if self._on_fake is not None:
+                    self._on_fake(self._paths.client(name))
+
+
 def list_members(zk: KazooClient, paths: GroupPaths) -> list[MemberNode]:
-    """Live members in election order; foreign children are ignored (and logged once per call)."""
-    try:
-        names = zk.get_children(paths.clients)
-    except NoNodeError:
-        return []
-    members = []
-    for name in names:
-        node = MemberNode.parse(name)
-        if node is None:
-            log.warning("ignoring foreign child %s/%s", paths.clients, name)
-        else:
-            members.append(node)
-    return sorted(members)
+    """The live members now (a one-off :class:`Roster`, for callers that list once)."""
+    return Roster(zk, paths)()
 
 
 def create_member_node(zk: KazooClient, paths: GroupPaths, member_id: str, deadline: float) -> MemberNode:
@@ -55,7 +91,8 @@ def create_member_node(zk: KazooClient, paths: GroupPaths, member_id: str, deadl
             if found is not None:
                 return found
         except NoNodeError:
-            zk.ensure_path(paths.clients)
+            if not ensure_container(zk, paths.clients):
+                raise  # the group itself is gone: never re-created here
         if time.monotonic() > deadline:
             raise TimeoutError("could not create the member znode before the deadline")
 
@@ -89,13 +126,6 @@ def watch_predecessor(
     return zk.exists(paths.client(node.name), watch=fired) is not None
 
 
-def stale_same_id(zk: KazooClient, paths: GroupPaths, member_id: str, session_id: int) -> list[MemberNode]:
+def stale_same_id(roster: Roster, member_id: str, session_id: int) -> list[MemberNode]:
     """Member nodes with our id left by another session (e.g. our previous one, not yet expired)."""
-    stale = []
-    for member in list_members(zk, paths):
-        if member.member_id != member_id:
-            continue
-        stat = zk.exists(paths.client(member.name))
-        if stat is not None and stat.ephemeralOwner != session_id:
-            stale.append(member)
-    return stale
+    return [m for m in roster() if m.member_id == member_id and roster.owner(m) != session_id]

@@ -1,0 +1,73 @@
+"""A children watch that outlives the deletion of the node it watches and connection losses.
+
+kazoo's ``ChildrenWatch`` ends for good when its node does not exist (NoNode), so a coordinator
+watching ``G/resources`` never learned of resources added after the list was deleted and created
+again. kazoo also clears every watch when the connection drops (it fires each once with a ``NONE``
+event) and does not set them again on the server after reconnecting; this watch re-arms itself then.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+log = logging.getLogger(__name__)
+
+
+class ChildrenTrigger:
+    """Calls ``on_change`` (from kazoo's callback thread) whenever the children of ``path`` may have
+    changed, including when ``path`` itself is deleted or created, until :meth:`stop`.
+
+    States: watching the children (``path`` exists), watching for the creation of ``path`` (it does
+    not exist), or unarmed (disconnected: re-armed on reconnection, then ``on_change`` is called
+    only if the children differ from the last ones seen, as nothing was watched meanwhile)."""
+
+    def __init__(self, zk: KazooClient, path: str, on_change: Callable[[], None]) -> None:
+        self._zk, self._path, self._on_change = zk, path, on_change
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._seen: list[str] | None = None
+
+    def start(self) -> None:
+        self._zk.add_listener(self._on_state)
+        self._refresh(always=True)
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._zk.remove_listener(self._on_state)
+
+    def _fired(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:  # NONE: the connection dropped; re-armed on reconnection
+            self._refresh(always=True)
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's connection thread: never block here.
+        if state == KazooState.CONNECTED and not self._stopped:
+            self._zk.handler.spawn(self._refresh, False)
+
+    def _refresh(self, always: bool) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                children = self._arm()
+            except (ConnectionLoss, SessionExpiredError):
+                return  # re-armed when the connection is back
+            changed = always or children != self._seen
+            self._seen = children
+        if changed and not self._stopped:
+            self._on_change()
+
+    def _arm(self) -> list[str] | None:
+        """Sets the watch; returns the sorted children, or None while ``path`` does not exist."""
+        while True:
+            try:
+                return sorted(self._zk.get_children(self._path, watch=self._fired))
+            except NoNodeError:
+                if self._zk.exists(self._path, watch=self._fired) is None:
+                    return None
