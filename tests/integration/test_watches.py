@@ -1,0 +1,92 @@
+"""ChildrenTrigger on a real server: it survives deletion and re-creation of its node, and a
+reconnection that kazoo answers by dropping every watch."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser.watches import ChildrenTrigger
+
+from tests.chaos.proxy import FaultProxy
+from tests.support.workers import wait_for
+from tests.support.zk import admin_client
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.calls += 1
+
+
+@pytest.fixture
+def proxied(zk_hosts: str) -> Iterator[tuple[FaultProxy, KazooClient]]:
+    proxy = FaultProxy(zk_hosts.split(","))
+    try:
+        with admin_client(proxy.hosts) as client:
+            yield proxy, client
+    finally:
+        proxy.close()
+
+
+def test_the_trigger_follows_deletion_and_re_creation(zk: KazooClient, zk_hosts: str, group_path: str) -> None:
+    path = f"{group_path}/resources"
+    zk.ensure_path(path)
+    seen = Counter()
+    with admin_client(zk_hosts) as client:
+        trigger = ChildrenTrigger(client, path, seen)
+        trigger.start()
+        try:
+            assert seen.calls == 1
+            zk.create(f"{path}/a")
+            wait_for(lambda: seen.calls == 2, 10, "a new child was not seen")
+            zk.delete(path, recursive=True)
+            wait_for(lambda: seen.calls >= 3, 10, "the deletion was not seen")
+            after_delete = seen.calls
+            zk.create(f"{path}/b", makepath=True)
+            wait_for(lambda: seen.calls > after_delete, 10, "the re-created node was not seen")
+            settled = seen.calls
+            zk.create(f"{path}/c")
+            wait_for(lambda: seen.calls > settled, 10, "children of the re-created node were not seen")
+        finally:
+            trigger.stop()
+        stopped = seen.calls
+        witness = Counter()  # a second trigger on the same client: when it has seen a change, so would have the first
+        other = ChildrenTrigger(client, path, witness)
+        other.start()
+        try:
+            zk.create(f"{path}/d")
+            wait_for(lambda: witness.calls == 2, 10, "the witness never saw the change")
+            assert seen.calls == stopped, "a stopped trigger still called back"
+        finally:
+            other.stop()
+
+
+def test_a_change_made_while_disconnected_is_seen_after_reconnecting(
+    zk: KazooClient, group_path: str, proxied: tuple[FaultProxy, KazooClient]
+) -> None:
+    proxy, client = proxied
+    path = f"{group_path}/clients"
+    zk.ensure_path(path)
+    seen = Counter()
+    trigger = ChildrenTrigger(client, path, seen)
+    trigger.start()
+    session = client.client_id[0]
+    try:
+        proxy.blackhole()  # reconnection attempts go nowhere until restored
+        assert proxy.cut() >= 1
+        wait_for(lambda: not client.connected, 10, "the client never noticed the cut")
+        zk.create(f"{path}/while-away")
+        proxy.restore()
+        wait_for(lambda: seen.calls == 2, 15, "a change made during the disconnection was never seen")
+        assert client.client_id is not None and client.client_id[0] == session, "the session must survive"
+        zk.create(f"{path}/after")  # and the watch is armed again
+        wait_for(lambda: seen.calls == 3, 10, "the watch was not armed again after reconnecting")
+    finally:
+        trigger.stop()
