@@ -6,7 +6,8 @@
 #   kubelet, kubeadm, kube-controller-manager, kube-scheduler, kube-proxy
 #                  k8s.io/kubernetes, pinned by e2e/node/go.mod (same pins as e2e/controlplane)
 #   kind           sigs.k8s.io/kind@$KIND_VERSION (go install, outside any module)
-#   coredns        github.com/coredns/coredns@$COREDNS_VERSION (the cluster DNS server)
+#   coredns        the cluster DNS server: CoreDNS $COREDNS_VERSION with the plugins the cluster uses
+#                  (e2e/coredns, pinned by its go.mod)
 #   pause          the sandbox process, build/pause/linux/pause.c of the k8s.io/kubernetes module
 #                  source, compiled static with gcc
 #
@@ -14,15 +15,13 @@
 #   scripts/build-node.sh --bin-dir  print the bin dir; exit 1 if it is not built yet
 #
 # Cache: ${REBALANSER_CACHE:-$HOME/.cache/rebalanser}/node-<hash>/bin/, where <hash> covers RECIPE,
-# the versions below, the Go toolchain and e2e/node/go.{mod,sum}. The Go build cache is shared with
+# the versions below, the Go toolchain, e2e/node/go.{mod,sum} and e2e/coredns/. The Go build cache is shared with
 # the control-plane build, so most Kubernetes packages are compiled once.
 set -euo pipefail
 
 # Bump RECIPE when the way the binaries are built changes (flags, ldflags, layout).
-RECIPE=1
+RECIPE=2
 KIND_VERSION=v0.33.0
-# The CoreDNS release that kubeadm of this Kubernetes version deploys (its image tag).
-COREDNS_VERSION=v1.12.1
 # The pause version that kubeadm of this Kubernetes version expects (its image tag).
 PAUSE_VERSION=3.10.1
 
@@ -31,17 +30,21 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib/build.sh
 source "$ROOT/scripts/lib/build.sh"
 MOD="$ROOT/e2e/node"
+COREDNS_MOD="$ROOT/e2e/coredns"
 CACHE="${REBALANSER_CACHE:-$HOME/.cache/rebalanser}"
 find_go
 
 K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v1\.[0-9]+\.[0-9]+).*/\2/p' "$MOD/go.mod" | head -n1)"
 [[ "$K8S_VERSION" =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "cannot read the k8s.io/kubernetes version from $MOD/go.mod"
 K8S_MINOR="${BASH_REMATCH[1]}"
+# The CoreDNS release that kubeadm of this Kubernetes version deploys (its image tag).
+COREDNS_VERSION="$(sed -nE 's/^require github\.com\/coredns\/coredns (v[^ ]+)$/\1/p' "$COREDNS_MOD/go.mod")"
+[[ -n "$COREDNS_VERSION" ]] || die "cannot read the CoreDNS version from $COREDNS_MOD/go.mod"
 GO_VERSION="$("$GO" env GOVERSION GOOS GOARCH | tr '\n' ' ')"
 HASH="$({
     printf 'recipe=%s kind=%s coredns=%s pause=%s go=%s\n' \
         "$RECIPE" "$KIND_VERSION" "$COREDNS_VERSION" "$PAUSE_VERSION" "$GO_VERSION"
-    cat "$MOD/go.mod" "$MOD/go.sum"
+    cat "$MOD/go.mod" "$MOD/go.sum" "$COREDNS_MOD/go.mod" "$COREDNS_MOD/go.sum" "$COREDNS_MOD/main.go"
 } | sha256sum | cut -c1-16)"
 DIR="$CACHE/node-$HASH"
 BIN="$DIR/bin"
@@ -102,8 +105,8 @@ fi
 
 if [[ ! -x "$BIN/coredns" ]]; then
     run_step coredns "$DIR/build-coredns.log" \
-        bash -c 'cd "$1" && GOBIN="$1" "$2" install -v -ldflags="-s -w" "github.com/coredns/coredns@$3"' \
-        _ "$TMP" "$GO" "$COREDNS_VERSION"
+        bash -c 'cd "$1" && "$2" build -v -ldflags="-s -w" -o "$3/coredns" .' \
+        _ "$COREDNS_MOD" "$GO" "$TMP"
     mv -f "$TMP/coredns" "$BIN/"
 fi
 

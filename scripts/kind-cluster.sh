@@ -101,7 +101,7 @@ do_down() {
         rmdir /lib/modules 2>/dev/null || true
         rm -f "$DIR/created-lib-modules"
     fi
-    rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/bin/kind"
+    rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/bin/kind" "$DIR/kind-create.log"
 }
 
 case "$CMD" in
