@@ -40,6 +40,8 @@ COREDNS_VERSION="$(meta coredns "$NODE_BIN")"
 PAUSE_VERSION="$(meta pause "$NODE_BIN")"
 ETCD_VERSION="$(meta etcd "$CP_BIN")"
 ETCD_TAG="${ETCD_VERSION#v}-0"
+grep -q "imageTag: \"$ETCD_TAG\"" "$ROOT/e2e/cluster/kind.yaml" \
+    || die "e2e/cluster/kind.yaml must set kubeadm's etcd imageTag to \"$ETCD_TAG\" (the etcd built here)"
 
 HASH="$({
     printf 'recipe=%s cp=%s node=%s base=%s\n' "$RECIPE" "$CP_BIN" "$NODE_BIN" "$BOOKWORM"
