@@ -5,7 +5,9 @@
 * create / update (``spec`` only) / resume  -> :func:`actions.apply_spec`
 * delete (holds the ``rebalanser.io/finalizer``) -> :func:`actions.delete_znodes`
 * one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`
-* login via the official client, a liveness probe, cleanup of ZooKeeper connections.
+* login via the official client, a liveness probe, cleanup of ZooKeeper connections;
+* on shutdown, when the operator's own namespace is being deleted, :mod:`farewell` releases that
+  namespace's ResourceGroups (nobody else would).
 
 ``operator_settings()`` keeps every kopf artefact in the project's own domain and sets the watch
 timeouts (silent stalls of watch streams are a known kopf/API-server failure mode).
@@ -17,17 +19,22 @@ import asyncio
 import datetime
 import logging
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.farewell import release_terminating_namespace
 from rebalanser_operator.models import GROUP, PLURAL, VERSION
 from rebalanser_operator.runtime import OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
 FINALIZER = "rebalanser.io/finalizer"
+#: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
+#: (the chart's terminationGracePeriodSeconds is longer).
+FAREWELL_SECONDS = 40.0
 ANNOTATION_PREFIX = "rebalanser.io"
 
 
@@ -64,7 +71,8 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
+def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> kopf.OperatorRegistry:
+    """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="login", registry=registry)
@@ -76,8 +84,17 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         return ctx.pool.connections()
 
     @kopf.on.cleanup(id="cleanup", registry=registry)
-    def cleanup(**_: Any) -> None:
-        ctx.close()
+    def cleanup(logger: kopf.Logger, **_: Any) -> None:
+        try:
+            if own_namespace:
+                deadline = time.monotonic() + FAREWELL_SECONDS
+                outcomes = release_terminating_namespace(ctx, own_namespace, FINALIZER, deadline=deadline)
+                if outcomes:
+                    logger.info("namespace %s is being deleted; released: %s", own_namespace, outcomes)
+        except Exception:
+            logger.exception("could not release the ResourceGroups of namespace %s", own_namespace)
+        finally:
+            ctx.close()
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)

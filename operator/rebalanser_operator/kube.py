@@ -38,6 +38,15 @@ class KubeGateway(Protocol):
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         """True while the Deployment/StatefulSet rolls out; None when it cannot be read."""
 
+    def namespace_terminating(self, namespace: str) -> bool:
+        """True when the namespace is being deleted (or already gone)."""
+
+    def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The ResourceGroups of a namespace, as bodies."""
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
+        """Removes ``finalizer`` from the object's metadata; False when the object is gone."""
+
 
 class KubernetesGateway:
     """:class:`KubeGateway` over the official client; Events go through kopf's poster."""
@@ -95,6 +104,46 @@ class KubernetesGateway:
             replicas=getattr(obj.spec, "replicas", None),
             updated_replicas=getattr(obj.status, "updated_replicas", None),
         )
+
+
+    def namespace_terminating(self, namespace: str) -> bool:
+        try:
+            obj = self._core.read_namespace(namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return obj.metadata.deletion_timestamp is not None or (obj.status and obj.status.phase == "Terminating")
+
+    def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
+        result = self._custom.list_namespaced_custom_object(models.GROUP, models.VERSION, namespace, models.PLURAL)
+        return list(result.get("items", []))
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
+        for _ in range(5):  # optimistic concurrency: the list is patched against the version read
+            try:
+                obj = self._custom.get_namespaced_custom_object(
+                    models.GROUP, models.VERSION, namespace, models.PLURAL, name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            finalizers = list(obj["metadata"].get("finalizers", []))
+            if finalizer not in finalizers:
+                return True
+            patch = {"metadata": {"finalizers": [f for f in finalizers if f != finalizer],
+                                  "resourceVersion": obj["metadata"]["resourceVersion"]}}
+            try:
+                self._custom.patch_namespaced_custom_object(
+                    models.GROUP, models.VERSION, namespace, models.PLURAL, name, patch,
+                    _content_type="application/merge-patch+json")
+                return True
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                if exc.status != 409:
+                    raise
+        return False
 
 
 def is_rolling_out(

@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     ctx = OperatorContext(kube=KubernetesGateway(api_client), metrics=metrics)
+    own = os.environ.get("POD_NAMESPACE") or None
+    own_namespace = own if own and (args.all_namespaces or own in args.namespaces) else None
     log.info(
         "starting: namespaces=%s metrics=%s liveness=%s peering=%s",
         "*" if args.all_namespaces else args.namespaces, args.metrics_port or "off", args.liveness or "off",
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         kopf.run(
-            registry=build_registry(ctx),
+            registry=build_registry(ctx, own_namespace),
             settings=operator_settings(),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,

@@ -33,6 +33,8 @@ class RecordingKube:
     patches: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
     gone: bool = False
+    terminating: set[str] = field(default_factory=set)  # namespaces being deleted
+    groups: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # namespace -> ResourceGroup bodies
     lock: threading.Condition = field(default_factory=threading.Condition)
 
     def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
@@ -57,6 +59,19 @@ class RecordingKube:
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         return self.rolling_out
+
+    def namespace_terminating(self, namespace: str) -> bool:
+        return namespace in self.terminating
+
+    def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
+        return copy.deepcopy(self.groups.get(namespace, []))
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
+        for body in self.groups.get(namespace, []):
+            if body["metadata"]["name"] == name:
+                body["metadata"]["finalizers"] = [f for f in body["metadata"]["finalizers"] if f != finalizer]
+                return True
+        return False
 
     def reasons(self) -> list[str]:
         with self.lock:

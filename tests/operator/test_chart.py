@@ -86,7 +86,7 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     assert cluster_roles == {
         "rel-rebalanser-operator-scanning": {
             "apiextensions.k8s.io/customresourcedefinitions": {"list", "watch"},
-            "/namespaces": {"list", "watch"},
+            "/namespaces": {"get", "list", "watch"},
         },
         # Cluster-wide, so a ResourceGroup deleted with its namespace (and the namespace's RoleBindings)
         # can still have its finalizer released.

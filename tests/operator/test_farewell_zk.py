@@ -1,0 +1,90 @@
+"""On shutdown in its own terminating namespace, the operator releases that namespace's ResourceGroups."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser_operator.actions import apply_spec
+from rebalanser_operator.farewell import release_terminating_namespace
+from rebalanser_operator.handlers import FINALIZER
+from rebalanser_operator.runtime import LoopOptions, OperatorContext
+
+from tests.operator.support import RecordingKube
+from tests.support.workers import Group, wait_for
+
+pytestmark = pytest.mark.zk
+
+
+@pytest.fixture
+def kube() -> RecordingKube:
+    return RecordingKube()
+
+
+@pytest.fixture
+def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
+    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=1.0))
+    yield context
+    context.close()
+
+
+def body(hosts: str, path: str, name: str = "orders") -> dict[str, Any]:
+    return {
+        "apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+        "metadata": {"name": name, "namespace": "shop", "uid": f"uid-{name}", "finalizers": [FINALIZER]},
+        "spec": {"zookeeper": {"connect": hosts, "path": path}, "resources": ["a", "b"]},
+    }
+
+
+def test_nothing_happens_unless_the_namespace_is_terminating(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rg = body(zk_hosts, group_path)
+    kube.groups["shop"] = [rg]
+    apply_spec(ctx, ctx.group("shop", "orders", "uid-orders"), rg["spec"], generation=1)
+    assert release_terminating_namespace(ctx, "shop", FINALIZER, deadline=time.monotonic() + 30) == {}
+    assert zk.exists(group_path) is not None and kube.groups["shop"][0]["metadata"]["finalizers"] == [FINALIZER]
+
+
+def test_terminating_namespace_groups_are_deleted_after_their_members_leave(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    rg = body(zk_hosts, group_path)
+    kube.groups["shop"] = [rg]
+    kube.terminating.add("shop")
+    apply_spec(ctx, ctx.group("shop", "orders", "uid-orders"), rg["spec"], generation=1)
+    group = Group(zk_hosts, group_path, tmp_path)
+    worker = group.spawn("w1")
+    try:
+        wait_for(lambda: worker.owned() == {"a", "b"}, 60, lambda: f"w1 owns {worker.owned()}")
+        # The worker's pod gets its SIGTERM about when the operator's does.
+        threading.Timer(1.5, group.stop_all).start()
+        outcomes = release_terminating_namespace(ctx, "shop", FINALIZER, deadline=time.monotonic() + 40)
+        assert outcomes["orders"].startswith("deleted") and "finalizer removed" in outcomes["orders"], outcomes
+        assert zk.exists(group_path) is None
+        assert kube.groups["shop"][0]["metadata"]["finalizers"] == []
+        assert not worker.alive, "the group was deleted under a live member"
+    finally:
+        group.stop_all()
+
+
+def test_without_time_to_wait_the_group_is_deleted_under_its_members(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    rg = body(zk_hosts, group_path)
+    kube.groups["shop"] = [rg]
+    kube.terminating.add("shop")
+    apply_spec(ctx, ctx.group("shop", "orders", "uid-orders"), rg["spec"], generation=1)
+    group = Group(zk_hosts, group_path, tmp_path)
+    worker = group.spawn("w1")
+    try:
+        wait_for(lambda: worker.owned() == {"a", "b"}, 60, lambda: f"w1 owns {worker.owned()}")
+        outcomes = release_terminating_namespace(ctx, "shop", FINALIZER, deadline=time.monotonic() + 5)
+        assert "finalizer removed" in outcomes["orders"] or "not released" in outcomes["orders"], outcomes
+    finally:
+        group.stop_all()
