@@ -108,21 +108,23 @@ class KubernetesGateway:
 
     def namespace_terminating(self, namespace: str) -> bool:
         try:
-            obj = self._core.read_namespace(namespace)
+            obj: Any = self._core.read_namespace(namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return True
             raise
-        return obj.metadata.deletion_timestamp is not None or (obj.status and obj.status.phase == "Terminating")
+        deleted = obj.metadata is not None and obj.metadata.deletion_timestamp is not None
+        return bool(deleted or (obj.status is not None and obj.status.phase == "Terminating"))
 
     def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
-        result = self._custom.list_namespaced_custom_object(models.GROUP, models.VERSION, namespace, models.PLURAL)
+        result: Any = self._custom.list_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, models.PLURAL)
         return list(result.get("items", []))
 
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
         for _ in range(5):  # optimistic concurrency: the list is patched against the version read
             try:
-                obj = self._custom.get_namespaced_custom_object(
+                obj: Any = self._custom.get_namespaced_custom_object(
                     models.GROUP, models.VERSION, namespace, models.PLURAL, name)
             except ApiException as exc:
                 if exc.status == 404:
