@@ -24,7 +24,8 @@ CHART = REPO / "charts" / "rebalanser-operator"
 OUT = REPO / ".pod-e2e"
 
 NS = "rb-pods"  # the operator, the ResourceGroup and the workers (restricted Pod Security)
-DOOMED = "rb-pods-doomed"  # a second served namespace, deleted with everything in it
+DOOMED = "rb-pods-doomed"  # a second namespace served by the first operator, deleted with everything in it
+OWN = "rb-pods-own"  # a namespace with an operator of its own (a second release), deleted with everything
 TOOLS = "rb-pods-tools"  # the tools pod (host PID namespace: it can SIGKILL a worker's process)
 RELEASE = "rb-pods"
 FULLNAME = f"{RELEASE}-rebalanser-operator"

@@ -26,6 +26,7 @@ from tests.pods.scene import (
     GROUP,
     NS,
     OUT,
+    OWN,
     RELEASE,
     RESTRICTED,
     SELECTOR,
@@ -71,6 +72,13 @@ def _delete_namespace(scene: Scene, name: str, timeout: float = 180.0) -> None:
     wait_until(lambda: _gone(scene, "namespace", name), timeout, f"namespace {name} left by an earlier run")
 
 
+def _delete_release_leftovers(scene: Scene, release: str) -> None:
+    """A release whose namespace was deleted leaves its cluster-scoped objects (helm's record went
+    with the namespace)."""
+    scene.kube.kubectl("delete", "clusterrole,clusterrolebinding", "-l", f"app.kubernetes.io/instance={release}",
+                       "--ignore-not-found", check=False)
+
+
 @pytest.fixture(scope="module")
 def scene(kube: Kube) -> Iterator[Scene]:
     started = time.monotonic()
@@ -79,10 +87,11 @@ def scene(kube: Kube) -> Iterator[Scene]:
     s = Scene(kube, OUT)
     if kube.helm("status", RELEASE, "-n", NS, check=False).returncode == 0:
         kube.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s")
-    for name in (DOOMED, NS):
+    for name in (DOOMED, OWN, NS):
         _delete_namespace(s, name)
+    _delete_release_leftovers(s, OWN)
     s.tools.create()
-    s.purge_groups(NS, DOOMED)
+    s.purge_groups(NS, DOOMED, OWN)
     s.namespace(NS, RESTRICTED)
     s.timed("setup", started)
     try:
@@ -92,7 +101,8 @@ def scene(kube: Kube) -> Iterator[Scene]:
         kube.kubectl("delete", "deployment", WORKERS, "-n", NS, "--ignore-not-found", check=False, timeout=120)
         try:
             _delete_namespace(s, NS)
-            s.purge_groups(NS, DOOMED)
+            s.purge_groups(NS, DOOMED, OWN)
+            _delete_release_leftovers(s, OWN)
         finally:
             s.tools.delete()
             print(f"\npod e2e durations (s): {json.dumps(s.durations)}")
@@ -352,29 +362,49 @@ def test_rollout_restart_batches_rebalances(scene: Scene) -> None:
 
 
 def test_namespace_deletion_completes_and_removes_the_znodes(scene: Scene) -> None:
+    """Two namespaces with a ResourceGroup and running workers, deleted at once: one served by the
+    operator of namespace rb-pods (cluster-wide ResourceGroup permissions outlive the namespace's
+    RoleBindings), one with an operator of its own (the chart's default: it serves its release
+    namespace, and releases the groups on its way out)."""
     started = time.monotonic()
     scene.namespace(DOOMED, RESTRICTED)
+    scene.namespace(OWN, RESTRICTED)
     scene.kube.helm("upgrade", RELEASE, str(CHART), "-n", NS, "--reuse-values",
                     "--set", f"rbac.watchNamespaces={{{NS},{DOOMED}}}", "--wait", "--timeout", "240s", timeout=300)
-    scene.follow(DOOMED)
-    scene.kube.kubectl("apply", "-n", DOOMED, "-f", str(EXAMPLES / "resourcegroup.yaml"),
-                       "-f", str(EXAMPLES / "workers.yaml"))
-    scene.stable(DOOMED, 3)
-    group = scene.zk_status(DOOMED)
-    assert group["exists"] and len(group["members"]) == 3, group
-    members = set(group["members"])
+    scene.kube.helm("install", OWN, str(CHART), "-n", OWN, "-f", str(EXAMPLES / "values.yaml"),
+                    "--wait", "--timeout", "240s", timeout=300)
+    members: dict[str, set[str]] = {}
+    for namespace in (DOOMED, OWN):
+        scene.follow(namespace)
+        scene.kube.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "resourcegroup.yaml"),
+                           "-f", str(EXAMPLES / "workers.yaml"))
+        scene.kube.kubectl("scale", f"deployment/{WORKERS}", "-n", namespace, "--replicas=2")
+    for namespace in (DOOMED, OWN):
+        scene.stable(namespace, 2)
+        group = scene.zk_status(namespace)
+        assert group["exists"] and len(group["members"]) == 2, group
+        members[namespace] = set(group["members"])
     t0 = time.monotonic()
-    scene.kube.kubectl("delete", "namespace", DOOMED, "--wait=false")
-    wait_until(lambda: _gone(scene, "namespace", DOOMED), 120,
-               lambda: f"namespace {DOOMED} still there after 120s: "
-                       f"{scene.kube.kubectl('get', 'rg,pods', '-n', DOOMED, check=False).stdout}")
-    scene.durations["namespace deletion (s)"] = round(time.monotonic() - t0, 1)
-    group = scene.zk_status(DOOMED)
-    assert group["exists"] is False, f"the group's znodes remain: {group}"
-    scene.logs[DOOMED].stop()
-    events = no_overlap(scene, DOOMED)
-    stopped = {e["id"] for e in events if e["event"] == "stopped"}
-    assert stopped == members, f"workers that did not leave gracefully: {members - stopped}"
+    for namespace in (DOOMED, OWN):
+        scene.kube.kubectl("delete", "namespace", namespace, "--wait=false")
+    for namespace in (DOOMED, OWN):
+        def gone(ns: str = namespace) -> bool:
+            return _gone(scene, "namespace", ns)
+
+        def left(ns: str = namespace) -> str:
+            return (f"namespace {ns} still there {time.monotonic() - t0:.0f}s after the delete: "
+                    f"{scene.kube.kubectl('get', 'rg,pods', '-n', ns, check=False).stdout}")
+
+        wait_until(gone, max(1.0, 120 - (time.monotonic() - t0)), left)
+        scene.durations[f"namespace deletion of {namespace} (s)"] = round(time.monotonic() - t0, 1)
+    for namespace in (DOOMED, OWN):
+        group = scene.zk_status(namespace)
+        assert group["exists"] is False, f"the znodes of {namespace}/{GROUP} remain: {group}"
+        scene.logs[namespace].stop()
+        events = no_overlap(scene, namespace)
+        stopped = {e["id"] for e in events if e["event"] == "stopped"}
+        assert stopped >= members[namespace], f"workers that did not leave gracefully: {members[namespace] - stopped}"
+    _delete_release_leftovers(scene, OWN)
     scene.timed("namespace deletion", started)
 
 
