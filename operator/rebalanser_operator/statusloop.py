@@ -11,7 +11,8 @@ it then waits ``coalesce`` seconds for more changes and never patches more than 
 at most ``coalesce + min_patch_interval`` plus one read. A periodic refresh (``period``) covers tuning
 decay, workload polling and watches lost with a session.
 
-Guarantees: the loop is the only writer of ``.status``; it never raises out of ``run`` because of
+Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published status
+as it is until its own first reconcile of the group has finished (no flapping to ``Pending``); it never raises out of ``run`` because of
 ZooKeeper or API failures (it reports them in the status and retries on the next wake-up).
 """
 
@@ -257,6 +258,10 @@ class StatusLoop:
 
     def _publish(self, obs: Observation) -> None:
         rt = self.rt
+        if rt.sync is None and rt.spec_error is None and self.published.get("phase"):
+            # A restarted operator: this daemon can start before the resume handler has reconciled.
+            # The status the previous operator published stands until there is something to say.
+            return
         status = compute_status(obs, previous_conditions=self.published.get("conditions") or [], now=_utcnow())
         new = status_dict(status)
         self._report(new)

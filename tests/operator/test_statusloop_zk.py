@@ -316,3 +316,18 @@ def test_a_forgotten_group_stops_its_loop_without_reconnecting(
     loop = StatusLoop(ctx, rt, initial_status={})
     loop.refresh()
     assert loop.gone and ctx.pool.connections() == 0 and kube.patches == []
+
+
+def test_a_restarted_operator_keeps_the_published_status_until_it_has_reconciled(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    published = {"phase": "Stable", "members": 3, "resources": 2, "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Stable", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+    loop = StatusLoop(ctx, rt, initial_status=published)
+    loop.refresh()  # the daemon started before the resume handler ran
+    assert kube.patches == [], "a restarted operator must not publish 'not reconciled yet' over a live status"
+    apply_spec(ctx, rt, {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": ["a", "b"]},
+               generation=1, body=BODY)
+    loop.refresh()
+    assert kube.patches and kube.status["members"] == 0 and kube.status["phase"] == "Pending"

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tests.support.kubectl import JsonStream, Kube, wait_until
-from tests.support.podcluster import IMAGE, REPO
+from tests.support.podcluster import IMAGE, IMAGE_REPOSITORY, IMAGE_TAG, REPO
 from tests.support.podlogs import PodLogs
 from tests.support.podtools import Tools
 
@@ -129,6 +129,18 @@ class Scene:
             f"{json.dumps({k: last.get(k) for k in ('phase', 'members', 'resources', 'assigned', 'message')})}, "
             f"ready pods {self.ready_workers(namespace)}"), poll=1.0)
         return result
+
+    def apply_examples(self, namespace: str) -> None:
+        """kubectl apply examples/resourcegroup.yaml and examples/workers.yaml (with the image under test)."""
+        workers = (EXAMPLES / "workers.yaml").read_text().replace("image: rebalanser:dev", f"image: {IMAGE}")
+        self.kube.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "resourcegroup.yaml"))
+        self.kube.kubectl("apply", "-n", namespace, "-f", "-", input=workers)
+
+    def helm_install(self, release: str, namespace: str, *extra: str) -> None:
+        """helm install the chart with examples/values.yaml (only the image; the image under test)."""
+        self.kube.helm("upgrade", "--install", release, str(CHART), "-n", namespace, "-f",
+                       str(EXAMPLES / "values.yaml"), "--set", f"image.repository={IMAGE_REPOSITORY}",
+                       "--set", f"image.tag={IMAGE_TAG}", *extra, "--wait", "--timeout", "240s", timeout=300)
 
     def follow(self, namespace: str) -> PodLogs:
         logs = PodLogs(self.kube, namespace=namespace, selector=SELECTOR, dir=self.out / "logs" / namespace)

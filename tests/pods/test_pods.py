@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 
 from tests.pods.scene import (
-    CHART,
     DOOMED,
-    EXAMPLES,
     FULLNAME,
     GROUP,
     NS,
@@ -138,8 +136,7 @@ def test_chart_installs_in_a_restricted_namespace(scene: Scene) -> None:
     values = example("values.yaml")
     assert set(values) == {"image"} and set(values["image"]) == {"repository", "tag", "pullPolicy"}, (
         "examples/values.yaml must override only the image")
-    scene.kube.helm("install", RELEASE, str(CHART), "-n", NS, "-f", str(EXAMPLES / "values.yaml"),
-                    "--wait", "--timeout", "240s", timeout=300)
+    scene.helm_install(RELEASE, NS)
     namespace = scene.kube.json("get", "namespace", NS)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     (pod,) = scene.operator_pods()
@@ -160,8 +157,7 @@ def test_chart_installs_in_a_restricted_namespace(scene: Scene) -> None:
 def test_examples_reach_stable_with_the_printer_columns(scene: Scene) -> None:
     started = time.monotonic()
     scene.follow(NS)
-    scene.kube.kubectl("apply", "-n", NS, "-f", str(EXAMPLES / "resourcegroup.yaml"),
-                       "-f", str(EXAMPLES / "workers.yaml"))
+    scene.apply_examples(NS)
     status = scene.stable(NS, 3)
     assert status["resources"] == RESOURCES and status["effectiveIntervalSeconds"] >= MIN_INTERVAL
     assert ready_condition(status)["status"] == "True"
@@ -369,15 +365,12 @@ def test_namespace_deletion_completes_and_removes_the_znodes(scene: Scene) -> No
     started = time.monotonic()
     scene.namespace(DOOMED, RESTRICTED)
     scene.namespace(OWN, RESTRICTED)
-    scene.kube.helm("upgrade", RELEASE, str(CHART), "-n", NS, "--reuse-values",
-                    "--set", f"rbac.watchNamespaces={{{NS},{DOOMED}}}", "--wait", "--timeout", "240s", timeout=300)
-    scene.kube.helm("install", OWN, str(CHART), "-n", OWN, "-f", str(EXAMPLES / "values.yaml"),
-                    "--wait", "--timeout", "240s", timeout=300)
+    scene.helm_install(RELEASE, NS, "--set", f"rbac.watchNamespaces={{{NS},{DOOMED}}}")
+    scene.helm_install(OWN, OWN)
     members: dict[str, set[str]] = {}
     for namespace in (DOOMED, OWN):
         scene.follow(namespace)
-        scene.kube.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "resourcegroup.yaml"),
-                           "-f", str(EXAMPLES / "workers.yaml"))
+        scene.apply_examples(namespace)
         scene.kube.kubectl("scale", f"deployment/{WORKERS}", "-n", namespace, "--replicas=2")
     for namespace in (DOOMED, OWN):
         scene.stable(namespace, 2)

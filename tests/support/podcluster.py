@@ -7,6 +7,7 @@ skips the calling test with one line saying why.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,10 @@ import pytest
 from tests.support.kubectl import Kube, KubeError
 
 REPO = Path(__file__).resolve().parents[2]
-CLUSTER_DIR = REPO / ".cluster"
-IMAGE_REPOSITORY = "rebalanser"
-IMAGE_TAG = "dev"
-IMAGE = f"{IMAGE_REPOSITORY}:{IMAGE_TAG}"
+#: REBALANSER_CLUSTER_DIR and REBALANSER_IMAGE point a development run at another cluster or image.
+CLUSTER_DIR = Path(os.environ.get("REBALANSER_CLUSTER_DIR", REPO / ".cluster"))
+IMAGE = os.environ.get("REBALANSER_IMAGE", "rebalanser:dev")
+IMAGE_REPOSITORY, IMAGE_TAG = IMAGE.rsplit(":", 1)
 
 
 class NoCluster(RuntimeError):
