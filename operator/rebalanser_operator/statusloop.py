@@ -11,9 +11,10 @@ it then waits ``coalesce`` seconds for more changes and never patches more than 
 at most ``coalesce + min_patch_interval`` plus one read. A periodic refresh (``period``) covers tuning
 decay, workload polling and watches lost with a session.
 
-Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published status
-as it is until its own first reconcile of the group has finished (no flapping to ``Pending``); it never raises out of ``run`` because of
-ZooKeeper or API failures (it reports them in the status and retries on the next wake-up).
+Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published
+status as it is until its own first reconcile of the group has finished (no flapping to ``Pending``);
+it never raises out of ``run`` because of ZooKeeper or API failures (it reports them in the status and
+retries on the next wake-up).
 """
 
 from __future__ import annotations
