@@ -1,15 +1,18 @@
-"""What the operator does on its way out when its own namespace is being deleted.
+"""Releasing the ResourceGroups of a namespace that is being deleted, without kopf's deletion handler.
 
-A namespace that holds the operator and ResourceGroups (the chart's default: it serves its release
-namespace) loses the operator pod together with everything else, and nobody would be left to
-release the ResourceGroups' finalizers: the namespace would stay ``Terminating`` forever. So, on
-shutdown (kopf's cleanup, within the pod's termination grace period), when the operator's own
-namespace is terminating, it does for each of that namespace's ResourceGroups what the deletion
-handler does: waits for the live members to leave, deletes the znodes and removes the finalizer.
+kopf stops serving a namespace once the namespace controller has marked it terminating (the namespace
+has ``deletionTimestamp`` and status conditions): a ResourceGroup deleted with its namespace may then
+never reach the ``on.delete`` handler, and its finalizer would keep the namespace ``Terminating``
+forever. Two paths avoid that, both doing what the deletion handler does (wait for the live members
+to leave, delete the znodes, remove the finalizer):
 
-    release_terminating_namespace(ctx, "shop", finalizer, deadline=time.monotonic() + 40)
+* :func:`release_group` is called by the group's status loop, which keeps running (it is the group's
+  daemon) and checks every few seconds whether the namespace is terminating;
+* :func:`release_terminating_namespace` is called on shutdown (kopf's cleanup, within the pod's
+  termination grace period) for the operator's own namespace, which a namespace deletion takes away
+  together with the operator pod.
 
-Blocking (Kubernetes and ZooKeeper calls); returns what happened per group, for the log.
+Blocking (Kubernetes and ZooKeeper calls); they return what happened, for the log.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ LAST_CHANCE = 10.0
 def release_terminating_namespace(
     ctx: OperatorContext, namespace: str, finalizer: str, *, deadline: float
 ) -> dict[str, str]:
+    """Releases every ResourceGroup of ``namespace`` if the namespace is terminating."""
     if not ctx.kube.namespace_terminating(namespace):
         return {}
     outcomes: dict[str, str] = {}
@@ -42,6 +46,21 @@ def release_terminating_namespace(
         outcomes[name] = _release(ctx, namespace, body, finalizer, deadline)
         log.info("namespace %s is being deleted: ResourceGroup %s: %s", namespace, name, outcomes[name])
     return outcomes
+
+
+def release_group(ctx: OperatorContext, namespace: str, name: str, finalizer: str, *, deadline: float) -> str:
+    """Releases one ResourceGroup of a terminating namespace (its status loop calls this)."""
+    for body in ctx.kube.list_groups(namespace):
+        meta = body.get("metadata", {})
+        if meta.get("name") == name:
+            if finalizer not in (meta.get("finalizers") or []):
+                ctx.forget(namespace, name)
+                return "finalizer already gone"
+            outcome = _release(ctx, namespace, body, finalizer, deadline)
+            log.info("namespace %s is being deleted: ResourceGroup %s: %s", namespace, name, outcome)
+            return outcome
+    ctx.forget(namespace, name)
+    return "already gone"
 
 
 def _release(ctx: OperatorContext, namespace: str, body: Mapping[str, Any], finalizer: str, deadline: float) -> str:
@@ -61,7 +80,7 @@ def _release(ctx: OperatorContext, namespace: str, body: Mapping[str, Any], fina
             break
         except RetryLater as exc:
             if time.monotonic() + exc.delay >= deadline:
-                return f"not released before the pod's grace period ends: {exc}"
+                return f"not released in time: {exc}"
             time.sleep(exc.delay)
             retry += 1
     removed = ctx.kube.remove_finalizer(namespace, meta["name"], finalizer)

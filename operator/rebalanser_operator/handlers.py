@@ -27,11 +27,10 @@ import kopf
 
 from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
 from rebalanser_operator.farewell import release_terminating_namespace
-from rebalanser_operator.models import GROUP, PLURAL, VERSION
+from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.runtime import OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
-FINALIZER = "rebalanser.io/finalizer"
 #: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
 #: (the chart's terminationGracePeriodSeconds is longer).
 FAREWELL_SECONDS = 40.0

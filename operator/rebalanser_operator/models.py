@@ -25,6 +25,7 @@ GROUP = "rebalanser.io"
 VERSION = "v1alpha1"
 KIND = "ResourceGroup"
 PLURAL = "resourcegroups"
+FINALIZER = "rebalanser.io/finalizer"
 SINGULAR = "resourcegroup"
 SHORT_NAMES = ("rg",)
 API_VERSION = f"{GROUP}/{VERSION}"

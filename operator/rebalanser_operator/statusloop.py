@@ -36,8 +36,9 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import GroupStatus, read_group_status
 
-from rebalanser_operator.actions import event
-from rebalanser_operator.models import Phase
+from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, event
+from rebalanser_operator.farewell import release_group
+from rebalanser_operator.models import FINALIZER, Phase
 from rebalanser_operator.reconcile import OwnerMarker, read_config, reconcile_group, write_config
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
@@ -80,6 +81,7 @@ class StatusLoop:
         self._rolling_out = False
         self._last_repair = -1e9
         self._last_patch = -1e9
+        self._namespace_checked = -1e9
 
     # ---------------------------------------------------------------------------------- async shell
 
@@ -133,6 +135,9 @@ class StatusLoop:
         """One read-compute-publish cycle (blocking; runs in the executor)."""
         started = time.monotonic()
         try:
+            if self._namespace_terminating(started):
+                self._release()
+                return
             obs = self._observe(started)
             if not self.gone:
                 self._publish(obs)
@@ -140,6 +145,25 @@ class StatusLoop:
             log.exception("status refresh of %s failed", self.rt.user)
         finally:
             self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
+
+    def _namespace_terminating(self, now: float) -> bool:
+        """Checked every ``period``: kopf stops serving a terminating namespace (see :mod:`farewell`)."""
+        if now - self._namespace_checked < self.options.period:
+            return False
+        self._namespace_checked = now
+        try:
+            return self.ctx.kube.namespace_terminating(self.rt.namespace)
+        except Exception as exc:  # e.g. no permission to read namespaces: kopf's deletion handler only
+            log.debug("cannot tell whether namespace %s is terminating: %s", self.rt.namespace, exc)
+            return False
+
+    def _release(self) -> None:
+        """The namespace is being deleted: the group goes with it (members leave first, bounded)."""
+        deadline = time.monotonic() + MEMBERS_LEAVE_WAIT_SECONDS + 30
+        outcome = release_group(self.ctx, self.rt.namespace, self.rt.name, FINALIZER, deadline=deadline)
+        log.info("%s: its namespace is being deleted: %s", self.rt.user, outcome)
+        if not self.ctx.is_current(self.rt):
+            self.gone = True
 
     def _observe(self, now: float) -> Observation:
         rt = self.rt

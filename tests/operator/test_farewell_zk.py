@@ -12,8 +12,9 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser_operator.actions import apply_spec
 from rebalanser_operator.farewell import release_terminating_namespace
-from rebalanser_operator.handlers import FINALIZER
+from rebalanser_operator.models import FINALIZER
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
+from rebalanser_operator.statusloop import StatusLoop
 
 from tests.operator.support import RecordingKube
 from tests.support.workers import Group, wait_for
@@ -88,3 +89,21 @@ def test_without_time_to_wait_the_group_is_deleted_under_its_members(
         assert "finalizer removed" in outcomes["orders"] or "not released" in outcomes["orders"], outcomes
     finally:
         group.stop_all()
+
+
+def test_the_status_loop_releases_its_group_when_the_namespace_terminates(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """kopf stops serving a terminating namespace; the group's own daemon notices and releases it."""
+    rg = body(zk_hosts, group_path)
+    kube.groups["shop"] = [rg]
+    rt = ctx.group("shop", "orders", "uid-orders")
+    apply_spec(ctx, rt, rg["spec"], generation=1)
+    loop = StatusLoop(ctx, rt, initial_status={})
+    loop.refresh()
+    assert zk.exists(group_path) is not None and not loop.gone
+    kube.terminating.add("shop")
+    loop._namespace_checked = -1e9  # the next refresh looks again (it does every period)
+    loop.refresh()
+    assert loop.gone and zk.exists(group_path) is None
+    assert kube.groups["shop"][0]["metadata"]["finalizers"] == []
