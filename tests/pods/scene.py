@@ -147,6 +147,13 @@ class Scene:
         self.logs[namespace] = logs.start()
         return logs
 
+    def follow_operators(self, namespace: str = NS) -> PodLogs:
+        """The operator pods' logs (JSON lines), kept under .pod-e2e/logs for a post-mortem."""
+        logs = PodLogs(self.kube, namespace=namespace, selector="app.kubernetes.io/name=rebalanser-operator",
+                       dir=self.out / "logs" / f"{namespace}-operator", container="operator")
+        self.logs[f"{namespace}-operator"] = logs.start()
+        return logs
+
     def timed(self, name: str, started: float) -> None:
         self.durations[name] = round(time.monotonic() - started, 1)
         (self.out / "durations.json").write_text(json.dumps(self.durations, indent=1) + "\n")

@@ -137,6 +137,7 @@ def test_chart_installs_in_a_restricted_namespace(scene: Scene) -> None:
     assert set(values) == {"image"} and set(values["image"]) == {"repository", "tag", "pullPolicy"}, (
         "examples/values.yaml must override only the image")
     scene.helm_install(RELEASE, NS)
+    scene.follow_operators()
     namespace = scene.kube.json("get", "namespace", NS)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     (pod,) = scene.operator_pods()
@@ -272,6 +273,7 @@ def test_operator_pod_replaced_without_status_flapping(scene: Scene) -> None:
     sample_until(replacement_ready, 180, "the replacement operator pod did not become Ready")
     quiet_until = time.monotonic() + 20  # the new operator has resumed and refreshed the status
     sample_until(lambda: time.monotonic() >= quiet_until, 60, "sampling")
+    (OUT / "operator-replacement-samples.json").write_text(json.dumps(samples, indent=1))
     for st in samples:
         missing = set(baseline) - set(st)
         assert not missing, f"status fields disappeared: {missing}"
