@@ -8,11 +8,10 @@ import pytest
 
 from tests.support.kube import KubeCluster, kube_cluster
 from tests.support.kubectl import Kube
-from tests.support.podcluster import pod_cluster_or_skip
 
 __all__ = ["kube", "kube_cluster"]
 
 
 @pytest.fixture(scope="session")
 def kube(kube_cluster: KubeCluster) -> Kube:
-    return pod_cluster_or_skip()
+    return Kube(kubeconfig=kube_cluster.kubeconfig, bin_dir=kube_cluster.bin_dir)
