@@ -10,7 +10,7 @@ export REBALANSER_CACHE := $(CACHE)
         cluster-up cluster-down image docker clean
 
 help:
-	@echo "make demo          local demo: ZooKeeper, control plane, operator, workers, a ResourceGroup"
+	@echo "make demo          the demo on the local cluster: operator and workers as pods (host processes without it)"
 	@echo "make demo-lite     the demo without Kubernetes: ZooKeeper and workers only"
 	@echo "make test          set everything up and run the whole suite (what CI runs)"
 	@echo "make cluster-up    start the local cluster: a kind node built here + 3-server ZooKeeper (.cluster/)"
@@ -56,8 +56,14 @@ test: setup cluster-prereqs lint
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
+# On the real cluster (the operator and the workers as pods); host processes when it cannot start.
 demo: setup
-	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
+	@if $(MAKE) --no-print-directory cluster-up image; then \
+		$(BIN)/python -m e2e.demo --pods $(DEMO_ARGS); \
+	else \
+		echo "make demo: the cluster could not start (see above); running the demo with host processes instead"; \
+		$(BIN)/python -m e2e.demo $(DEMO_ARGS); \
+	fi
 
 # ZooKeeper and workers only (no Go toolchain needed)
 demo-lite: venv zookeeper
