@@ -32,7 +32,7 @@ class LoopOptions:
     coalesce: float = 0.5  # wait after a ZooKeeper change for more to arrive
     min_patch_interval: float = 1.0  # at most one status patch per object per this period
     period: float = 5.0  # refresh at least this often (tuning decay, workload polling, missed watches)
-    workload_poll: float = 5.0
+    workload_poll: float = 2.0
     drift_repair_interval: float = 5.0
     degraded_after: float = 60.0
     connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying

@@ -250,7 +250,7 @@ class StatusLoop:
         previous = self._members
         self._members = list(group.members)
         changes = 0 if previous is None else len(set(previous) ^ set(group.members))
-        rolling_out = self._workload_rolling_out(now)
+        rolling_out = self._workload_rolling_out(now, force=changes > 0)
         state = rt.tuning or initial_state(policy, now=now)
         before = policy.clamp(state.effective)
         rt.tuning = observe(policy, state, now=now, membership_changes=changes, rolling_out=rolling_out)
@@ -260,11 +260,13 @@ class StatusLoop:
                 write_config(zk, GroupPaths.of(rt.path), rt.spec.group_config(after), rt.acl)
             log.info("%s: effective interval %.1fs -> %.1fs (%s)", rt.user, before, after, rt.tuning.reason)
 
-    def _workload_rolling_out(self, now: float) -> bool:
+    def _workload_rolling_out(self, now: float, *, force: bool = False) -> bool:
+        """Polled every ``workload_poll`` seconds, and at once when the membership changed: the first pod
+        of a rollout joining is the moment to raise the interval, before its rebalance is due."""
         spec = self.rt.spec
         if spec is None or spec.workload is None:
             return False
-        if now - self._workload_checked >= self.options.workload_poll:
+        if force or now - self._workload_checked >= self.options.workload_poll:
             self._workload_checked = now
             value = self.ctx.kube.workload_rolling_out(self.rt.namespace, spec.workload.kind.value, spec.workload.name)
             self._rolling_out = bool(value)
