@@ -44,7 +44,7 @@ cluster-prereqs: controlplane
 	@scripts/cluster-prereqs.sh
 
 lint: venv
-	$(BIN)/ruff check worker_lib operator tests bench e2e
+	$(BIN)/ruff check worker_lib operator tests bench e2e scripts
 	$(BIN)/mypy worker_lib/rebalanser operator/rebalanser_operator
 
 crds: venv

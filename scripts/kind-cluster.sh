@@ -15,7 +15,7 @@
 # When Docker cannot run here, `up` prints one line starting with "docker unavailable:" and exits 3.
 set -euo pipefail
 
-NAME=kind-cluster
+NAME="kind-cluster"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib/build.sh
 source "$ROOT/scripts/lib/build.sh"
@@ -68,6 +68,7 @@ node_has() {
     if [[ "$ref" != */* ]]; then ref="docker.io/library/$ref"
     elif [[ "${ref%%/*}" != *[.:]* && "${ref%%/*}" != localhost ]]; then ref="docker.io/$ref"
     fi
+    # shellcheck disable=SC2016  # the script runs in the node, with the reference as $1
     [[ "$("$DOCKER" exec "$(node)" sh -c \
         'd="$(ctr -n k8s.io images ls "name==$1" | awk "NR == 2 {print \$3}")" && [ -n "$d" ] &&
          ctr -n k8s.io content get "$d" | jq -r .config.digest' _ "$ref" 2>/dev/null)" == "$id" ]]
@@ -170,17 +171,15 @@ wait_for() {
         sleep 1
     done
 }
-wait_for "CoreDNS" "$TIMEOUT" k -n kube-system rollout status deployment/coredns --timeout=10s
-
 # Images the cluster runs from this machine: ZooKeeper, and ours when it has been built. The
 # manifest names ZooKeeper's version tag; the exact build's tag is applied, so a changed image
 # rolls out.
-images=("$ZK_IMAGE")
-"$DOCKER" image inspect rebalanser:dev >/dev/null 2>&1 && images+=(rebalanser:dev)
-load_images "${images[@]}"
-
+# ZooKeeper first, so that its servers start while ours loads.
+load_images "$ZK_IMAGE"
 log "ZooKeeper: 3 servers in namespace zookeeper ($ZK_IMAGE)"
 sed -E "s|image: rebalanser/zookeeper:[^[:space:]]+|image: $ZK_IMAGE|" "$ZK_MANIFEST" | k apply -f - >/dev/null
+if "$DOCKER" image inspect rebalanser:dev >/dev/null 2>&1; then load_images rebalanser:dev; fi
+wait_for "CoreDNS" "$TIMEOUT" k -n kube-system rollout status deployment/coredns --timeout=10s
 wait_for "the ZooKeeper StatefulSet" "$TIMEOUT" k -n zookeeper rollout status statefulset/zk --timeout=10s
 quorum() {
     local modes

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
 # Helpers for the build scripts (sourced). The caller sets NAME (the log prefix).
+# shellcheck disable=SC2153  # NAME is set by the sourcing script
 
 log() { printf '%s: %s\n' "$NAME" "$*" >&2; }
 die() { log "$*"; exit 1; }
