@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.client import Client
-from rebalanser.errors import NotCoordinatorError
+from rebalanser.errors import EpochLostError, NotCoordinatorError
 from rebalanser.options import Options
 from rebalanser.writer import FencedWriter
 
@@ -80,6 +80,34 @@ def test_a_write_under_a_stale_epoch_is_rejected(zk: KazooClient, group_path: st
     with pytest.raises(NotCoordinatorError):
         writer.commit()
     assert zk.exists(f"{group_path}/assignment-by-zombie") is None
+
+
+def test_a_write_fenced_by_a_member_node_that_is_gone_is_rejected_even_under_the_current_epoch(
+    zk: KazooClient, group_path: str
+) -> None:
+    """The case of a re-created group: G/epoch counts from 0 again, so a coordinator from before holds
+    a version number that may be current again; its member node, though, is never re-created."""
+    zk.create(f"{group_path}/epoch", b"", makepath=True)
+    zk.set(f"{group_path}/epoch", b"new coordinator")  # epoch 1, the number the zombie holds too
+    member = f"{group_path}/clients/zombie"
+    writer = FencedWriter(zk, f"{group_path}/epoch", epoch=1, member_path=member)
+    writer.create(f"{group_path}/assignment-by-zombie")
+    with pytest.raises(NotCoordinatorError, match="member node"):
+        writer.commit()
+    assert zk.exists(f"{group_path}/assignment-by-zombie") is None
+    zk.create(member, makepath=True)
+    writer.create(f"{group_path}/assignment-by-the-coordinator")
+    writer.commit()
+    assert zk.exists(f"{group_path}/assignment-by-the-coordinator") is not None
+
+
+def test_a_write_after_the_epoch_node_was_deleted_is_rejected_as_lost(zk: KazooClient, group_path: str) -> None:
+    zk.create(f"{group_path}/epoch", b"", makepath=True)
+    writer = FencedWriter(zk, f"{group_path}/epoch", epoch=0)
+    zk.delete(f"{group_path}/epoch")
+    writer.create(f"{group_path}/orphan")
+    with pytest.raises(EpochLostError):
+        writer.commit()
 
 
 def test_a_coordinator_whose_epoch_was_taken_steps_down_and_rejoins(

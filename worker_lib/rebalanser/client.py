@@ -96,6 +96,7 @@ class Client:
         self._state = State.NOT_STARTED
         self._role = "none"
         self._epoch = 0
+        self._epoch_seen = 0  # the highest epoch this member has known: a floor for its own next term
         self._me: MemberNode | None = None
         self._joined_session = 0
         self._ever_joined = False  # only the first join may create the group root
@@ -513,6 +514,7 @@ class Client:
             on_epoch=lambda epoch: self._post("coordinator", (seq, epoch)),
             on_deposed=lambda reason: self._post("deposed", (seq, reason)),
             on_bad_data=lambda error: self._post("bad-data", error),
+            epoch_floor=self._epoch_seen,
         )
         self._coordinator.start()
 
@@ -546,6 +548,7 @@ class Client:
         if (role, epoch) == (self._role, self._epoch):
             return
         self._role, self._epoch = role, epoch
+        self._epoch_seen = max(self._epoch_seen, epoch)
         self._notify("on_role", role, epoch)
 
     def _set_state(self, state: State) -> None:

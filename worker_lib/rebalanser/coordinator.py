@@ -1,14 +1,15 @@
 """The coordinator: proposes who owns what. It never grants ownership itself (claims do that).
 
-Guarantees: every write it makes is fenced by the epoch it won (see :mod:`writer`), so after another
-member has bumped the epoch none of its writes lands; on any fencing failure or session loss it stops
-at once and its member rejoins the election as a follower. Triggers (membership, resources, config)
-arriving within the rebalance interval coalesce into one rebalance.
+Guarantees: every write it makes is fenced by the epoch it won and by its own member node (see
+:mod:`writer` and :mod:`epoch`), so after another member has taken a later epoch, or once its member
+node is gone, none of its writes lands; on any fencing failure, when ``G/epoch`` changes under it or
+disappears, or after :data:`MAX_FAILED_REBALANCES` failed rebalances in a row (retried with growing
+back-off), it stops at once and its member re-runs the election. Triggers (membership, resources,
+config) arriving within the rebalance interval coalesce into one rebalance.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, ConnectionLoss, KazooException, NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
@@ -25,6 +26,7 @@ from rebalanser import baddata, metrics, wire
 from rebalanser.assignment import assign
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.containers import ensure_container
+from rebalanser.epoch import take_epoch
 from rebalanser.errors import CorruptDataError, NotCoordinatorError
 from rebalanser.membership import Roster
 from rebalanser.options import Options
@@ -36,6 +38,13 @@ from rebalanser.writer import FencedWriter
 
 log = logging.getLogger(__name__)
 
+MAX_FAILED_REBALANCES = 5  # in a row; then the coordinator resigns and the next term starts afresh
+
+
+def retry_delay(failures: int, first: float = 0.2, cap: float = 5.0) -> float:
+    """Back-off before the next attempt after ``failures`` failed rebalances in a row."""
+    return min(cap, first * 2.0 ** max(0, failures - 1))
+
 
 @dataclass
 class Layout:
@@ -45,6 +54,7 @@ class Layout:
     parts: dict[str, list[str]] = field(default_factory=dict)  # member node -> part children
     owners: dict[str, str] = field(default_factory=dict)  # resource -> member id (intent)
     generation: int = 0
+    epoch: int = 0  # the highest epoch an assignment record carries
 
 
 class Coordinator:
@@ -57,6 +67,7 @@ class Coordinator:
         on_epoch: Callable[[int], None],
         on_deposed: Callable[[str], None],
         on_bad_data: Callable[[CorruptDataError], None] = baddata.report,
+        epoch_floor: int = 0,
     ) -> None:
         self._zk, self._paths, self._options, self._me = zk, paths, options, me
         self._on_epoch, self._on_deposed, self._on_bad_data = on_epoch, on_deposed, on_bad_data
@@ -64,6 +75,10 @@ class Coordinator:
         self._dirty = True
         self._active = True
         self._epoch = 0
+        self._epoch_floor = epoch_floor  # the highest epoch our member has seen
+        self._fenced_off = ""  # why G/epoch no longer carries our epoch, once it does not
+        self._failures = 0  # failed rebalances in a row
+        self._not_before = 0.0  # back-off: no rebalance before this instant
         self._config: GroupConfig | None = None
         self._layout = Layout()
         self._departed: dict[str, float] = {}  # member id -> when first seen gone
@@ -103,12 +118,16 @@ class Coordinator:
             self._take_office()
             while self._active:
                 self._wait_for_work()
+                if self._fenced_off:
+                    raise NotCoordinatorError(self._fenced_off)
                 if self._active:
                     self._rebalance_safely()
         except NotCoordinatorError as exc:
             self._resign(str(exc))
         except Exception as exc:
             log.exception("coordinator failed")
+            with self._wake:  # not at once: the member takes office again right after
+                self._wake.wait_for(lambda: not self._active, timeout=1.0)
             self._resign(f"coordinator failed: {exc}")
 
     def _resign(self, reason: str) -> None:
@@ -119,10 +138,17 @@ class Coordinator:
             self._on_deposed(reason)
 
     def _take_office(self) -> None:
-        self._epoch = self._bump_epoch()
+        self._epoch = self._take_epoch(max(self._epoch_floor, self._recorded_epoch()))
         self._zk.sync(self._paths.root)
         self._load_layout()
+        if self._layout.epoch >= self._epoch:
+            # Assignments written under a later epoch than G/epoch shows: it was deleted and
+            # re-created. Take one above them too, then read again what the fence now protects.
+            self._epoch = self._take_epoch(self._layout.epoch)
+            self._zk.sync(self._paths.root)
+            self._load_layout()
         self._on_epoch(self._epoch)
+        self._zk.DataWatch(self._paths.epoch, self._on_epoch_node)
         for path in (self._paths.clients, self._paths.resources):
             trigger = ChildrenTrigger(self._zk, path, self.trigger)
             self._triggers.append(trigger)
@@ -135,23 +161,38 @@ class Coordinator:
         for trigger in list(self._triggers):
             trigger.stop()
 
-    def _bump_epoch(self) -> int:
-        """Increments the epoch znode's version; verified after ConnectionLoss (never self-deposes)."""
-        nonce = json.dumps({"coordinator": self._me.member_id, "node": self._me.name}).encode()
-        while self._active:
+    def _take_epoch(self, floor: int) -> int:
+        return take_epoch(self._zk, self._paths.epoch, self._member_path, floor, lambda: self._active, self._reject)
+
+    @property
+    def _member_path(self) -> str:
+        return self._paths.client(self._me.name)
+
+    def _writer(self) -> FencedWriter:
+        """A write fenced by our epoch and our member node."""
+        return FencedWriter(self._zk, self._paths.epoch, self._epoch, member_path=self._member_path)
+
+    def _recorded_epoch(self) -> int:
+        """The highest epoch in ``G/state`` and ``G/barrier`` (bad data there is reported, not used)."""
+        highest = 0
+        records = ((self._paths.state, wire.decode_rebalance), (self._paths.barrier, wire.decode_barrier))
+        for path, decode in records:
             try:
-                stat = self._zk.exists(self._paths.epoch)
-                if stat is None:
-                    self._zk.create(self._paths.epoch, b"")  # never makepath: the group may be being deleted
-                    continue
-                return int(self._zk.set(self._paths.epoch, nonce, version=stat.version).version)
-            except (ConnectionLoss, BadVersionError):
-                data, stat = self._zk.retry(self._zk.get, self._paths.epoch)
-                if data == nonce:
-                    return int(stat.version)
-            except KazooException:
-                time.sleep(0.1)
-        raise NotCoordinatorError("stopped before taking office")
+                highest = max(highest, decode(self._zk.get(path)[0], path=path).epoch or 0)
+            except NoNodeError:
+                continue
+            except CorruptDataError as exc:
+                self._reject(exc)
+        return highest
+
+    def _on_epoch_node(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> bool:
+        """G/epoch changed: once it no longer carries our epoch (another coordinator took a later one,
+        or it was deleted), we resign without waiting for our next write to fail."""
+        if self._active and (stat is None or stat.version != self._epoch):
+            self._fenced_off = (f"{self._paths.epoch} is gone" if stat is None
+                                else f"{self._paths.epoch} moved on to {stat.version}") + f" (ours: {self._epoch})"
+            self.trigger()
+        return self._active and not self._fenced_off
 
     def _load_layout(self) -> None:
         layout = Layout()
@@ -220,6 +261,7 @@ class Coordinator:
             return
         layout.written[node] = value.resources
         layout.generation = max(layout.generation, generation)
+        layout.epoch = max(layout.epoch, value.epoch)
         if member is not None:
             for resource in value.resources:
                 layout.owners[resource] = member.member_id
@@ -252,8 +294,9 @@ class Coordinator:
                 if self._grace_expired():
                     self._dirty = True
             # Coalesce: whatever arrives before the interval has passed joins this rebalance.
-            while self._active:
-                remaining = self._last_rebalance + self._interval() - time.monotonic()
+            while self._active and not self._fenced_off:
+                start = max(self._last_rebalance + self._interval(), self._not_before)
+                remaining = start - time.monotonic()
                 if remaining <= 0:
                     break
                 self._wake.wait(timeout=remaining)
@@ -274,11 +317,18 @@ class Coordinator:
     def _rebalance_safely(self) -> None:
         try:
             self._rebalance()
+            self._failures = 0
         except NotCoordinatorError:
             raise
         except KazooException as exc:
-            log.warning("rebalance interrupted (%r); re-reading state and retrying", exc)
+            self._failures += 1
+            if self._failures >= MAX_FAILED_REBALANCES:
+                raise NotCoordinatorError(
+                    f"{self._failures} rebalances in a row failed (last: {exc!r}); resigning") from exc
+            delay = retry_delay(self._failures)
+            log.warning("rebalance interrupted (%r); re-reading state and retrying in %.1fs", exc, delay)
             self._recover()
+            self._not_before = time.monotonic() + delay
 
     def _recover(self) -> None:
         """A batch may or may not have landed: re-read what is stored before trying again."""
@@ -366,7 +416,7 @@ class Coordinator:
     def _write_assignments(
         self, generation: int, desired: dict[str, tuple[str, ...]], force: bool, algorithm: Algorithm
     ) -> None:
-        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        writer = self._writer()
         stale_parts: list[str] = []
         for node, resources in desired.items():
             if not force and self._layout.written.get(node) == resources:
@@ -414,13 +464,13 @@ class Coordinator:
                 pass
 
     def _global_barrier(self, generation: int, desired: dict[str, tuple[str, ...]], members: list[MemberNode]) -> None:
-        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        writer = self._writer()
         writer.create(self._paths.stopped_generation(generation))
         self._stage_barrier(writer, Phase.STOP, generation)
         writer.commit()
         self._await_stop_markers(generation, members)
         self._write_assignments(generation, desired, force=True, algorithm=Algorithm.GLOBAL_BARRIER)
-        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        writer = self._writer()
         self._stage_barrier(writer, Phase.ASSIGNED, generation)
         writer.commit()
         self._drop_old_generations(generation)
@@ -477,7 +527,7 @@ class Coordinator:
             algorithm=self._algorithm().value, started_at=wire.iso_time(wall), completed_at=wire.iso_time(finished),
             duration_ms=int((time.monotonic() - started) * 1000), moved=moved, members=members, resources=resources,
         )
-        writer = FencedWriter(self._zk, self._paths.epoch, self._epoch)
+        writer = self._writer()
         data = wire.encode_rebalance(state)
         if self._zk.exists(self._paths.state) is None:
             writer.create(self._paths.state, data)

@@ -14,7 +14,12 @@ class SessionExpiredError(RebalanserError):
 
 
 class NotCoordinatorError(RebalanserError):
-    """A coordinator write was fenced off: another member won a later epoch."""
+    """A coordinator write was fenced off: another member won a later epoch, or the coordinator's own
+    member node is gone."""
+
+
+class EpochLostError(NotCoordinatorError):
+    """``G/epoch`` is gone: the coordinator resigns, and whoever takes office next re-creates it."""
 
 
 class CorruptDataError(RebalanserError):

@@ -1,5 +1,11 @@
-"""Epoch-fenced writes: every coordinator write is a ``multi`` that starts with a ``check`` of the
-epoch znode's version, so a write from a deposed (zombie) coordinator fails as a whole."""
+"""Fenced writes: every coordinator write is a ``multi`` that starts with two checks, so a write from a
+deposed (zombie) coordinator fails as a whole:
+
+1. ``check(G/epoch, version=epoch)``: the epoch this coordinator took is still the current one;
+2. ``check(G/clients/<its member node>)``: the member node it took office with still exists. Member
+   nodes are never re-created under the same name, so this holds even after ``G/epoch`` (or the whole
+   group) was deleted and re-created and the versions of the new ``G/epoch`` count up from 0 again.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, RolledBackError
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, RolledBackError
 
-from rebalanser.errors import NotCoordinatorError
+from rebalanser.errors import EpochLostError, NotCoordinatorError
 
 MAX_OPS = 800
 MAX_BYTES = 700 * 1024
@@ -31,6 +37,7 @@ class FencedWriter:
     zk: KazooClient
     epoch_path: str
     epoch: int
+    member_path: str | None = None  # the coordinator's own member node (None: the epoch alone fences)
     ops: list[Op] = field(default_factory=list)
 
     def create(self, path: str, data: bytes = b"") -> None:
@@ -45,8 +52,9 @@ class FencedWriter:
     def commit(self) -> int:
         """Commits in batches, in order; returns the number of ZooKeeper multis sent.
 
-        Raises NotCoordinatorError when the epoch moved on, KazooException for other failures
-        (the caller re-reads state before retrying: a batch may or may not have landed).
+        Raises NotCoordinatorError when the epoch moved on or the member node is gone (EpochLostError
+        when ``G/epoch`` itself is gone), KazooException for other failures (the caller re-reads state
+        before retrying: a batch may or may not have landed).
         """
         sent = 0
         for batch in _batches(self.ops):
@@ -58,6 +66,10 @@ class FencedWriter:
     def _commit_batch(self, batch: list[Op]) -> None:
         txn = self.zk.transaction()
         txn.check(self.epoch_path, self.epoch)
+        fences = 1
+        if self.member_path is not None:
+            txn.check(self.member_path, -1)  # any version: it exists
+            fences = 2
         for op in batch:
             if op.kind == "create":
                 txn.create(op.path, op.data)
@@ -71,9 +83,13 @@ class FencedWriter:
             return
         if isinstance(results[0], BadVersionError):
             raise NotCoordinatorError(f"epoch {self.epoch} is no longer current")
+        if isinstance(results[0], NoNodeError):
+            raise EpochLostError(f"{self.epoch_path} is gone (it held epoch {self.epoch})")
+        if fences == 2 and isinstance(results[1], NoNodeError):
+            raise NotCoordinatorError(f"our member node {self.member_path} is gone")
         first = failures[0]
         index = results.index(first)
-        where = batch[index - 1].path if index > 0 else self.epoch_path
+        where = batch[index - fences].path if index >= fences else self.epoch_path
         raise FencedWriteError(f"{type(first).__name__} at {where}", first)
 
 
