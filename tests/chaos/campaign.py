@@ -24,9 +24,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.faults import STEP_KINDS, StepResult, applicable, respawn_crashed, run_step
+from tests.chaos.faults import STEP_KINDS, applicable, base_kind, respawn_crashed, run_step
 from tests.chaos.fleet import TARGETS, Fleet, Settings
 from tests.chaos.report import summarise, write_report
+from tests.chaos.step import StepResult
 from tests.support.zk import make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,9 @@ WEIGHTS = {
     "conn-cut": 4,
     "expiry-storm": 7, "zk-restart": 3, "zk-leader-kill": 5, "zk-follower-kill": 5, "resource-churn": 5,
     "compound": 10, "rolling-restart": 3, "connloss-mid-write": 8, "stop-slow": 3, "stop-fail": 3, "stop-hang": 3,
+    # The administrator's hands, reconnects and duplicate ids: at least a fifth of all faults.
+    "reconnect-tamper": 9, "tamper-group": 6, "tamper-resources": 6, "tamper-epoch": 6, "tamper-garbage": 10,
+    "tamper-stale": 8, "fake-member": 5, "fake-claim": 5, "duplicate-id": 4,
 }
 assert set(WEIGHTS) == set(STEP_KINDS)
 
@@ -46,6 +50,8 @@ NOTES = {
         "No fencing token (always 0): the token check is skipped.",
         "No coordinator: *-coordinator faults hit a random member.",
         "No stop-callback simulation in the adapter: stop-slow/fail/hang steps are skipped.",
+        "The administrator's faults (tamper-*, fake-*, reconnect-tamper, duplicate-id) target Rebalanser's "
+        "layout and CLI: skipped.",
         "Leak check adapted to its layout: party members = live workers, lock nodes held by party sessions.",
     ],
 }
@@ -96,7 +102,7 @@ def _run_fleet(
             if not candidates:
                 time.sleep(1)  # e.g. only server faults asked for, and the last one is too recent
                 continue
-            kind = chooser.choices(candidates, weights=[WEIGHTS[k] for k in candidates])[0]
+            kind = chooser.choices(candidates, weights=[WEIGHTS[base_kind(k)[0]] for k in candidates])[0]
             step_seed = f"{seed}:{target}:{phase}:{index}"
             result = _guarded_step(fleet, kind, index, phase, step_seed)
             record = result.to_dict()
@@ -205,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         targets = [t for t in targets if t != "kazoo"]
     unknown = [t for t in targets if t not in TARGETS]
     kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else None
-    if unknown or (kinds and any(k not in STEP_KINDS for k in kinds)):
+    if unknown or (kinds and any(base_kind(k)[0] not in STEP_KINDS for k in kinds)):
         p.error(f"unknown target or step kind in {targets} / {kinds}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
     workdir = args.workdir or Path(tempfile.gettempdir()) / f"rebalanser-chaos-{seed}"

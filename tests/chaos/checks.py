@@ -23,6 +23,7 @@ import itertools
 import json
 import threading
 from collections import defaultdict, deque
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,11 @@ class Ledger:
                         latest[key] = e
         return latest
 
+    def worked_by(self, pid: int) -> set[str]:
+        """Every resource the process ``pid`` ever ticked."""
+        with self._lock:
+            return {r for r, eps in self.episodes.items() for ep in eps if ep.pid == pid}
+
     def final_episode_starts(self, owners: dict[str, Owner]) -> dict[str, int]:
         """resource -> first tick of the latest episode of its current owner (when that owner's
         uninterrupted work on it began)."""
@@ -211,15 +217,25 @@ def _owner_session(zk: KazooClient, path: str) -> int | None:
     return None if stat is None else int(stat.ephemeralOwner)
 
 
-def zk_leaks(zk: KazooClient, group: str, live_ids: set[str], resources: set[str]) -> list[str]:
+def zk_leaks(
+    zk: KazooClient, group: str, live_ids: set[str], resources: set[str], planted: Container[str] = frozenset(),
+    renamed: dict[str, int] | None = None,
+) -> list[str]:
     """Rebalanser's layout (CONTRACTS.md §3 and docs/protocol.md): no ghost members, no claim or stop
     marker held by a session that is not a live member's, every current resource claimed once and
-    nothing else claimed."""
+    nothing else claimed.
+
+    ``planted``: paths of fakes the harness put there on purpose (a persistent member node, a stop
+    marker), left out of the check while they are there. ``renamed``: claim path -> czxid of live claims
+    whose data an administrator overwrote; such a claim is judged by its session alone."""
     paths = GroupPaths.of(group)
+    renamed = renamed or {}
     problems: list[str] = []
     sessions: dict[int, str] = {}
     ids: list[str] = []
     for name in _children(zk, paths.clients):
+        if paths.client(name) in planted:
+            continue
         member = MemberNode.parse(name)
         if member is None:
             problems.append(f"foreign child in clients: {name}")
@@ -242,6 +258,8 @@ def zk_leaks(zk: KazooClient, group: str, live_ids: set[str], resources: set[str
         if holder is None:
             problems.append(f"claim {resource} held by session {stat.ephemeralOwner:#x}, not a live member's")
             continue
+        if renamed.get(path) == stat.czxid:
+            continue
         try:
             named = json.loads(data).get("member")
         except (ValueError, AttributeError):
@@ -252,11 +270,22 @@ def zk_leaks(zk: KazooClient, group: str, live_ids: set[str], resources: set[str
         missing, extra = sorted(resources - claims), sorted(claims - resources)
         problems.append(f"claims != resources: unclaimed {missing[:10]}, claimed non-resources {extra[:10]}")
     for generation in _children(zk, paths.stopped):
+        if f"{paths.stopped}/{generation}" in planted:
+            continue
         for marker in _children(zk, f"{paths.stopped}/{generation}"):
+            if f"{paths.stopped}/{generation}/{marker}" in planted:
+                continue
             owner = _owner_session(zk, f"{paths.stopped}/{generation}/{marker}")
             if owner is not None and owner not in sessions:
                 problems.append(f"stop marker {generation}/{marker} held by a dead session {owner:#x}")
     return problems
+
+
+def error_reports(events: list[Event], path: str, since_ns: int) -> list[Event]:
+    """``error`` events (bad data read from ZooKeeper, reported and ignored) naming ``path``, from
+    ``since_ns`` on."""
+    return [e for e in events if e.get("event") == "error" and int(e.get("ts", 0)) >= since_ns
+            and (e.get("path") == path or path in json.dumps(e))]
 
 
 def kazoo_leaks(zk: KazooClient, group: str, live_ids: set[str]) -> list[str]:

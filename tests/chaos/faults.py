@@ -15,72 +15,21 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from tests.chaos.fleet import ChaosWorker, Fleet
 from tests.chaos.proxy import WriteTrap
+from tests.chaos.step import Action, FaultRecord, StepResult, run_actions
+from tests.chaos.tamper import (
+    TAMPER_KINDS,
+    TAMPER_PROCEDURES,
+    duplicate_id,
+    plan_tamper,
+    reconnect_tamper,
+    run_cleanups,
+)
 
 LONG = (1.3, 2.0)  # hold, in session timeouts, of faults meant to expire the session
 SHORT = (0.4, 0.95)  # hold of faults meant to outlast the self-fencing lease but (mostly) not the session
-
-
-@dataclass
-class FaultRecord:
-    kind: str
-    target: str
-    start_ns: int
-    heal_ns: int
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "start_ns": self.start_ns, "heal_ns": self.heal_ns,
-                "hold_s": round((self.heal_ns - self.start_ns) / 1e9, 3), "detail": self.detail}
-
-
-@dataclass
-class Action:
-    """A composable fault: ``inject`` at ``offset`` seconds into the step, ``heal`` ``hold`` seconds later."""
-
-    kind: str
-    target: str
-    inject: Callable[[], str]
-    heal: Callable[[], None] | None = None
-    hold: float = 0.0
-    offset: float = 0.0
-    extra: list[FaultRecord] | None = None  # an action made of several faults reports them here
-    settle: Callable[[], None] | None = None  # after every heal: wait until this fault is really over
-
-
-@dataclass
-class StepResult:
-    index: int
-    phase: str
-    kind: str
-    seed: str
-    faults: list[FaultRecord] = field(default_factory=list)
-    first_fault_ns: int = 0
-    heal_ns: int = 0
-    recovered: bool = False
-    ttr_fault: float | None = None  # recovery measured from the first fault's injection
-    ttr_heal: float | None = None  # recovery measured from the last heal (checked against the bound)
-    stall: float = 0.0  # seconds the host was measured stalled between the first fault and recovery
-    over_strict_bound: bool = False  # recovery after the bound, before adding the measured stall
-    violations: list[tuple[str, str]] = field(default_factory=list)  # (category, message)
-    notes: list[str] = field(default_factory=list)
-    duration: float = 0.0
-    started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))  # local wall clock
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index, "phase": self.phase, "kind": self.kind, "seed": self.seed,
-            "faults": [f.to_dict() for f in self.faults], "recovered": self.recovered,
-            "ttr_fault_s": self.ttr_fault, "ttr_heal_s": self.ttr_heal, "stall_s": round(self.stall, 3),
-            "over_strict_bound": self.over_strict_bound,
-            "violations": [{"category": c, "message": m} for c, m in self.violations],
-            "notes": self.notes, "duration_s": round(self.duration, 2), "started_at": self.started_at,
-        }
 
 
 def _hold(fleet: Fleet, rng: random.Random, span: tuple[float, float]) -> float:
@@ -224,8 +173,10 @@ def _follower(fleet: Fleet, rng: random.Random) -> ChaosWorker:
     return rng.choice(followers)
 
 
-def plan(kind: str, fleet: Fleet, rng: random.Random) -> list[Action]:
+def plan(kind: str, fleet: Fleet, rng: random.Random, variant: str = "") -> list[Action]:
     """The actions of a composable step kind."""
+    if kind in TAMPER_KINDS:
+        return plan_tamper(kind, fleet, rng, variant)
     if kind == "kill-follower":
         return [kill_action(fleet, rng, _follower(fleet, rng), kind)]
     if kind == "kill-coordinator":
@@ -283,10 +234,16 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
     leader = fleet.coordinator()
     actions: list[Action] = []
     zk_used = churned = False
+    kazoo = fleet.settings.kazoo
     for _ in range(rng.randint(2, 3)):
-        choice = rng.choice(["kill", "pause", "partition", "oneway", "cut", "churn", "zk"])
-        if (choice == "churn" and zk_used) or (choice == "zk" and churned):
-            choice = "cut"  # no administrator changes resources while the server is down
+        choice = rng.choice(["kill", "pause", "partition", "oneway", "cut", "churn", "zk"]
+                            + ([] if kazoo else ["tamper"]))
+        if (choice in ("churn", "tamper") and zk_used) or (choice == "zk" and churned):
+            choice = "cut"  # no administrator changes the group while the server is down
+        if choice == "tamper":
+            churned = True  # the tampering is followed by a change of resources
+            actions += plan_tamper(rng.choice(TAMPER_KINDS), fleet, rng)
+            continue
         if choice == "zk" and not zk_used:
             zk_used = True
             action = zk_kill_action(fleet, rng, rng.choice(["leader", "follower"]))
@@ -314,47 +271,6 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
     for action in actions:
         action.offset = rng.uniform(0, 1.5)
     return actions
-
-
-def run_actions(actions: list[Action]) -> list[FaultRecord]:
-    """Runs injects and heals on one timeline; every injected fault is healed, whatever happens."""
-    t0 = time.monotonic()
-    timeline: list[tuple[float, int, int]] = []  # (when, 0=inject/1=heal, action index)
-    for i, action in enumerate(actions):
-        timeline.append((action.offset, 0, i))
-        timeline.append((action.offset + action.hold, 1, i))
-    timeline.sort()
-    records: dict[int, FaultRecord] = {}
-    try:
-        for when, phase, i in timeline:
-            delay = t0 + when - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)  # holding the fault for its duration
-            action = actions[i]
-            if phase == 0:
-                start = time.monotonic_ns()
-                detail = action.inject()
-                records[i] = FaultRecord(action.kind, action.target, start, start, detail)
-            elif i in records:
-                if action.heal is not None:
-                    action.heal()
-                records[i].heal_ns = time.monotonic_ns()
-    finally:
-        for i, action in enumerate(actions):  # an exception half-way must not leave a fault behind
-            if i in records and records[i].heal_ns == records[i].start_ns and action.heal is not None:
-                try:
-                    action.heal()
-                except Exception:
-                    pass
-    for i, action in enumerate(actions):
-        if i in records and action.settle is not None:
-            action.settle()
-            records[i].heal_ns = time.monotonic_ns()
-    out = []
-    for i in sorted(records):
-        extra = actions[i].extra
-        out += extra if extra is not None else [records[i]]
-    return out
 
 
 # -- procedures ------------------------------------------------------------------------------------
@@ -458,7 +374,15 @@ COMPOSABLE = (
     "zk-restart", "zk-leader-kill", "zk-follower-kill", "resource-churn", "compound",
 )
 PROCEDURES = ("rolling-restart", "connloss-mid-write", "stop-slow", "stop-fail", "stop-hang")
-STEP_KINDS = COMPOSABLE + PROCEDURES
+STEP_KINDS = COMPOSABLE + PROCEDURES + TAMPER_KINDS + TAMPER_PROCEDURES
+# The fault classes added to find what an administrator's hands, reconnects and duplicate ids do.
+NEW_CLASSES = frozenset(TAMPER_KINDS + TAMPER_PROCEDURES)
+
+
+def base_kind(kind: str) -> tuple[str, str]:
+    """``kind@variant`` (e.g. ``tamper-garbage@barrier:1e999``) -> (kind, variant)."""
+    name, _, variant = kind.partition("@")
+    return name, variant
 
 
 def applicable(kind: str, fleet: Fleet) -> bool:
@@ -469,29 +393,57 @@ def applicable(kind: str, fleet: Fleet) -> bool:
         return ensemble and fleet.server_fault_allowed()
     if kind.startswith("stop-"):
         return not fleet.settings.kazoo  # the kazoo adapter has no stop-callback simulation
+    if base_kind(kind)[0] in NEW_CLASSES:
+        return not fleet.settings.kazoo  # they target Rebalanser's layout and its CLI's exit codes
     return True
 
 
 def run_step(fleet: Fleet, kind: str, index: int, phase: str, seed: str) -> StepResult:
+    """One step of ``kind`` (``kind@variant`` picks a variant of a tamper kind; see tests.chaos.tamper)."""
     rng = random.Random(seed)
+    kind, variant = base_kind(kind)
     result = StepResult(index, phase, kind, seed)
+    if variant:
+        result.notes.append(f"variant {variant}")
     began = time.monotonic()
-    if kind in PROCEDURES:
-        if kind == "rolling-restart":
-            records = rolling_restart(fleet, rng, result)
-        elif kind == "connloss-mid-write":
-            records = connloss_mid_write(fleet, rng, result)
-        else:
-            records = stop_callback_fault(fleet, rng, result, kind.removeprefix("stop-"))
+    if kind == "rolling-restart":
+        records = rolling_restart(fleet, rng, result)
+    elif kind == "connloss-mid-write":
+        records = connloss_mid_write(fleet, rng, result)
+    elif kind in ("stop-slow", "stop-fail", "stop-hang"):
+        records = stop_callback_fault(fleet, rng, result, kind.removeprefix("stop-"))
+    elif kind == "reconnect-tamper":
+        records = reconnect_tamper(fleet, rng, result, variant)
+    elif kind == "duplicate-id":
+        records = duplicate_id(fleet, rng, result)
     else:
-        records = run_actions(plan(kind, fleet, rng))
+        actions = plan(kind, fleet, rng, variant)
+        result.verifiers += [a.verify for a in actions if a.verify is not None]
+        result.cleanups += [a.cleanup for a in actions if a.cleanup is not None]
+        records = run_actions(actions)
     result.faults = records
     now = time.monotonic_ns()
     result.first_fault_ns = min((r.start_ns for r in records), default=now)
     result.heal_ns = max((r.heal_ns for r in records), default=now)
     check_after(fleet, result)
+    undo(fleet, result)
     result.duration = time.monotonic() - began
     return result
+
+
+def undo(fleet: Fleet, result: StepResult) -> None:
+    """After the checks: undoes what the step's tampering left behind, then (if the step had
+    recovered) waits until the group is settled again, so that the next step starts clean."""
+    if not result.cleanups:
+        return
+    notes = run_cleanups(result.cleanups)
+    result.notes += notes
+    if notes and result.recovered:
+        again = fleet.wait_recovered(time.monotonic_ns(), cap=fleet.settings.bound + 20)
+        if not again.ok:
+            result.violations.append(("liveness", "not settled again after the harness undid the tampering: "
+                                                  + "; ".join(again.problems[:8])))
+            result.recovered = False
 
 
 def check_after(fleet: Fleet, result: StepResult) -> None:
@@ -522,6 +474,8 @@ def check_after(fleet: Fleet, result: StepResult) -> None:
     if recovery.ok:
         leaks = fleet.leak_problems(timeout=settings.session_timeout + 3)
         result.violations += [("leak", p) for p in leaks]
+    for verify in result.verifiers:
+        result.violations += verify()
     time.sleep(0.3)  # let the last events of the step arrive through the pipes before the safety checks
     result.violations += [("overlap", p) for p in fleet.ledger.overlaps()]
     if not settings.kazoo:  # kazoo has no fencing token (always 0): nothing to check

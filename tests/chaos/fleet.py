@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException
 
+from tests.chaos.admin import Admin
 from tests.chaos.checks import Ledger, kazoo_leaks, window_owners, window_problems, zk_leaks
 from tests.chaos.proxy import FaultProxy
 from tests.support.zk import ZkCluster
@@ -114,8 +115,11 @@ class StallMeter:
 class ChaosWorker:
     """One worker process (the ``rebalanser worker`` CLI or the kazoo adapter) behind its proxy."""
 
-    def __init__(self, member_id: str, proxy: FaultProxy, behaviour: str, log_dir: Path) -> None:
+    def __init__(
+        self, member_id: str, proxy: FaultProxy, behaviour: str, log_dir: Path, log_name: str | None = None
+    ) -> None:
         self.member_id, self.proxy, self.behaviour, self.log_dir = member_id, proxy, behaviour, log_dir
+        self.log_name = log_name or member_id  # a second process with the same id logs under its own name
         self.proc: subprocess.Popen[str] | None = None
         self.paused = False
         self.stopped_by_harness = False
@@ -124,7 +128,7 @@ class ChaosWorker:
 
     def start(self, module: str, args: list[str], ledger: Ledger, incarnation: int) -> None:
         self.incarnation = incarnation
-        err = open(self.log_dir / f"{self.member_id}.{incarnation}.err", "a")  # noqa: SIM115 - child owns it
+        err = open(self.log_dir / f"{self.log_name}.{incarnation}.err", "a")  # noqa: SIM115 - child owns it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
             stdin=subprocess.DEVNULL, text=True, cwd=REPO,
@@ -137,7 +141,7 @@ class ChaosWorker:
 
     def _read(self, proc: subprocess.Popen[str], ledger: Ledger) -> None:
         assert proc.stdout is not None
-        with open(self.log_dir / f"{self.member_id}.jsonl", "a") as out:
+        with open(self.log_dir / f"{self.log_name}.jsonl", "a") as out:
             for line in proc.stdout:
                 try:
                     event = json.loads(line)
@@ -191,7 +195,7 @@ class ChaosWorker:
 
     @property
     def err_log(self) -> Path:
-        return self.log_dir / f"{self.member_id}.{self.incarnation}.err"
+        return self.log_dir / f"{self.log_name}.{self.incarnation}.err"
 
     def dump_stacks(self) -> None:
         """For a post-mortem: every thread's stack into the err log (faulthandler on SIGABRT); the
@@ -228,8 +232,13 @@ class Fleet:
         self.anomalies: list[str] = []
         self.stalls = StallMeter()
         self.last_server_fault = -1e9  # monotonic time the last ZooKeeper server fault ended
+        self.extras: list[ChaosWorker] = []  # processes that are not members of the fleet (duplicate ids)
+        self.planted: set[str] = set()  # fakes the harness put into the group on purpose (see zk_leaks)
+        self.renamed_claims: dict[str, int] = {}  # claim path -> czxid of a live claim whose data was tampered
+        self.seen: dict[str, list[bytes]] = {}  # record kind -> values really written before (stale records)
         self.zk = KazooClient(hosts=cluster.hosts, timeout=30)
         self.zk.start(timeout=60)
+        self.admin = Admin(self.zk)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -247,10 +256,10 @@ class Fleet:
                 worker.resume()
         for proxy in self.proxies.values():
             proxy.restore()
-        for worker in self.workers.values():
+        for worker in [*self.workers.values(), *self.extras]:
             if worker.alive:
                 worker.signal(signal.SIGTERM)
-        for worker in self.workers.values():
+        for worker in [*self.workers.values(), *self.extras]:
             if worker.proc is not None:
                 try:
                     worker.wait(20)
@@ -278,7 +287,7 @@ class Fleet:
         """Last resort after a liveness failure: kill every worker and start them afresh."""
         for proxy in self.proxies.values():
             proxy.restore()
-        for worker in self.workers.values():
+        for worker in [*self.workers.values(), *self.extras]:
             if worker.alive:
                 worker.kill()
         for server in self.cluster.servers:
@@ -309,6 +318,17 @@ class Fleet:
         self.spawns += 1
         worker.start(self.module, self.args(member_id, proxy.hosts, behaviour), self.ledger, self.spawns)
         self.workers[member_id] = worker
+        return worker
+
+    def spawn_extra(self, member_id: str, behaviour: str = "normal") -> ChaosWorker:
+        """A process that is not a member of the fleet (e.g. a second one with a live member's id),
+        behind a proxy of its own; its events go into the same ledger."""
+        name = f"{member_id}~{len(self.extras)}"
+        proxy = self.proxies[name] = FaultProxy([s.address for s in self.cluster.servers])
+        worker = ChaosWorker(member_id, proxy, behaviour, self.log_dir, log_name=name)
+        self.spawns += 1
+        worker.start(self.module, self.args(member_id, proxy.hosts, behaviour), self.ledger, self.spawns)
+        self.extras.append(worker)
         return worker
 
     @property
@@ -344,12 +364,13 @@ class Fleet:
         return [w for w in self.workers.values() if w.alive]
 
     def coordinator(self) -> ChaosWorker | None:
-        """The live worker whose latest role event says coordinator, with the highest epoch."""
+        """The live worker whose latest role event says coordinator, the most recent one if several
+        (not the highest epoch: an administrator who re-creates ``G/epoch`` starts epochs afresh)."""
         live = self.live()
         best: tuple[int, str] | None = None
         for (member_id, pid), event in self.ledger.latest_roles().items():
             if live.get(member_id) == pid and event["role"] == "coordinator":
-                candidate = (int(event["epoch"]), member_id)
+                candidate = (int(event["ts"]), member_id)
                 best = candidate if best is None or candidate > best else best
         return self.workers[best[1]] if best else None
 
@@ -365,30 +386,14 @@ class Fleet:
 
     # -- resources -----------------------------------------------------------------------------
 
-    def _admin(self, op: str, path: str) -> None:
+    def add_resource(self, name: str) -> None:
         """An administrator's write, retried across ZooKeeper faults, never blocking for long (kazoo
         queues requests while it reconnects: an unbounded wait would hang the harness)."""
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if op == "create":
-                    self.zk.create_async(path, makepath=True).get(timeout=10)
-                else:
-                    self.zk.delete_async(path).get(timeout=10)
-                return
-            except (KazooException, self.zk.handler.timeout_exception):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-    def add_resource(self, name: str) -> None:
-        with contextlib.suppress(NodeExistsError):  # a retried create that had landed
-            self._admin("create", f"{self.group}/resources/{name}")
+        self.admin.create(f"{self.group}/resources/{name}", makepath=True)
         self.resources.add(name)
 
     def delete_resource(self, name: str) -> None:
-        with contextlib.suppress(NoNodeError):  # a retried delete that had landed
-            self._admin("delete", f"{self.group}/resources/{name}")
+        self.admin.delete(f"{self.group}/resources/{name}")
         self.resources.discard(name)
 
     # -- recovery and checks -------------------------------------------------------------------
@@ -436,7 +441,8 @@ class Fleet:
                 if self.settings.kazoo:
                     problems = kazoo_leaks(self.zk, self.group, live)
                 else:
-                    problems = zk_leaks(self.zk, self.group, live, set(self.resources))
+                    problems = zk_leaks(self.zk, self.group, live, set(self.resources), self.planted,
+                                        self.renamed_claims)
             except KazooException as exc:
                 problems = [f"could not read ZooKeeper: {exc!r}"]
             if not problems or time.monotonic() > deadline:

@@ -9,7 +9,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-CATEGORIES = ("overlap", "token", "liveness", "leak", "crash", "shutdown")
+CATEGORIES = ("overlap", "token", "liveness", "leak", "crash", "shutdown", "unreported", "duplicate")
+# Fault kinds of the classes added for the administrator's hands, reconnects and duplicate ids.
+NEW_CLASS_KINDS = frozenset({"reconnect-tamper", "tamper-group", "tamper-resources", "tamper-epoch", "tamper-garbage",
+                             "tamper-stale", "fake-member", "fake-claim", "duplicate-id", "zk-follower-isolate"})
 CATEGORY_TEXT = {
     "overlap": "two workers on one resource at once (invariant 1)",
     "token": "fencing token not increasing",
@@ -17,6 +20,8 @@ CATEGORY_TEXT = {
     "leak": "leaked ephemeral node / ghost member / stale claim in ZooKeeper",
     "crash": "worker process died on its own",
     "shutdown": "worker did not exit on SIGTERM",
+    "unreported": "garbage read from ZooKeeper without an `error` event naming its znode",
+    "duplicate": "a second worker with a live member's id worked, or did not exit with code 2 in time",
 }
 
 
@@ -67,6 +72,7 @@ def summarise(target: str, steps: list[dict[str, Any]], meta: dict[str, Any]) ->
         "steps": len(steps),
         "faults_total": sum(faults.values()),
         "faults_excluding_churn": sum(n for k, n in faults.items() if k != "resource-churn"),
+        "faults_new_classes": sum(n for k, n in faults.items() if k in NEW_CLASS_KINDS),
         "faults_by_kind": dict(sorted(faults.items())),
         "steps_by_kind": dict(sorted(step_kinds.items())),
         "topologies": {p: {"steps": phases[p], "faults": phase_faults[p]} for p in sorted(phases)},
@@ -104,6 +110,13 @@ def write_report(report_dir: Path, results: dict[str, dict[str, Any]], merge: bo
     return json_path, md_path
 
 
+def _share(t: dict[str, Any]) -> str:
+    new = t.get("faults_new_classes")
+    if new is None:
+        return "-"
+    return f"{new} ({100 * new / t['faults_total']:.0f} %)" if t["faults_total"] else "0"
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -119,18 +132,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
         "## Summary",
         "",
-        "| target | seed | minutes | steps | faults (without churn) | overlaps | token | liveness | leaks | crashes | "
-        "TTR after heal p50 / p99 / max (s) | bound (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| target | seed | minutes | steps | faults (without churn) | new classes | overlaps | token | liveness | "
+        "leaks | crashes | other | TTR after heal p50 / p99 / max (s) | bound (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, t in targets.items():
         v = t["violations_by_category"]
         o = t["ttr_overall"]
         token = "n/a" if name == "kazoo" else str(v["token"])
+        other = sum(v.get(c, 0) for c in ("shutdown", "unreported", "duplicate"))
         lines.append(
             f"| {name} | {t['seed']} | {t['minutes']:.0f} | {t['steps']} | "
-            f"{t['faults_total']} ({t.get('faults_excluding_churn', '?')}) | {v['overlap']} | "
-            f"{token} | {v['liveness']} | {v['leak']} | {v['crash']} | "
+            f"{t['faults_total']} ({t.get('faults_excluding_churn', '?')}) | {_share(t)} | {v['overlap']} | "
+            f"{token} | {v['liveness']} | {v['leak']} | {v['crash']} | {other} | "
             f"{_fmt(o['after_heal_p50'])} / {_fmt(o['after_heal_p99'])} / {_fmt(o['after_heal_max'])} | "
             f"{t['settings']['bound_s']:.1f} |"
         )
@@ -141,7 +155,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "evidence: the instant the last resource's final owner began working on it, counted from the last "
         "heal of the step (checked against the bound) and from the first fault's injection. Each resource-churn "
         "operation (an add, delete or delete-and-re-create) counts as one fault; the count without them is in "
-        "parentheses. With about 10-25 steps per kind, a p99 is close to that kind's maximum.",
+        "parentheses. *New classes*: faults of the kinds that model an administrator's hands (tampering, fakes, "
+        "a reconnect followed by tampering), duplicate member ids and server-to-server partitions, with their share "
+        "of all faults. *Other*: shutdown, unreported bad data and duplicate-id violations. With about 10-25 steps "
+        "per kind, a p99 is close to that kind's maximum.",
         "",
     ]
     for name, t in targets.items():
@@ -156,7 +173,8 @@ def _target_section(name: str, t: dict[str, Any]) -> list[str]:
         "",
         f"Seed `{t['seed']}` (replay: `python -m tests.chaos.campaign --seed {t['seed']} "
         f"--targets {name} --minutes {t['minutes']:g}`), {t['duration_s'] / 60:.1f} minutes, "
-        f"{t['steps']} steps, **{t['faults_total']} faults**, **{t['violations_total']} violations**. "
+        f"{t['steps']} steps, **{t['faults_total']} faults** ({_share(t)} of the new classes), "
+        f"**{t['violations_total']} violations**. "
         f"{s['workers']} workers, {s['resources']} resources (churn varies them), session timeout "
         f"{s['session_timeout']} s, rebalance interval {s['interval']} s, tick {s['tick']} s, stop timeout "
         f"{s['stop_timeout']} s, slow stop callback {s['slow_delay']} s, bound {s['bound_s']:.1f} s.",
@@ -188,8 +206,8 @@ def _target_section(name: str, t: dict[str, Any]) -> list[str]:
         if name == "kazoo" and cat == "token":
             lines.append(f"| {cat}: {CATEGORY_TEXT[cat]} | not checked (no token) | - |")
             continue
-        lines.append(f"| {cat}: {CATEGORY_TEXT[cat]} | {t['violations_by_category'][cat]} | "
-                     f"{t['steps_with_violation'][cat]} |")
+        lines.append(f"| {cat}: {CATEGORY_TEXT[cat]} | {t['violations_by_category'].get(cat, 0)} | "
+                     f"{t['steps_with_violation'].get(cat, 0)} |")
     if t["violation_samples"]:
         lines += ["", "First violations (step, phase, kind, seed — replay with the seed above):", ""]
         for v in t["violation_samples"][:12]:

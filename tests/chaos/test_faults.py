@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.faults import StepResult, run_step
+from tests.chaos.faults import run_step
 from tests.chaos.fleet import Fleet, Settings
+from tests.chaos.step import StepResult
 from tests.support.workers import wait_for
 from tests.support.zk import ZkCluster
 
