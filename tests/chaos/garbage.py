@@ -150,22 +150,22 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def stale(
-    target: str, current: bytes | None, seen: list[bytes], rng: random.Random, members: list[str],
+    target: str, current: bytes | None, seen: list[bytes], rng: random.Random, members: list[str], how: str = "",
 ) -> tuple[bytes, str]:
     """A well-formed record for ``target`` that is not the current one, and how it was made.
 
     An earlier value of the same kind, really written before (``seen``, oldest first), is preferred;
     otherwise one is derived from ``current``: an older generation and epoch, and for an assignment
     the resources of another member. ``members`` are live member ids (a claim or member record may
-    name one that is not its holder).
+    name one that is not its holder). ``how``: ``stop1`` asks for a barrier's stop order of generation 1.
     """
     earlier = [value for value in seen if value != current]
-    if target in ("barrier", "state", "assignment") and earlier and rng.random() < 0.6:
+    if target in ("barrier", "state", "assignment") and earlier and not how and rng.random() < 0.6:
         return rng.choice(earlier), "an earlier value"
     if target == "barrier":
         record = _json(current) or {}
         generation, epoch = _int(record.get("generation")), _int(record.get("epoch"))
-        if rng.random() < 0.5 or generation <= 1:
+        if how == "stop1" or rng.random() < 0.5 or generation <= 1:
             made = {"phase": "stop", "generation": 1, "epoch": max(0, epoch - 1)}
             return json.dumps(made).encode(), "a stop order of generation 1"
         made = {"phase": rng.choice(["stop", "assigned"]), "generation": rng.randint(1, generation - 1),

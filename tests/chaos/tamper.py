@@ -182,7 +182,7 @@ def data_action(fleet: Fleet, rng: random.Random, kind: str, variant: str = "") 
             how = recipe or rng.choice(bad.RECIPES)
             value = bad.garbage(target, how, rng)
         else:
-            value, how = bad.stale(target, original, fleet.seen.get(target, []), rng, sorted(fleet.live()))
+            value, how = bad.stale(target, original, fleet.seen.get(target, []), rng, sorted(fleet.live()), recipe)
         written = time.monotonic_ns()
         stat = fleet.admin.write(path, value)
         state.update(original=original, existed=before is not None, version=stat.version, written=written, how=how)
@@ -296,7 +296,7 @@ def config_switch_action(fleet: Fleet, rng: random.Random) -> Action:
 
 def group_action(fleet: Fleet, rng: random.Random) -> Action:
     """The whole group deleted in one transaction, re-created (with its resources and config) after
-    0-1 T."""
+    0-1 T; a probe follows."""
     paths = _paths(fleet)
     hold = fleet.settings.session_timeout * rng.uniform(0.0, 1.0)
     saved: list[str] = []
@@ -317,14 +317,16 @@ def group_action(fleet: Fleet, rng: random.Random) -> Action:
         fleet.admin.ensure(nodes)
         fleet.resources = set(saved)
         note = "; a worker had re-created G meanwhile" if reappeared else ""
-        return f"re-created G with {len(saved)} resources after {hold:.2f}s{note}"
+        time.sleep(rng.uniform(0.1, 0.4))
+        return f"re-created G with {len(saved)} resources after {hold:.2f}s{note}; {probe(fleet, rng)}"
 
     return Action("tamper-group", "G", inject, heal, hold=hold)
 
 
 def resources_action(fleet: Fleet, rng: random.Random) -> Action:
     """``G/resources`` deleted with every resource in one transaction, re-created after 0-1 T with the
-    same resources, sometimes one more or one fewer."""
+    same resources, sometimes one more or one fewer; a probe follows (the same resources alone would
+    not show whether the coordinator still watches the list)."""
     paths = _paths(fleet)
     hold = fleet.settings.session_timeout * rng.uniform(0.0, 1.0)
     state: dict[str, list[str]] = {}
@@ -348,7 +350,8 @@ def resources_action(fleet: Fleet, rng: random.Random) -> Action:
         fleet.admin.ensure([(paths.resources, b""), *[(paths.resource(r), b"") for r in resources]])
         fleet.resources = set(resources)
         note = "; a worker had re-created G/resources meanwhile" if reappeared else ""
-        return f"re-created with {len(resources)} resources after {hold:.2f}s{note}"
+        time.sleep(rng.uniform(0.1, 0.4))
+        return f"re-created with {len(resources)} resources after {hold:.2f}s{note}; {probe(fleet, rng)}"
 
     return Action("tamper-resources", "G/resources", inject, heal, hold=hold)
 
