@@ -8,7 +8,8 @@ import random
 import zlib
 
 import pytest
-from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.config import Algorithm
+from rebalanser.wire import decode_config
 
 from tests.chaos import garbage as bad
 
@@ -107,7 +108,7 @@ def test_stale_claims_and_member_records_name_a_live_member() -> None:
 
 @pytest.mark.parametrize("algorithm", ["ResourceBarrier", "GlobalBarrier"])
 def test_a_config_switch_is_a_valid_config(algorithm: str) -> None:
-    config = GroupConfig.from_json(bad.config_switch(algorithm, 0.5))
+    config = decode_config(bad.config_switch(algorithm, 0.5))
     assert config.algorithm is Algorithm(algorithm) and config.interval == 0.5
 
 
