@@ -28,7 +28,8 @@ from tests.chaos.faults import STEP_KINDS, applicable, base_kind, respawn_crashe
 from tests.chaos.fleet import TARGETS, Fleet, Settings
 from tests.chaos.report import summarise, write_report
 from tests.chaos.step import StepResult
-from tests.support.zk import make_cluster
+from tests.support.partition import PartitionableEnsemble, make_partitionable_ensemble
+from tests.support.zk import TICK_MS, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +41,7 @@ WEIGHTS = {
     "compound": 10, "rolling-restart": 3, "connloss-mid-write": 8, "stop-slow": 3, "stop-fail": 3, "stop-hang": 3,
     # The administrator's hands, reconnects and duplicate ids: at least a fifth of all faults.
     "reconnect-tamper": 9, "tamper-group": 6, "tamper-resources": 6, "tamper-epoch": 6, "tamper-garbage": 10,
-    "tamper-stale": 8, "fake-member": 5, "fake-claim": 5, "duplicate-id": 4,
+    "tamper-stale": 8, "fake-member": 5, "fake-claim": 5, "duplicate-id": 4, "zk-follower-isolate": 6,
 }
 assert set(WEIGHTS) == set(STEP_KINDS)
 
@@ -90,9 +91,16 @@ def _run_fleet(
     kinds: list[str] | None, max_steps: int | None, out: Any, steps: list[dict[str, Any]],
     chooser: random.Random, index: int,
 ) -> int:
-    cluster = make_cluster(workdir / "zk", size)
-    cluster.start()
-    fleet = Fleet(cluster, settings, workdir / "logs", random.Random(f"{seed}:{target}:{phase}:fleet:{index}"))
+    partition: PartitionableEnsemble | None = None
+    if size == 1:
+        cluster = make_cluster(workdir / "zk", size)
+        cluster.start()
+    else:  # server-to-server links through relays, so that a follower can be cut off from the quorum
+        partition = make_partitionable_ensemble(workdir / "zk", size, tick_ms=TICK_MS, sync_limit=8, init_limit=40)
+        partition.start()
+        cluster = partition.cluster
+    fleet = Fleet(cluster, settings, workdir / "logs", random.Random(f"{seed}:{target}:{phase}:fleet:{index}"),
+                  partition)
     try:
         first = fleet.start()
         if not first.ok:
@@ -120,7 +128,10 @@ def _run_fleet(
         fleet.close()
         for server in cluster.servers:
             server.resume()
-        cluster.stop()
+        if partition is not None:
+            partition.stop()
+        else:
+            cluster.stop()
     return index
 
 

@@ -123,6 +123,41 @@ def zk_kill_action(fleet: Fleet, rng: random.Random, role: str) -> Action | None
                   settle=settle)
 
 
+def isolate_action(fleet: Fleet, rng: random.Random) -> Action | None:
+    """A follower cut off from the rest of the ensemble (its peer and election links held) while its
+    clients still reach it, for 1.3-2.5 T: it goes on answering them until it notices (syncLimit x
+    tickTime), while the leader expires their sessions T after it last heard of them. A follower that
+    serves workers is preferred (which server a worker talks to is kazoo's random choice)."""
+    ensemble = fleet.partition
+    if ensemble is None or not fleet.server_fault_allowed():
+        return None
+    try:
+        followers = sorted(fleet.cluster.followers(), key=lambda s: s.myid)
+    except (LookupError, OSError):
+        return None
+    clients = {s.myid: sorted(w.member_id for w in fleet.running() if s.address in w.proxy.upstreams())
+               for s in followers}
+    serving = [s for s in followers if clients[s.myid]]
+    if not (serving or followers):
+        return None  # the ensemble is still electing
+    server = rng.choice(serving or followers)
+
+    def inject() -> str:
+        owned = sum(len(fleet.owned_by(w)) for w in fleet.running() if w.member_id in clients[server.myid])
+        ensemble.isolate(server.myid)
+        return f"follower {server.myid} cut from the quorum; its clients {clients[server.myid]} ({owned} resources)"
+
+    def heal() -> None:
+        ensemble.heal()
+
+    def settle() -> None:
+        fleet.cluster.wait_serving(timeout=90)  # the follower rejoins the quorum
+        fleet.last_server_fault = time.monotonic()
+
+    return Action("zk-follower-isolate", f"zk{server.myid}", inject, heal,
+                  hold=_hold(fleet, rng, (1.3, 2.5)), settle=settle)
+
+
 def churn(fleet: Fleet, rng: random.Random) -> list[FaultRecord]:
     """Resources added, deleted, and deleted-and-re-created while being worked on, in quick succession;
     one fault per operation."""
@@ -203,6 +238,9 @@ def plan(kind: str, fleet: Fleet, rng: random.Random, variant: str = "") -> list
     if kind in ("zk-restart", "zk-leader-kill", "zk-follower-kill"):
         action = zk_kill_action(fleet, rng, "follower" if kind == "zk-follower-kill" else "leader")
         return [action] if action is not None else []
+    if kind == "zk-follower-isolate":
+        isolated = isolate_action(fleet, rng)
+        return [isolated] if isolated is not None else []
     if kind == "resource-churn":
         return [churn_action(fleet, rng)]
     if kind == "compound":
@@ -246,7 +284,8 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
             continue
         if choice == "zk" and not zk_used:
             zk_used = True
-            action = zk_kill_action(fleet, rng, rng.choice(["leader", "follower"]))
+            how = rng.choice(["leader", "follower"] + (["isolate"] if fleet.partition is not None else []))
+            action = isolate_action(fleet, rng) if how == "isolate" else zk_kill_action(fleet, rng, how)
             if action is not None:
                 actions.append(action)
             continue
@@ -371,12 +410,12 @@ COMPOSABLE = (
     "kill-follower", "kill-coordinator", "pause-follower", "pause-coordinator", "pause-short",
     "partition-follower", "partition-coordinator", "partition-short", "partition-oneway", "conn-cut",
     "expiry-storm",
-    "zk-restart", "zk-leader-kill", "zk-follower-kill", "resource-churn", "compound",
+    "zk-restart", "zk-leader-kill", "zk-follower-kill", "zk-follower-isolate", "resource-churn", "compound",
 )
 PROCEDURES = ("rolling-restart", "connloss-mid-write", "stop-slow", "stop-fail", "stop-hang")
 STEP_KINDS = COMPOSABLE + PROCEDURES + TAMPER_KINDS + TAMPER_PROCEDURES
 # The fault classes added to find what an administrator's hands, reconnects and duplicate ids do.
-NEW_CLASSES = frozenset(TAMPER_KINDS + TAMPER_PROCEDURES)
+NEW_CLASSES = frozenset((*TAMPER_KINDS, *TAMPER_PROCEDURES, "zk-follower-isolate"))
 
 
 def base_kind(kind: str) -> tuple[str, str]:
@@ -391,6 +430,8 @@ def applicable(kind: str, fleet: Fleet) -> bool:
         return not ensemble and fleet.server_fault_allowed()
     if kind in ("zk-leader-kill", "zk-follower-kill"):
         return ensemble and fleet.server_fault_allowed()
+    if kind == "zk-follower-isolate":
+        return fleet.partition is not None and fleet.server_fault_allowed()
     if kind.startswith("stop-"):
         return not fleet.settings.kazoo  # the kazoo adapter has no stop-callback simulation
     if base_kind(kind)[0] in NEW_CLASSES:

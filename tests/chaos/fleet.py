@@ -27,6 +27,7 @@ from kazoo.exceptions import KazooException
 from tests.chaos.admin import Admin
 from tests.chaos.checks import Ledger, kazoo_leaks, window_owners, window_problems, zk_leaks
 from tests.chaos.proxy import FaultProxy
+from tests.support.partition import PartitionableEnsemble
 from tests.support.zk import ZkCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,8 +220,13 @@ class ChaosWorker:
 class Fleet:
     """``settings.workers`` members ``w0``..``wN-1`` of one group, plus the group's resources."""
 
-    def __init__(self, cluster: ZkCluster, settings: Settings, log_dir: Path, rng: random.Random) -> None:
+    def __init__(
+        self, cluster: ZkCluster, settings: Settings, log_dir: Path, rng: random.Random,
+        partition: PartitionableEnsemble | None = None,
+    ) -> None:
+        """``partition``: the ensemble's server-to-server links, when they can be cut."""
         self.cluster, self.settings, self.log_dir, self.rng = cluster, settings, log_dir, rng
+        self.partition = partition
         log_dir.mkdir(parents=True, exist_ok=True)
         self.group = f"/chaos/{settings.target}-{uuid.uuid4().hex[:8]}"
         self.ledger = Ledger(recent_seconds=30.0)
@@ -290,6 +296,8 @@ class Fleet:
         for worker in [*self.workers.values(), *self.extras]:
             if worker.alive:
                 worker.kill()
+        if self.partition is not None:
+            self.partition.heal()
         for server in self.cluster.servers:
             server.resume()
             server.start()

@@ -250,6 +250,12 @@ class FaultProxy:
         with self._lock:
             return len(self._pipes)
 
+    def upstreams(self) -> set[str]:
+        """``host:port`` of every server this proxy has an open connection to (which server of an
+        ensemble the client is talking to)."""
+        with self._lock:
+            return {f"{p.upstream_addr[0]}:{p.upstream_addr[1]}" for p in self._pipes if not p.closed.is_set()}
+
     def close(self) -> None:
         self._closed = True
         self.restore()

@@ -16,6 +16,7 @@ import pytest
 from tests.chaos.faults import run_step
 from tests.chaos.fleet import Fleet, Settings
 from tests.chaos.step import StepResult
+from tests.support.partition import PartitionableEnsemble
 from tests.support.workers import wait_for
 from tests.support.zk import ZkCluster
 
@@ -31,12 +32,15 @@ GLOBAL_KINDS = [
     "kill-coordinator", "pause-coordinator", "partition-follower", "expiry-storm", "connloss-mid-write",
     "stop-hang", "rolling-restart",
 ]
-ENSEMBLE_KINDS = ["zk-leader-kill", "zk-follower-kill"]
+ENSEMBLE_KINDS = ["zk-leader-kill", "zk-follower-kill", "zk-follower-isolate"]
 
 
-def make_fleet(cluster: ZkCluster, target: str, log_dir: Path, workers: int = 4, resources: int = 12) -> Fleet:
+def make_fleet(
+    cluster: ZkCluster, target: str, log_dir: Path, workers: int = 4, resources: int = 12,
+    partition: PartitionableEnsemble | None = None,
+) -> Fleet:
     settings = Settings(target=target, workers=workers, resources=resources, bad_stop_share=0.3)
-    fleet = Fleet(cluster, settings, log_dir, random.Random(f"subset:{target}:{len(cluster.servers)}"))
+    fleet = Fleet(cluster, settings, log_dir, random.Random(f"subset:{target}:{len(cluster.servers)}"), partition)
     started = fleet.start()
     if not started.ok:
         fleet.close()
@@ -72,8 +76,9 @@ def gb_fleet(chaos_single: ZkCluster, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def ensemble_fleet(chaos_ensemble: ZkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    fleet = make_fleet(chaos_ensemble, "resource-barrier", tmp_path_factory.mktemp("ens"), workers=3, resources=9)
+def ensemble_fleet(chaos_ensemble: PartitionableEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    fleet = make_fleet(chaos_ensemble.cluster, "resource-barrier", tmp_path_factory.mktemp("ens"), workers=3,
+                       resources=9, partition=chaos_ensemble)
     yield fleet
     fleet.close()
 
