@@ -110,7 +110,7 @@ class Client:
         self._unreleased: set[str] = set()
         self._barrier: tuple[str, int] = ("", 0)
         self._held_assignment: MemberAssignment | None = None
-        self._stopped_generation = 0
+        self._stopped_for: int | None = None  # the barrier generation this member node has stopped for
         self._coordinator: Coordinator | None = None
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
@@ -400,6 +400,7 @@ class Client:
             self._await_group()
             return
         self._joined_session, self._ever_joined, self._join_deadline = sid, True, 0.0
+        self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
         self._book.reset(sid)
         self._set_state(State.PENDING_ASSIGNMENT)
         self._sync_with_group()
@@ -589,7 +590,13 @@ class Client:
             if phase != "assigned" or generation != assignment.generation:
                 self._held_assignment = assignment
                 return
+        self._held_assignment = None
         self._apply(set(assignment.resources))
+
+    def _forget_barrier(self) -> None:
+        self._barrier = ("", 0)
+        self._held_assignment = None
+        self._stopped_for = None
 
     def _read_barrier(self) -> None:
         try:
@@ -607,8 +614,9 @@ class Client:
             return
         phase, generation = record.phase.value, record.generation
         self._barrier = (phase, generation)
-        if phase == Phase.STOP and generation > self._stopped_generation:
-            self._stop_for_barrier(generation)
+        if phase == Phase.STOP:
+            if generation != self._stopped_for and self._binding(record.epoch, generation):
+                self._stop_for_barrier(generation)
         elif phase == Phase.ASSIGNED:
             held = self._held_assignment
             if held is not None and held.generation == generation:
@@ -616,6 +624,17 @@ class Client:
                 self._apply(set(held.resources))
             else:
                 self._read_assignment(None)
+
+    def _binding(self, epoch: int, generation: int) -> bool:
+        """A stop order binds only when the current coordinator gave it: its epoch is G/epoch's version
+        now. One left by a coordinator that has since been replaced, or written by hand, is ignored
+        (the coordinator in office ends it)."""
+        current = self._read_epoch()
+        if epoch != current or not current:
+            log.warning("ignoring the stop order of barrier generation %d: given under epoch %d, the "
+                        "current epoch is %d", generation, epoch, current)
+            return False
+        return True
 
     def _stop_for_barrier(self, generation: int) -> None:
         assert self._me is not None
@@ -630,7 +649,7 @@ class Client:
             pass
         except NoNodeError:
             log.info("barrier generation %d already finished", generation)
-        self._stopped_generation = generation
+        self._stopped_for = generation
 
     def _apply(self, desired: set[str]) -> None:
         self._desired = desired

@@ -34,11 +34,12 @@ from rebalanser.paths import GroupPaths, MemberNode, is_valid_resource_name
 from rebalanser.storage import decode_assignment
 from rebalanser.watches import ChildrenTrigger
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase, RebalanceRecord
-from rebalanser.writer import FencedWriter
+from rebalanser.writer import FencedWriteError, FencedWriter
 
 log = logging.getLogger(__name__)
 
 MAX_FAILED_REBALANCES = 5  # in a row; then the coordinator resigns and the next term starts afresh
+ROUND_WRITE_ATTEMPTS = 3  # writes of one Global Barrier round's assignments, re-planned in between
 
 
 def retry_delay(failures: int, first: float = 0.2, cap: float = 5.0) -> float:
@@ -55,6 +56,16 @@ class Layout:
     owners: dict[str, str] = field(default_factory=dict)  # resource -> member id (intent)
     generation: int = 0
     epoch: int = 0  # the highest epoch an assignment record carries
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One plan of a rebalance: the live members and resources it saw, and who gets what."""
+
+    members: list[MemberNode]
+    resources: list[str]
+    owners: dict[str, str]  # resource -> member id
+    desired: dict[str, tuple[str, ...]]  # member node -> resources
 
 
 class Coordinator:
@@ -79,6 +90,7 @@ class Coordinator:
         self._fenced_off = ""  # why G/epoch no longer carries our epoch, once it does not
         self._failures = 0  # failed rebalances in a row
         self._not_before = 0.0  # back-off: no rebalance before this instant
+        self._own_stop: tuple[int, int] | None = None  # (generation, epoch) of our stop order standing
         self._config: GroupConfig | None = None
         self._layout = Layout()
         self._departed: dict[str, float] = {}  # member id -> when first seen gone
@@ -156,6 +168,7 @@ class Coordinator:
         if not self._active:  # stopped meanwhile: stop() may have run before the triggers existed
             self._stop_triggers()
         self._zk.DataWatch(self._paths.config, self._on_config)
+        self._zk.DataWatch(self._paths.barrier, self._on_barrier)
 
     def _stop_triggers(self) -> None:
         for trigger in list(self._triggers):
@@ -278,6 +291,18 @@ class Coordinator:
         self.trigger()
         return self._active
 
+    def _on_barrier(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> bool:
+        """A stop order we did not give (written by hand, or left by an earlier coordinator): the next
+        rebalance ends it."""
+        if data and self._active:
+            try:
+                record = wire.decode_barrier(data, path=self._paths.barrier)
+            except CorruptDataError:
+                return self._active  # members ignore it as well; reported when a rebalance reads it
+            if record.phase is Phase.STOP and (record.generation, record.epoch) != self._own_stop:
+                self.trigger()
+        return self._active
+
     def _interval(self) -> float:
         return self._config.interval if self._config else self._options.min_interval
 
@@ -349,27 +374,65 @@ class Coordinator:
 
     def _rebalance(self) -> None:
         started_wall, started = time.time(), time.monotonic()
-        members = self._live_members()
-        resources = self._resources()
-        by_id = {m.member_id: m for m in members}
-        reserved = self._reserved(set(by_id))
-        plan = assign(by_id, resources, self._layout.owners, reserved)
+        standing = self._standing_stop()
+        proposal = self._propose()
+        algorithm = self._algorithm()
+        if algorithm is Algorithm.GLOBAL_BARRIER and not standing and self._unchanged(proposal.desired):
+            return  # nothing moves: no reason to stop the world (e.g. a member left during the last round)
         self._layout.generation += 1
         generation = self._layout.generation
-        desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
-        algorithm = self._algorithm()
         if algorithm is Algorithm.GLOBAL_BARRIER:
-            self._global_barrier(generation, desired, members)
+            proposal = self._global_barrier(generation, proposal)
         else:
-            self._write_assignments(generation, desired, force=False, algorithm=algorithm)
+            # A stop order still standing (its coordinator died, or the group was switched from Global
+            # Barrier meanwhile): every member's assignment is written again and the order ended, in one
+            # go, or members that stopped for it and whose assignment does not change stay idle.
+            closing = BarrierRecord(Phase.ASSIGNED, generation, self._epoch) if standing else None
+            self._write_assignments(generation, proposal.desired, force=standing, algorithm=algorithm, barrier=closing)
+            if standing:
+                self._drop_old_generations(generation)
         previous = self._layout.owners
-        changed = sum(1 for r, m in plan.owners.items() if r in previous and previous[r] != m)
-        self._layout.owners = dict(plan.owners)
+        changed = sum(1 for r, m in proposal.owners.items() if r in previous and previous[r] != m)
+        self._layout.owners = dict(proposal.owners)
         self._last_rebalance = time.monotonic()
-        self._write_state(started_wall, started, generation, changed, len(members), len(resources))
+        self._write_state(started_wall, started, generation, changed, len(proposal.members), len(proposal.resources))
         metrics.REBALANCES.inc()
         metrics.MOVED.inc(changed)
         metrics.REBALANCE_SECONDS.observe(time.monotonic() - started)
+
+    def _propose(self) -> Proposal:
+        members = self._live_members()
+        resources = self._resources()
+        by_id = {m.member_id: m for m in members}
+        plan = assign(by_id, resources, self._layout.owners, self._reserved(set(by_id)))
+        desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
+        return Proposal(members, resources, dict(plan.owners), desired)
+
+    def _unchanged(self, desired: dict[str, tuple[str, ...]]) -> bool:
+        """Every live member's stored assignment is already ``desired`` and no departed one is left."""
+        written = self._layout.written
+        return written.keys() == desired.keys() and all(written[n] == rs for n, rs in desired.items())
+
+    def _standing_stop(self) -> bool:
+        """Whether ``G/barrier`` holds a stop order (ours never stands between rebalances); the next
+        generation is made to go above its generation."""
+        try:
+            record = wire.decode_barrier(self._zk.get(self._paths.barrier)[0], path=self._paths.barrier)
+        except NoNodeError:
+            return False
+        except CorruptDataError as exc:  # members ignore it too; the next Global Barrier round overwrites it
+            self._reject(exc)
+            return False
+        if record.phase is not Phase.STOP:
+            return False
+        try:
+            generation = wire.continuable(record.generation, path=self._paths.barrier, kind="barrier")
+            self._layout.generation = max(self._layout.generation, generation)
+        except CorruptDataError as exc:  # ended under our own next generation
+            self._reject(exc)
+        log.warning("a stop order of generation %d (epoch %d) is standing in %s: ending it",
+                    record.generation, record.epoch, self._paths.barrier)
+        return True
 
     def _live_members(self) -> list[MemberNode]:
         seen: dict[str, MemberNode] = {}
@@ -414,7 +477,8 @@ class Coordinator:
         return gone - still_there
 
     def _write_assignments(
-        self, generation: int, desired: dict[str, tuple[str, ...]], force: bool, algorithm: Algorithm
+        self, generation: int, desired: dict[str, tuple[str, ...]], force: bool, algorithm: Algorithm,
+        barrier: BarrierRecord | None = None,
     ) -> None:
         writer = self._writer()
         stale_parts: list[str] = []
@@ -430,6 +494,8 @@ class Coordinator:
             for part in self._layout.parts.get(node, []):
                 writer.delete(self._paths.assignment_part(node, part))
             writer.delete(self._paths.member_assignment(node))
+        if barrier is not None:
+            self._stage_barrier(writer, barrier.phase, barrier.generation)
         writer.commit()
         self._forget_departed(desired)
         self._drop_parts(stale_parts)
@@ -463,17 +529,40 @@ class Coordinator:
             except NoNodeError:
                 pass
 
-    def _global_barrier(self, generation: int, desired: dict[str, tuple[str, ...]], members: list[MemberNode]) -> None:
+    def _global_barrier(self, generation: int, proposal: Proposal) -> Proposal:
+        self._own_stop = (generation, self._epoch)
         writer = self._writer()
         writer.create(self._paths.stopped_generation(generation))
         self._stage_barrier(writer, Phase.STOP, generation)
         writer.commit()
-        self._await_stop_markers(generation, members)
-        self._write_assignments(generation, desired, force=True, algorithm=Algorithm.GLOBAL_BARRIER)
+        self._await_stop_markers(generation)
+        proposal = self._write_round(generation, proposal)
         writer = self._writer()
         self._stage_barrier(writer, Phase.ASSIGNED, generation)
         writer.commit()
+        self._own_stop = None
         self._drop_old_generations(generation)
+        return proposal
+
+    def _write_round(self, generation: int, proposal: Proposal) -> Proposal:
+        """Writes the round's assignments while every member is stopped. A member that left meanwhile
+        (or joined) is planned for in this same round: it is not written for, its resources go to the
+        others now, and it costs no further round. A write that fails (a member deleted its own
+        assignment as it left) is re-planned and tried again."""
+        for attempt in range(1, ROUND_WRITE_ATTEMPTS + 1):
+            if {m.name for m in self._live_members()} != {m.name for m in proposal.members}:
+                proposal = self._propose()
+            try:
+                self._write_assignments(generation, proposal.desired, force=True, algorithm=Algorithm.GLOBAL_BARRIER)
+                return proposal
+            except FencedWriteError as exc:
+                if attempt == ROUND_WRITE_ATTEMPTS:
+                    raise
+                log.info("global barrier %d: writing the assignments failed (%s); planning again", generation, exc)
+                self._zk.sync(self._paths.root)
+                self._load_layout()
+                proposal = self._propose()
+        raise AssertionError("unreachable")
 
     def _stage_barrier(self, writer: FencedWriter, phase: Phase, generation: int) -> None:
         data = wire.encode_barrier(BarrierRecord(phase, generation, self._epoch))
@@ -482,7 +571,7 @@ class Coordinator:
         else:
             writer.set(self._paths.barrier, data)
 
-    def _await_stop_markers(self, generation: int, members: list[MemberNode]) -> None:
+    def _await_stop_markers(self, generation: int) -> None:
         """Waits until every live member has stopped; a member that never answers is bounded by its
         session (it leaves the group) or by the barrier timeout (its claims still protect the
         resources it may be working on)."""
