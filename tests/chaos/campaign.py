@@ -39,9 +39,11 @@ WEIGHTS = {
     "conn-cut": 4,
     "expiry-storm": 7, "zk-restart": 3, "zk-leader-kill": 5, "zk-follower-kill": 5, "resource-churn": 5,
     "compound": 10, "rolling-restart": 3, "connloss-mid-write": 8, "stop-slow": 3, "stop-fail": 3, "stop-hang": 3,
-    # The administrator's hands, reconnects and duplicate ids: at least a fifth of all faults.
-    "reconnect-tamper": 9, "tamper-group": 6, "tamper-resources": 6, "tamper-epoch": 6, "tamper-garbage": 10,
-    "tamper-stale": 8, "fake-member": 5, "fake-claim": 5, "duplicate-id": 4, "zk-follower-isolate": 6,
+    # The new classes (an administrator's hands, reconnects, duplicate ids, server-to-server partitions) make
+    # one fault per step, the others about two on average: these weights give the new ones about a quarter
+    # of all faults.
+    "reconnect-tamper": 10, "tamper-group": 7, "tamper-resources": 7, "tamper-epoch": 7, "tamper-garbage": 12,
+    "tamper-stale": 10, "fake-member": 6, "fake-claim": 6, "duplicate-id": 4, "zk-follower-isolate": 6,
 }
 assert set(WEIGHTS) == set(STEP_KINDS)
 
