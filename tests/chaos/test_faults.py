@@ -32,6 +32,16 @@ GLOBAL_KINDS = [
     "kill-coordinator", "pause-coordinator", "partition-follower", "expiry-storm", "connloss-mid-write",
     "stop-hang", "rolling-restart",
 ]
+# The administrator's hands, reconnects and duplicate ids (tests.chaos.tamper): one step per kind, each
+# a variant that hits what the kind is for. Still to come, once the library passes them (docs/chaos.md,
+# "What the new fault classes found"): reconnect-tamper@group, tamper-stale@barrier:stop1,
+# tamper-stale@assignment, and tamper-group on a Global Barrier group.
+TAMPER_KINDS = [
+    "tamper-group", "tamper-resources", "tamper-epoch@delete",
+    "tamper-garbage@barrier:1e999", "tamper-garbage@assignment:deep", "tamper-stale@state", "fake-member",
+    "fake-claim", "duplicate-id",
+]
+GLOBAL_TAMPER_KINDS = ["tamper-stale@config", "tamper-garbage@barrier:huge-int"]
 ENSEMBLE_KINDS = ["zk-leader-kill", "zk-follower-kill", "zk-follower-isolate"]
 
 
@@ -90,6 +100,16 @@ def test_resource_barrier_survives(rb_fleet: Fleet, kind: str) -> None:
 
 @pytest.mark.parametrize("kind", GLOBAL_KINDS)
 def test_global_barrier_survives(gb_fleet: Fleet, kind: str) -> None:
+    check(gb_fleet, kind)
+
+
+@pytest.mark.parametrize("kind", TAMPER_KINDS)
+def test_resource_barrier_survives_tampering(rb_fleet: Fleet, kind: str) -> None:
+    check(rb_fleet, kind)
+
+
+@pytest.mark.parametrize("kind", GLOBAL_TAMPER_KINDS)
+def test_global_barrier_survives_tampering(gb_fleet: Fleet, kind: str) -> None:
     check(gb_fleet, kind)
 
 
