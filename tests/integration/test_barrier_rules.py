@@ -89,8 +89,8 @@ def test_a_stop_order_forged_under_the_current_epoch_is_undone_by_the_coordinato
     epoch = zk.exists(f"{rb_group.path}/epoch").version
     mark = time.monotonic_ns()
     set_barrier(zk, rb_group.path, {"phase": "stop", "generation": 10**6, "epoch": epoch})
-    wait_for(lambda: {e["id"] for e in since(rb_group, mark, "revoked")} == {"w0", "w1", "w2"}, 15,
-             "the members did not obey a stop order of the current epoch")
+    # A member may read G/barrier only after the coordinator has ended the order: one that stops is enough.
+    wait_for(lambda: bool(since(rb_group, mark, "revoked")), 15, "no member obeyed a stop order of the current epoch")
     rb_group.wait_settled(resources, timeout=rb_group.min_interval + 15)
     assert barrier(zk, rb_group.path)["phase"] == "assigned", "the stop order was left standing"
     check_safety(rb_group)

@@ -34,6 +34,7 @@ from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, No
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, metrics, wire
+from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
@@ -48,7 +49,7 @@ from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.session import LeaseProber, make_client, session_id, session_timeout
 from rebalanser.storage import decode_assignment
-from rebalanser.wire import MemberAssignment, Phase
+from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
 log = logging.getLogger(__name__)
 
@@ -615,7 +616,7 @@ class Client:
         phase, generation = record.phase.value, record.generation
         self._barrier = (phase, generation)
         if phase == Phase.STOP:
-            if generation != self._stopped_for and self._binding(record.epoch, generation):
+            if generation != self._stopped_for and self._binding(record):
                 self._stop_for_barrier(generation)
         elif phase == Phase.ASSIGNED:
             held = self._held_assignment
@@ -625,14 +626,14 @@ class Client:
             else:
                 self._read_assignment(None)
 
-    def _binding(self, epoch: int, generation: int) -> bool:
-        """A stop order binds only when the current coordinator gave it: its epoch is G/epoch's version
-        now. One left by a coordinator that has since been replaced, or written by hand, is ignored
-        (the coordinator in office ends it)."""
+    def _binding(self, record: BarrierRecord) -> bool:
+        """A stop order binds only when the current coordinator gave it (see :func:`stop_binds`). One
+        left by a coordinator that has since been replaced, or written by hand, is ignored (the
+        coordinator in office ends it)."""
         current = self._read_epoch()
-        if epoch != current or not current:
+        if not stop_binds(record, current):
             log.warning("ignoring the stop order of barrier generation %d: given under epoch %d, the "
-                        "current epoch is %d", generation, epoch, current)
+                        "current epoch is %d", record.generation, record.epoch, current)
             return False
         return True
 

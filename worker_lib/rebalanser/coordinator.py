@@ -24,6 +24,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from rebalanser import baddata, metrics, wire
 from rebalanser.assignment import assign
+from rebalanser.barrier import moves_nothing
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.containers import ensure_container
 from rebalanser.epoch import take_epoch
@@ -377,7 +378,8 @@ class Coordinator:
         standing = self._standing_stop()
         proposal = self._propose()
         algorithm = self._algorithm()
-        if algorithm is Algorithm.GLOBAL_BARRIER and not standing and self._unchanged(proposal.desired):
+        idle = not standing and moves_nothing(self._layout.written, proposal.desired)
+        if algorithm is Algorithm.GLOBAL_BARRIER and idle:
             return  # nothing moves: no reason to stop the world (e.g. a member left during the last round)
         self._layout.generation += 1
         generation = self._layout.generation
@@ -407,11 +409,6 @@ class Coordinator:
         plan = assign(by_id, resources, self._layout.owners, self._reserved(set(by_id)))
         desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
         return Proposal(members, resources, dict(plan.owners), desired)
-
-    def _unchanged(self, desired: dict[str, tuple[str, ...]]) -> bool:
-        """Every live member's stored assignment is already ``desired`` and no departed one is left."""
-        written = self._layout.written
-        return written.keys() == desired.keys() and all(written[n] == rs for n, rs in desired.items())
 
     def _standing_stop(self) -> bool:
         """Whether ``G/barrier`` holds a stop order (ours never stands between rebalances); the next
