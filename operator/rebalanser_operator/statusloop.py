@@ -285,9 +285,10 @@ class StatusLoop:
 
     def _publish(self, obs: Observation) -> None:
         rt = self.rt
-        if rt.sync is None and rt.spec_error is None and self.published.get("phase"):
+        if obs.sync is None and obs.spec_error is None and self.published.get("phase"):
             # A restarted operator: this daemon can start before the resume handler has reconciled.
             # The status the previous operator published stands until there is something to say.
+            # (The observation's own view, not rt's: the reconcile may finish while it is computed.)
             return
         status = compute_status(obs, previous_conditions=self.published.get("conditions") or [], now=_utcnow())
         new = status_dict(status)

@@ -331,3 +331,19 @@ def test_a_restarted_operator_keeps_the_published_status_until_it_has_reconciled
                generation=1, body=BODY)
     loop.refresh()
     assert kube.patches and kube.status["members"] == 0 and kube.status["phase"] == "Pending"
+
+
+def test_a_reconcile_finishing_during_the_first_observation_does_not_publish_it(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    """The race seen on a real cluster: the observation was taken before the resume handler's
+    reconcile, the publish after it; the stale 'not reconciled yet' must not go out."""
+    published = {"phase": "Stable", "members": 3, "resources": 2, "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Stable", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+    loop = StatusLoop(ctx, rt, initial_status=published)
+    observation = loop._observe(time.monotonic())
+    apply_spec(ctx, rt, {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": ["a", "b"]},
+               generation=1, body=BODY)
+    loop._publish(observation)
+    assert kube.patches == [], kube.patches

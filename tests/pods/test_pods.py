@@ -263,16 +263,18 @@ def test_operator_pod_replaced_without_status_flapping(scene: Scene) -> None:
             return predicate()
         return wait_until(step, timeout, what, poll=1.0)
 
-    scene.kube.kubectl("delete", "pod", old["metadata"]["name"], "-n", NS, "--wait=false")
-
     def replacement_ready() -> bool:
         pods = [p for p in scene.operator_pods() if p["metadata"]["name"] != old["metadata"]["name"]]
         return any(c["type"] == "Ready" and c["status"] == "True"
                    for p in pods for c in p["status"].get("conditions", []))
 
-    sample_until(replacement_ready, 180, "the replacement operator pod did not become Ready")
-    quiet_until = time.monotonic() + 20  # the new operator has resumed and refreshed the status
-    sample_until(lambda: time.monotonic() >= quiet_until, 60, "sampling")
+    # Polled every second, and every version the API server sends (kubectl get -w).
+    with scene.kube.watch_json("get", "rg", GROUP, "-n", NS) as stream:
+        scene.kube.kubectl("delete", "pod", old["metadata"]["name"], "-n", NS, "--wait=false")
+        sample_until(replacement_ready, 180, "the replacement operator pod did not become Ready")
+        quiet_until = time.monotonic() + 20  # the new operator has resumed and refreshed the status
+        sample_until(lambda: time.monotonic() >= quiet_until, 60, "sampling")
+        samples += [v.obj.get("status") or {} for v in stream.snapshot()]
     (OUT / "operator-replacement-samples.json").write_text(json.dumps(samples, indent=1))
     for st in samples:
         missing = set(baseline) - set(st)
