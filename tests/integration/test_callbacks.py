@@ -186,3 +186,47 @@ def test_a_raising_on_error_while_aborting_still_closes_the_client(
                  lambda: f"the ZooKeeper client was left running ({c.zk.client_state})")
     finally:
         c.stop()
+
+
+class HangingStop(Handler):
+    """``on_revoked`` of ``a`` hangs until released; records every ``on_assigned``."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.hanging = threading.Event()
+        self.assigned: list[tuple[str, ...]] = []
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        self.assigned.append(tuple(sorted(resources)))
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        if "a" in resources:
+            self.hanging.set()
+            self.release.wait(60)
+
+
+def test_a_member_whose_stop_callback_hangs_keeps_handling_events_when_the_resource_comes_back(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """``a`` is granted again while its ``on_revoked`` still hangs: its ``on_assigned`` has to wait for
+    that call, but the member must not wait for it (30 s start timeout): it goes on, and takes ``b``."""
+    add_resources(zk, group_path, ["a"])
+    handler = HangingStop()
+    c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
+    c.start()
+    try:
+        wait_for(lambda: handler.assigned == [("a",)], 10, "never assigned")
+        zk.delete(f"{group_path}/resources/a")
+        assert handler.hanging.wait(10), "a was never revoked"
+        wait_for(lambda: zk.exists(f"{group_path}/owners/a") is None, 10, "the claim on a was never released")
+        zk.create(f"{group_path}/resources/a")
+        wait_for(lambda: zk.exists(f"{group_path}/owners/a") is not None, 10, "a was never claimed again")
+        add_resources(zk, group_path, ["b"])
+        wait_for(lambda: ("b",) in handler.assigned, 10,
+                 lambda: f"the member stopped handling events: on_assigned calls {handler.assigned}")
+        assert ("a",) not in handler.assigned[1:], "on_assigned(a) ran while on_revoked(a) still hung"
+        handler.release.set()
+        wait_for(lambda: handler.assigned.count(("a",)) == 2, 10, "on_assigned(a) never ran after on_revoked(a)")
+    finally:
+        handler.release.set()
+        c.stop()

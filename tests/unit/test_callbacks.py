@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.callbacks import CallbackDeferred, CallbackOverrun, CallbackRunner, RunnerClosed
 
 
 @pytest.fixture
@@ -66,3 +66,24 @@ def test_a_closed_runner_takes_no_calls(runner: CallbackRunner) -> None:
     runner.close()
     with pytest.raises(RunnerClosed):
         runner.call("late", {"a"}, lambda: None, 1)
+
+
+def test_a_deferred_call_behind_an_overrunning_one_returns_at_once_and_runs_later(runner: CallbackRunner) -> None:
+    release, events = threading.Event(), []
+    try:
+        with pytest.raises(CallbackOverrun):
+            runner.call("stuck", {"a"}, lambda: (release.wait(10), events.append("stuck returned")), 0.05)
+        with pytest.raises(CallbackDeferred):
+            runner.call("deferred", {"a"}, lambda: events.append("deferred ran"), 30, defer=True)
+        assert runner.call("other", {"b"}, lambda: events.append("other ran"), 5) is None, (
+            "a deferred call must not hold up calls on other resources")
+        assert events == ["other ran"]
+    finally:
+        release.set()
+    runner.call("after", {"a"}, lambda: events.append("after ran"), 5)
+    assert events == ["other ran", "stuck returned", "deferred ran", "after ran"]
+
+
+def test_deferring_applies_only_to_calls_that_must_wait(runner: CallbackRunner) -> None:
+    ran = threading.Event()
+    assert runner.call("free", {"a"}, ran.set, 5, defer=True) is None and ran.is_set()

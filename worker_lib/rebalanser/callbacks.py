@@ -4,8 +4,10 @@ The member waits for each call, at most a timeout. A call still running then has
 stops waiting for it and goes on, and the call keeps the thread it runs on. The runner then moves to a
 fresh thread, so that one stuck callback cannot stop the member from starting work on other resources;
 every later call that concerns any resource of an overrunning one first waits until that one has
-returned. So calls about one resource never overlap and run in the order the member made them, and
-calls never overlap at all unless one has overrun.
+returned, on a thread of its own. So calls about one resource never overlap and run in the order the
+member made them, and calls never overlap at all unless one has overrun. A call that has to wait like
+that may be *deferred*: the member does not wait for it at all (it has no bound on how long the earlier
+call takes, and must go on handling its events).
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ log = logging.getLogger(__name__)
 
 class CallbackOverrun(Exception):
     """The call did not return within its timeout; it goes on running."""
+
+
+class CallbackDeferred(Exception):
+    """The call waits for an overrunning one on the same resources and was not waited for; it runs
+    once that one has returned."""
 
 
 class RunnerClosed(RuntimeError):
@@ -46,11 +53,13 @@ class CallbackRunner:
         self._executor.start()
 
     def call(
-        self, label: str, resources: Collection[str], fn: Callable[[], object], timeout: float
+        self, label: str, resources: Collection[str], fn: Callable[[], object], timeout: float,
+        *, defer: bool = False,
     ) -> BaseException | None:
         """Runs ``fn`` after every earlier call has returned, or after the overrunning ones that share a
         resource with it; returns what it raised (None if nothing). Raises :class:`CallbackOverrun`
-        when it has not returned within ``timeout`` and :class:`RunnerClosed` once it is closed."""
+        when it has not returned within ``timeout``, :class:`CallbackDeferred` at once when ``defer``
+        and it has to wait for an overrunning call, and :class:`RunnerClosed` once it is closed."""
         if self._closed:
             raise RunnerClosed(f"{label} not run: the callback runner is closed")
         mine = frozenset(resources)
@@ -67,17 +76,25 @@ class CallbackRunner:
             return None
 
         future = self._executor.submit(run)
+        if before:
+            self._set_aside(label, mine, future)  # it waits on this thread; later calls get a new one
+            if defer:
+                raise CallbackDeferred(f"{label} runs once an overrunning callback on the same resources returns")
         try:
             return future.result(timeout)
         except TimeoutError:
             pass
-        self._overrunning.append((mine, future))
+        if not before:
+            self._set_aside(label, mine, future)
+        raise CallbackOverrun(f"{label} did not return within {timeout}s")
+
+    def _set_aside(self, label: str, resources: frozenset[str], future: Future[BaseException | None]) -> None:
+        """The call keeps its thread, which ends once it returns; later calls run on a new one."""
+        self._overrunning.append((resources, future))
         future.add_done_callback(lambda f: _log_late(label, f))
-        # The overrunning call keeps its thread, which ends once it returns; later calls get a new one.
         self._executor.stop(timeout=0)
         self._executor = self._new_executor()
         self._executor.start()
-        raise CallbackOverrun(f"{label} did not return within {timeout}s")
 
     def close(self) -> None:
         """No more calls; a call still running is not waited for."""

@@ -35,7 +35,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, metrics, wire
 from rebalanser.barrier import stop_binds
-from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.callbacks import CallbackDeferred, CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
 from rebalanser.containers import ensure_group
@@ -693,7 +693,9 @@ class Client:
                 self._owned[resource] = Ownership(token, self._joined_session, self._me.name)
             self._waiting -= set(claimed)
         metrics.OWNED.set(len(self._owned))
-        self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout)
+        # Not waited for when it has to wait for an overrunning on_revoked of the same resources: that
+        # may never return, and the member must go on handling its events meanwhile.
+        self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout, defer=True)
 
     def _revoke(self, resources: set[str], release: bool) -> None:
         resources &= set(self._owned)
@@ -718,12 +720,15 @@ class Client:
             return  # retried after reconnect; the session's end releases them otherwise
         self._unreleased.clear()
 
-    def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
+    def _call(self, name: str, resources: set[str], arg: Any, timeout: float, defer: bool = False) -> None:
         """Runs ``on_assigned``/``on_revoked`` on the callback thread (see :mod:`callbacks`) and waits
         for it at most ``timeout``: one that overruns is reported, not waited on forever."""
         callback = getattr(self.handler, name)
         try:
-            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout)
+            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout, defer=defer)
+        except CallbackDeferred as exc:
+            log.warning("%s", exc)
+            return
         except CallbackOverrun as exc:
             log.error("%s; no longer waiting for it", exc)
             self._report(StopTimeoutError(str(exc)))

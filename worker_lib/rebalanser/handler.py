@@ -22,7 +22,10 @@ class Handler:
     its own thread; every later callback that concerns any of its resources starts only after it has
     returned, while callbacks for other resources go on, on a new callback thread. So callbacks for one
     resource never overlap and keep their order (``on_revoked`` never runs alongside the ``on_assigned``
-    that granted the resource), and callbacks overlap at all only after one has overrun.
+    that granted the resource), and callbacks overlap at all only after one has overrun. An
+    ``on_assigned`` that has to wait like that is not waited for: the member owns the resources and goes
+    on, and the call runs once the overrunning one returns (``owns`` tells whether they are still ours).
+    An ``on_revoked`` that has to wait is waited for as usual, at most ``Options.stop_timeout``.
 
     ``on_error``, ``on_role`` and ``on_session`` are notifications. They run on the member's own thread,
     one at a time and never on a ZooKeeper thread, but they may run while an overrunning ``on_assigned``
