@@ -8,6 +8,7 @@ workers, a rebalance after the SIGKILL, the killed worker getting its share back
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -28,9 +29,10 @@ def demo_cmd(state: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "e2e.demo", "--state-dir", str(state), *args]
 
 
-def run_demo(state: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def run_demo(state: Path, *args: str, timeout: float, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(demo_cmd(state, *args), cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, check=False)
+                          stdin=subprocess.DEVNULL, check=False, env=env)
     (state / "test-output.txt").write_text(proc.stdout + proc.stderr)
     return proc
 
@@ -64,9 +66,13 @@ def assert_story(output: str) -> None:
 def test_demo_with_control_plane_operator_and_workers(tmp_path: Path) -> None:
     state = tmp_path / "demo"
     timeout = 300.0 if controlplane_built() else UP_TIMEOUT + 300.0
-    proc = run_demo(state, "--duration", "45", timeout=timeout)
+    # As `make demo` runs it (--pods) where the real cluster is not there: one line, then host processes.
+    env = {**os.environ, "REBALANSER_CLUSTER_DIR": str(tmp_path / "no-cluster")}
+    proc = run_demo(state, "--pods", "--duration", "45", timeout=timeout, env=env)
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    fallback = [line for line in out.splitlines() if "running the demo with host processes instead" in line]
+    assert len(fallback) == 1 and fallback[0].startswith("make demo: no real cluster"), out[:2000]
     assert_story(out)
     assert "operator running" in out and "as ServiceAccount rebalanser-system/rebalanser-operator" in out
     # The operator's status path is what was shown, with every resource on three workers.
