@@ -339,6 +339,14 @@ class Fleet:
         self.extras.append(worker)
         return worker
 
+    def retire_extra(self, worker: ChaosWorker) -> None:
+        """Forgets an extra process that has ended, and closes its proxy."""
+        if worker in self.extras:
+            self.extras.remove(worker)
+        proxy = self.proxies.pop(worker.log_name, None)
+        if proxy is not None:
+            proxy.close()
+
     @property
     def module(self) -> str:
         return "bench.adapters.kazoo_worker" if self.settings.kazoo else "rebalanser.cli"

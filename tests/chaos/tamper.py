@@ -560,6 +560,7 @@ def duplicate_id(fleet: Fleet, rng: random.Random, result: StepResult) -> list[F
     elif code != 2:
         result.violations.append(("duplicate", f"a second worker with id {original.member_id} exited with {code} "
                                                f"after {took:.1f}s, not 2 (stderr {dup.err_log})"))
+    fleet.retire_extra(dup)
     worked = fleet.ledger.worked_by(dup.pid)
     if worked:
         result.violations.append(("duplicate", f"a second worker with id {original.member_id} (pid {dup.pid}) "
