@@ -112,6 +112,7 @@ class Client:
         self._barrier: tuple[str, int] = ("", 0)
         self._held_assignment: MemberAssignment | None = None
         self._stopped_for: int | None = None  # the barrier generation this member node has stopped for
+        self._applied_generation = 0  # the generation of the assignment this member node follows
         self._coordinator: Coordinator | None = None
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
@@ -586,18 +587,38 @@ class Client:
         self._report(error)
 
     def _consider(self, assignment: MemberAssignment) -> None:
+        if not self._current(assignment):
+            return
         if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value:
             phase, generation = self._barrier
             if phase != "assigned" or generation != assignment.generation:
                 self._held_assignment = assignment
                 return
         self._held_assignment = None
+        self._apply_assignment(assignment)
+
+    def _current(self, assignment: MemberAssignment) -> bool:
+        """A record written back into our node is not taken: one written for another member node, or
+        one older than the assignment we already follow (generations only grow within a group)."""
+        assert self._me is not None
+        if assignment.member and assignment.member != self._me.name:
+            log.warning("ignoring an assignment written for member node %s, found in ours", assignment.member)
+            return False
+        if assignment.generation < self._applied_generation:
+            log.warning("ignoring an assignment of generation %d: we follow generation %d",
+                        assignment.generation, self._applied_generation)
+            return False
+        return True
+
+    def _apply_assignment(self, assignment: MemberAssignment) -> None:
+        self._applied_generation = assignment.generation
         self._apply(set(assignment.resources))
 
     def _forget_barrier(self) -> None:
         self._barrier = ("", 0)
         self._held_assignment = None
         self._stopped_for = None
+        self._applied_generation = 0  # the generation of the assignment this member node follows
 
     def _read_barrier(self) -> None:
         try:
@@ -622,7 +643,7 @@ class Client:
             held = self._held_assignment
             if held is not None and held.generation == generation:
                 self._held_assignment = None
-                self._apply(set(held.resources))
+                self._apply_assignment(held)
             else:
                 self._read_assignment(None)
 

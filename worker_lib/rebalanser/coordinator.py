@@ -500,7 +500,7 @@ class Coordinator:
     def _stage_member(
         self, writer: FencedWriter, node: str, resources: tuple[str, ...], generation: int, algorithm: Algorithm
     ) -> list[str]:
-        blob = wire.encode_assignment(MemberAssignment(self._epoch, generation, resources, algorithm.value))
+        blob = wire.encode_assignment(MemberAssignment(self._epoch, generation, resources, algorithm.value, node))
         path = self._paths.member_assignment(node)
         if node not in self._layout.written:
             writer.create(path, b"")

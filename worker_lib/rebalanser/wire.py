@@ -339,18 +339,23 @@ def decode_generation_dir(name: str, *, path: str = "") -> int:
 
 @dataclass(frozen=True)
 class MemberAssignment:
-    """What the coordinator of ``epoch`` proposes that one member works on, as of ``generation``."""
+    """What the coordinator of ``epoch`` proposes that one member works on, as of ``generation``;
+    ``member`` is the member node it was written for (empty in records written before it was)."""
 
     epoch: int
     generation: int
     resources: tuple[str, ...]
     algorithm: str = Algorithm.RESOURCE_BARRIER.value
+    member: str = ""
 
     def payload(self) -> dict[str, Json]:
-        return {
+        value: dict[str, Json] = {
             "epoch": self.epoch, "generation": self.generation, "algorithm": self.algorithm,
             "resources": list(self.resources),
         }
+        if self.member:
+            value["member"] = self.member
+        return value
 
 
 @dataclass(frozen=True)
@@ -433,4 +438,5 @@ def _assignment(payload: bytes, path: str) -> MemberAssignment:
     algorithm = fields.text("algorithm", Algorithm.RESOURCE_BARRIER.value)
     if algorithm not in {a.value for a in Algorithm}:
         raise fields.bad(f"unknown algorithm {_show(algorithm)}")
-    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), names, algorithm)
+    member = fields.optional_text("member") or ""
+    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), names, algorithm, member)
