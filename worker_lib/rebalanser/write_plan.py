@@ -56,7 +56,7 @@ def plan(
     for node, resources in desired.items():
         if not force and written.get(node) == resources:
             continue
-        blob = wire.encode_assignment(MemberAssignment(epoch, generation, resources, algorithm.value))
+        blob = wire.encode_assignment(MemberAssignment(epoch, generation, resources, algorithm.value, node))
         path = paths.member_assignment(node)
         if node not in written:
             ops.append(Op("create", path, b""))
