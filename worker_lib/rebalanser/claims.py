@@ -189,19 +189,48 @@ class ClaimBook:
             self._delete(ours[start : start + BATCH])
 
     def _delete(self, batch: list[str]) -> None:
+        """Deletes the claims of ``batch`` that this session still holds. Each claim is read first
+        (one pipelined round) and deleted only if its ``ephemeralOwner`` is this session and its
+        ``czxid`` is the token we hold, at the version read: a claim path deleted by someone else
+        (an administrator deleting the group) and re-created by another member is never touched."""
+        mine = self._still_ours(batch)
+        if not mine:
+            return
         txn = self.zk.transaction()
-        for resource in batch:
-            txn.delete(self.paths.owner(resource))
+        for resource, version in mine.items():
+            txn.delete(self.paths.owner(resource), version=version)
         try:
             results = txn.commit()
         except (ConnectionLoss, OperationTimeoutError):
-            self.uncertain |= set(batch)
+            self.uncertain |= set(mine)
             raise
         if any(isinstance(r, Exception) for r in results):
-            for resource in batch:  # an administrator deleted one of them: settle one by one
-                if self._verify(resource):
-                    self.zk.delete(self.paths.owner(resource))
-                    self.held.pop(resource, None)
+            for resource in mine:  # one changed between the read and the delete: settle one by one
+                self._delete_one(resource)
             return
-        for resource in batch:
+        for resource in mine:
             self.held.pop(resource, None)
+
+    def _still_ours(self, batch: list[str]) -> dict[str, int]:
+        """resource -> version of each claim in ``batch`` that is still this session's own claim;
+        the others are forgotten (they were deleted, or now belong to another session)."""
+        pending = [(r, self.zk.exists_async(self.paths.owner(r))) for r in batch]
+        mine: dict[str, int] = {}
+        for resource, result in pending:
+            stat = result.get()
+            if stat is not None and stat.ephemeralOwner == self.session_id and stat.czxid == self.held.get(resource):
+                mine[resource] = int(stat.version)
+            else:
+                if stat is not None and stat.ephemeralOwner != self.session_id:
+                    log.warning("claim on %s is no longer ours (the group was re-created?): not released", resource)
+                self.held.pop(resource, None)
+        return mine
+
+    def _delete_one(self, resource: str) -> None:
+        stat = self.zk.exists(self.paths.owner(resource))
+        if stat is not None and stat.ephemeralOwner == self.session_id:
+            try:
+                self.zk.delete(self.paths.owner(resource), version=stat.version)
+            except NoNodeError:
+                pass
+        self.held.pop(resource, None)
