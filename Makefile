@@ -38,9 +38,10 @@ controlplane:
 node:
 	@scripts/build-node.sh >/dev/null
 
-# Docker, the node binaries and kind node image, the ZooKeeper image, rebalanser:dev; where Docker
-# cannot run it says so in one line and the rest goes on (the pod tests skip)
-cluster-prereqs: controlplane
+# Docker, the control-plane and node binaries, the kind node image, the ZooKeeper image and
+# rebalanser:dev (the images build while Go compiles); where Docker cannot run it says so in one
+# line and the rest goes on (the pod tests skip)
+cluster-prereqs:
 	@scripts/cluster-prereqs.sh
 
 lint: venv
@@ -50,7 +51,7 @@ lint: venv
 crds: venv
 	$(BIN)/python -m rebalanser_operator.crdgen
 
-test: setup cluster-prereqs lint
+test: venv zookeeper cluster-prereqs setup lint
 	$(BIN)/pytest -q tests
 
 unit: venv
