@@ -97,9 +97,12 @@ do_down() {
             && [[ "$("$DOCKER" network inspect -f '{{len .Containers}}' kind)" == 0 ]]; then
         "$DOCKER" network rm kind >/dev/null
     fi
-    # Docker creates the /lib/modules bind source when the host has none; drop it if we caused it.
+    # Docker creates the /lib/modules bind source when the host has none; drop it if we caused it
+    # and no other kind node still mounts it.
     if [[ -f "$DIR/created-lib-modules" ]]; then
-        rmdir /lib/modules 2>/dev/null || true
+        if [[ -z "$("$DOCKER" ps -aq --filter label=io.x-k8s.kind.role 2>/dev/null)" ]]; then
+            rmdir /lib/modules 2>/dev/null || true
+        fi
         rm -f "$DIR/created-lib-modules"
     fi
     rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/bin/kind" "$DIR/kind-create.log"
