@@ -1,6 +1,6 @@
 """``rebalanser worker`` (an example worker and the black-box test surface) and ``rebalanser status``.
 
-See CONTRACTS.md §4. With ``--json`` every line on stdout is one event object carrying ``event``,
+See the README (the worker CLI). With ``--json`` every line on stdout is one event object carrying ``event``,
 ``id`` and ``ts`` (``time.monotonic_ns()`` taken when the event happens). In addition to the contract's
 events, ``error`` (with ``path`` and ``reason``) reports a value read from ZooKeeper that was rejected
 as bad data and ignored; the worker goes on working.

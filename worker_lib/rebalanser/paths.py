@@ -1,7 +1,7 @@
 """Every znode path of a group is built here, and nowhere else.
 
-Layout under the group path ``G`` (public parts are in CONTRACTS.md §3; the rest is documented in
-``docs/protocol.md``)::
+Layout under the group path ``G`` (the public parts are stated in the README and docs/operator.md; the
+rest is documented in ``docs/protocol.md``)::
 
     G/resources/<name>        persistent   one child per resource
     G/clients/<guid>-<id>-<seq> ephemeral-sequential, one per live member
