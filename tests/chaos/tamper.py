@@ -548,14 +548,22 @@ def duplicate_id(fleet: Fleet, rng: random.Random, result: StepResult) -> list[F
     start = time.monotonic_ns()
     dup = fleet.spawn_extra(original.member_id)
     limit = 2 * settings.session_timeout + 5 + settings.bound
-    try:
-        code: int | None = dup.wait(limit)
-    except subprocess.TimeoutExpired:
-        code = None
+    code: int | None = None
+    while True:  # time in which the host was measured stalled extends the limit, as for recovery
+        stalled = fleet.stalls.between(start, time.monotonic_ns())
+        left = start / 1e9 + limit + stalled - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            code = dup.wait(min(left, 1.0))
+            break
+        except subprocess.TimeoutExpired:
+            continue
     took = (time.monotonic_ns() - start) / 1e9
     if code is None:
         result.violations.append(("duplicate", f"a second worker with id {original.member_id} (pid {dup.pid}) was "
-                                               f"still running {limit:.1f}s after it started (stderr {dup.err_log})"))
+                                               f"still running {took:.1f}s after it started (limit {limit:.1f}s "
+                                               f"+ measured host stall; stderr {dup.err_log})"))
         dup.terminate(timeout=settings.bound + 10)
     elif code != 2:
         result.violations.append(("duplicate", f"a second worker with id {original.member_id} exited with {code} "
