@@ -189,7 +189,7 @@ def data_action(fleet: Fleet, rng: random.Random, kind: str, variant: str = "") 
         if target == "claim":
             fleet.renamed_claims[path] = int(stat.czxid)
         parts = [f"{_rel(fleet, path)}: {how} ({len(value)} bytes)"]
-        if kind == "tamper-garbage" and target in REPORTED:
+        if _must_report(kind, target, how):
             deadline = time.monotonic() + REPORT_WAIT
             while time.monotonic() < deadline and not _reported(fleet, path, written):
                 time.sleep(0.05)
@@ -203,7 +203,7 @@ def data_action(fleet: Fleet, rng: random.Random, kind: str, variant: str = "") 
         return "; ".join(parts)
 
     def verify() -> Verdicts:
-        if kind != "tamper-garbage" or target not in REPORTED or "written" not in state:
+        if not _must_report(kind, target, str(state.get("how", ""))) or "written" not in state:
             return []
         if _reported(fleet, path, int(str(state["written"]))) or not state.get("still_there"):
             return []
@@ -222,6 +222,12 @@ def data_action(fleet: Fleet, rng: random.Random, kind: str, variant: str = "") 
         return f"{_rel(fleet, path)} put back as it was" if put_back else None
 
     return Action(kind, target, inject, verify=verify, cleanup=cleanup)
+
+
+def _must_report(kind: str, target: str, recipe: str) -> bool:
+    """Garbage a member reads at once must be reported; empty data is not garbage there (the coordinator
+    creates an assignment node empty before it writes it, and no config or barrier means empty data)."""
+    return kind == "tamper-garbage" and target in REPORTED and recipe != "empty"
 
 
 def _reported(fleet: Fleet, path: str, since_ns: int) -> bool:
