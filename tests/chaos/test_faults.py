@@ -34,12 +34,13 @@ GLOBAL_KINDS = [
 ]
 # The administrator's hands, reconnects and duplicate ids (tests.chaos.tamper): one step per kind, each
 # a variant that hits what the kind is for. Still to come, once the library passes them (docs/chaos.md,
-# "What the new fault classes found"): reconnect-tamper@group, tamper-stale@assignment and tamper-group (after
-# the release fix, a resource can still stay unworked past the bound after the group is re-created: 1 run in 3).
+# "What the new fault classes found"): reconnect-tamper@group and tamper-group (after the release fix, a
+# resource can still stay unworked past the bound after the group is re-created: each time seen, a member's
+# on_assigned was deferred behind a stop callback that hangs).
 TAMPER_KINDS = [
     "tamper-resources", "tamper-epoch@delete", "tamper-garbage@barrier:1e999",
-    "tamper-garbage@assignment:deep", "tamper-stale@barrier:stop1", "tamper-stale@state", "fake-member",
-    "fake-claim", "duplicate-id",
+    "tamper-garbage@assignment:deep", "tamper-stale@barrier:stop1", "tamper-stale@assignment", "tamper-stale@state",
+    "fake-member", "fake-claim", "duplicate-id",
 ]
 GLOBAL_TAMPER_KINDS = ["tamper-stale@config", "tamper-garbage@barrier:huge-int"]
 ENSEMBLE_KINDS = ["zk-leader-kill", "zk-follower-kill", "zk-follower-isolate"]
