@@ -22,16 +22,11 @@ HELM_K8S_MINOR=34
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CP="$ROOT/e2e/controlplane"
-GO="${GO:-}"
-if [[ -z "$GO" ]]; then
-    if command -v go >/dev/null 2>&1; then GO="$(command -v go)"
-    elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-    else echo "build-controlplane: no Go toolchain found (install Go >= 1.24 or set GO=...)" >&2; exit 1
-    fi
-fi
+NAME=build-controlplane
+# shellcheck source=scripts/lib/build.sh
+source "$ROOT/scripts/lib/build.sh"
+find_go
 CACHE="${REBALANSER_CACHE:-$HOME/.cache/rebalanser}"
-
-log() { printf 'build-controlplane: %s\n' "$*" >&2; }
 
 K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v1\.[0-9]+\.[0-9]+).*/\2/p' "$CP/go.mod" | head -n1)"
 if [[ ! "$K8S_VERSION" =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
@@ -77,31 +72,6 @@ export CGO_ENABLED=0
 GOFLAGS="$("$GO" env GOFLAGS)"
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -buildvcs=false"
 export GOTOOLCHAIN=local
-
-# run_step NAME LOGFILE CMD...: runs CMD in the background, prints a progress line every 30 s,
-# and on failure prints the tail of its log.
-run_step() {
-    local name="$1" logf="$2"; shift 2
-    local start=$SECONDS pid rc=0
-    log "$name: started (log: $logf)"
-    "$@" >"$logf" 2>&1 &
-    pid=$!
-    trap 'kill "$pid" 2>/dev/null || true' EXIT INT TERM
-    while kill -0 "$pid" 2>/dev/null; do
-        for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "$name: still building ($((SECONDS - start))s elapsed, $(grep -vc "^go: " "$logf" || true) packages compiled)"
-        fi
-    done
-    wait "$pid" || rc=$?
-    trap - EXIT INT TERM
-    if [[ $rc -ne 0 ]]; then
-        log "$name: FAILED (exit $rc) after $((SECONDS - start))s; last lines of $logf:"
-        tail -n 40 "$logf" >&2
-        exit "$rc"
-    fi
-    log "$name: done in $((SECONDS - start))s"
-}
 
 TMP="$DIR/tmp"
 rm -rf "$TMP"

@@ -29,7 +29,7 @@ run_step() {
     while kill -0 "$pid" 2>/dev/null; do
         for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
         if kill -0 "$pid" 2>/dev/null; then
-            log "$name: still building ($((SECONDS - start))s elapsed)"
+            log "$name: still building ($((SECONDS - start))s elapsed, $(grep -vc "^go: " "$logf" || true) packages compiled)"
         fi
     done
     wait "$pid" || rc=$?
