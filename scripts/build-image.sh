@@ -6,7 +6,7 @@
 #
 #   scripts/build-image.sh            build, and load into the cluster if it is up
 #   scripts/build-image.sh --no-load  build only
-# Environment: IMAGE (default rebalanser:dev), PYTHON_IMAGE (a base to use instead of the local one).
+# Environment: IMAGE (default $REBALANSER_IMAGE, else rebalanser:dev), PYTHON_IMAGE (a base to use instead of the local one).
 set -euo pipefail
 NAME=build-image
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,7 +15,7 @@ source "$ROOT/scripts/lib/build.sh"
 # shellcheck source=scripts/lib/docker.sh
 source "$ROOT/scripts/lib/docker.sh"
 CACHE="${REBALANSER_CACHE:-$HOME/.cache/rebalanser}"
-IMAGE="${IMAGE:-rebalanser:dev}"
+IMAGE="${IMAGE:-${REBALANSER_IMAGE:-rebalanser:dev}}"
 LOAD=1
 case "${1:-}" in
     "") ;;

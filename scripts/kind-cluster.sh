@@ -11,7 +11,8 @@
 #
 # Files: .cluster/kubeconfig (admin, context kind-rebalanser), .cluster/bin/{kubectl,helm,kind},
 # .cluster/kind.env (NODE_IMAGE, CLUSTER, SERVER). Environment: REBALANSER_KIND_CLUSTER (cluster
-# name, default rebalanser), REBALANSER_CLUSTER_TIMEOUT (each wait, seconds, default 300).
+# name, default rebalanser), REBALANSER_IMAGE (the project image, default rebalanser:dev),
+# REBALANSER_CLUSTER_TIMEOUT (each wait, seconds, default 300).
 # When Docker cannot run here, `up` prints one line starting with "docker unavailable:" and exits 3.
 set -euo pipefail
 
@@ -181,7 +182,8 @@ wait_for() {
 load_images "$ZK_IMAGE"
 log "ZooKeeper: 3 servers in namespace zookeeper ($ZK_IMAGE)"
 sed -E "s|image: rebalanser/zookeeper:[^[:space:]]+|image: $ZK_IMAGE|" "$ZK_MANIFEST" | k apply -f - >/dev/null
-if "$DOCKER" image inspect rebalanser:dev >/dev/null 2>&1; then load_images rebalanser:dev; fi
+APP_IMAGE="${REBALANSER_IMAGE:-rebalanser:dev}"
+if "$DOCKER" image inspect "$APP_IMAGE" >/dev/null 2>&1; then load_images "$APP_IMAGE"; fi
 wait_for "CoreDNS" "$TIMEOUT" k -n kube-system rollout status deployment/coredns --timeout=10s
 wait_for "the ZooKeeper StatefulSet" "$TIMEOUT" k -n zookeeper rollout status statefulset/zk --timeout=10s
 quorum() {

@@ -31,7 +31,7 @@ IMAGE_SH = REPO / "scripts" / "build-image.sh"
 DOCKER_SH = REPO / "scripts" / "install-docker.sh"
 CLUSTER_DIR = REPO / ".cluster"
 #: The image every pod of the project runs (the repository's Dockerfile).
-IMAGE = "rebalanser:dev"
+IMAGE = os.environ.get("REBALANSER_IMAGE", "rebalanser:dev")
 #: ``cluster-up`` on empty caches builds node binaries and images: minutes on 2 cores.
 UP_TIMEOUT = 3600.0
 #: install-docker.sh's exit status when Docker cannot run here.

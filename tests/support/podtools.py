@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.support.kubectl import Kube
+from tests.support.podcluster import IMAGE
 
 KILL_SCRIPT = """
 import os, signal, sys
@@ -80,7 +81,7 @@ spec:
 class Tools:
     kube: Kube
     namespace: str
-    image: str = "rebalanser:dev"
+    image: str = IMAGE
 
     def create(self, timeout: float = 180.0) -> None:
         meta = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
