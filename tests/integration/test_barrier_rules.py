@@ -149,7 +149,11 @@ def test_a_graceful_leave_in_the_middle_of_a_global_barrier_round_costs_no_extra
 ) -> None:
     resources = names("r", 10)
     add_resources(zk, gb_group.path, sorted(resources))
-    for member in ("w0", "w1", "leaver"):
+    # w0 joins alone first, so it holds the lowest sequence and coordinates throughout: the leaver
+    # must be an ordinary member (a coordinator's leave rightly starts a new epoch and a new round).
+    gb_group.spawn("w0")
+    gb_group.wait_settled(resources, timeout=40)
+    for member in ("w1", "leaver"):
         gb_group.spawn(member)
     gb_group.spawn("slow", "--simulate-stop-delay", "3")
     gb_group.wait_settled(resources, timeout=40)
