@@ -1,4 +1,4 @@
-"""Bench worker: several group members in one process, emitting the worker JSON events of CONTRACTS §4.
+"""Bench worker: several group members in one process, emitting the worker JSON events (README.md, "The worker CLI").
 
     python -m bench.multiworker --impl rebalanser|kazoo --zk HOSTS --group PATH --ids a,b,c \
         [--algorithm resource-barrier] [--session-timeout 2] [--min-interval 1] [--tick 0.05]

@@ -1,7 +1,7 @@
 """The comparison baseline: kazoo's ``SetPartitioner`` recipe behind the same worker CLI contract.
 
 ``python -m bench.adapters.kazoo_worker worker --zk HOSTS --group PATH --id ID --json ...`` emits the
-same JSON events as ``rebalanser worker`` (CONTRACTS.md §4), so the same checkers and benchmarks run
+same JSON events as ``rebalanser worker`` (README.md, "The worker CLI"), so the same checkers and benchmarks run
 against both. Resources are read from ``G/resources`` (re-read on change: kazoo's recipe takes a
 fixed set, so a change of resources restarts the partitioner). kazoo has no fencing token: ticks
 carry ``token: 0``. Partitions are released when the recipe says so; a unit of work happens only

@@ -123,6 +123,18 @@ class Ledger:
                         latest[key] = e
         return latest
 
+    def on_standby(self) -> set[int]:
+        """The worker processes whose latest ``session`` event is ``standby``: out of the group until a
+        stop callback of theirs returns (they must work on nothing meanwhile, and hold no share)."""
+        latest: dict[int, Event] = {}
+        with self._lock:
+            for e in self.others:
+                if e["event"] == "session":
+                    pid = int(e.get("_pid", 0))
+                    if pid not in latest or e["ts"] >= latest[pid]["ts"]:
+                        latest[pid] = e
+        return {pid for pid, e in latest.items() if e.get("state") == "standby"}
+
     def worked_by(self, pid: int) -> set[str]:
         """Every resource the process ``pid`` ever ticked."""
         with self._lock:
@@ -221,7 +233,7 @@ def zk_leaks(
     zk: KazooClient, group: str, live_ids: set[str], resources: set[str], planted: Container[str] = frozenset(),
     renamed: dict[str, int] | None = None,
 ) -> list[str]:
-    """Rebalanser's layout (CONTRACTS.md §3 and docs/protocol.md): no ghost members, no claim or stop
+    """Rebalanser's layout (docs/protocol.md): no ghost members, no claim or stop
     marker held by a session that is not a live member's, every current resource claimed once and
     nothing else claimed.
 

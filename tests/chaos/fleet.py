@@ -372,6 +372,12 @@ class Fleet:
         """id -> pid of every worker process that is running (paused ones included)."""
         return {w.member_id: w.pid for w in self.workers.values() if w.alive}
 
+    def in_group(self) -> dict[str, int]:
+        """Like :meth:`live`, less the workers that announced a standby (out of the group until a stop
+        callback of theirs returns): they hold no share and no member node."""
+        aside = self.ledger.on_standby()
+        return {member: pid for member, pid in self.live().items() if pid not in aside}
+
     def crashed(self) -> list[ChaosWorker]:
         """Workers whose process ended without the harness stopping it."""
         return [w for w in self.workers.values() if w.proc is not None and not w.alive and not w.stopped_by_harness]
@@ -433,7 +439,7 @@ class Fleet:
             begin = end - window_ns
             if begin > heal_ns:
                 ticks = self.ledger.ticks_between(begin, end)
-                live = self.live()
+                live = self.in_group()
                 problems = window_problems(ticks, set(self.resources), live, begin, end)
                 if problems:
                     good_since = None
@@ -453,7 +459,7 @@ class Fleet:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                live = set(self.live())
+                live = set(self.in_group())
                 if self.settings.kazoo:
                     problems = kazoo_leaks(self.zk, self.group, live)
                 else:

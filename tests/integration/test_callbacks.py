@@ -189,12 +189,13 @@ def test_a_raising_on_error_while_aborting_still_closes_the_client(
 
 
 class HangingStop(Handler):
-    """``on_revoked`` of ``a`` hangs until released; records every ``on_assigned``."""
+    """``on_revoked`` of ``a`` hangs until released; records every ``on_assigned`` and session state."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
         self.hanging = threading.Event()
         self.assigned: list[tuple[str, ...]] = []
+        self.sessions: list[str] = []
 
     def on_assigned(self, resources: Mapping[str, int]) -> None:
         self.assigned.append(tuple(sorted(resources)))
@@ -204,29 +205,54 @@ class HangingStop(Handler):
             self.hanging.set()
             self.release.wait(60)
 
+    def on_session(self, state: str) -> None:
+        self.sessions.append(state)
 
-def test_a_member_whose_stop_callback_hangs_keeps_handling_events_when_the_resource_comes_back(
+
+class Worked(Handler):
+    def __init__(self) -> None:
+        self.owned: set[str] = set()
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        self.owned |= set(resources)
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        self.owned -= set(resources)
+
+
+def test_a_member_granted_a_resource_whose_stop_callback_still_hangs_steps_aside_until_it_returns(
     zk_hosts: str, zk: KazooClient, group_path: str
 ) -> None:
-    """``a`` is granted again while its ``on_revoked`` still hangs: its ``on_assigned`` has to wait for
-    that call, but the member must not wait for it (30 s start timeout): it goes on, and takes ``b``."""
+    """``a`` is granted again while its ``on_revoked`` still hangs: ``on_assigned(a)`` would have to
+    wait for it, possibly forever. The member leaves the group instead (no claim, no member node), so
+    another member works on ``a``; it joins again once the hanging call has returned."""
     add_resources(zk, group_path, ["a"])
     handler = HangingStop()
     c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
     c.start()
+    other: Client | None = None
     try:
         wait_for(lambda: handler.assigned == [("a",)], 10, "never assigned")
         zk.delete(f"{group_path}/resources/a")
         assert handler.hanging.wait(10), "a was never revoked"
-        wait_for(lambda: zk.exists(f"{group_path}/owners/a") is None, 10, "the claim on a was never released")
         zk.create(f"{group_path}/resources/a")
-        wait_for(lambda: zk.exists(f"{group_path}/owners/a") is not None, 10, "a was never claimed again")
-        add_resources(zk, group_path, ["b"])
-        wait_for(lambda: ("b",) in handler.assigned, 10,
-                 lambda: f"the member stopped handling events: on_assigned calls {handler.assigned}")
-        assert ("a",) not in handler.assigned[1:], "on_assigned(a) ran while on_revoked(a) still hung"
+        wait_for(lambda: "standby" in handler.sessions, 10,
+                 lambda: f"the member never stepped aside: sessions {handler.sessions}")
+        wait_for(lambda: zk.get_children(f"{group_path}/clients") == [], 10,
+                 lambda: f"its member node stayed: {zk.get_children(f'{group_path}/clients')}")
+        assert zk.exists(f"{group_path}/owners/a") is None, "it kept the claim on a while on standby"
+        worked = Worked()
+        other = Client(Options(zk_hosts, group_path, member_id="n", session_timeout=2, min_interval=0.1), worked)
+        other.start()
+        wait_for(lambda: worked.owned == {"a"}, 10, lambda: f"a never moved to the other member: {worked.owned}")
+        assert handler.assigned == [("a",)], f"on_assigned ran while on_revoked(a) hung: {handler.assigned}"
         handler.release.set()
-        wait_for(lambda: handler.assigned.count(("a",)) == 2, 10, "on_assigned(a) never ran after on_revoked(a)")
+        add_resources(zk, group_path, ["b"])
+        wait_for(lambda: "rejoining" in handler.sessions and len(handler.assigned) == 2, 15,
+                 lambda: f"never rejoined after the call returned: {handler.sessions}, {handler.assigned}")
+        wait_for(lambda: len(worked.owned) == 1, 10, lambda: f"not balanced again: the other owns {worked.owned}")
     finally:
         handler.release.set()
         c.stop()
+        if other is not None:
+            other.stop()

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from rebalanser.callbacks import CallbackDeferred, CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 
 
 @pytest.fixture
@@ -68,22 +68,21 @@ def test_a_closed_runner_takes_no_calls(runner: CallbackRunner) -> None:
         runner.call("late", {"a"}, lambda: None, 1)
 
 
-def test_a_deferred_call_behind_an_overrunning_one_returns_at_once_and_runs_later(runner: CallbackRunner) -> None:
-    release, events = threading.Event(), []
+def test_blocked_names_the_resources_of_calls_still_overrunning_and_when_clear_waits_for_them(
+    runner: CallbackRunner,
+) -> None:
+    release, cleared = threading.Event(), threading.Event()
+    assert runner.blocked({"a"}) == set() and not runner.blocked_any()
+    runner.when_clear(cleared.set)
+    assert cleared.is_set(), "with nothing overrunning, when_clear calls at once"
+    cleared.clear()
     try:
         with pytest.raises(CallbackOverrun):
-            runner.call("stuck", {"a"}, lambda: (release.wait(10), events.append("stuck returned")), 0.05)
-        with pytest.raises(CallbackDeferred):
-            runner.call("deferred", {"a"}, lambda: events.append("deferred ran"), 30, defer=True)
-        assert runner.call("other", {"b"}, lambda: events.append("other ran"), 5) is None, (
-            "a deferred call must not hold up calls on other resources")
-        assert events == ["other ran"]
+            runner.call("stuck", {"a", "b"}, lambda: release.wait(10), 0.05)
+        assert runner.blocked({"b", "c"}) == {"b"} and runner.blocked_any()
+        runner.when_clear(cleared.set)
+        assert not cleared.wait(0.2), "when_clear called back while a call was still overrunning"
     finally:
         release.set()
-    runner.call("after", {"a"}, lambda: events.append("after ran"), 5)
-    assert events == ["other ran", "stuck returned", "deferred ran", "after ran"]
-
-
-def test_deferring_applies_only_to_calls_that_must_wait(runner: CallbackRunner) -> None:
-    ran = threading.Event()
-    assert runner.call("free", {"a"}, ran.set, 5, defer=True) is None and ran.is_set()
+    assert cleared.wait(5), "when_clear never called back after the overrunning call returned"
+    assert runner.blocked({"a", "b"}) == set() and not runner.blocked_any()

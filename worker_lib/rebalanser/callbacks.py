@@ -5,15 +5,16 @@ stops waiting for it and goes on, and the call keeps the thread it runs on. The 
 fresh thread, so that one stuck callback cannot stop the member from starting work on other resources;
 every later call that concerns any resource of an overrunning one first waits until that one has
 returned, on a thread of its own. So calls about one resource never overlap and run in the order the
-member made them, and calls never overlap at all unless one has overrun. A call that has to wait like
-that may be *deferred*: the member does not wait for it at all (it has no bound on how long the earlier
-call takes, and must go on handling its events).
+member made them, and calls never overlap at all unless one has overrun. The member asks which
+resources an overrunning call still concerns (:meth:`CallbackRunner.blocked`) before it takes them on,
+and steps out of its group until every such call has returned (:meth:`CallbackRunner.when_clear`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 
@@ -24,11 +25,6 @@ log = logging.getLogger(__name__)
 
 class CallbackOverrun(Exception):
     """The call did not return within its timeout; it goes on running."""
-
-
-class CallbackDeferred(Exception):
-    """The call waits for an overrunning one on the same resources and was not waited for; it runs
-    once that one has returned."""
 
 
 class RunnerClosed(RuntimeError):
@@ -53,13 +49,11 @@ class CallbackRunner:
         self._executor.start()
 
     def call(
-        self, label: str, resources: Collection[str], fn: Callable[[], object], timeout: float,
-        *, defer: bool = False,
+        self, label: str, resources: Collection[str], fn: Callable[[], object], timeout: float
     ) -> BaseException | None:
         """Runs ``fn`` after every earlier call has returned, or after the overrunning ones that share a
         resource with it; returns what it raised (None if nothing). Raises :class:`CallbackOverrun`
-        when it has not returned within ``timeout``, :class:`CallbackDeferred` at once when ``defer``
-        and it has to wait for an overrunning call, and :class:`RunnerClosed` once it is closed."""
+        when it has not returned within ``timeout`` and :class:`RunnerClosed` once it is closed."""
         if self._closed:
             raise RunnerClosed(f"{label} not run: the callback runner is closed")
         mine = frozenset(resources)
@@ -78,8 +72,6 @@ class CallbackRunner:
         future = self._executor.submit(run)
         if before:
             self._set_aside(label, mine, future)  # it waits on this thread; later calls get a new one
-            if defer:
-                raise CallbackDeferred(f"{label} runs once an overrunning callback on the same resources returns")
         try:
             return future.result(timeout)
         except TimeoutError:
@@ -87,6 +79,29 @@ class CallbackRunner:
         if not before:
             self._set_aside(label, mine, future)
         raise CallbackOverrun(f"{label} did not return within {timeout}s")
+
+    def blocked(self, resources: Collection[str]) -> set[str]:
+        """The resources among ``resources`` that an overrunning call (still running) concerns."""
+        self._overrunning = [(rs, f) for rs, f in self._overrunning if not f.done()]
+        mine = set(resources)
+        return {r for rs, _ in self._overrunning for r in rs & mine}
+
+    def blocked_any(self) -> bool:
+        """Whether any overrunning call is still running."""
+        return any(not f.done() for _, f in self._overrunning)
+
+    def when_clear(self, fn: Callable[[], object]) -> None:
+        """Calls ``fn`` (from another thread, or at once) once every call overrunning now has returned."""
+        pending = [f for _, f in self._overrunning if not f.done()]
+        if not pending:
+            fn()
+            return
+
+        def wait() -> None:
+            concurrent.futures.wait(pending)
+            fn()
+
+        threading.Thread(target=wait, name=f"{self._name}-clear", daemon=True).start()
 
     def _set_aside(self, label: str, resources: frozenset[str], future: Future[BaseException | None]) -> None:
         """The call keeps its thread, which ends once it returns; later calls run on a new one."""

@@ -35,7 +35,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, metrics, wire
 from rebalanser.barrier import stop_binds
-from rebalanser.callbacks import CallbackDeferred, CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
 from rebalanser.config import Algorithm
 from rebalanser.containers import ensure_group
@@ -122,6 +122,8 @@ class Client:
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._was_suspended = False
+        self._standby = False  # out of the group until every overrunning callback has returned
+        self._aside_node = ""  # our member node, left while on standby (deleted again if that failed)
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -354,10 +356,10 @@ class Client:
     def _resync(self) -> None:
         """Same session after a disconnection. kazoo dropped every watch when the connection did (and
         does not set them again on the server), so every one is armed again while re-reading."""
-        if self._me is None or not self._joined_session:
-            self._join()  # the connection dropped before the member znode existed
-            return
         self._release_pending()
+        if self._me is None or not self._joined_session:
+            self._join()  # the connection dropped before the member znode existed (or on standby)
+            return
         self._sync_with_group()
         self._reclaim_owned()
 
@@ -390,6 +392,8 @@ class Client:
         if not sid or sid == self._joined_session or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
             return
         self._set_state(State.JOINING)
+        if self._standby and not self._standby_over():
+            return
         if not ensure_group(self.zk, self.paths, create_root=not self._ever_joined):
             self._await_group()
             return
@@ -694,6 +698,10 @@ class Client:
         wanted = sorted(self._waiting if released is None else self._waiting & released)
         if not wanted:
             return
+        stuck = self._callbacks.blocked(wanted)
+        if stuck:
+            self._step_aside(stuck)
+            return
         if not self._lease.valid(self._joined_session):
             if self._prober is not None:
                 self._prober.probe_once()
@@ -714,9 +722,7 @@ class Client:
                 self._owned[resource] = Ownership(token, self._joined_session, self._me.name)
             self._waiting -= set(claimed)
         metrics.OWNED.set(len(self._owned))
-        # Not waited for when it has to wait for an overrunning on_revoked of the same resources: that
-        # may never return, and the member must go on handling its events meanwhile.
-        self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout, defer=True)
+        self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout)
 
     def _revoke(self, resources: set[str], release: bool) -> None:
         resources &= set(self._owned)
@@ -731,6 +737,45 @@ class Client:
             self._release_pending()
         self._update_state()
 
+    # -- standby: a stop callback that has not returned -----------------------------------------
+
+    def _step_aside(self, stuck: set[str]) -> None:
+        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running.
+        ``on_assigned`` for them would have to wait for it, and it may never return: holding them
+        would leave them unworked for as long. So the member leaves the group, gracefully (its
+        resources move at once, without a departure grace), and joins again, in the same session,
+        once every overrunning callback has returned."""
+        log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
+        self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
+        self._standby = True
+        self._notify("on_session", "standby")
+        self._stop_coordinating()
+        self._revoke(set(self._owned), release=True)
+        self._unreleased |= set(self._book.held) | self._book.uncertain
+        self._release_pending()
+        self._desired.clear()
+        self._waiting.clear()
+        if self._me is not None:
+            self._aside_node = self._me.name
+            self._delete_membership(self._aside_node)
+        self._joined_session, self._me = 0, None
+        self._set_state(State.JOINING)
+        self._callbacks.when_clear(lambda: self._post("join"))
+
+    def _standby_over(self) -> bool:
+        """On standby: whether it may end (no callback overruns any more). Our old member node is
+        deleted again meanwhile, in case the first attempt failed with the connection."""
+        if self._aside_node:
+            self._delete_membership(self._aside_node)
+            if self.zk.exists(self.paths.client(self._aside_node)) is None:
+                self._aside_node = ""
+        if self._callbacks.blocked_any():
+            return False
+        self._standby = False
+        log.info("every overrunning callback has returned: joining the group again")
+        self._notify("on_session", "rejoining")
+        return True
+
     def _release_pending(self) -> None:
         self._unreleased -= set(self._owned)
         if not self._unreleased:
@@ -741,15 +786,12 @@ class Client:
             return  # retried after reconnect; the session's end releases them otherwise
         self._unreleased.clear()
 
-    def _call(self, name: str, resources: set[str], arg: Any, timeout: float, defer: bool = False) -> None:
+    def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
         """Runs ``on_assigned``/``on_revoked`` on the callback thread (see :mod:`callbacks`) and waits
         for it at most ``timeout``: one that overruns is reported, not waited on forever."""
         callback = getattr(self.handler, name)
         try:
-            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout, defer=defer)
-        except CallbackDeferred as exc:
-            log.warning("%s", exc)
-            return
+            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout)
         except CallbackOverrun as exc:
             log.error("%s; no longer waiting for it", exc)
             self._report(StopTimeoutError(str(exc)))
@@ -773,8 +815,7 @@ class Client:
         self._stop_coordinating()
         self._revoke_everything_for_exit()
         if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
-            self._delete_quietly(self.paths.member_assignment(self._me.name), recursive=True)
-            self._delete_quietly(self.paths.client(self._me.name), recursive=False)
+            self._delete_membership(self._me.name)
         self._close()
         self._state = State.STOPPED
 
@@ -783,6 +824,12 @@ class Client:
             self._revoke(set(self._owned), release=True)
         except KazooException as exc:
             log.warning("could not release every claim (%r); the session's end releases them", exc)
+
+    def _delete_membership(self, node: str) -> None:
+        """A graceful leave: the assignment node first (the coordinator then gives no grace), then
+        the member node."""
+        self._delete_quietly(self.paths.member_assignment(node), recursive=True)
+        self._delete_quietly(self.paths.client(node), recursive=False)
 
     def _delete_quietly(self, path: str, recursive: bool) -> None:
         try:
