@@ -93,6 +93,8 @@ class Client:
         self._pushback: tuple[str, Any] | None = None
         self._lock = threading.RLock()
         self._owned: dict[str, Ownership] = {}
+        self._state_listeners: list[Callable[[State], object]] = []
+        self._state_now = State.NOT_STARTED
         self._lease = Lease(options.lease_fraction)
         self._state = State.NOT_STARTED
         self._role = "none"
@@ -130,6 +132,26 @@ class Client:
     @property
     def state(self) -> State:
         return self._state
+
+    def watch_state(self, listener: Callable[[State], object]) -> None:
+        """Calls ``listener(state)`` after every change of :attr:`state`, on the thread that made it (the
+        member's, or the caller's of :meth:`start`): keep it short and non-blocking."""
+        self._state_listeners.append(listener)
+
+    @property
+    def _state(self) -> State:
+        return self._state_now
+
+    @_state.setter
+    def _state(self, state: State) -> None:
+        if state is self._state_now:
+            return
+        self._state_now = state
+        for listener in self._state_listeners:
+            try:
+                listener(state)
+            except Exception:
+                log.exception("state listener raised")
 
     @property
     def role(self) -> str:
