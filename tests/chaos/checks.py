@@ -124,12 +124,13 @@ class Ledger:
         return latest
 
     def on_standby(self) -> set[int]:
-        """The worker processes whose latest ``session`` event is ``standby``: out of the group until a
-        stop callback of theirs returns (they must work on nothing meanwhile, and hold no share)."""
+        """The worker processes that announced ``standby`` and not ``rejoining`` since: out of the group
+        until a stop callback of theirs returns (they must work on nothing meanwhile, and hold no share;
+        their connection may come and go meanwhile)."""
         latest: dict[int, Event] = {}
         with self._lock:
             for e in self.others:
-                if e["event"] == "session":
+                if e["event"] == "session" and e.get("state") in ("standby", "rejoining"):
                     pid = int(e.get("_pid", 0))
                     if pid not in latest or e["ts"] >= latest[pid]["ts"]:
                         latest[pid] = e

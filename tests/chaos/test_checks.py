@@ -75,3 +75,13 @@ def test_window_accepts_a_balanced_exclusive_assignment() -> None:
     live = {"a": 1, "b": 2}
     ticks = [tick("a", "r1", 1, 1, pid=1), tick("b", "r2", 2, 2, pid=2), tick("a", "r3", 3, 3, pid=1)]
     assert window_problems(ticks, {"r1", "r2", "r3"}, live, 0, 10 * MS) == []
+
+
+def session(worker: str, state: str, ts_ms: int, pid: int) -> dict[str, Any]:
+    return {"event": "session", "id": worker, "state": state, "ts": ts_ms * MS, "_pid": pid}
+
+
+def test_a_worker_is_on_standby_from_its_standby_event_until_it_rejoins_whatever_its_connection_does() -> None:
+    book = ledger(session("a", "connected", 1, 7), session("a", "standby", 2, 7), session("a", "suspended", 3, 7),
+                  session("a", "connected", 4, 7), session("b", "standby", 2, 8), session("b", "rejoining", 5, 8))
+    assert book.on_standby() == {7}

@@ -33,12 +33,9 @@ GLOBAL_KINDS = [
     "stop-hang", "rolling-restart",
 ]
 # The administrator's hands, reconnects and duplicate ids (tests.chaos.tamper): one step per kind, each
-# a variant that hits what the kind is for. Still to come, once the library passes them (docs/chaos.md,
-# "What the new fault classes found"): reconnect-tamper@group and tamper-group (after the release fix, a
-# resource can still stay unworked past the bound after the group is re-created: each time seen, a member's
-# on_assigned was deferred behind a stop callback that hangs).
+# a variant that hits what the kind is for.
 TAMPER_KINDS = [
-    "tamper-resources", "tamper-epoch@delete", "tamper-garbage@barrier:1e999",
+    "tamper-group", "reconnect-tamper@group", "tamper-resources", "tamper-epoch@delete", "tamper-garbage@barrier:1e999",
     "tamper-garbage@assignment:deep", "tamper-stale@barrier:stop1", "tamper-stale@assignment", "tamper-stale@state",
     "fake-member", "fake-claim", "duplicate-id",
 ]
