@@ -36,6 +36,7 @@ class LoopOptions:
     drift_repair_interval: float = 5.0
     degraded_after: float = 60.0
     connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying
+    restart_hold: float = 30.0  # a restarted loop keeps the published status this long without a read
     assignment_budget: int = ASSIGNMENT_BUDGET
 
 

@@ -12,9 +12,11 @@ at most ``coalesce + min_patch_interval`` plus one read. A periodic refresh (``p
 decay, workload polling and watches lost with a session.
 
 Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published
-status as it is until its own first reconcile of the group has finished (no flapping to ``Pending``);
-it never raises out of ``run`` because of ZooKeeper or API failures (it reports them in the status and
-retries on the next wake-up).
+status as it is until its own first reconcile of the group has finished and it has read the group from
+ZooKeeper once (no flapping to ``Pending``, no fields dropped for an empty view); if ZooKeeper stays out
+of reach for ``restart_hold`` seconds it says so, as ``Degraded`` with the last published view of the
+group (the same as a running loop that loses its connection); it never raises out of ``run`` because
+of ZooKeeper or API failures (it reports them in the status and retries on the next wake-up).
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ from rebalanser_operator.tuning import initial_state, observe
 
 log = logging.getLogger(__name__)
 
+#: Status fields read from the group's znodes (absent until the group has been read once).
+GROUP_FIELDS = (
+    "coordinator", "epoch", "generation", "members", "resources", "assigned", "assignments",
+    "assignmentsTruncated", "unassigned", "unassignedTruncated", "lastRebalance",
+)
+
 
 def read_with_watches(zk: KazooClient, path: str, watcher: Callable[[WatchedEvent], None]) -> GroupStatus:
     """Arms one-shot watches on everything the status depends on, then reads the group."""
@@ -72,7 +80,11 @@ class StatusLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: GroupStatus | None = None
         self._members: list[str] | None = None
-        self._ever_connected = False
+        # A status published by an earlier operator: this loop's first view must not be an empty one.
+        self._inherited = bool(self.published.get("phase"))
+        self._ever_connected = self._inherited and self.published.get("phase") != Phase.PENDING.value
+        self._read_once = False  # this loop has read the group from ZooKeeper
+        self._born = time.monotonic()
         self._was_connected: bool | None = None
         self._unbalanced_since: float | None = None
         self._last_rebalance = _rebalance_key(self.published.get("lastRebalance"))
@@ -191,7 +203,7 @@ class StatusLoop:
             self._tune(zk, group, now)
         except (KazooException, KazooTimeoutError) as exc:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
-        self._ever_connected = True
+        self._ever_connected = self._read_once = True
         self._group = group
         self._note_balance(group, now)
         self._connection_event(True, "")
@@ -290,8 +302,16 @@ class StatusLoop:
             # The status the previous operator published stands until there is something to say.
             # (The observation's own view, not rt's: the reconcile may finish while it is computed.)
             return
+        holding = time.monotonic() - self._born < self.options.restart_hold
+        if self._inherited and not self._read_once and obs.spec_error is None and holding:
+            return  # not read the group yet: an empty view would drop the members, the coordinator...
         status = compute_status(obs, previous_conditions=self.published.get("conditions") or [], now=_utcnow())
         new = status_dict(status)
+        if obs.group is None and not self._read_once:
+            # Unreachable since the restart: the published view of the group is the last one known.
+            for key in GROUP_FIELDS:
+                if key in self.published and key not in new:
+                    new[key] = copy.deepcopy(self.published[key])
         self._report(new)
         patch = merge_patch(self.published, new)
         if not patch:

@@ -29,6 +29,7 @@ from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
 
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.kubectl import Kube
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
@@ -423,7 +424,7 @@ def test_adding_a_path_later_is_rejected(installed: Cluster, operator: OperatorP
     assert proc.returncode != 0 and "cannot be added or removed" in proc.stderr, proc.stderr
 
 
-def test_operator_restart_resumes_without_duplicate_work(
+def test_operator_restart_resumes_without_duplicate_work_and_without_status_flapping(
     installed: Cluster, operator: OperatorProcess, zk: KazooClient
 ) -> None:
     def reasons() -> Counter[str]:
@@ -431,17 +432,39 @@ def test_operator_restart_resumes_without_duplicate_work(
             "get", "events", "-n", NS, "--field-selector", f"involvedObject.name={GROUP}",
             "-o", "jsonpath={.items[*].reason}").stdout.split())
 
-    before_status = status(installed)
+    before_status = wait_status(installed, lambda s: s.get("phase") == "Stable", 60, "Stable before the restart")
+    ready_since = condition(before_status, "Ready")["lastTransitionTime"]
     before_events = reasons()
     czxid = zk.exists(f"{GROUP_PATH}/resources/extra").czxid
-    operator.stop()
-    operator.start()
-    wait_for(lambda: "rebalanser_operator_reconciles_total{result=\"ok\"} 1.0" in operator.metrics(), 30,
-             lambda: f"the resumed operator to reconcile once; metrics:\n{operator.metrics()[:2000]}")
+    samples: list[dict[str, Any]] = []
+
+    def sampled(predicate: Callable[[], Any]) -> Callable[[], Any]:
+        def step() -> Any:
+            samples.append(status(installed))
+            return predicate()
+        return step
+
+    # Every version the API server holds during the restart (a watch), and a poll every ~0.3 s.
+    with Kube(installed.kubeconfig, installed.bin_dir).watch_json("get", "rg", GROUP, "-n", NS) as stream:
+        operator.stop()
+        operator.start()
+        wait_for(sampled(lambda: "rebalanser_operator_reconciles_total{result=\"ok\"} 1.0" in operator.metrics()),
+                 30, lambda: f"the resumed operator to reconcile once; metrics:\n{operator.metrics()[:2000]}", 0.3)
+        wait_for(sampled(lambda: refreshes(operator.metrics()) >= 3), 30,
+                 "three status refreshes by the resumed operator", 0.3)
+        versions = [v.obj.get("status") or {} for v in stream.snapshot()]
     metrics = operator.metrics()
     assert "rebalanser_operator_resources_created_total 0.0" in metrics
     assert "rebalanser_operator_resources_deleted_total 0.0" in metrics
-    wait_for(lambda: refreshes(operator.metrics()) >= 3, 30, "three status refreshes by the resumed operator")
+    flapped = [
+        st for st in [*samples, *versions]
+        if st.get("phase") != "Stable" or condition(st, "Ready").get("status") != "True"
+        or condition(st, "Ready").get("lastTransitionTime") != ready_since
+        or any(st.get(key) != before_status.get(key) for key in ("coordinator", "members", "assignments", "epoch"))
+    ]
+    assert len(samples) >= 10 and versions, f"too few samples: {len(samples)} polled, {len(versions)} watched"
+    assert not flapped, (f"{len(flapped)} of {len(samples) + len(versions)} status samples flapped; first: "
+                         f"{json.dumps(flapped[0])[:2000]}")
     assert reasons() == before_events, "the resumed operator re-announced something"
     after = status(installed)
     assert after["phase"] == "Stable" and after["lastRebalance"] == before_status["lastRebalance"]

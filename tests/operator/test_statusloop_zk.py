@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import signal
 import subprocess
@@ -19,12 +20,12 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
-from rebalanser_operator.actions import apply_spec
+from rebalanser_operator.actions import RetryLater, apply_spec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
 from tests.operator.support import RecordingKube, conditions
-from tests.support.zk import make_cluster
+from tests.support.zk import free_port, make_cluster
 
 pytestmark = pytest.mark.zk
 
@@ -347,3 +348,33 @@ def test_a_reconcile_finishing_during_the_first_observation_does_not_publish_it(
                generation=1, body=BODY)
     loop._publish(observation)
     assert kube.patches == [], kube.patches
+
+
+def test_a_restarted_operator_that_cannot_reach_zookeeper_keeps_the_view_then_says_so(
+    ctx: OperatorContext, kube: RecordingKube
+) -> None:
+    """No empty view goes out: until this loop has read the group once, the published members,
+    coordinator and assignments stand; once ``restart_hold`` has passed it reports the lost connection
+    (Degraded) over that view, as a running loop does when it loses ZooKeeper."""
+    ready_since = "2026-01-01T00:00:00Z"
+    published = {
+        "phase": "Stable", "members": 2, "resources": 2, "assigned": 2, "coordinator": "w-1", "epoch": 4,
+        "assignments": {"w-1": ["a"], "w-2": ["b"]}, "lastRebalance": {"generation": 3, "moved": 1},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Stable", "lastTransitionTime": ready_since}],
+    }
+    kube.status = copy.deepcopy(published)
+    rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+    loop = StatusLoop(ctx, rt, initial_status=published)
+    with pytest.raises(RetryLater):
+        apply_spec(ctx, rt, {"zookeeper": {"connect": f"127.0.0.1:{free_port()}", "path": "/g"},
+                             "resources": ["a", "b"]}, generation=1, body=BODY)
+    loop.refresh()
+    assert kube.patches == [], "a restarted operator published a view it had not read"
+    loop._born -= ctx.options.restart_hold
+    loop.refresh()
+    assert kube.patches, "ZooKeeper out of reach past the hold must be reported"
+    st = kube.status
+    assert st["phase"] == "Degraded", st
+    assert {c["type"]: c["reason"] for c in st["conditions"]}["ZooKeeperConnected"] == "ConnectionLost"
+    for key in ("members", "coordinator", "assignments", "lastRebalance", "epoch"):
+        assert st[key] == published[key], f"{key} was dropped or changed: {st.get(key)}"
