@@ -1,7 +1,8 @@
 """What the operator needs from Kubernetes besides kopf: status patches, Events, Secrets, workloads.
 
 :class:`KubeGateway` is the narrow interface the reconcile and status code depends on;
-:class:`KubernetesGateway` implements it with the official client (blocking: call it from a thread).
+:class:`KubernetesGateway` implements it with the official client (blocking: call it from a thread;
+every request is bounded by :data:`REQUEST_TIMEOUT`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from rebalanser_operator import models
 from rebalanser_operator.zkpool import DigestCredentials
 
 log = logging.getLogger(__name__)
+
+#: (connect, read) seconds for every call: a stalled API server fails the call instead of holding a
+#: thread of the shared pool (status loops, reconciles) forever.
+REQUEST_TIMEOUT = (5.0, 20.0)
 
 
 class CredentialsError(RuntimeError):
@@ -60,7 +65,7 @@ class KubernetesGateway:
         try:
             self._custom.patch_namespaced_custom_object_status(
                 models.GROUP, models.VERSION, namespace, models.PLURAL, name, {"status": dict(patch)},
-                _content_type="application/merge-patch+json",
+                _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -76,7 +81,7 @@ class KubernetesGateway:
 
     def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
         try:
-            obj = self._core.read_namespaced_secret(secret, namespace)
+            obj = self._core.read_namespaced_secret(secret, namespace, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
             raise CredentialsError(f"cannot read Secret {namespace}/{secret}: {exc.status} {exc.reason}") from exc
         data = obj.data or {}
@@ -92,9 +97,9 @@ class KubernetesGateway:
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         try:
             if kind == models.WorkloadKind.STATEFUL_SET.value:
-                obj: Any = self._apps.read_namespaced_stateful_set(name, namespace)
+                obj: Any = self._apps.read_namespaced_stateful_set(name, namespace, _request_timeout=REQUEST_TIMEOUT)
             else:
-                obj = self._apps.read_namespaced_deployment(name, namespace)
+                obj = self._apps.read_namespaced_deployment(name, namespace, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
             log.debug("workload %s %s/%s unreadable: %s", kind, namespace, name, exc.status)
             return None
@@ -108,7 +113,7 @@ class KubernetesGateway:
 
     def namespace_terminating(self, namespace: str) -> bool:
         try:
-            obj: Any = self._core.read_namespace(namespace)
+            obj: Any = self._core.read_namespace(namespace, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
             if exc.status == 404:
                 return True
@@ -118,14 +123,14 @@ class KubernetesGateway:
 
     def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
         result: Any = self._custom.list_namespaced_custom_object(
-            models.GROUP, models.VERSION, namespace, models.PLURAL)
+            models.GROUP, models.VERSION, namespace, models.PLURAL, _request_timeout=REQUEST_TIMEOUT)
         return list(result.get("items", []))
 
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
         for _ in range(5):  # optimistic concurrency: the list is patched against the version read
             try:
                 obj: Any = self._custom.get_namespaced_custom_object(
-                    models.GROUP, models.VERSION, namespace, models.PLURAL, name)
+                    models.GROUP, models.VERSION, namespace, models.PLURAL, name, _request_timeout=REQUEST_TIMEOUT)
             except ApiException as exc:
                 if exc.status == 404:
                     return False
@@ -138,7 +143,7 @@ class KubernetesGateway:
             try:
                 self._custom.patch_namespaced_custom_object(
                     models.GROUP, models.VERSION, namespace, models.PLURAL, name, patch,
-                    _content_type="application/merge-patch+json")
+                    _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT)
                 return True
             except ApiException as exc:
                 if exc.status == 404:

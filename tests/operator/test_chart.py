@@ -143,6 +143,7 @@ def test_service_monitor_only_with_the_prometheus_operator_api(helm: Path) -> No
     docs = render(helm, "--api-versions", "monitoring.coreos.com/v1")
     (monitor,) = by_kind(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True, "per-group namespace/name labels would be renamed"
     (service,) = by_kind(docs, "Service")
     assert service["spec"]["ports"][0]["name"] == "metrics"
 
