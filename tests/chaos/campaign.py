@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resources", type=int, default=20)
     p.add_argument("--session-timeout", type=float, default=2.0)
     p.add_argument("--interval", type=float, default=0.5)
+    p.add_argument("--api", choices=["threads", "asyncio"], default="threads",
+                   help="the client the workers run on: rebalanser.Client or rebalanser.aio.Client")
     p.add_argument("--workdir", type=Path, help="ZooKeeper data, worker logs, per-step records")
     p.add_argument("--report-dir", type=Path, default=REPO / "docs")
     p.add_argument("--no-report", action="store_true")
@@ -230,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.gettempdir()) / f"rebalanser-chaos-{seed}"
     topologies = ["single", "ensemble"] if args.topology == "both" else [args.topology]
     base = Settings(workers=args.workers, resources=args.resources, session_timeout=args.session_timeout,
-                    interval=args.interval)
+                    interval=args.interval, api=args.api)
     workdir.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.WARNING, filename=str(workdir / "harness.log"))
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the harness's own admin client reconnects noisily

@@ -33,6 +33,7 @@ from tests.support.zk import ZkCluster
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = ("resource-barrier", "global-barrier", "kazoo")
 BEHAVIOURS = ("normal", "slow", "fail", "hang")
+APIS = ("threads", "asyncio")
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,13 @@ class Settings:
     slow_delay: float = 0.8  # a slow stop callback's duration: longer than the interval
     bad_stop_share: float = 0.4  # share of spawns that get a slow, failing or hanging stop callback
     slack: float = 4.0  # the "few seconds" of the bound: process start, reconnects, ZooKeeper round trips
+    api: str = "threads"  # the workers' --api: rebalanser.Client ("threads") or rebalanser.aio.Client ("asyncio")
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise ValueError(f"unknown target {self.target!r}: one of {TARGETS}")
+        if self.api not in APIS:
+            raise ValueError(f"unknown api {self.api!r}: one of {APIS}")
 
     @property
     def kazoo(self) -> bool:
@@ -361,7 +365,7 @@ class Fleet:
         ]
         if s.kazoo:
             return args
-        args += ["--stop-timeout", str(s.stop_timeout)]
+        args += ["--stop-timeout", str(s.stop_timeout), "--api", s.api]
         if behaviour == "slow":
             args += ["--simulate-stop-delay", str(s.slow_delay)]
         elif behaviour in ("fail", "hang"):

@@ -40,15 +40,19 @@ TAMPER_KINDS = [
     "fake-member", "fake-claim", "duplicate-id",
 ]
 GLOBAL_TAMPER_KINDS = ["tamper-stale@config", "tamper-garbage@barrier:huge-int"]
+# The workers on rebalanser.aio.Client (--api asyncio): the faults that exercise its own paths (callbacks
+# awaited on the loop and cancelled at the stop timeout, a session lost under it, a process paused).
+ASYNCIO_KINDS = ["kill-coordinator", "pause-follower", "expiry-storm", "stop-slow", "stop-hang", "compound"]
 ENSEMBLE_KINDS = ["zk-leader-kill", "zk-follower-kill", "zk-follower-isolate"]
 
 
 def make_fleet(
     cluster: ZkCluster, target: str, log_dir: Path, workers: int = 4, resources: int = 12,
-    partition: PartitionableEnsemble | None = None,
+    partition: PartitionableEnsemble | None = None, api: str = "threads",
 ) -> Fleet:
-    settings = Settings(target=target, workers=workers, resources=resources, bad_stop_share=0.3)
-    fleet = Fleet(cluster, settings, log_dir, random.Random(f"subset:{target}:{len(cluster.servers)}"), partition)
+    settings = Settings(target=target, workers=workers, resources=resources, bad_stop_share=0.3, api=api)
+    fleet = Fleet(cluster, settings, log_dir, random.Random(f"subset:{target}:{api}:{len(cluster.servers)}"),
+                  partition)
     started = fleet.start()
     if not started.ok:
         fleet.close()
@@ -84,6 +88,13 @@ def gb_fleet(chaos_single: ZkCluster, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
+def aio_fleet(chaos_single: ZkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    fleet = make_fleet(chaos_single, "resource-barrier", tmp_path_factory.mktemp("aio"), api="asyncio")
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture(scope="module")
 def ensemble_fleet(chaos_ensemble: PartitionableEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     fleet = make_fleet(chaos_ensemble.cluster, "resource-barrier", tmp_path_factory.mktemp("ens"), workers=3,
                        resources=9, partition=chaos_ensemble)
@@ -109,6 +120,11 @@ def test_resource_barrier_survives_tampering(rb_fleet: Fleet, kind: str) -> None
 @pytest.mark.parametrize("kind", GLOBAL_TAMPER_KINDS)
 def test_global_barrier_survives_tampering(gb_fleet: Fleet, kind: str) -> None:
     check(gb_fleet, kind)
+
+
+@pytest.mark.parametrize("kind", ASYNCIO_KINDS)
+def test_asyncio_workers_survive(aio_fleet: Fleet, kind: str) -> None:
+    check(aio_fleet, kind)
 
 
 @pytest.mark.ensemble

@@ -120,16 +120,18 @@ def run_worker(args: argparse.Namespace) -> int:
         credentials=_credentials(args),
     )
     log = EventLog(options.member_id, args.json)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    if args.api == "asyncio":
+        return _run_asyncio_worker(options, log, args)
     work = SimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
     client = Client(options, work)
     work.client = client
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port)
     try:
         client.start()
     except BaseException:
@@ -139,6 +141,17 @@ def run_worker(args: argparse.Namespace) -> int:
     client.stop()
     log.emit("stopped")
     return EXIT_EXPIRED if work.expired else 0
+
+
+def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespace) -> int:
+    """The same worker on :class:`rebalanser.aio.Client`: the same events, from one event loop."""
+    import asyncio
+
+    from rebalanser.aio import worker
+
+    work = worker.AsyncSimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
+    expired = asyncio.run(worker.run(options, work, log))
+    return EXIT_EXPIRED if expired else 0
 
 
 def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -205,6 +218,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"],
                    help="fault simulation: the stop callback fails or hangs")
     w.add_argument("--simulate-stop-delay", type=float, default=0.0, help="fault simulation: slow stop callback")
+    w.add_argument("--api", default="threads", choices=["threads", "asyncio"],
+                   help="the client the worker runs on: rebalanser.Client or rebalanser.aio.Client")
     w.add_argument("--log-level", default="WARNING")
     s = sub.add_parser("status", help="print members, coordinator, epoch and the assignment")
     s.add_argument("--zk", required=True)

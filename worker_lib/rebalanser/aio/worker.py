@@ -1,0 +1,110 @@
+"""``rebalanser worker --api asyncio``: the example worker on :class:`rebalanser.aio.Client`.
+
+It prints the same events as the threaded worker (:mod:`rebalanser.cli`), from callbacks and a tick
+loop that run on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from rebalanser.aio.client import Client
+from rebalanser.aio.handler import Handler
+from rebalanser.errors import CorruptDataError, SessionExpiredError
+from rebalanser.options import Options
+
+
+class EventSink(Protocol):
+    """What the worker prints through (the CLI's event log)."""
+
+    def emit(self, event: str, ts: int | None = None, **fields: Any) -> None: ...
+
+
+class AsyncSimulatedWork(Handler):
+    """Ticks once per owned resource every ``tick`` seconds, each only after ``token`` passes. A tick
+    round never awaits, so it never interleaves with a callback (they share the loop)."""
+
+    def __init__(self, log: EventSink, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0) -> None:
+        self.log, self.tick = log, tick
+        self.stop_behaviour, self.stop_delay = stop_behaviour, stop_delay
+        self.client: Client | None = None
+        self._resources: dict[str, int] = {}
+        self.halt = asyncio.Event()
+        self.expired = False
+
+    async def on_assigned(self, resources: Mapping[str, int]) -> None:
+        self._resources.update(resources)
+        by_token: dict[int, list[str]] = {}
+        for resource, token in resources.items():
+            by_token.setdefault(token, []).append(resource)
+        for token, names in sorted(by_token.items()):
+            self.log.emit("assigned", resources=sorted(names), token=token)
+
+    async def on_revoked(self, resources: Sequence[str]) -> None:
+        # Fault simulation for tests and chaos runs: slow, failing or hanging stop callbacks (a hanging
+        # one is cancelled at the stop timeout).
+        if self.stop_delay:
+            await asyncio.sleep(self.stop_delay)
+        if self.stop_behaviour == "hang":
+            await self.halt.wait()
+        for resource in resources:
+            self._resources.pop(resource, None)
+        if self.stop_behaviour == "fail":
+            raise RuntimeError("simulated stop failure")
+        self.log.emit("revoked", resources=list(resources))
+
+    def on_role(self, role: str, epoch: int) -> None:
+        self.log.emit("role", role=role, epoch=epoch)
+
+    def on_session(self, state: str) -> None:
+        self.log.emit("session", state=state)
+
+    def on_error(self, error: Exception) -> None:
+        logging.getLogger("rebalanser.worker").error("%s: %s", type(error).__name__, error)
+        if isinstance(error, CorruptDataError):
+            self.log.emit("error", path=error.path, reason=error.reason)
+        if isinstance(error, SessionExpiredError):
+            self.expired = True
+            self.halt.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        assert self.client is not None
+        while not stop.is_set() and not self.halt.is_set():
+            for resource in list(self._resources):
+                ts = time.monotonic_ns()
+                token = self.client.token(resource)  # checked after ts: the lease held at ts
+                if token is not None:
+                    self.log.emit("tick", ts=ts, resource=resource, token=token)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_either(stop, self.halt), self.tick)
+
+
+async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+async def run(options: Options, work: AsyncSimulatedWork, log: EventSink) -> bool:
+    """Joins, works until SIGTERM/SIGINT (or the session expired under ``shutdown``), leaves; True when
+    it ended on an expired session."""
+    client = Client(options, work)
+    work.client = client
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await client.start()
+    await work.run(stop)
+    await client.stop()
+    log.emit("stopped")
+    return work.expired
