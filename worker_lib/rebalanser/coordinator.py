@@ -6,6 +6,10 @@ node is gone, none of its writes lands; on any fencing failure, when ``G/epoch``
 disappears, or after :data:`MAX_FAILED_REBALANCES` failed rebalances in a row (retried with growing
 back-off), it stops at once and its member re-runs the election. Triggers (membership, resources,
 config) arriving within the rebalance interval coalesce into one rebalance.
+
+Parts: taking office (the epoch, :mod:`epoch`), the rebalance loop here, and two pure policies it
+applies: which writes a rebalance makes (:mod:`write_plan`) and how long a departed member's
+resources stay reserved (:mod:`departure`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
-from rebalanser import baddata, metrics, wire
+from rebalanser import baddata, departure, metrics, wire, write_plan
 from rebalanser.assignment import assign
 from rebalanser.barrier import moves_nothing
 from rebalanser.config import Algorithm, GroupConfig
@@ -34,7 +38,7 @@ from rebalanser.options import Options
 from rebalanser.paths import GroupPaths, MemberNode, is_valid_resource_name
 from rebalanser.storage import decode_assignment
 from rebalanser.watches import ChildrenTrigger
-from rebalanser.wire import BarrierRecord, MemberAssignment, Phase, RebalanceRecord
+from rebalanser.wire import BarrierRecord, Phase, RebalanceRecord
 from rebalanser.writer import FencedWriteError, FencedWriter
 
 log = logging.getLogger(__name__)
@@ -329,14 +333,10 @@ class Coordinator:
             self._dirty = False
 
     def _next_grace_deadline(self) -> float | None:
-        if not self._departed:
-            return None
-        first = min(self._departed.values()) + self._grace()
-        return max(0.05, first - time.monotonic())
+        return departure.next_deadline(self._departed, self._grace(), time.monotonic())
 
     def _grace_expired(self) -> bool:
-        now = time.monotonic()
-        return any(now >= t + self._grace() for t in self._departed.values())
+        return departure.expired(self._departed, self._grace(), time.monotonic())
 
     # -- rebalancing ---------------------------------------------------------------------------
 
@@ -451,16 +451,9 @@ class Coordinator:
         grace = self._grace()
         now = time.monotonic()
         known = set(self._layout.owners.values())
-        for mid in list(self._departed):
-            if mid in live or mid not in known:
-                del self._departed[mid]
-        if grace <= 0:
-            self._departed.clear()
-            return []
-        graceful = self._graceful_leavers(known - live)
-        for mid in known - live - graceful:
-            self._departed.setdefault(mid, now)
-        return [mid for mid, since in self._departed.items() if now < since + grace]
+        graceful = self._graceful_leavers(known - live) if grace > 0 else set()
+        self._departed, reserved = departure.reserve(self._departed, known, live, graceful, now, grace)
+        return reserved
 
     def _graceful_leavers(self, gone: set[str]) -> set[str]:
         """A member that left gracefully deleted its own assignment node: no grace for it."""
@@ -477,47 +470,23 @@ class Coordinator:
         self, generation: int, desired: dict[str, tuple[str, ...]], force: bool, algorithm: Algorithm,
         barrier: BarrierRecord | None = None,
     ) -> None:
-        writer = self._writer()
-        stale_parts: list[str] = []
-        for node, resources in desired.items():
-            if not force and self._layout.written.get(node) == resources:
-                continue
-            stale_parts += self._stage_member(writer, node, resources, generation, algorithm)
-        departed = [n for n in self._layout.written if n not in desired]
         # A member that left gracefully deleted its own assignment: deleting it again would fail the
         # whole batch (NoNode) and cost a full re-read of the layout and a second rebalance.
-        checks = [(n, self._zk.exists_async(self._paths.member_assignment(n))) for n in departed]
-        for node in [n for n, check in checks if check.get() is not None]:
-            for part in self._layout.parts.get(node, []):
-                writer.delete(self._paths.assignment_part(node, part))
-            writer.delete(self._paths.member_assignment(node))
+        gone = write_plan.departed(self._layout.written, desired)
+        checks = [(n, self._zk.exists_async(self._paths.member_assignment(n))) for n in gone]
+        still_stored = {n for n, check in checks if check.get() is not None}
+        plan = write_plan.plan(self._paths, self._layout.written, self._layout.parts, desired, generation,
+                               self._epoch, algorithm, force, still_stored)
+        writer = self._writer()
+        writer.ops.extend(plan.ops)
+        self._layout.written, self._layout.parts = plan.written, plan.parts
         if barrier is not None:
             self._stage_barrier(writer, barrier.phase, barrier.generation)
         writer.commit()
-        self._forget_departed(desired)
-        self._drop_parts(stale_parts)
-
-    def _stage_member(
-        self, writer: FencedWriter, node: str, resources: tuple[str, ...], generation: int, algorithm: Algorithm
-    ) -> list[str]:
-        blob = wire.encode_assignment(MemberAssignment(self._epoch, generation, resources, algorithm.value, node))
-        path = self._paths.member_assignment(node)
-        if node not in self._layout.written:
-            writer.create(path, b"")
-            self._layout.parts[node] = []
-        names = [wire.part_name(generation, i) for i in range(len(blob.parts))]
-        for name, part in zip(names, blob.parts, strict=True):
-            writer.create(self._paths.assignment_part(node, name), part)
-        writer.set(path, blob.header)
-        stale = [f"{node}/{p}" for p in self._layout.parts.get(node, [])]
-        self._layout.parts[node] = names
-        self._layout.written[node] = resources
-        return stale
-
-    def _forget_departed(self, desired: dict[str, tuple[str, ...]]) -> None:
-        for node in [n for n in self._layout.written if n not in desired]:
+        for node in plan.departed:
             self._layout.written.pop(node, None)
             self._layout.parts.pop(node, None)
+        self._drop_parts(plan.stale_parts)
 
     def _drop_parts(self, stale: list[str]) -> None:
         for rel in stale:
