@@ -5,6 +5,8 @@
 * create / update (``spec`` only) / resume  -> :func:`actions.apply_spec`
 * delete (holds the ``rebalanser.io/finalizer``) -> :func:`actions.delete_znodes`
 * one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`
+* pod events (terminated container instances) -> :class:`podwatch.Failover` for the groups that opted in
+  to ``spec.failover: KubeletConfirmed`` (a kopf index of them by namespace)
 * login via the official client, a liveness probe, cleanup of ZooKeeper connections;
 * on shutdown, when the operator's own namespace is being deleted, :mod:`farewell` releases that
   namespace's ResourceGroups (nobody else would).
@@ -26,8 +28,10 @@ from typing import Any
 import kopf
 
 from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.failover import ended_instances
 from rebalanser_operator.farewell import release_terminating_namespace
 from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
+from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.runtime import OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
@@ -149,5 +153,21 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
             await loop.run(should_stop=lambda: bool(stopped) or not ctx.is_current(runtime))
         finally:
             waker.cancel()
+
+    failover = Failover(ctx)
+
+    @kopf.index(GROUP, VERSION, PLURAL, id="failover_groups", registry=registry)
+    def failover_groups(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[str, OptedIn] | None:
+        return index_entry(namespace, name, dict(spec))
+
+    def reports_ended_instance(body: kopf.Body, **_: Any) -> bool:
+        return bool(ended_instances(body))
+
+    @kopf.on.event("", "v1", "pods", id="failover", when=reports_ended_instance, registry=registry)
+    async def pod_event(body: kopf.Body, namespace: str | None, **kwargs: Any) -> None:
+        index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
+        opted_in = list(index.get(namespace or "", ()))
+        if opted_in:
+            await failover.handle_pod(body, opted_in)
 
     return registry

@@ -184,6 +184,29 @@ class WorkloadRef(_Model):
     name: K8sName
 
 
+class FailoverMode(StrEnum):
+    """How a crashed member's resources are freed (docs/protocol.md, "Confirmed-death failover")."""
+
+    SESSION_EXPIRY = "SessionExpiry"  # when ZooKeeper expires the member's session (T after the crash)
+    KUBELET_CONFIRMED = "KubeletConfirmed"  # as soon as the kubelet reports the container instance ended
+
+
+LabelValue = Annotated[str, StringConstraints(max_length=63)]
+
+
+class PodSelector(_Model):
+    """The group's worker pods (labels that must all match)."""
+
+    match_labels: dict[str, LabelValue] = Field(
+        default_factory=dict, alias="matchLabels", max_length=64,
+        description="Labels every worker pod of the group carries (all must match).",
+    )
+
+    def selects(self, labels: Any) -> bool:
+        have = dict(labels or {})
+        return all(have.get(key) == value for key, value in self.match_labels.items())
+
+
 class ResourceGroupSpec(_Model):
     """Desired state of a ResourceGroup."""
 
@@ -209,6 +232,18 @@ class ResourceGroupSpec(_Model):
     )
     workload: WorkloadRef | None = Field(
         default=None, description="Optional: the workers' Deployment or StatefulSet."
+    )
+    failover: FailoverMode = Field(
+        default=FailoverMode.SESSION_EXPIRY,
+        description="SessionExpiry: a crashed member's resources move when its ZooKeeper session expires. "
+        "KubeletConfirmed: as soon as the kubelet reports the member's container instance terminated "
+        "(workers started with --termination-log); anything less certain falls back to session expiry.",
+    )
+    pod_selector: PodSelector | None = Field(
+        default=None, alias="podSelector",
+        description="Optional: the worker pods whose container terminations KubeletConfirmed failover "
+        "acts on (default: every pod of the namespace; the member's recorded pod name and instance "
+        "nonce must match in any case).",
     )
 
     @staticmethod

@@ -81,6 +81,7 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
         "/secrets": {"get"},
         "apps/deployments": {"get"},
         "apps/statefulsets": {"get"},
+        "/pods": {"get", "list", "watch"},  # spec.failover: KubeletConfirmed
     }
     cluster_roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
     assert cluster_roles == {

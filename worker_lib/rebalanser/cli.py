@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from rebalanser.client import Client
 from rebalanser.config import Algorithm
 from rebalanser.errors import CorruptDataError, InvalidInputError, SessionExpiredError
 from rebalanser.handler import Handler
+from rebalanser.instance import new_instance, write_termination_record
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
 
 EXIT_EXPIRED = 3
@@ -112,12 +114,13 @@ class SimulatedWork(Handler):
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    instance, pod = _instance(args)
     options = Options(
         hosts=args.zk, group=args.group, member_id=args.id or default_member_id(),
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
-        credentials=_credentials(args),
+        credentials=_credentials(args), instance=instance, pod=pod,
     )
     log = EventLog(options.member_id, args.json)
     if args.metrics_port:
@@ -152,6 +155,16 @@ def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespac
     work = worker.AsyncSimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
     expired = asyncio.run(worker.run(options, work, log))
     return EXIT_EXPIRED if expired else 0
+
+
+def _instance(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """With ``--termination-log``: a fresh instance nonce, written to that file before joining, and the
+    pod's name (``POD_NAME``, else the hostname), both recorded in the member node."""
+    if not args.termination_log:
+        return None, None
+    nonce = new_instance()
+    write_termination_record(args.termination_log, nonce)
+    return nonce, os.environ.get("POD_NAME") or socket.gethostname()
 
 
 def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -213,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--stop-timeout", type=float, default=30.0)
     w.add_argument("--departure-grace", type=float, default=0.0)
     w.add_argument("--metrics-port", type=int, default=0)
+    w.add_argument("--termination-log", metavar="PATH",
+                   help="write this start's instance nonce here (a pod's /dev/termination-log) and record it "
+                        "in the member node, for kubelet-confirmed failover")
     w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
     w.add_argument("--zk-password-file", help="file holding the digest password (or REBALANSER_ZK_PASSWORD)")
     w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"],

@@ -423,7 +423,8 @@ class Client:
             return
         try:
             self._me = create_member_node(
-                self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk))
+                self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk),
+                instance=self.options.instance, pod=self.options.pod)
         except NoNodeError:
             self._await_group()
             return

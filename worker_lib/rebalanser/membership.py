@@ -8,7 +8,6 @@ its predecessor, so a departure wakes exactly one member.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -20,6 +19,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from rebalanser.containers import ensure_container
 from rebalanser.paths import GroupPaths, MemberNode, member_prefix
+from rebalanser.wire import MemberRecord, encode_member
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +75,15 @@ def list_members(zk: KazooClient, paths: GroupPaths) -> list[MemberNode]:
     return Roster(zk, paths)()
 
 
-def create_member_node(zk: KazooClient, paths: GroupPaths, member_id: str, deadline: float) -> MemberNode:
-    """Creates this member's znode exactly once, even when a create is retried after ConnectionLoss."""
+def create_member_node(
+    zk: KazooClient, paths: GroupPaths, member_id: str, deadline: float,
+    instance: str | None = None, pod: str | None = None,
+) -> MemberNode:
+    """Creates this member's znode exactly once, even when a create is retried after ConnectionLoss.
+    Its data records ``instance`` and ``pod`` when given (confirmed-death failover)."""
     guid = uuid.uuid4().hex
     prefix = member_prefix(guid, member_id)
-    data = json.dumps({"id": member_id, "joined": time.time()}).encode()
+    data = encode_member(MemberRecord(member_id, time.time(), instance, pod))
     while True:
         try:
             created = zk.create(paths.client(prefix), data, ephemeral=True, sequence=True)

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from rebalanser.config import Algorithm
 from rebalanser.errors import InvalidInputError
+from rebalanser.instance import validate_instance
 from rebalanser.paths import validate_group_path, validate_member_id
 
 
@@ -34,6 +35,9 @@ class Options:
     work; past it, it stops all work (docs/protocol.md, "Self-fencing lease").
     ``departure_grace``: time a departed member's resources wait for it to return (0 = move at once).
     ``credentials``: (user, password) for ZooKeeper digest authentication.
+    ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
+    (the pod's name) in every member node, so the operator can end the member as soon as the kubelet
+    reports the instance terminated (docs/protocol.md, "Confirmed-death failover"). None: not recorded.
     """
 
     hosts: str
@@ -49,6 +53,8 @@ class Options:
     barrier_timeout: float = 30.0
     lease_fraction: float = 0.8
     departure_grace: float = 0.0
+    instance: str | None = None
+    pod: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.hosts, str) or not self.hosts.strip():
@@ -65,6 +71,10 @@ class Options:
             raise InvalidInputError("lease_fraction must lie in [0.1, 0.9]")
         if self.credentials is not None and (len(self.credentials) != 2 or not all(self.credentials)):
             raise InvalidInputError("credentials must be a (username, password) pair of non-empty strings")
+        if self.instance is not None:
+            validate_instance(self.instance)
+        if self.pod is not None and (not isinstance(self.pod, str) or not 0 < len(self.pod) <= 253):
+            raise InvalidInputError("pod must be a pod name (1 to 253 characters)")
         if not isinstance(self.algorithm, Algorithm) or not isinstance(self.expiry_policy, ExpiryPolicy):
             raise InvalidInputError("algorithm and expiry_policy must be enum members")
 

@@ -440,3 +440,37 @@ def _assignment(payload: bytes, path: str) -> MemberAssignment:
         raise fields.bad(f"unknown algorithm {_show(algorithm)}")
     member = fields.optional_text("member") or ""
     return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), names, algorithm, member)
+
+
+# -- G/clients/<member node> -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    """A member node's data, written once when the node is created. ``instance`` (the container
+    instance's nonce, :mod:`rebalanser.instance`) and ``pod`` are None for a worker started without a
+    termination-message file (docs/protocol.md, "Confirmed-death failover")."""
+
+    member_id: str
+    joined: float
+    instance: str | None = None
+    pod: str | None = None
+
+
+def encode_member(record: MemberRecord) -> bytes:
+    value: dict[str, Json] = {"id": record.member_id, "joined": record.joined}
+    if record.instance is not None:
+        value["instance"] = record.instance
+    if record.pod is not None:
+        value["pod"] = record.pod
+    return _dumps(value)
+
+
+def decode_member(data: bytes, *, path: str = "") -> MemberRecord:
+    fields = _Fields(decode_object(data, kind="member", path=path), "member", path)
+    return MemberRecord(
+        member_id=fields.text("id"),
+        joined=fields.optional_number("joined") or 0.0,
+        instance=fields.optional_text("instance"),
+        pod=fields.optional_text("pod"),
+    )

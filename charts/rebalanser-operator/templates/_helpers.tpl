@@ -73,6 +73,10 @@ app.kubernetes.io/part-of: rebalanser
   resources: ["deployments", "statefulsets"]
   # spec.workload: rollout-aware tuning reads the workload's status by name.
   verbs: ["get"]
+- apiGroups: [""]
+  resources: ["pods"]
+  # spec.failover: KubeletConfirmed: the kubelet's reports of terminated worker containers.
+  verbs: ["get", "list", "watch"]
 {{- if .Values.operator.peering }}
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]

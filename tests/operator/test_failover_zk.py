@@ -1,0 +1,203 @@
+"""Confirmed-death failover against a real ZooKeeper and real worker processes (no kubelet here: the
+pod's status is built from the dead worker's own termination-message file, as the kubelet would)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser.paths import GroupPaths
+from rebalanser_operator import endmember
+from rebalanser_operator.actions import apply_spec
+from rebalanser_operator.endmember import end_instances
+from rebalanser_operator.podwatch import Failover, index_entry
+from rebalanser_operator.runtime import LoopOptions, OperatorContext
+from rebalanser_operator.zkpool import DigestCredentials
+
+from tests.operator.support import RecordingKube
+from tests.support.invariants import overlaps, token_regressions
+from tests.support.workers import Group, Worker, wait_for
+
+pytestmark = pytest.mark.zk
+
+RESOURCES = {f"r{i}" for i in range(6)}
+POD = socket.gethostname()  # what a worker records as its pod without POD_NAME
+T = 20.0  # session timeout: far longer than any step below may take
+
+
+@pytest.fixture
+def kube() -> RecordingKube:
+    return RecordingKube()
+
+
+@pytest.fixture
+def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
+    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=5.0))
+    yield context
+    context.close()
+
+
+def spawn(group: Group, tmp_path: Path, member_id: str, *extra: str) -> Worker:
+    return group.spawn(member_id, "--termination-log", str(tmp_path / f"{member_id}.termination-log"), *extra)
+
+
+def pod_of(tmp_path: Path, member_id: str, name: str = POD) -> dict[str, Any]:
+    """The pod status the kubelet writes once the worker's container instance has ended."""
+    message = (tmp_path / f"{member_id}.termination-log").read_text()
+    return {"metadata": {"name": name, "namespace": "shop", "labels": {"app": "w"}},
+            "status": {"containerStatuses": [{"name": "worker", "state": {"running": {}},
+                                              "lastState": {"terminated": {"exitCode": 137, "message": message}}}]}}
+
+
+def claims_of(zk: KazooClient, group_path: str, session: int) -> set[str]:
+    paths = GroupPaths.of(group_path)
+    owned = set()
+    for name in zk.get_children(paths.owners):
+        stat = zk.exists(paths.owner(name))
+        if stat is not None and stat.ephemeralOwner == session:
+            owned.add(name)
+    return owned
+
+
+def member_sessions(zk: KazooClient, group_path: str) -> dict[str, int]:
+    paths = GroupPaths.of(group_path)
+    out = {}
+    for name in zk.get_children(paths.clients):
+        stat = zk.exists(paths.client(name))
+        if stat is not None:
+            out[name] = stat.ephemeralOwner
+    return out
+
+
+def seed(zk: KazooClient, group_path: str) -> None:
+    for name in RESOURCES:
+        zk.create(GroupPaths.of(group_path).resource(name), makepath=True)
+
+
+def test_a_killed_members_node_and_claims_go_at_once(zk: KazooClient, zk_hosts: str, group_path: str,
+                                                     tmp_path: Path) -> None:
+    seed(zk, group_path)
+    group = Group(zk_hosts, group_path, tmp_path, session_timeout=T)
+    try:
+        w1, w2 = spawn(group, tmp_path, "w1"), spawn(group, tmp_path, "w2")
+        group.wait_settled(RESOURCES, 60)
+        before = member_sessions(zk, group_path)
+        w1_node = next(n for n in before if "-w1-" in n)
+        w2_claims = claims_of(zk, group_path, before[next(n for n in before if "-w2-" in n)])
+        held = w1.owned()
+        w1.kill()
+        nonces = {(tmp_path / "w1.termination-log").read_text().strip().split("=", 1)[1]}
+        # Another pod's report of the same nonce, and a report without it, end nothing.
+        assert end_instances(zk, group_path, "another-pod", nonces) == []
+        assert end_instances(zk, group_path, POD, {"0" * 32}) == []
+        outcomes = end_instances(zk, group_path, POD, nonces)
+        assert [(o.member_node, o.claims) for o in outcomes] == [(w1_node, len(held))]
+        assert w1_node not in member_sessions(zk, group_path)
+        assert claims_of(zk, group_path, before[w1_node]) == set()
+        assert claims_of(zk, group_path, before[next(n for n in before if "-w2-" in n)]) >= w2_claims
+        # Long before w1's session could expire, w2 works on everything.
+        wait_for(lambda: w2.owned() == RESOURCES, T / 2, lambda: f"w2 owns {sorted(w2.owned())}")
+        assert end_instances(zk, group_path, POD, nonces) == []  # a re-run finds nothing to do
+        events = group.events()
+        assert overlaps(events) == [] and token_regressions(events) == []
+    finally:
+        group.stop_all()
+
+
+def test_an_interrupted_run_is_completed_by_the_next(zk: KazooClient, zk_hosts: str, group_path: str,
+                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(zk, group_path)
+    group = Group(zk_hosts, group_path, tmp_path, session_timeout=T)
+    try:
+        w1, w2 = spawn(group, tmp_path, "w1"), spawn(group, tmp_path, "w2")
+        group.wait_settled(RESOURCES, 60)
+        w1_node = next(n for n in member_sessions(zk, group_path) if "-w1-" in n)
+        w1.kill()
+        nonces = {(tmp_path / "w1.termination-log").read_text().strip().split("=", 1)[1]}
+        real_commit, calls = endmember._commit, []
+
+        def dies_after_one_batch(*args: Any) -> None:
+            calls.append(args)
+            if len(calls) > 1:
+                raise SystemExit("the operator is killed")
+            real_commit(*args)
+
+        monkeypatch.setattr(endmember, "BATCH", 1)
+        monkeypatch.setattr(endmember, "_commit", dies_after_one_batch)
+        with pytest.raises(SystemExit):
+            end_instances(zk, group_path, POD, nonces)
+        assert w1_node in member_sessions(zk, group_path), "the member node goes last"
+        monkeypatch.setattr(endmember, "_commit", real_commit)
+        outcomes = end_instances(zk, group_path, POD, nonces)
+        assert [o.member_node for o in outcomes] == [w1_node]
+        wait_for(lambda: w2.owned() == RESOURCES, T / 2, lambda: f"w2 owns {sorted(w2.owned())}")
+        events = group.events()
+        assert overlaps(events) == [] and token_regressions(events) == []
+    finally:
+        group.stop_all()
+
+
+def test_a_paused_member_is_never_ended(ctx: OperatorContext, zk: KazooClient, zk_hosts: str, group_path: str,
+                                       tmp_path: Path) -> None:
+    """SIGSTOP: the container still runs, so no terminated state carries its nonce; a running state
+    with the nonce (impossible from a kubelet, but the rule must not care) ends nothing either."""
+    seed(zk, group_path)
+    group = Group(zk_hosts, group_path, tmp_path, session_timeout=T)
+    try:
+        w1 = spawn(group, tmp_path, "w1")
+        spawn(group, tmp_path, "w2")
+        group.wait_settled(RESOURCES, 60)
+        w1.pause()
+        body = pod_of(tmp_path, "w1")
+        body["status"]["containerStatuses"][0] = {"name": "worker", "state": {"running": {}}}
+        spec = {"zookeeper": {"connect": zk_hosts, "path": group_path}, "failover": "KubeletConfirmed"}
+        entry = index_entry("shop", "orders", spec)
+        assert entry is not None
+        assert asyncio.run(Failover(ctx).handle_pod(body, entry.values())) == []
+        assert len(member_sessions(zk, group_path)) == 2
+    finally:
+        w1.resume()
+        group.stop_all()
+
+
+@pytest.mark.parametrize("digest", [False, True], ids=["open", "digest-acl"])
+def test_the_operator_ends_the_member_of_a_pod_that_opted_in(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path,
+    digest: bool,
+) -> None:
+    spec: dict[str, Any] = {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": sorted(RESOURCES),
+                            "failover": "KubeletConfirmed", "podSelector": {"matchLabels": {"app": "w"}}}
+    extra: list[str] = []
+    if digest:
+        kube.secrets["zk-digest"] = DigestCredentials("op", "pw")
+        spec["zookeeper"]["credentialsSecret"] = "zk-digest"
+        (tmp_path / "password").write_text("pw")
+        extra = ["--zk-user", "op", "--zk-password-file", str(tmp_path / "password")]
+    apply_spec(ctx, ctx.group("shop", "orders", "uid-orders"), spec, generation=1)
+    entry = index_entry("shop", "orders", spec)
+    assert entry is not None
+    group = Group(zk_hosts, group_path, tmp_path, session_timeout=T, extra=extra)
+    try:
+        w1, w2 = spawn(group, tmp_path, "w1"), spawn(group, tmp_path, "w2")
+        group.wait_settled(RESOURCES, 60)
+        w1.kill()
+        failover = Failover(ctx)
+        other = pod_of(tmp_path, "w1")
+        other["metadata"]["labels"] = {"app": "other"}
+        assert asyncio.run(failover.handle_pod(other, entry.values())) == []  # not the group's pod
+        outcomes = asyncio.run(failover.handle_pod(pod_of(tmp_path, "w1"), entry.values()))
+        assert len(outcomes) == 1 and outcomes[0].claims == 3
+        wait_for(lambda: w2.owned() == RESOURCES, T / 2, lambda: f"w2 owns {sorted(w2.owned())}")
+        assert index_entry("shop", "orders", {**spec, "failover": "SessionExpiry"}) is None
+        events = group.events()
+        assert overlaps(events) == [] and token_regressions(events) == []
+    finally:
+        group.stop_all()
+        if digest:
+            zk.add_auth("digest", "op:pw")
+            zk.delete(group_path, recursive=True)
