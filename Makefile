@@ -45,8 +45,8 @@ cluster-prereqs:
 	@scripts/cluster-prereqs.sh
 
 lint: venv
-	$(BIN)/ruff check worker_lib operator tests bench e2e scripts
-	$(BIN)/mypy worker_lib/rebalanser operator/rebalanser_operator
+	$(BIN)/ruff check worker_lib operator tests bench e2e scripts examples
+	$(BIN)/mypy worker_lib/rebalanser operator/rebalanser_operator examples/asyncio_worker.py
 
 crds: venv
 	$(BIN)/python -m rebalanser_operator.crdgen
