@@ -15,7 +15,7 @@ COPY operator ./operator
 # Every dependency is pinned in pyproject.toml; "." is this repository. A non-editable install
 # compiles the bytecode now, so nothing is written at run time (read-only root filesystem).
 # hadolint ignore=DL3013
-RUN /opt/venv/bin/pip install ".[operator]" \
+RUN /opt/venv/bin/pip install ".[operator,metrics]" \
     && /opt/venv/bin/rebalanser --help >/dev/null \
     && /opt/venv/bin/rebalanser-operator --help >/dev/null
 

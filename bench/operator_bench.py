@@ -93,7 +93,7 @@ def bench_reconcile(admin: KazooClient, resources: int, repeats: int, log: Any) 
     for i in range(repeats):
         path = f"/bench-operator/rg-{uuid.uuid4().hex[:8]}"
         owner = OwnerMarker("bench", f"rg{i}", uuid.uuid4().hex)
-        config = GroupConfig.model_validate({"algorithm": "ResourceBarrier", "minIntervalSeconds": 1})
+        config = GroupConfig.from_json({"algorithm": "ResourceBarrier", "minIntervalSeconds": 1})
         started = time.monotonic()
         result = reconcile_group(admin, path, desired=names, config=config, acl=group_acl(None), owner=owner)
         created.append(time.monotonic() - started)

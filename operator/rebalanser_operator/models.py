@@ -290,7 +290,7 @@ class ResourceGroupSpec(_Model):
 
     def group_config(self, effective_interval: float) -> GroupConfig:
         """The ``G/config`` the workers read."""
-        return GroupConfig.model_validate(
+        return GroupConfig.from_json(
             {
                 "algorithm": self.algorithm,
                 "minIntervalSeconds": self.rebalance.min_interval_seconds,

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 from rebalanser.client import Client
 from rebalanser.errors import CorruptDataError
 from rebalanser.options import Options
+from rebalanser.prometheus import PrometheusMetrics
 
 from tests.integration.conftest import add_resources
 from tests.support.recorder import Recorder
@@ -98,7 +99,20 @@ def owners(handlers: list[Recorder]) -> dict[str, int]:
 
 
 @pytest.fixture
-def clients(zk_hosts: str, group_path: str) -> Iterator[Callable[[str, str], tuple[Client, Recorder]]]:
+def registry() -> CollectorRegistry:
+    """The clients' metrics: one registry per test, each member's series labelled with its id."""
+    return CollectorRegistry()
+
+
+def bad_data_reports(registry: CollectorRegistry, kind: str) -> float:
+    return sum(registry.get_sample_value("rebalanser_bad_data_total", {"member": member, "kind": kind}) or 0.0
+               for member in ("m1", "m2"))
+
+
+@pytest.fixture
+def clients(
+    zk_hosts: str, group_path: str, registry: CollectorRegistry
+) -> Iterator[Callable[[str, str], tuple[Client, Recorder]]]:
     started: list[Client] = []
 
     def start(member: str, algorithm: str = "resource-barrier") -> tuple[Client, Recorder]:
@@ -106,7 +120,8 @@ def clients(zk_hosts: str, group_path: str) -> Iterator[Callable[[str, str], tup
         from rebalanser.config import Algorithm
 
         client = Client(Options(zk_hosts, group_path, member_id=member, session_timeout=2, min_interval=0.1,
-                                algorithm=Algorithm.parse(algorithm)), handler)
+                                algorithm=Algorithm.parse(algorithm),
+                                metrics=PrometheusMetrics(registry, {"member": member})), handler)
         started.append(client)
         client.start(timeout=20)
         return client, handler
@@ -120,11 +135,10 @@ def clients(zk_hosts: str, group_path: str) -> Iterator[Callable[[str, str], tup
 @pytest.mark.parametrize("case, where, data, reported", POISONS, ids=[p[0] for p in POISONS])
 def test_a_group_starts_and_works_over_poisoned_znodes(
     zk: KazooClient, group_path: str, clients: Callable[[str, str], tuple[Client, Recorder]],
-    algorithm: str, case: str, where: str, data: bytes, reported: bool,
+    registry: CollectorRegistry, algorithm: str, case: str, where: str, data: bytes, reported: bool,
 ) -> None:
     """Members that start (or restart) into a group holding bad data: every one comes up and works."""
     kind = where.split("/")[0]
-    counted = REGISTRY.get_sample_value("rebalanser_bad_data_total", {"kind": kind}) or 0.0
     add_resources(zk, group_path, RESOURCES)
     path = plant(zk, group_path, where, data)
     _, h1 = clients("m1", algorithm)
@@ -135,8 +149,9 @@ def test_a_group_starts_and_works_over_poisoned_znodes(
     if reported:
         wait_for(lambda: bool(rejections(handlers, path)), 10,
                  lambda: f"{where} was not reported; errors: {[repr(e)[:120] for h in handlers for e in h.errors]}")
-        wait_for(lambda: REGISTRY.get_sample_value("rebalanser_bad_data_total", {"kind": kind})
-                 == counted + len(rejections(handlers, path)), 10, "the metric does not count every report once")
+        wait_for(lambda: bad_data_reports(registry, kind) == len(rejections(handlers, path)), 10,
+                 lambda: f"the metric ({bad_data_reports(registry, kind)}) does not count every report once "
+                 f"({len(rejections(handlers, path))})")
     else:
         assert not any(isinstance(e, CorruptDataError) for h in handlers for e in h.errors)
 

@@ -22,7 +22,7 @@ def test_base_image_is_pinned_and_user_is_not_root() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-\w+$", text, re.M)
     assert re.search(r"^USER 10001:10001$", text, re.M)
-    assert '".[operator]"' in text
+    assert '".[operator,metrics]"' in text  # the operator, and the workers' --metrics-port
 
 
 def test_installs_into_a_virtualenv_copied_whole() -> None:

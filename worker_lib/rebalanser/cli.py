@@ -25,6 +25,7 @@ from rebalanser.config import Algorithm
 from rebalanser.errors import CorruptDataError, InvalidInputError, SessionExpiredError
 from rebalanser.handler import Handler
 from rebalanser.instance import new_instance, write_termination_record
+from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
 
 EXIT_EXPIRED = 3
@@ -120,13 +121,9 @@ def run_worker(args: argparse.Namespace) -> int:
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
-        credentials=_credentials(args), instance=instance, pod=pod,
+        credentials=_credentials(args), instance=instance, pod=pod, metrics=_metrics(args.metrics_port),
     )
     log = EventLog(options.member_id, args.json)
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port)
     if args.api == "asyncio":
         return _run_asyncio_worker(options, log, args)
     work = SimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
@@ -165,6 +162,21 @@ def _instance(args: argparse.Namespace) -> tuple[str | None, str | None]:
     nonce = new_instance()
     write_termination_record(args.termination_log, nonce)
     return nonce, os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def _metrics(port: int) -> Metrics:
+    """Prometheus series served on ``port`` in a registry of their own (the ``metrics`` extra); none for 0."""
+    if not port:
+        return NoMetrics()
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from rebalanser.prometheus import PrometheusMetrics
+    except ImportError:
+        raise SystemExit("--metrics-port needs the metrics extra: pip install 'rebalanser[metrics]'") from None
+    registry = CollectorRegistry()
+    start_http_server(port, registry=registry)
+    return PrometheusMetrics(registry)
 
 
 def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:

@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata, metrics, wire
+from rebalanser import baddata, wire
 from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
@@ -322,7 +322,7 @@ class Client:
     # -- session -------------------------------------------------------------------------------
 
     def _on_session(self, state: str) -> None:
-        metrics.SESSION_EVENTS.labels(state).inc()
+        self.options.metrics.session_event(state)
         if state == "suspended":
             self._was_suspended = True
             self._set_state(State.SUSPENDED)
@@ -386,7 +386,7 @@ class Client:
         self._reclaim_owned()
 
     def _lease_expired(self) -> None:
-        metrics.LEASE_EXPIRIES.inc()
+        self.options.metrics.lease_expired()
         if self._owned:
             log.warning("self-fencing lease ran out: stopping work on %d resources", len(self._owned))
             self._revoke(set(self._owned), release=False)
@@ -556,7 +556,7 @@ class Client:
         if not self._current_coordinator(seq):
             log.info("ignoring the epoch %d of a coordinator instance that was stopped", epoch)
             return
-        metrics.COORDINATOR.set(1)
+        self.options.metrics.coordinator(True)
         self._set_role("coordinator", epoch)
 
     def _deposed(self, report: tuple[int, str]) -> None:
@@ -572,7 +572,7 @@ class Client:
         if self._coordinator is not None:
             self._coordinator.stop(wait=False)
             self._coordinator = None
-            metrics.COORDINATOR.set(0)
+            self.options.metrics.coordinator(False)
 
     def _set_role(self, role: str, epoch: int) -> None:
         if (role, epoch) == (self._role, self._epoch):
@@ -610,7 +610,7 @@ class Client:
         self._consider(assignment)
 
     def _bad_data(self, error: CorruptDataError) -> None:
-        baddata.report(error)
+        baddata.report(error, self.options.metrics)
         self._report(error)
 
     def _consider(self, assignment: MemberAssignment) -> None:
@@ -744,7 +744,7 @@ class Client:
             for resource, token in claimed.items():
                 self._owned[resource] = Ownership(token, self._joined_session, self._me.name)
             self._waiting -= set(claimed)
-        metrics.OWNED.set(len(self._owned))
+        self.options.metrics.owned(len(self._owned))
         self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout)
 
     def _revoke(self, resources: set[str], release: bool) -> None:
@@ -753,7 +753,7 @@ class Client:
             with self._lock:
                 for resource in resources:
                     del self._owned[resource]
-            metrics.OWNED.set(len(self._owned))
+            self.options.metrics.owned(len(self._owned))
             self._call("on_revoked", resources, sorted(resources), self.options.stop_timeout)
         if release:
             self._unreleased |= resources

@@ -26,7 +26,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
-from rebalanser import baddata, departure, metrics, wire, write_plan
+from rebalanser import baddata, departure, wire, write_plan
 from rebalanser.assignment import assign
 from rebalanser.barrier import moves_nothing
 from rebalanser.config import Algorithm, GroupConfig
@@ -82,11 +82,12 @@ class Coordinator:
         me: MemberNode,
         on_epoch: Callable[[int], None],
         on_deposed: Callable[[str], None],
-        on_bad_data: Callable[[CorruptDataError], None] = baddata.report,
+        on_bad_data: Callable[[CorruptDataError], None] | None = None,
         epoch_floor: int = 0,
     ) -> None:
         self._zk, self._paths, self._options, self._me = zk, paths, options, me
-        self._on_epoch, self._on_deposed, self._on_bad_data = on_epoch, on_deposed, on_bad_data
+        self._on_epoch, self._on_deposed = on_epoch, on_deposed
+        self._on_bad_data = on_bad_data or (lambda error: baddata.report(error, options.metrics))
         self._wake = threading.Condition()
         self._dirty = True
         self._active = True
@@ -398,9 +399,7 @@ class Coordinator:
         self._layout.owners = dict(proposal.owners)
         self._last_rebalance = time.monotonic()
         self._write_state(started_wall, started, generation, changed, len(proposal.members), len(proposal.resources))
-        metrics.REBALANCES.inc()
-        metrics.MOVED.inc(changed)
-        metrics.REBALANCE_SECONDS.observe(time.monotonic() - started)
+        self._options.metrics.rebalanced(changed, time.monotonic() - started)
 
     def _propose(self) -> Proposal:
         members = self._live_members()

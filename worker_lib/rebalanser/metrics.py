@@ -1,23 +1,56 @@
-"""Prometheus metrics of the worker library (served when the application exposes them, e.g.
-``rebalanser worker --metrics-port``)."""
+"""What a member reports about itself, through the :class:`Metrics` given in ``Options.metrics``.
+
+The library keeps no series of its own: the default, :class:`NoMetrics`, drops every report, and
+:class:`rebalanser.prometheus.PrometheusMetrics` (the ``rebalanser[metrics]`` extra) turns them into
+Prometheus series in a registry the application chooses, so several clients in one process each
+report their own series.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from typing import Protocol, runtime_checkable
 
-REBALANCES = Counter("rebalanser_rebalances_total", "Rebalances completed by this process as coordinator")
-MOVED = Counter(
-    "rebalanser_moved_resources_total", "Resources given to another owner (live or departed) by those rebalances"
-)
-REBALANCE_SECONDS = Histogram(
-    "rebalanser_rebalance_seconds", "Coordinator time per rebalance",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-)
-OWNED = Gauge("rebalanser_owned_resources", "Resources this member currently works on")
-COORDINATOR = Gauge("rebalanser_is_coordinator", "1 while this member is the coordinator")
-SESSION_EVENTS = Counter("rebalanser_session_events_total", "ZooKeeper session transitions", ["state"])
-LEASE_EXPIRIES = Counter("rebalanser_lease_expiries_total", "Times the self-fencing lease ran out")
-BAD_DATA = Counter(
-    "rebalanser_bad_data_total", "Values read from ZooKeeper that were rejected (and ignored), by record kind",
-    ["kind"],
-)
+
+@runtime_checkable
+class Metrics(Protocol):
+    """Receives a member's reports. Called on library threads: keep each call quick and never raise."""
+
+    def rebalanced(self, moved: int, seconds: float) -> None:
+        """This member, as coordinator, completed a rebalance that gave ``moved`` resources to another owner."""
+
+    def owned(self, count: int) -> None:
+        """This member now works on ``count`` resources."""
+
+    def coordinator(self, active: bool) -> None:
+        """This member became (True) or stopped being (False) the coordinator."""
+
+    def session_event(self, state: str) -> None:
+        """The ZooKeeper session changed state (``connected``, ``suspended``, ``lost``, ...)."""
+
+    def lease_expired(self) -> None:
+        """The self-fencing lease ran out: the member stopped all work."""
+
+    def bad_data(self, kind: str) -> None:
+        """A value read from ZooKeeper was rejected (and ignored); ``kind`` names the record."""
+
+
+class NoMetrics:
+    """The default :class:`Metrics`: reports go nowhere."""
+
+    def rebalanced(self, moved: int, seconds: float) -> None:
+        pass
+
+    def owned(self, count: int) -> None:
+        pass
+
+    def coordinator(self, active: bool) -> None:
+        pass
+
+    def session_event(self, state: str) -> None:
+        pass
+
+    def lease_expired(self) -> None:
+        pass
+
+    def bad_data(self, kind: str) -> None:
+        pass

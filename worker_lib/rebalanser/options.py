@@ -10,6 +10,7 @@ from enum import StrEnum
 from rebalanser.config import Algorithm
 from rebalanser.errors import InvalidInputError
 from rebalanser.instance import validate_instance
+from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.paths import validate_group_path, validate_member_id
 
 
@@ -38,6 +39,9 @@ class Options:
     ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
     (the pod's name) in every member node, so the operator can end the member as soon as the kubelet
     reports the instance terminated (docs/protocol.md, "Confirmed-death failover"). None: not recorded.
+    ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
+    :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
+    with the ``rebalanser[metrics]`` extra.
     """
 
     hosts: str
@@ -55,6 +59,7 @@ class Options:
     departure_grace: float = 0.0
     instance: str | None = None
     pod: str | None = None
+    metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.hosts, str) or not self.hosts.strip():
@@ -77,6 +82,8 @@ class Options:
             raise InvalidInputError("pod must be a pod name (1 to 253 characters)")
         if not isinstance(self.algorithm, Algorithm) or not isinstance(self.expiry_policy, ExpiryPolicy):
             raise InvalidInputError("algorithm and expiry_policy must be enum members")
+        if not isinstance(self.metrics, Metrics):
+            raise InvalidInputError("metrics must implement rebalanser.metrics.Metrics (NoMetrics reports nothing)")
 
 
 def _positive(name: str, value: float, low: float, high: float) -> None:

@@ -35,8 +35,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypeAlias, cast
 
-from pydantic import ValidationError
-
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import CorruptDataError
 from rebalanser.paths import are_valid_resource_names, is_valid_resource_name
@@ -312,14 +310,14 @@ def iso_time(ts: float) -> str:
 
 
 def encode_config(config: GroupConfig) -> bytes:
-    return json.dumps(config.model_dump(by_alias=True, mode="json"), sort_keys=True).encode()
+    return json.dumps(config.to_json(), sort_keys=True).encode()
 
 
 def decode_config(data: bytes, *, path: str = "") -> GroupConfig:
     value = decode_object(data, kind="config", path=path)
     try:
-        return GroupConfig.model_validate(value)
-    except ValidationError as exc:
+        return GroupConfig.from_json(value)
+    except ValueError as exc:
         raise CorruptDataError(f"rejected group config: {_short(exc)}", path=path, kind="config") from None
 
 

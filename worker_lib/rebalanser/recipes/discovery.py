@@ -32,7 +32,8 @@ What it guarantees:
   every change (atomically), and when ZooKeeper cannot be reached ``instances``/``pick`` answer from the
   last known list — the watch mirror, else the file — instead of failing.
 * Configuration is JSON; YAML is accepted only through ``yaml.safe_load`` (``load_config``, and when
-  reading a znode that is not JSON), which builds plain data and never arbitrary Python objects.
+  reading a znode that is not JSON), which builds plain data and never arbitrary Python objects. YAML
+  needs the ``rebalanser[recipes]`` extra (PyYAML); without it, text that is not JSON is rejected.
 
 What it does not promise:
 
@@ -59,7 +60,6 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-import yaml
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
@@ -111,10 +111,17 @@ class DiscoveryWatch:
 
 
 def load_config(text: str | bytes) -> dict[str, Any]:
-    """Parses JSON, or YAML with ``yaml.safe_load`` (plain data only), into a mapping."""
+    """Parses JSON, or YAML with ``yaml.safe_load`` (plain data only), into a mapping.
+
+    YAML needs the ``rebalanser[recipes]`` extra; without it only JSON is read.
+    """
     try:
         value = json.loads(text)
     except ValueError:
+        try:
+            import yaml
+        except ImportError:
+            raise ValueError("configuration is not JSON (YAML needs the extra: rebalanser[recipes])") from None
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError as exc:
