@@ -33,11 +33,13 @@ class _Call:
         self._make = make
         self._task: asyncio.Task[object] | None = None
         self._cancelled = False
-        self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # True once the call returned, False once it ended cancelled (a cancelled concurrent future
+        # would not wake concurrent.futures.wait), or the exception it raised.
+        self.done: concurrent.futures.Future[bool] = concurrent.futures.Future()
 
     def begin(self) -> None:  # on the loop
         if self._cancelled:
-            self.done.cancel()
+            self.done.set_result(False)
             return
         try:
             self._task = asyncio.ensure_future(self._make())
@@ -48,11 +50,11 @@ class _Call:
 
     def _finished(self, task: asyncio.Task[object]) -> None:
         if task.cancelled():
-            self.done.cancel()
+            self.done.set_result(False)
         elif (exc := task.exception()) is not None:
             self.done.set_exception(exc)
         else:
-            self.done.set_result(None)
+            self.done.set_result(True)
 
     def cancel(self) -> None:  # on the loop
         self._cancelled = True
@@ -84,16 +86,15 @@ class LoopBridge:
         if not self.post(call.begin):
             raise LoopClosed(f"{label} not run: the event loop is closed")
         if self._wait(label, call.done, timeout):
-            if call.done.cancelled():
+            if not call.done.result():
                 raise RuntimeError(f"{label} was cancelled on the event loop before it returned")
-            call.done.result()
             return
         self.post(call.cancel)
         ended = self._wait(label, call.done, grace)
         raise StopTimeoutError(f"{label} did not return within {timeout}s and was cancelled"
                                + ("" if ended else f"; it had not ended {grace}s later"))
 
-    def _wait(self, label: str, done: concurrent.futures.Future[None], seconds: float) -> bool:
+    def _wait(self, label: str, done: concurrent.futures.Future[bool], seconds: float) -> bool:
         deadline = time.monotonic() + seconds
         remaining = seconds
         while remaining > 0:
