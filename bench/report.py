@@ -9,6 +9,14 @@ FAULT_TITLES = {
 }
 
 
+#: The figures bench.figures renders into docs/figures (file name -> caption).
+FIGURE_TITLES = {
+    "bench-latency.svg": "Rebalance latency by group size and algorithm, kazoo beside",
+    "bench-movement.svg": "Resources moved against the minimum",
+    "bench-writes.svg": "ZooKeeper writes against members + moved",
+}
+
+
 def _cells(results: dict[str, Any], impl: str, algorithm: str | None = None) -> list[dict[str, Any]]:
     out = []
     for cell in results.get("cells", []):
@@ -276,7 +284,11 @@ def markdown(results: dict[str, Any]) -> str:
     for t in results.get("targets", []):
         verdict = {True: "**met**", False: "**missed**", None: "not measured"}[t["met"]]
         lines.append(f"| {t['target']} | {verdict} | {t['value']} | {t['detail']} |")
-    lines += ["", "## Rebalancing after membership changes", ""]
+    lines += ["", "## Figures", "", "Rendered from `bench/results.json` by `python -m bench.figures` (also at the end "
+              "of `make bench`).", ""]
+    for name, title in FIGURE_TITLES.items():
+        lines += [f"![{title}](figures/{name})", ""]
+    lines += ["## Rebalancing after membership changes", ""]
     lines += METHOD.splitlines()
     lines.append("")
     scales = sorted({(c["cell"]["members"], c["cell"]["resources"]) for c in results.get("cells", [])},

@@ -214,9 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     text = report.markdown(results)
     md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(text)
+    from bench.figures import render_bench  # matplotlib: only once there are results to draw
+
+    figures = render_bench(results, md.parent / "figures")
     print()
     print(text)
-    print(f"wrote {out} and {md} ({results['elapsed_s']:.0f} s)")
+    print(f"wrote {out}, {md} and {len(figures)} figures in {figures[0].parent} ({results['elapsed_s']:.0f} s)")
     failed = [c["name"] for c in results["cells"] if c.get("error")]
     if failed:
         print(f"cells with errors: {', '.join(failed)}", file=sys.stderr)

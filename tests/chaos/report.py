@@ -65,6 +65,11 @@ def summarise(target: str, steps: list[dict[str, Any]], meta: dict[str, Any]) ->
     all_heal = [s["ttr_heal_s"] for s in steps if s["ttr_heal_s"] is not None]
     all_fault = [s["ttr_fault_s"] for s in steps if s["ttr_fault_s"] is not None]
     phases = Counter(s["phase"] for s in steps)
+    starts = [min(f["start_ns"] for f in s["faults"]) for s in steps if s["faults"]]
+    origin = min(starts) if starts else 0
+    # [seconds into the campaign, step kind, time to recover after the heal, violations] per step
+    timeline = [[round((min(f["start_ns"] for f in s["faults"]) - origin) / 1e9, 1), s["kind"], s["ttr_heal_s"],
+                 len(s["violations"])] for s in steps if s["faults"]]
     phase_faults = Counter(s["phase"] for s in steps for _ in s["faults"])
     return {
         **meta,
@@ -80,6 +85,7 @@ def summarise(target: str, steps: list[dict[str, Any]], meta: dict[str, Any]) ->
         "violations_by_category": {c: by_category.get(c, 0) for c in CATEGORIES},
         "steps_with_violation": {c: steps_with.get(c, 0) for c in CATEGORIES},
         "violations_by_step_kind": dict(sorted(by_step_kind.items())),
+        "timeline": timeline,
         "violation_samples": samples,
         "ttr_by_step_kind": ttr,
         "ttr_overall": {
@@ -107,6 +113,9 @@ def write_report(report_dir: Path, results: dict[str, dict[str, Any]], merge: bo
            "targets": {t: targets[t] for t in order}}
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
     md_path.write_text(render_markdown(doc))
+    from tests.chaos.figures import render  # matplotlib: only when a campaign writes its report
+
+    render(doc, report_dir / "figures")
     return json_path, md_path
 
 
@@ -129,6 +138,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"Generated {doc['generated']} by `make chaos` (`python -m tests.chaos.campaign`); how the harness works, "
         "the fault kinds and the checks are described in [chaos.md](chaos.md). Machine-readable: "
         "[chaos-report.json](chaos-report.json).",
+        "",
+        "![Faults and time to recover per fault class](figures/chaos-timeline.svg)",
         "",
         "## Summary",
         "",
