@@ -28,6 +28,7 @@ from typing import Any
 import kopf
 
 from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover import ended_instances
 from rebalanser_operator.farewell import release_terminating_namespace
 from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
@@ -45,9 +46,8 @@ def operator_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
-    )
+    # A digest of the last handled spec, not a copy: annotations are limited to 256 KiB in all.
+    settings.persistence.diffbase_storage = SpecDigestStorage(prefix=ANNOTATION_PREFIX)
     # Watch streams: end each request server-side, cap it client-side, reconnect when silent.
     settings.watching.server_timeout = 240
     settings.watching.client_timeout = 270

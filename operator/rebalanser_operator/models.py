@@ -43,7 +43,20 @@ PREFIX_PATTERN = rf"^[{_NAME_CHAR}]*$"
 RESOURCE_NAME_MAX = 200
 GROUP_PATH_MAX = 1000
 
-MAX_EXPLICIT_RESOURCES = 10_000
+#: Explicit names: the spec must fit the API server's limits with room to spare. kubectl's client-side
+#: apply keeps a copy of the object in an annotation, and all annotations together are limited to
+#: 256 KiB; so up to FULL_LENGTH_NAMES_MAX names may use the full name length, and a longer list (up to
+#: MAX_EXPLICIT_RESOURCES) only names of at most LONG_LIST_NAME_MAX characters. Either way the largest
+#: spec stays under SPEC_BYTES_BUDGET (the tests build it). Bigger sets belong in resourceSets.
+MAX_EXPLICIT_RESOURCES = 4000
+FULL_LENGTH_NAMES_MAX = 1000
+LONG_LIST_NAME_MAX = 40
+SPEC_BYTES_BUDGET = 240 * 1024
+RESOURCES_SIZE_MESSAGE = (
+    f"spec.resources: a list of more than {FULL_LENGTH_NAMES_MAX} names may only hold names of at most "
+    f"{LONG_LIST_NAME_MAX} characters (at most {MAX_EXPLICIT_RESOURCES} names), so the object fits the API "
+    f"server's size limits; generate large sets with spec.resourceSets"
+)
 MAX_RESOURCE_SETS = 64
 MAX_SET_COUNT = 100_000
 #: Upper bound of the expanded resource set (explicit names plus every resource set).
@@ -214,8 +227,21 @@ class ResourceGroupSpec(_Model):
     resources: list[ResourceName] = Field(
         default_factory=list,
         max_length=MAX_EXPLICIT_RESOURCES,
-        description="Explicit resource names (a set).",
-        json_schema_extra={"x-kubernetes-list-type": "set", "default": []},
+        description=(
+            f"Explicit resource names (a set): up to {FULL_LENGTH_NAMES_MAX} names of up to {RESOURCE_NAME_MAX} "
+            f"characters, or up to {MAX_EXPLICIT_RESOURCES} names of up to {LONG_LIST_NAME_MAX} characters. "
+            "Larger sets: resourceSets."
+        ),
+        json_schema_extra={
+            "x-kubernetes-list-type": "set",
+            "default": [],
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"size(self) <= {FULL_LENGTH_NAMES_MAX} || self.all(x, size(x) <= {LONG_LIST_NAME_MAX})",
+                    "message": RESOURCES_SIZE_MESSAGE,
+                }
+            ],
+        },
     )
     resource_sets: list[ResourceSet] = Field(
         default_factory=list,
@@ -253,6 +279,10 @@ class ResourceGroupSpec(_Model):
             parsed = ResourceGroupSpec.model_validate(dict(spec or {}))
         except ValidationError as exc:
             raise SpecError(_describe(exc)) from exc
+        if len(parsed.resources) > FULL_LENGTH_NAMES_MAX and any(
+            len(name) > LONG_LIST_NAME_MAX for name in parsed.resources
+        ):
+            raise SpecError(RESOURCES_SIZE_MESSAGE)
         parsed.desired_resources()  # bounds and names of the expansion
         if parsed.zookeeper.path is not None:
             try:

@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
 
+from tests.operator.spec_limits import largest_specs, oversized_specs
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
 from tests.support.kubectl import Kube
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
@@ -493,6 +494,50 @@ def test_metrics_endpoint(operator: OperatorProcess) -> None:
     text = operator.metrics()
     assert "rebalanser_operator_reconciles_total" in text
     assert f'rebalanser_group_members{{name="{GROUP}",namespace="{NS}"}}' in text
+
+
+@pytest.mark.parametrize("corner", ["long-names", "many-names"])
+def test_the_largest_spec_passes_client_and_server_side_apply_and_is_handled(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, zk: KazooClient, corner: str
+) -> None:
+    """Every field at the schema's maximum but the credentials (resourceSets generate nothing here, to
+    keep ZooKeeper small: their counts hardly change the object's size). kubectl's client-side apply keeps a copy in an
+    annotation; the operator keeps only a digest, so both fit, and edits keep working."""
+    name = f"max-{corner}"
+    spec = largest_specs(connect=zookeeper.hosts)[corner]
+    spec["resourceSets"] = [{**s, "count": 0} for s in spec["resourceSets"]]
+    del spec["zookeeper"]["credentialsSecret"]  # no such Secret here (253 bytes less)
+    body = json.loads(manifest(zookeeper.hosts, name=name))
+    body["spec"] = spec
+    installed.run_kubectl("apply", "-f", "-", input=json.dumps(body), timeout=120)
+    synced = wait_status(installed, lambda s: condition(s, "ResourcesSynced").get("status") == "True"
+                         and s.get("resources") == len(spec["resources"]), 120,
+                         f"{name}: ResourcesSynced with {len(spec['resources'])} resources", name=name)
+    assert synced["zookeeperPath"] == spec["zookeeper"]["path"]
+    annotations = (get_rg(installed, name) or {})["metadata"]["annotations"]
+    assert "rebalanser.io/last-handled-configuration" not in annotations
+    assert len(annotations["rebalanser.io/last-handled-spec-digest"]) == 64
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 256 * 1024
+    # An edit by client-side apply (a three-way merge against the kept copy), then by server-side apply.
+    full = list(spec["resources"])
+    for cut, how in ((1, ()), (2, ("--server-side", "--force-conflicts", "--field-manager", "e2e"))):
+        body["spec"]["resources"] = full[:-cut]
+        want = len(full) - cut
+        installed.run_kubectl("apply", *how, "-f", "-", input=json.dumps(body), timeout=120)
+        wait_status(installed, lambda s, n=want: s.get("resources") == n, 120,
+                    f"{name}: the {'server' if how else 'client'}-side edit reconciled", name=name)
+    installed.run_kubectl("delete", "rg", name, "-n", NS, "--wait=true", "--timeout=120s", timeout=150)
+    wait_for(lambda: zk.exists(spec["zookeeper"]["path"]) is None, 60, f"{name}: its znodes deleted")
+
+
+@pytest.mark.parametrize("corner", ["long-names+1", "many-names+1"])
+def test_a_spec_past_the_limits_is_rejected_at_admission(installed: Cluster, zookeeper: ZkCluster, corner: str) -> None:
+    body = json.loads(manifest(zookeeper.hosts, name="too-big"))
+    body["spec"] = oversized_specs(zookeeper.hosts)[corner]
+    proc = installed.run_kubectl("apply", "-f", "-", input=json.dumps(body), check=False, timeout=120)
+    assert proc.returncode != 0 and "spec.resources" in proc.stderr, proc.stderr[-2000:]
+    assert "resourceSets" in proc.stderr or "Too many" in proc.stderr, proc.stderr[-2000:]
+    assert get_rg(installed, "too-big") is None
 
 
 def test_delete_removes_znodes_and_releases_the_finalizer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -13,9 +14,12 @@ from rebalanser.wire import decode_config, encode_config
 from rebalanser_operator.models import (
     MAX_TOTAL_RESOURCES,
     RESOURCE_NAME_PATTERN,
+    SPEC_BYTES_BUDGET,
     ResourceGroupSpec,
     SpecError,
 )
+
+from tests.operator.spec_limits import largest_specs, oversized_specs
 
 CONNECT = {"connect": "zk-0:2181"}
 NAME_CHARS = "AZaz09_.:@+=-/ é"
@@ -109,3 +113,17 @@ def test_unknown_algorithm_and_workload_kind_are_rejected() -> None:
         ResourceGroupSpec.parse({"zookeeper": CONNECT, "algorithm": "RoundRobin"})
     with pytest.raises(SpecError, match="workload"):
         ResourceGroupSpec.parse({"zookeeper": CONNECT, "workload": {"kind": "DaemonSet", "name": "w"}})
+
+
+@pytest.mark.parametrize("corner", ["long-names", "many-names"])
+def test_the_largest_spec_is_accepted_and_fits_the_budget(corner: str) -> None:
+    spec = largest_specs()[corner]
+    ResourceGroupSpec.parse(spec)
+    size = len(json.dumps(spec, separators=(",", ":")))
+    assert size <= SPEC_BYTES_BUDGET < 256 * 1024 - 8 * 1024, f"{corner}: {size} bytes"
+
+
+@pytest.mark.parametrize("corner", ["long-names+1", "many-names+1"])
+def test_a_spec_past_the_limits_is_rejected_with_a_clear_message(corner: str) -> None:
+    with pytest.raises(SpecError, match=r"spec\.resources"):
+        ResourceGroupSpec.parse(oversized_specs("zk-0:2181")[corner])
