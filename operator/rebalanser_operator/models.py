@@ -49,9 +49,13 @@ GROUP_PATH_MAX = 1000
 #: MAX_EXPLICIT_RESOURCES) only names of at most LONG_LIST_NAME_MAX characters. Either way the largest
 #: spec stays under SPEC_BYTES_BUDGET (the tests build it). Bigger sets belong in resourceSets.
 MAX_EXPLICIT_RESOURCES = 4000
-FULL_LENGTH_NAMES_MAX = 1000
+FULL_LENGTH_NAMES_MAX = 900
 LONG_LIST_NAME_MAX = 40
 SPEC_BYTES_BUDGET = 240 * 1024
+#: Longest connect string (five hosts with 200-character names and a chroot fit).
+CONNECT_MAX = 1024
+#: A label key: an optional DNS-subdomain prefix (253), "/", a name (63).
+LABEL_KEY_MAX = 317
 RESOURCES_SIZE_MESSAGE = (
     f"spec.resources: a list of more than {FULL_LENGTH_NAMES_MAX} names may only hold names of at most "
     f"{LONG_LIST_NAME_MAX} characters (at most {MAX_EXPLICIT_RESOURCES} names), so the object fits the API "
@@ -102,7 +106,7 @@ class ZooKeeperSpec(_Model):
 
     connect: str = Field(
         min_length=1,
-        max_length=4096,
+        max_length=CONNECT_MAX,
         pattern=r"^\S+$",
         description="ZooKeeper connect string: host:port[,host:port...][/chroot].",
     )
@@ -213,7 +217,17 @@ class PodSelector(_Model):
     match_labels: dict[str, LabelValue] = Field(
         default_factory=dict, alias="matchLabels", max_length=64,
         description="Labels every worker pod of the group carries (all must match).",
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": f"self.all(k, size(k) <= {LABEL_KEY_MAX})",
+             "message": f"podSelector.matchLabels: label keys are at most {LABEL_KEY_MAX} characters"},
+        ]},
     )
+
+    @model_validator(mode="after")
+    def _bounded_keys(self) -> PodSelector:
+        if any(len(key) > LABEL_KEY_MAX for key in self.match_labels):
+            raise ValueError(f"podSelector.matchLabels: label keys are at most {LABEL_KEY_MAX} characters")
+        return self
 
     def selects(self, labels: Any) -> bool:
         have = dict(labels or {})

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from rebalanser_operator.models import (
+    CONNECT_MAX,
     FULL_LENGTH_NAMES_MAX,
     GROUP_PATH_MAX,
+    LABEL_KEY_MAX,
     LONG_LIST_NAME_MAX,
     MAX_EXPLICIT_RESOURCES,
     MAX_RESOURCE_SETS,
     MAX_TOTAL_RESOURCES,
     RESOURCE_NAME_MAX,
 )
-
-#: The schema's limit on the connect string.
-CONNECT_MAX = 4096
 
 
 def names(count: int, length: int) -> list[str]:
@@ -50,6 +49,10 @@ def _largest(connect: str | None, resources: list[str]) -> dict[str, Any]:
         "rebalance": {"minIntervalSeconds": 3599.5, "maxIntervalSeconds": 3600, "adaptive": True,
                       "departureGraceSeconds": 3600},
         "workload": {"kind": "StatefulSet", "name": "w" * 253},
+        "failover": "SessionExpiry",  # the e2e cluster has no pods to watch; the other value is 3 bytes longer
+        "podSelector": {"matchLabels": {
+            f"{i:02d}" + "k" * (LABEL_KEY_MAX - 2 - 64) + "/" + "n" * 63: "v" * 63 for i in range(64)
+        }},
         "resources": resources,
     }
 

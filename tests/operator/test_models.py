@@ -127,3 +127,9 @@ def test_the_largest_spec_is_accepted_and_fits_the_budget(corner: str) -> None:
 def test_a_spec_past_the_limits_is_rejected_with_a_clear_message(corner: str) -> None:
     with pytest.raises(SpecError, match=r"spec\.resources"):
         ResourceGroupSpec.parse(oversized_specs("zk-0:2181")[corner])
+
+
+def test_a_pod_selector_label_key_past_its_longest_is_rejected() -> None:
+    labels = {"k" * 318: "v"}
+    with pytest.raises(SpecError, match="label keys are at most 317"):
+        ResourceGroupSpec.parse({"zookeeper": CONNECT, "podSelector": {"matchLabels": labels}})
