@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
 
-.PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench chaos \
+.PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench chaos docs \
         cluster-up cluster-down image docker clean
 
 help:
@@ -16,8 +16,9 @@ help:
 	@echo "make cluster-up    start the local cluster: a kind node built here + 3-server ZooKeeper (.cluster/)"
 	@echo "make cluster-down  remove it (node container, network, kubeconfig)"
 	@echo "make image         build the Dockerfile into rebalanser:dev (base image made here)"
-	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md"
-	@echo "make chaos         long randomised fault campaign -> docs/chaos-report.{md,json}"
+	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md, docs/figures/bench-*.svg"
+	@echo "make chaos         long randomised fault campaign -> docs/chaos-report.{md,json}, docs/figures/chaos-timeline.svg"
+	@echo "make docs          the documentation site (MkDocs, API reference from the docstrings) -> .site/"
 
 $(VENV)/.stamp: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -76,6 +77,10 @@ bench: setup
 chaos: setup
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
 
+# strict: a warning (a broken link, an unresolvable reference) fails the build
+docs: venv
+	$(BIN)/mkdocs build --strict -d .site
+
 # Debian's docker.io (and debootstrap) when missing, dockerd started when not answering.
 docker:
 	@scripts/install-docker.sh
@@ -90,4 +95,4 @@ cluster-down:
 	@scripts/kind-cluster.sh down
 
 clean:
-	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .site .cluster .pytest_cache .mypy_cache .ruff_cache
