@@ -38,4 +38,7 @@ def test_quick_bench_completes_and_writes_valid_results(tmp_path: Path) -> None:
     assert all(s["moved"] == s["min_moved"] for s in ours), "rebalanser must move exactly the minimum"
     assert results["operator"]["reconcile"]["create_s"]
     assert {t["target"] for t in results["targets"]}
+    figures = sorted(p.name for p in (tmp_path / "figures").glob("*.svg"))
+    assert figures == ["bench-latency.svg", "bench-movement.svg", "bench-writes.svg"], figures
+    assert "figures/bench-latency.svg" in md.read_text()
     assert md.read_text().startswith("# Benchmarks")

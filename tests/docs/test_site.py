@@ -26,6 +26,7 @@ def test_the_site_builds_strictly_with_the_api_reference(tmp_path: Path) -> None
     api = (tmp_path / "site" / "api" / "rebalanser" / "index.html").read_text()
     for name in ("rebalanser.Client", "rebalanser.Options", "rebalanser.Handler", "owns", "on_assigned"):
         assert name in api, f"{name} is missing from the API reference"
+    assert ":class:" not in api and 'class="autorefs autorefs-internal"' in api, "docstring roles are not links"
     assert "PrometheusMetrics" in (tmp_path / "site" / "api" / "metrics" / "index.html").read_text()
     assert (tmp_path / "site" / "figures" / "bench-latency.svg").is_file()
 
@@ -38,6 +39,7 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
         f.write("\nSee [a page that does not exist](missing.md).\n")
     config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
     config["docs_dir"] = str(docs)
+    config.pop("hooks")
     config["plugins"] = ["search"]  # the API pages then fail too; the link is what this test is about
     config["nav"] = [entry for entry in config["nav"] if "API reference" not in entry]
     for page in (docs / "api").iterdir():
