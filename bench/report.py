@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.failover import markdown_lines as failover_lines
+
 FAULT_TITLES = {
     "join": "join", "leave": "graceful leave", "kill": "kill -9 member", "kill-coordinator": "kill -9 coordinator",
 }
@@ -325,6 +327,7 @@ def markdown(results: dict[str, Any]) -> str:
                      "coordinator's `G/state` write reached a watcher).")
     if op.get("error"):
         lines.append(f"- **error:** {op['error']}")
+    lines += failover_lines(results.get("failover"))
     lines += ["", "## Grid: what ran and what was skipped", ""]
     for note in results.get("skipped", []):
         lines.append(f"- {note}")

@@ -23,7 +23,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import report
+from bench import failover, report
 from bench.operator_bench import bench_reconcile, bench_status_lag
 from bench.scenarios import Cell, CellRun
 from bench.zkmon import machine
@@ -120,9 +120,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster.stop()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+    if not args.quick and not args.skip_failover:
+        results["failover"] = run_failover()
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     results["targets"] = report.evaluate(results)
     return results
+
+
+def run_failover() -> dict[str, Any]:
+    """Kubelet-confirmed vs session-expiry failover on the real cluster (bench/failover.py); without the
+    cluster (make cluster-up) the result says why."""
+    log("failover on the real cluster (KubeletConfirmed vs SessionExpiry)")
+    try:
+        return failover.run(kills=6, workers=3, resources=12)
+    except failover.NoCluster as exc:
+        return {"skipped": f"no cluster: {exc}"}
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def run_operator(args: argparse.Namespace, cluster: Any, admin: KazooClient, workdir: Path) -> dict[str, Any]:
@@ -195,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=0, help="override every cell's repeats")
     p.add_argument("--budget", type=float, default=0.0, help="seconds; cells that would start later are skipped")
     p.add_argument("--skip-operator", action="store_true")
+    p.add_argument("--skip-failover", action="store_true", help="skip the real-cluster failover comparison")
     p.add_argument("--out", type=Path, help="results JSON (default bench/results.json; --quick: work dir)")
     p.add_argument("--md", type=Path, help="markdown report (default docs/benchmarks.md; --quick: work dir)")
     p.add_argument("--workdir", help="where ZooKeeper data and worker logs go (default: a temp dir)")

@@ -1,0 +1,168 @@
+"""Kubelet-confirmed failover vs session-expiry failover, side by side on the real cluster (``make bench``).
+
+    python -m bench.failover [--kills 6] [--workers 3] [--resources 12] [--out bench/failover-results.json]
+
+Two ResourceGroups in one namespace, the same worker pods but for ``spec.failover``: ``confirmed``
+(``KubeletConfirmed``) and ``expiry`` (``SessionExpiry``), T = 10 s each. Each round SIGKILLs one worker
+of each group in the same instant (the kubelet restarts both containers) and measures, from the
+workers' own JSON logs, the time from the kill until every resource the victim held was worked on
+again. Victims rotate over the pods. Then, on the confirmed group: a worker paused (SIGSTOP) for 3 T,
+and a worker killed with the operator killed 0.3 s after it (in the middle of the failover). Every
+scenario is checked for overlaps and fencing-token regressions. Needs the cluster (``make
+cluster-up``) and the image; without them the result says why and nothing is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.failoverscene import FailoverScene
+from tests.support.podcluster import REPO, NoCluster, pod_cluster
+
+T = 10.0
+OUT = REPO / ".pod-failover-bench"
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    return {"n": len(values), "p50_s": round(statistics.median(values), 2) if values else None,
+            "p95_s": round(percentile(values, 0.95), 2) if values else None,
+            "max_s": round(max(values), 2) if values else None, "samples_s": [round(v, 2) for v in values]}
+
+
+def owned_by(owners: dict[str, str], pod: str) -> set[str]:
+    return {r for r, m in owners.items() if m == pod}
+
+
+def run(kills: int, workers: int, resources: int) -> dict[str, Any]:
+    kube = pod_cluster()
+    scene = FailoverScene(kube, OUT).setup()
+    result: dict[str, Any] = {"T_s": T, "workers": workers, "resources": resources}
+    try:
+        scene.deploy("confirmed", "KubeletConfirmed", replicas=workers, resources=resources, session_timeout=T)
+        scene.deploy("expiry", "SessionExpiry", replicas=workers, resources=resources, session_timeout=T)
+        latencies: dict[str, list[float]] = {"confirmed": [], "expiry": []}
+        for round_ in range(kills):
+            owners = {g: scene.stable(g, workers, timeout=400) for g in latencies}
+            victims = {g: sorted(set(o.values()))[round_ % workers] for g, o in owners.items()}
+            instances = {g: scene.instance(v) for g, v in victims.items()}
+            kill = scene.signal(victims["confirmed"], "KILL", then=(0, victims["expiry"]))
+            for group in latencies:
+                seconds = scene.reworked(group, victims[group], instances[group],
+                                         owned_by(owners[group], victims[group]), kill.ts)
+                latencies[group].append(seconds)
+            log(f"  kill {round_ + 1}/{kills}: confirmed {latencies['confirmed'][-1]:.2f} s, "
+                f"expiry {latencies['expiry'][-1]:.2f} s")
+            for group, victim in victims.items():
+                scene.wait_restarted(victim, instances[group], timeout=400)
+        result["sigkill"] = {group: summary(values) for group, values in latencies.items()}
+        result["sigstop"] = sigstop(scene, workers)
+        result["operator_killed"] = operator_killed(scene, workers)
+        for group in latencies:
+            overlaps, regressions = scene.violations(group)
+            result[f"violations_{group}"] = {"overlaps": len(overlaps), "token_regressions": len(regressions),
+                                             "examples": (overlaps + regressions)[:5]}
+    finally:
+        scene.close()
+    return result
+
+
+def sigstop(scene: FailoverScene, workers: int) -> dict[str, Any]:
+    owners = scene.stable("confirmed", workers, timeout=400)
+    victim = sorted(set(owners.values()))[0]
+    instance = scene.instance(victim)
+    stop = scene.signal(victim, "STOP")
+    try:
+        seconds = scene.reworked("confirmed", victim, instance, owned_by(owners, victim), stop.ts, timeout=3 * T)
+        scene.settle(max(0.0, 3 * T - seconds))
+    finally:
+        scene.signal(victim, "CONT")
+    acted = [line for line in scene.operator_lines("failover: pod") if victim in line]
+    log(f"  SIGSTOP 3T: resources worked again {seconds:.2f} s after the pause began; operator acted: {bool(acted)}")
+    return {"reworked_s": round(seconds, 2), "operator_acted": bool(acted),
+            "restarted": scene.instance(victim) != instance}
+
+
+def operator_killed(scene: FailoverScene, workers: int) -> dict[str, Any]:
+    owners = scene.stable("confirmed", workers, timeout=400)
+    victim = sorted(set(owners.values()))[1 % workers]
+    instance = scene.instance(victim)
+    kill = scene.signal(victim, "KILL", then=(0.3, "operator"))
+    seconds = scene.reworked("confirmed", victim, instance, owned_by(owners, victim), kill.ts)
+    log(f"  worker + operator (0.3 s later) killed: resources worked again {seconds:.2f} s after the kill")
+    scene.wait_restarted(victim, instance, timeout=400)
+    return {"reworked_s": round(seconds, 2), "operator_pids_killed": len(kill.later)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.failover", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kills", type=int, default=6)
+    p.add_argument("--workers", type=int, default=3)
+    p.add_argument("--resources", type=int, default=12)
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "failover-results.json")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    try:
+        result = run(args.kills, args.workers, args.resources)
+    except NoCluster as exc:
+        result = {"skipped": f"no cluster: {exc}"}
+    result["elapsed_s"] = round(time.monotonic() - started, 1)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    log(json.dumps({k: v for k, v in result.items() if k not in ("sigkill",)}, indent=1))
+    for group, s in (result.get("sigkill") or {}).items():
+        log(f"{group:10s} SIGKILL -> worked again: p50 {s['p50_s']} s, p95 {s['p95_s']} s, max {s['max_s']} s "
+            f"(n = {s['n']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def markdown_lines(result: dict[str, Any] | None) -> list[str]:
+    """The section of docs/benchmarks.md (``bench.report`` appends it when ``make bench`` measured it)."""
+    if not result:
+        return []
+    lines = ["", "## Kubelet-confirmed failover vs session expiry (real cluster)", ""]
+    if result.get("skipped") or result.get("error"):
+        return [*lines, f"- not measured: {result.get('skipped') or result.get('error')}"]
+    lines += [
+        f"{result['workers']} worker pods per group, {result['resources']} resources, T = {result['T_s']:g} s; "
+        "each round SIGKILLs one worker of each group in the same instant (`python -m bench.failover`). "
+        "Time from the kill until every resource the victim held was worked on again, from the workers' logs:",
+        "",
+        "| failover | kills | p50 | p95 | max | overlaps | token regressions |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for group, label in (("confirmed", "KubeletConfirmed"), ("expiry", "SessionExpiry")):
+        s = result["sigkill"][group]
+        v = result.get(f"violations_{group}", {})
+        lines.append(f"| {label} | {s['n']} | {s['p50_s']} s | {s['p95_s']} s | {s['max_s']} s | "
+                     f"{v.get('overlaps', '-')} | {v.get('token_regressions', '-')} |")
+    stop, op = result.get("sigstop", {}), result.get("operator_killed", {})
+    lines += [
+        "",
+        f"- SIGSTOP of a KubeletConfirmed worker for 3 T: the operator acted: {stop.get('operator_acted')}; its "
+        f"resources were worked on again {stop.get('reworked_s')} s after the pause began (session expiry).",
+        f"- A KubeletConfirmed worker SIGKILLed and the operator SIGKILLed 0.3 s later: resources worked again "
+        f"{op.get('reworked_s')} s after the kill.",
+    ]
+    return lines
