@@ -51,37 +51,48 @@ def owned_by(owners: dict[str, str], pod: str) -> set[str]:
     return {r for r, m in owners.items() if m == pod}
 
 
-def run(kills: int, workers: int, resources: int) -> dict[str, Any]:
+def run(kills: int, workers: int, resources: int, oom_kills: int = 2) -> dict[str, Any]:
     kube = pod_cluster()
     scene = FailoverScene(kube, OUT).setup()
     result: dict[str, Any] = {"T_s": T, "workers": workers, "resources": resources}
     try:
         scene.deploy("confirmed", "KubeletConfirmed", replicas=workers, resources=resources, session_timeout=T)
         scene.deploy("expiry", "SessionExpiry", replicas=workers, resources=resources, session_timeout=T)
-        latencies: dict[str, list[float]] = {"confirmed": [], "expiry": []}
-        for round_ in range(kills):
-            owners = {g: scene.stable(g, workers, timeout=400) for g in latencies}
-            victims = {g: sorted(set(o.values()))[round_ % workers] for g, o in owners.items()}
-            instances = {g: scene.instance(v) for g, v in victims.items()}
-            kill = scene.signal(victims["confirmed"], "KILL", then=(0, victims["expiry"]))
-            for group in latencies:
-                seconds = scene.reworked(group, victims[group], instances[group],
-                                         owned_by(owners[group], victims[group]), kill.ts)
-                latencies[group].append(seconds)
-            log(f"  kill {round_ + 1}/{kills}: confirmed {latencies['confirmed'][-1]:.2f} s, "
-                f"expiry {latencies['expiry'][-1]:.2f} s")
-            for group, victim in victims.items():
-                scene.wait_restarted(victim, instances[group], timeout=400)
-        result["sigkill"] = {group: summary(values) for group, values in latencies.items()}
+        result["sigkill"] = side_by_side(scene, "KILL", kills, workers)
+        result["oom"] = side_by_side(scene, "USR1", oom_kills, workers, first=kills)
         result["sigstop"] = sigstop(scene, workers)
         result["operator_killed"] = operator_killed(scene, workers)
-        for group in latencies:
+        for group in ("confirmed", "expiry"):
             overlaps, regressions = scene.violations(group)
             result[f"violations_{group}"] = {"overlaps": len(overlaps), "token_regressions": len(regressions),
                                              "examples": (overlaps + regressions)[:5]}
     finally:
         scene.close()
     return result
+
+
+def side_by_side(scene: FailoverScene, sig: str, rounds: int, workers: int, first: int = 0) -> dict[str, Any]:
+    """``rounds`` times: ``sig`` to one worker of each group in the same instant (KILL: SIGKILL; USR1: the
+    worker exhausts its memory limit and the kernel OOM-kills it); victims rotate over the pods."""
+    latencies: dict[str, list[float]] = {"confirmed": [], "expiry": []}
+    reasons: list[str] = []
+    for round_ in range(first, first + rounds):
+        owners = {g: scene.stable(g, workers, timeout=400) for g in latencies}
+        victims = {g: sorted(set(o.values()))[round_ % workers] for g, o in owners.items()}
+        instances = {g: scene.instance(v) for g, v in victims.items()}
+        kill = scene.signal(victims["confirmed"], sig, then=(0, victims["expiry"]))
+        for group in latencies:
+            seconds = scene.reworked(group, victims[group], instances[group],
+                                     owned_by(owners[group], victims[group]), kill.ts)
+            latencies[group].append(seconds)
+        for group, victim in victims.items():
+            status = scene.wait_restarted(victim, instances[group], timeout=400)
+            reasons.append(str(status["lastState"]["terminated"].get("reason")))
+        log(f"  {sig} {round_ - first + 1}/{rounds}: confirmed {latencies['confirmed'][-1]:.2f} s, "
+            f"expiry {latencies['expiry'][-1]:.2f} s ({', '.join(reasons[-2:])})")
+    out: dict[str, Any] = {group: summary(values) for group, values in latencies.items()}
+    out["reasons"] = sorted(set(reasons))
+    return out
 
 
 def sigstop(scene: FailoverScene, workers: int) -> dict[str, Any]:
@@ -115,21 +126,25 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.failover", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kills", type=int, default=6)
+    p.add_argument("--oom-kills", type=int, default=2)
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--resources", type=int, default=12)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "failover-results.json")
     args = p.parse_args(argv)
     started = time.monotonic()
     try:
-        result = run(args.kills, args.workers, args.resources)
+        result = run(args.kills, args.workers, args.resources, args.oom_kills)
     except NoCluster as exc:
         result = {"skipped": f"no cluster: {exc}"}
     result["elapsed_s"] = round(time.monotonic() - started, 1)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    log(json.dumps({k: v for k, v in result.items() if k not in ("sigkill",)}, indent=1))
-    for group, s in (result.get("sigkill") or {}).items():
-        log(f"{group:10s} SIGKILL -> worked again: p50 {s['p50_s']} s, p95 {s['p95_s']} s, max {s['max_s']} s "
-            f"(n = {s['n']})")
+    log(json.dumps({k: v for k, v in result.items() if k not in ("sigkill", "oom")}, indent=1))
+    for fault in ("sigkill", "oom"):
+        for group in ("confirmed", "expiry"):
+            s = (result.get(fault) or {}).get(group)
+            if s:
+                log(f"{fault:7s} {group:10s} worked again: p50 {s['p50_s']} s, p95 {s['p95_s']} s, "
+                    f"max {s['max_s']} s (n = {s['n']})")
     return 0
 
 
@@ -146,20 +161,26 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         return [*lines, f"- not measured: {result.get('skipped') or result.get('error')}"]
     lines += [
         f"{result['workers']} worker pods per group, {result['resources']} resources, T = {result['T_s']:g} s; "
-        "each round SIGKILLs one worker of each group in the same instant (`python -m bench.failover`). "
+        "each round kills one worker of each group in the same instant (`python -m bench.failover`; OOM: the "
+        "worker exhausts its container's memory limit). "
         "Time from the kill until every resource the victim held was worked on again, from the workers' logs:",
         "",
-        "| failover | kills | p50 | p95 | max | overlaps | token regressions |",
-        "|---|---|---|---|---|---|---|",
+        "| failover | fault | n | p50 | p95 | max |",
+        "|---|---|---|---|---|---|",
     ]
+    for fault, what in (("sigkill", "SIGKILL"), ("oom", "OOM kill")):
+        for group, label in (("confirmed", "KubeletConfirmed"), ("expiry", "SessionExpiry")):
+            s = (result.get(fault) or {}).get(group)
+            if not s:
+                continue
+            lines.append(f"| {label} | {what} | {s['n']} | {s['p50_s']} s | {s['p95_s']} s | {s['max_s']} s |")
+    lines.append("")
     for group, label in (("confirmed", "KubeletConfirmed"), ("expiry", "SessionExpiry")):
-        s = result["sigkill"][group]
         v = result.get(f"violations_{group}", {})
-        lines.append(f"| {label} | {s['n']} | {s['p50_s']} s | {s['p95_s']} s | {s['max_s']} s | "
-                     f"{v.get('overlaps', '-')} | {v.get('token_regressions', '-')} |")
+        lines.append(f"- {label} group over the whole run (every fault above and below): {v.get('overlaps', '-')} "
+                     f"overlaps, {v.get('token_regressions', '-')} fencing-token regressions (workers' logs).")
     stop, op = result.get("sigstop", {}), result.get("operator_killed", {})
     lines += [
-        "",
         f"- SIGSTOP of a KubeletConfirmed worker for 3 T: the operator acted: {stop.get('operator_acted')}; its "
         f"resources were worked on again {stop.get('reworked_s')} s after the pause began (session expiry).",
         f"- A KubeletConfirmed worker SIGKILLed and the operator SIGKILLed 0.3 s later: resources worked again "

@@ -108,7 +108,7 @@ def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0
     container["args"] = [
         f"--zk={ZK_CONNECT}", f"--group=/rebalanser/$(POD_NAMESPACE)/{group}", "--id=$(POD_NAME)",
         f"--session-timeout={session_timeout:g}", "--stop-timeout=10", f"--tick={tick:g}", "--metrics-port=9100",
-        "--termination-log=/dev/termination-log", "--json",
+        "--termination-log=/dev/termination-log", "--simulate-oom", "--json",
     ]
     return doc
 
@@ -217,8 +217,8 @@ class FailoverScene:
     # ------------------------------------------------------------------------------------ acting
 
     def signal(self, target: str, sig: str, *, then: tuple[float, str] | None = None) -> Signalled:
-        """``sig`` (KILL, STOP, CONT) to the worker whose id is ``target`` (or ``operator``), and, after
-        ``then[0]`` seconds, to ``then[1]`` too."""
+        """``sig`` (KILL, STOP, CONT; USR1 makes a worker exhaust its memory limit) to the worker whose id
+        is ``target`` (or ``operator``), and, after ``then[0]`` seconds, to ``then[1]`` too."""
         extra = [f"{then[0]:g}", then[1]] if then else []
         out = self.tools.python(SIGNAL_SCRIPT, sig, target, *extra).split()
         slash = out.index("/")

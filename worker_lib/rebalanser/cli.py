@@ -132,6 +132,8 @@ def run_worker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if args.simulate_oom:
+        signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())
     try:
         client.start()
     except BaseException:
@@ -152,6 +154,14 @@ def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespac
     work = worker.AsyncSimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
     expired = asyncio.run(worker.run(options, work, log))
     return EXIT_EXPIRED if expired else 0
+
+
+def _exhaust_memory() -> None:
+    """Fault simulation (``--simulate-oom``): allocates and touches memory without bound, so that the
+    container's memory limit has the kernel OOM-kill this process."""
+    hog = []
+    while True:
+        hog.append(bytearray(b"x" * (16 << 20)))
 
 
 def _instance(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -246,6 +256,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"],
                    help="fault simulation: the stop callback fails or hangs")
     w.add_argument("--simulate-stop-delay", type=float, default=0.0, help="fault simulation: slow stop callback")
+    w.add_argument("--simulate-oom", action="store_true",
+                   help="fault simulation: on SIGUSR1, allocate memory until the kernel OOM-kills the process")
     w.add_argument("--api", default="threads", choices=["threads", "asyncio"],
                    help="the client the worker runs on: rebalanser.Client or rebalanser.aio.Client")
     w.add_argument("--log-level", default="WARNING")
