@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from rebalanser.containers import ensure_container
 from rebalanser.paths import GroupPaths, MemberNode, member_prefix
 from rebalanser.wire import MemberRecord, encode_member
+from rebalanser.zk import create_protected, new_guid
 
 log = logging.getLogger(__name__)
 
@@ -81,36 +81,15 @@ def create_member_node(
 ) -> MemberNode:
     """Creates this member's znode exactly once, even when a create is retried after ConnectionLoss.
     Its data records ``instance`` and ``pod`` when given (confirmed-death failover)."""
-    guid = uuid.uuid4().hex
-    prefix = member_prefix(guid, member_id)
+    prefix = member_prefix(new_guid(), member_id)
     data = encode_member(MemberRecord(member_id, time.time(), instance, pod))
-    while True:
-        try:
-            created = zk.create(paths.client(prefix), data, ephemeral=True, sequence=True)
-            node = MemberNode.parse(created.rsplit("/", 1)[1])
-            assert node is not None
-            return node
-        except (ConnectionLoss, OperationTimeoutError):
-            found = _find_own(zk, paths, prefix, deadline)
-            if found is not None:
-                return found
-        except NoNodeError:
-            if not ensure_container(zk, paths.clients):
-                raise  # the group itself is gone: never re-created here
-        if time.monotonic() > deadline:
-            raise TimeoutError("could not create the member znode before the deadline")
-
-
-def _find_own(zk: KazooClient, paths: GroupPaths, prefix: str, deadline: float) -> MemberNode | None:
-    while time.monotonic() < deadline:
-        try:
-            for name in zk.get_children(paths.clients):
-                if name.startswith(prefix):
-                    return MemberNode.parse(name)
-            return None
-        except (ConnectionLoss, OperationTimeoutError):
-            time.sleep(0.1)
-    return None
+    # A missing G/clients is made again, but never G itself: the group may be being deleted.
+    name = create_protected(
+        zk, paths.clients, prefix, data, deadline=deadline, on_no_parent=lambda: ensure_container(zk, paths.clients)
+    )
+    node = MemberNode.parse(name)
+    assert node is not None
+    return node
 
 
 def predecessor(members: list[MemberNode], me: MemberNode) -> MemberNode | None:

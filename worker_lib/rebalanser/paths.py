@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from rebalanser.errors import InvalidInputError
+from rebalanser.zk import validate_path
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.:@+=-]{1,200}$")
 _MEMBER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}$")
@@ -34,10 +35,8 @@ def validate_group_path(path: str) -> str:
     """Returns the normalised group path or raises :class:`InvalidInputError`."""
     if not isinstance(path, str) or not path.startswith("/") or path == "/":
         raise InvalidInputError(f"group path must be an absolute znode path other than '/', got {path!r}")
-    trimmed = path.rstrip("/")
+    trimmed = validate_path(path.rstrip("/"), "group path")  # ZooKeeper's rules, then ours
     for segment in trimmed.split("/")[1:]:
-        if segment in ("", ".", "..") or (segment == "zookeeper" and trimmed.startswith("/zookeeper")):
-            raise InvalidInputError(f"group path {path!r} has an invalid segment {segment!r}")
         if not _SEGMENT.fullmatch(segment):
             raise InvalidInputError(
                 f"group path {path!r}: segment {segment!r} must match {_SEGMENT.pattern}"

@@ -20,6 +20,9 @@ from kazoo.security import make_digest_acl
 
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
 from rebalanser.options import Options
+from rebalanser.zk import session_id
+
+__all__ = ["Handshake", "Handshakes", "LeaseProber", "handshakes", "make_client", "session_id", "session_timeout"]
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +116,6 @@ def session_timeout(zk: KazooClient) -> float:
     log_ = handshakes(zk)
     latest = log_.latest
     return latest.timeout if latest is not None else log_.requested_timeout
-
-
-def session_id(zk: KazooClient) -> int:
-    client_id = zk.client_id
-    return int(client_id[0]) if client_id else 0
 
 
 class LeaseProber:

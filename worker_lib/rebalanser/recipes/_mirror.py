@@ -21,10 +21,10 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from rebalanser.zk import TRANSIENT_ERRORS, BoundedZk, basename, join
+
 from ._executor import SerialExecutor
-from ._paths import basename, join
-from ._session import TRANSIENT_ERRORS, StateRelay
-from ._zk import BoundedZk
+from ._session import StateRelay
 
 log = logging.getLogger(__name__)
 

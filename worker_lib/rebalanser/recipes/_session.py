@@ -1,51 +1,16 @@
-"""Session helpers: which errors are worth retrying, the current session id, and a state-listener relay."""
+"""A state-listener relay: kazoo's state changes handed to a recipe's own thread."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from functools import partial
-from typing import TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    ConnectionClosedError,
-    ConnectionLoss,
-    OperationTimeoutError,
-    SessionExpiredError,
-)
 
 from ._executor import SerialExecutor
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-#: Errors after which the same request may succeed once the client has (re)connected.
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
-
-
-def session_id(client: KazooClient) -> int | None:
-    """The id of the client's current session, or ``None`` while it is not connected."""
-    ids = client.client_id
-    return int(ids[0]) if ids else None
-
-
-def retrying(op: Callable[[], T], timeout: float) -> T:
-    """Runs ``op`` (a read or an idempotent write), retrying through connection loss for ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        try:
-            return op()
-        except ConnectionClosedError:
-            raise
-        except TRANSIENT_ERRORS:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, 0.5)
 
 
 class StateRelay:

@@ -53,12 +53,10 @@ from types import TracebackType
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from ._create import create_once
+from rebalanser.zk import BoundedZk, create_once, join, retry, validate_name, validate_path
+
 from ._executor import SerialExecutor
 from ._mirror import Change, ChildMirror
-from ._paths import join, validate_base_path, validate_name
-from ._session import retrying
-from ._zk import BoundedZk
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ class DistributedBag:
 
     def __init__(self, client: KazooClient, path: str, *, op_timeout: float = 10.0) -> None:
         self._zk = BoundedZk(client, op_timeout)
-        self._path = validate_base_path(path)
+        self._path = validate_path(path)
         self._op_timeout = op_timeout
         self._listeners: list[BagListener] = []
         number = next(_ids)
@@ -134,7 +132,7 @@ class DistributedBag:
 
     def start(self) -> None:
         """Creates the base znode if needed and starts listening for changes."""
-        retrying(partial(self._zk.ensure_path, self._path), self._op_timeout)
+        retry(partial(self._zk.ensure_path, self._path), self._op_timeout)
         self._callbacks.start()
         self._mirror.start()
 
@@ -181,13 +179,13 @@ class DistributedBag:
                 return attempts > 1  # a retry may find the node our lost first attempt deleted
             return True
 
-        return retrying(delete, self._op_timeout)
+        return retry(delete, self._op_timeout)
 
     def get(self, item_id: str) -> bytes | None:
         """The item's data as stored in ZooKeeper now, or ``None``."""
         path = join(self._path, validate_name(item_id, "item id"))
         try:
-            data, _ = retrying(partial(self._zk.get, path), self._op_timeout)
+            data, _ = retry(partial(self._zk.get, path), self._op_timeout)
         except NoNodeError:
             return None
         return data
@@ -195,7 +193,7 @@ class DistributedBag:
     def items(self) -> dict[str, bytes]:
         """All items as stored in ZooKeeper now (one read per item)."""
         try:
-            names = retrying(partial(self._zk.get_children, self._path), self._op_timeout)
+            names = retry(partial(self._zk.get_children, self._path), self._op_timeout)
         except NoNodeError:
             return {}
         found: dict[str, bytes] = {}

@@ -63,12 +63,21 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
+from rebalanser.zk import (
+    TRANSIENT_ERRORS,
+    BoundedZk,
+    join,
+    owned_by_session,
+    retry,
+    session_id,
+    validate_name,
+    validate_path,
+)
+
 from ._executor import SerialExecutor
 from ._json_cache import Instances, JsonFileCache
 from ._mirror import Change, ChildMirror
-from ._paths import join, validate_base_path, validate_name
-from ._session import TRANSIENT_ERRORS, StateRelay, retrying, session_id
-from ._zk import BoundedZk
+from ._session import StateRelay
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +177,7 @@ class Discovery:
     ) -> None:
         self._client = client
         self._zk = BoundedZk(client, op_timeout)
-        self._path = validate_base_path(path)
+        self._path = validate_path(path)
         self._cache = JsonFileCache(cache_file) if cache_file is not None else None
         self._op_timeout = op_timeout
         self._rng = rng or random.Random()
@@ -202,21 +211,21 @@ class Discovery:
         deadline = time.monotonic() + wait
         while True:
             with self._publish_lock:
-                owner = retrying(partial(self._try_publish, path, data), self._op_timeout)
+                owner = retry(partial(self._try_publish, path, data), self._op_timeout)
                 if owner is None:
                     self._registrations[(service, instance_id)] = data
                     return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _conflict(path, owner)
-            retrying(partial(self._await_deletion, path, remaining), self._op_timeout)
+            retry(partial(self._await_deletion, path, remaining), self._op_timeout)
 
     def unregister(self, service: str, instance_id: str) -> None:
         """Stops re-registering the instance and deletes its znode if it is ours."""
         path = self._instance_path(service, instance_id)
         with self._publish_lock:
             self._registrations.pop((service, instance_id), None)
-            retrying(partial(self._delete_own, path), self._op_timeout)
+            retry(partial(self._delete_own, path), self._op_timeout)
 
     def _try_publish(self, path: str, data: bytes) -> int | None:
         """Creates or updates our ephemeral znode; returns the other owner's session if it is not ours."""
@@ -231,7 +240,7 @@ class Discovery:
             except NoNodeError:
                 continue  # gone meanwhile: create it
             mine = session_id(self._client)
-            if mine is None:
+            if not mine:
                 raise ConnectionLoss("disconnected while registering")
             if int(stat.ephemeralOwner) != mine:
                 return int(stat.ephemeralOwner)
@@ -251,7 +260,7 @@ class Discovery:
     def _delete_own(self, path: str) -> None:
         try:
             _, stat = self._zk.get(path)
-            if int(stat.ephemeralOwner) == session_id(self._client):
+            if owned_by_session(stat, self._client):
                 self._zk.delete(path, version=stat.version)
         except (NoNodeError, BadVersionError):
             pass

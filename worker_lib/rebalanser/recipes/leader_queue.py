@@ -47,7 +47,6 @@ import itertools
 import logging
 import re
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -57,10 +56,20 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from rebalanser.zk import (
+    TRANSIENT_ERRORS,
+    BoundedZk,
+    basename,
+    find_child,
+    join,
+    new_guid,
+    retry,
+    session_id,
+    validate_path,
+)
+
 from ._executor import SerialExecutor
-from ._paths import basename, join, validate_base_path
-from ._session import TRANSIENT_ERRORS, StateRelay, retrying, session_id
-from ._zk import BoundedZk
+from ._session import StateRelay
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +94,7 @@ class _Owned:
     """A candidate znode of ours (``guid``) and the session it was (or may have been) created in."""
 
     guid: str
-    session: int | None
+    session: int
     path: str | None = None
 
 
@@ -115,7 +124,7 @@ class LeaderQueue:
         op_timeout: float = 10.0,
     ) -> None:
         self._client = client
-        self._path = validate_base_path(path)
+        self._path = validate_path(path)
         self._identity = identity
         self._on_elected = on_elected
         self._on_lost = on_lost
@@ -190,7 +199,7 @@ class LeaderQueue:
     def candidates(self) -> list[Candidate]:
         """The queue as stored in ZooKeeper now, leader first."""
         try:
-            names = retrying(partial(self._zk.get_children, self._path), self._op_timeout)
+            names = retry(partial(self._zk.get_children, self._path), self._op_timeout)
         except NoNodeError:
             return []
         return parse_candidates(list(names))
@@ -200,7 +209,7 @@ class LeaderQueue:
         found = []
         for candidate in self.candidates():
             try:
-                data, _ = retrying(partial(self._zk.get, join(self._path, candidate.name)), self._op_timeout)
+                data, _ = retry(partial(self._zk.get, join(self._path, candidate.name)), self._op_timeout)
             except NoNodeError:
                 continue
             found.append(data.decode())
@@ -308,14 +317,14 @@ class LeaderQueue:
         if self._node is not None:
             return
         current = session_id(self._client)
-        if current is None:
+        if not current:
             return  # disconnected meanwhile; the CONNECTED relay runs us again
         if self._pending is not None:
             found = self._find(self._pending.guid)
             if found is not None:  # the create whose reply we lost did happen
                 self._adopt(_Owned(self._pending.guid, current, found))
                 return
-        guid = self._pending.guid if self._pending is not None else uuid.uuid4().hex
+        guid = self._pending.guid if self._pending is not None else new_guid()
         self._pending = _Owned(guid, current)
         path, stat = self._zk.create_sequential(join(self._path, f"c-{guid}-"), self._identity.encode())
         self._adopt(_Owned(guid, int(stat.ephemeralOwner), path))
@@ -357,10 +366,8 @@ class LeaderQueue:
             return []
 
     def _find(self, guid: str) -> str | None:
-        for candidate in self._list():
-            if candidate.guid == guid:
-                return join(self._path, candidate.name)
-        return None
+        found = find_child((c.name for c in self._list()), f"c-{guid}-")
+        return join(self._path, found) if found is not None else None
 
     def _delete(self, path: str) -> None:
         try:

@@ -59,10 +59,19 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from rebalanser.zk import (
+    TRANSIENT_ERRORS,
+    BoundedZk,
+    basename,
+    join,
+    owned_by_session,
+    retry,
+    validate_name,
+    validate_path,
+)
+
 from ._executor import SerialExecutor
-from ._paths import basename, join, validate_base_path, validate_name
-from ._session import TRANSIENT_ERRORS, StateRelay, retrying, session_id
-from ._zk import BoundedZk
+from ._session import StateRelay
 from .bag import BagItem, DistributedBag
 from .leader_queue import LeaderQueue
 
@@ -92,7 +101,7 @@ class RoleMatcher:
     ) -> None:
         if max_jobs < 1:
             raise ValueError("max_jobs must be at least 1")
-        base = validate_base_path(path)
+        base = validate_path(path)
         self._client = client
         self._zk = BoundedZk(client, op_timeout)
         self._identity = identity
@@ -144,12 +153,12 @@ class RoleMatcher:
         """Job -> holder identity, as stored in ZooKeeper now."""
         found: dict[str, str] = {}
         try:
-            jobs = retrying(partial(self._zk.get_children, self._assignments), self._op_timeout)
+            jobs = retry(partial(self._zk.get_children, self._assignments), self._op_timeout)
         except NoNodeError:
             return found
         for job in sorted(jobs):
             try:
-                data, _ = retrying(partial(self._zk.get, join(self._assignments, job)), self._op_timeout)
+                data, _ = retry(partial(self._zk.get, join(self._assignments, job)), self._op_timeout)
             except NoNodeError:
                 continue
             found[job] = data.decode()
@@ -160,7 +169,7 @@ class RoleMatcher:
         if self._started or self._closed:
             return
         self._started = True
-        retrying(partial(self._zk.ensure_path, self._assignments), self._op_timeout)
+        retry(partial(self._zk.ensure_path, self._assignments), self._op_timeout)
         self._callbacks.start()
         self._loop.start()
         self._relay.start()
@@ -255,7 +264,7 @@ class RoleMatcher:
 
     def _owned(self, job: str) -> bool:
         stat = self._zk.exists(join(self._assignments, job), watch=self._held_fired)
-        return stat is not None and int(stat.ephemeralOwner) == session_id(self._client)
+        return owned_by_session(stat, self._client)
 
     def _claim_one(self) -> bool:
         assigned = set(self._zk.get_children(self._assignments, watch=self._assignments_fired))
@@ -321,7 +330,7 @@ class RoleMatcher:
         path = join(self._assignments, job)
         try:
             stat = self._zk.exists(path)
-            if stat is not None and int(stat.ephemeralOwner) == session_id(self._client):
+            if stat is not None and owned_by_session(stat, self._client):
                 self._zk.delete(path, version=stat.version)
         except (NoNodeError, BadVersionError):
             pass
