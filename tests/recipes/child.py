@@ -31,7 +31,7 @@ def run(client: KazooClient, kind: str, base: str, arg: str) -> object:
         return bag
     if kind == "leader":
         queue = LeaderQueue(client, base, identity=arg, on_elected=lambda: say("ELECTED"))
-        queue.join()
+        queue.start()
         return queue
     if kind == "worker":
         matcher = RoleMatcher(client, base, identity=arg, on_job_acquired=lambda job: say(f"ACQUIRED {job}"))

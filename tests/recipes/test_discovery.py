@@ -36,7 +36,7 @@ def discoveries(group_path: str, new_client: NewClient) -> Iterator[Callable[...
 
     yield make
     for d in made:
-        d.close()
+        d.stop()
 
 
 def ids(instances: list[ServiceInstance]) -> list[str]:
@@ -226,8 +226,8 @@ def test_uncached_service_is_reported_unavailable_when_zookeeper_is_unreachable(
         reader.instances("search")
 
 
-def test_close_unregisters_our_instances(discoveries: Callable[..., Discovery]) -> None:
+def test_stop_unregisters_our_instances(discoveries: Callable[..., Discovery]) -> None:
     d, reader = discoveries(), discoveries()
     d.register("search", "pod-1", {})
-    d.close()
+    d.stop()
     assert reader.instances("search") == []

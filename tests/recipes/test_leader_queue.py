@@ -46,7 +46,7 @@ def candidates(group_path: str, new_client: NewClient) -> Iterator[Callable[...,
 
     yield make
     for candidate in made:
-        candidate.queue.close()
+        candidate.queue.stop()
 
 
 def test_first_candidate_to_join_is_elected(candidates: Callable[..., Candidate]) -> None:

@@ -48,11 +48,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from types import TracebackType
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from rebalanser.lifecycle import Lifecycled
 from rebalanser.zk import BoundedZk, create_once, join, retry, validate_name, validate_path
 
 from ._executor import SerialExecutor
@@ -107,7 +107,7 @@ def _listener_changes(changes: Sequence[Change]) -> list[Change]:
     return mapped
 
 
-class DistributedBag:
+class DistributedBag(Lifecycled):
     """Items under ``path``; see the module documentation for the guarantees."""
 
     def __init__(self, client: KazooClient, path: str, *, op_timeout: float = 10.0) -> None:
@@ -135,20 +135,13 @@ class DistributedBag:
         retry(partial(self._zk.ensure_path, self._path), self._op_timeout)
         self._callbacks.start()
         self._mirror.start()
+        self._started = True
 
     def stop(self) -> None:
         """Stops listening; callbacks already queued are still delivered before this returns."""
         self._mirror.stop()
         self._callbacks.stop()
-
-    def __enter__(self) -> DistributedBag:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        self._closed = True
 
     # -- writes and reads ---------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ Usage::
     discovery.instances("search")          # every instance, as ServiceInstance(service, instance_id, config)
     discovery.pick("search")               # one at random on each call (None if there is none)
     handle = discovery.watch("search", lambda instances: print(instances))
-    discovery.close()                      # unregisters our instances, stops watching
+    discovery.stop()                       # unregisters our instances, stops watching (or: with Discovery(...))
 
 An instance is an ephemeral znode ``<path>/<service>/<instance id>`` whose data is its configuration as
 JSON, so it is listed exactly while the registering session lives.
@@ -57,12 +57,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
+from rebalanser.lifecycle import Lifecycled, deprecated_alias
 from rebalanser.zk import (
     TRANSIENT_ERRORS,
     BoundedZk,
@@ -163,7 +163,7 @@ def _conflict(path: str, owner: int) -> InstanceConflictError:
     )
 
 
-class Discovery:
+class Discovery(Lifecycled):
     """Registers and finds service instances under ``path``; see the module documentation."""
 
     def __init__(
@@ -185,7 +185,7 @@ class Discovery:
         self._loop = SerialExecutor(f"rebalanser-discovery-{self._number}")
         self._callbacks = SerialExecutor(f"rebalanser-discovery-{self._number}-callbacks")
         self._relay = StateRelay(client, self._loop, self._on_state)
-        self._lock = threading.Lock()  # guards the dictionaries below and the start/close flags
+        self._lock = threading.Lock()  # guards the dictionaries below and the start/stop flags
         self._publish_lock = threading.Lock()  # serialises writes of our instance znodes
         self._registrations: dict[tuple[str, str], bytes] = {}
         self._mirrors: dict[str, ChildMirror] = {}
@@ -193,13 +193,6 @@ class Discovery:
         self._started = False
         self._closed = False
 
-    def __enter__(self) -> Discovery:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # -- registration ---------------------------------------------------------------------------------
 
@@ -207,7 +200,7 @@ class Discovery:
         """Registers (or updates in place) our instance; see the module documentation for conflicts."""
         path = self._instance_path(service, instance_id)
         data = encode_config(config)
-        self._start()
+        self.start()
         deadline = time.monotonic() + wait
         while True:
             with self._publish_lock:
@@ -312,7 +305,7 @@ class Discovery:
     def watch(self, service: str, callback: WatchCallback) -> DiscoveryWatch:
         """Calls ``callback(instances)`` now and after every change, on the discovery's callback thread."""
         validate_name(service, "service")
-        self._start()
+        self.start()
         handle = DiscoveryWatch(service, callback)
         mirror = self._mirror_for(service)
         mirror.run_in_order(partial(self._add_watch, handle, mirror))
@@ -393,10 +386,11 @@ class Discovery:
     def _instance_path(self, service: str, instance_id: str) -> str:
         return join(join(self._path, validate_name(service, "service")), validate_name(instance_id, "instance id"))
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Starts the discovery's threads (idempotent; ``register`` and ``watch`` call it too)."""
         with self._lock:
             if self._closed:
-                raise RuntimeError("this Discovery is closed")
+                raise RuntimeError("this Discovery is stopped")
             if not self._started:
                 self._started = True
                 self._loop.start()
@@ -404,6 +398,11 @@ class Discovery:
                 self._relay.start()
 
     def close(self) -> None:
+        """Deprecated name of :meth:`stop`."""
+        deprecated_alias("Discovery.close", "stop")
+        self.stop()
+
+    def stop(self) -> None:
         """Unregisters our instances (best effort), stops watching and stops the threads."""
         with self._lock:
             self._closed = True

@@ -6,7 +6,7 @@ Usage::
                         on_elected=start_leading, on_lost=stop_leading)
     queue.join()                       # blocks until our candidate znode exists
     queue.position(), queue.size(), queue.spare_capacity()   # 0 = leading; spare = candidates - 1
-    queue.leave()                      # or close(), which also stops the queue's threads
+    queue.leave()                      # or stop(), which also stops the queue's threads
 
 Each candidate is an ephemeral sequential znode ``<path>/c-<guid>-<sequence>`` holding the identity.
 The candidate with the lowest sequence number leads. Every other candidate watches only the candidate just
@@ -50,12 +50,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from rebalanser.lifecycle import Lifecycled, deprecated_alias
 from rebalanser.zk import (
     TRANSIENT_ERRORS,
     BoundedZk,
@@ -108,7 +108,7 @@ def parse_candidates(names: list[str]) -> list[Candidate]:
     return sorted(found)
 
 
-class LeaderQueue:
+class LeaderQueue(Lifecycled):
     """A candidate in the queue under ``path``; see the module documentation for the guarantees."""
 
     def __init__(
@@ -164,37 +164,38 @@ class LeaderQueue:
         node = self._node
         return node.path if node else None
 
+    def start(self, timeout: float | None = 10.0) -> None:
+        """Starts the queue's threads and queues this candidate (:meth:`join`)."""
+        self.join(timeout)
+
     def join(self, timeout: float | None = 10.0) -> None:
         """Queues this candidate (no-op if already queued); waits up to ``timeout`` for its znode."""
-        self._start()
+        self._start_threads()
         self._loop.spawn(self._join)
         if timeout is not None and not self._queued.wait(timeout):
             raise TimeoutError(f"not queued in {self._path} within {timeout}s (still trying; leave() stops)")
 
     def leave(self, timeout: float = 10.0) -> None:
-        """Leaves the queue (``on_lost`` fires if leading) and deletes our znode, best effort."""
+        """Leaves the queue (``on_lost`` fires if leading) and deletes our znode, best effort; the
+        candidate may :meth:`join` again (unlike after :meth:`stop`)."""
         if self._started and not self._closed:
             self._loop.submit(self._leave).result(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
+        """Deprecated name of :meth:`stop`."""
+        deprecated_alias("LeaderQueue.close", "stop")
+        self.stop(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
         """Leaves, then stops the queue's threads (queued callbacks are delivered first)."""
         try:
             self.leave(timeout)
         except Exception:
-            log.warning("leaving %s on close failed; the znode goes with the session", self._path, exc_info=True)
+            log.warning("leaving %s on stop failed; the znode goes with the session", self._path, exc_info=True)
         self._closed = True
         self._relay.stop()
         self._loop.stop(timeout)
         self._callbacks.stop(timeout)
-
-    def __enter__(self) -> LeaderQueue:
-        self.join()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def candidates(self) -> list[Candidate]:
         """The queue as stored in ZooKeeper now, leader first."""
@@ -233,10 +234,10 @@ class LeaderQueue:
 
     # -- hand-offs from kazoo threads ---------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start_threads(self) -> None:
         with self._start_lock:
             if self._closed:
-                raise RuntimeError("this LeaderQueue is closed")
+                raise RuntimeError("this LeaderQueue is stopped")
             if not self._started:
                 self._started = True
                 self._loop.start()

@@ -53,12 +53,12 @@ import logging
 import threading
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from rebalanser.lifecycle import Lifecycled
 from rebalanser.zk import (
     TRANSIENT_ERRORS,
     BoundedZk,
@@ -85,7 +85,7 @@ RETRYABLE: tuple[type[Exception], ...] = (*TRANSIENT_ERRORS, TimeoutError)
 JobCallback = Callable[[str], None]
 
 
-class RoleMatcher:
+class RoleMatcher(Lifecycled):
     """One worker taking part in role matching under ``path``; see the module documentation."""
 
     def __init__(
@@ -192,15 +192,6 @@ class RoleMatcher:
         self._relay.stop()
         self._loop.stop(timeout)
         self._callbacks.stop(timeout)
-
-    def __enter__(self) -> RoleMatcher:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- hand-offs from other threads ---------------------------------------------------------------
 
@@ -349,7 +340,7 @@ class RoleMatcher:
             self._applying = True
 
     def _shutdown(self) -> None:
-        self._queue.close(self._op_timeout)
+        self._queue.stop(self._op_timeout)
         self._bag.stop()
         with self._lock:
             jobs = sorted(self._held | self._suspects | self._uncertain | self._releasing)
