@@ -35,7 +35,10 @@ def validate_group_path(path: str) -> str:
     """Returns the normalised group path or raises :class:`InvalidInputError`."""
     if not isinstance(path, str) or not path.startswith("/") or path == "/":
         raise InvalidInputError(f"group path must be an absolute znode path other than '/', got {path!r}")
-    trimmed = validate_path(path.rstrip("/"), "group path")  # ZooKeeper's rules, then ours
+    try:
+        trimmed = validate_path(path.rstrip("/"), "group path")  # ZooKeeper's rules, then ours
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"group path {path!r} has an invalid segment: {exc}") from None
     for segment in trimmed.split("/")[1:]:
         if not _SEGMENT.fullmatch(segment):
             raise InvalidInputError(
