@@ -152,6 +152,8 @@ def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespac
     from rebalanser.aio import worker
 
     work = worker.AsyncSimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
+    if args.simulate_oom:
+        signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())
     expired = asyncio.run(worker.run(options, work, log))
     return EXIT_EXPIRED if expired else 0
 
