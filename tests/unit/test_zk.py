@@ -130,3 +130,9 @@ def test_protected_names_are_found_by_their_guid() -> None:
     children = [f"c-{b}-0000000001", f"c-{a}-0000000002", "foreign"]
     assert zk.find_child(children, f"c-{a}-") == f"c-{a}-0000000002"
     assert zk.find_child(children, f"c-{zk.new_guid()}-") is None
+
+
+@pytest.mark.parametrize(("owner", "session", "expected"), [(7, 7, True), (8, 7, False), (0, 0, False), (7, 0, False)])
+def test_ephemeral_of_a_given_session(owner: int, session: int, expected: bool) -> None:
+    assert zk.ephemeral_of(SimpleNamespace(ephemeralOwner=owner), session) is expected
+    assert zk.ephemeral_of(None, session) is False

@@ -29,6 +29,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from rebalanser.containers import ensure_container
 from rebalanser.paths import GroupPaths
+from rebalanser.zk import ephemeral_of
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class ClaimBook:
 
     def _token_of(self, resource: str) -> int:
         stat = self.zk.exists(self.paths.owner(resource))
-        if stat is None or stat.ephemeralOwner != self.session_id:
+        if not ephemeral_of(stat, self.session_id):
             raise KazooException(f"claim on {resource} vanished right after it was created")
         return int(stat.czxid)
 
@@ -126,7 +127,7 @@ class ClaimBook:
         for resource, result in pending:
             stat = result.get()
             self.uncertain.discard(resource)
-            if stat is not None and stat.ephemeralOwner == self.session_id:
+            if ephemeral_of(stat, self.session_id):
                 self.held[resource] = int(stat.czxid)
             elif stat is not None and not stat.ephemeralOwner and self._remove_fake(resource):
                 self.held.pop(resource, None)  # created again by the next attempt
@@ -161,7 +162,7 @@ class ClaimBook:
         """Settles an uncertain claim by ``ephemeralOwner``; True if it is ours."""
         self.uncertain.discard(resource)
         stat = self.zk.exists(self.paths.owner(resource))
-        if stat is not None and stat.ephemeralOwner == self.session_id:
+        if ephemeral_of(stat, self.session_id):
             self.held[resource] = int(stat.czxid)
             return True
         self.held.pop(resource, None)
@@ -218,7 +219,7 @@ class ClaimBook:
         mine: dict[str, int] = {}
         for resource, result in pending:
             stat = result.get()
-            if stat is not None and stat.ephemeralOwner == self.session_id and stat.czxid == self.held.get(resource):
+            if ephemeral_of(stat, self.session_id) and stat.czxid == self.held.get(resource):
                 mine[resource] = int(stat.version)
             else:
                 if stat is not None and stat.ephemeralOwner != self.session_id:
@@ -228,7 +229,7 @@ class ClaimBook:
 
     def _delete_one(self, resource: str) -> None:
         stat = self.zk.exists(self.paths.owner(resource))
-        if stat is not None and stat.ephemeralOwner == self.session_id:
+        if ephemeral_of(stat, self.session_id):
             try:
                 self.zk.delete(self.paths.owner(resource), version=stat.version)
             except NoNodeError:

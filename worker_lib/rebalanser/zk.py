@@ -5,7 +5,8 @@ Both sides build on the same few helpers, so each rule lives in one place:
 * **Paths.** :func:`validate_name` and :func:`validate_path` apply ZooKeeper's own rules for a znode
   name and an absolute path (the member's group paths add a narrower character set on top).
 * **Sessions.** :func:`session_id` is the current session (0 while there is none; ZooKeeper never
-  hands out 0) and :func:`owned_by_session` tells whether an ephemeral znode belongs to it.
+  hands out 0); :func:`ephemeral_of` and :func:`owned_by_session` tell whether an ephemeral znode
+  belongs to a given session or to the current one.
 * **Retries.** :func:`retry` runs a read or an idempotent write through connection loss with kazoo's
   :class:`~kazoo.retry.KazooRetry` (exponential back-off, a deadline) and, at the deadline, raises the
   last transient error itself rather than kazoo's ``RetryFailedError``.
@@ -103,9 +104,14 @@ def session_id(client: KazooClient) -> int:
     return int(ids[0]) if ids else 0
 
 
+def ephemeral_of(stat: ZnodeStat | None, session: int) -> bool:
+    """Whether ``stat`` is of an ephemeral znode of ``session`` (never of a persistent node, owner 0)."""
+    return stat is not None and bool(stat.ephemeralOwner) and int(stat.ephemeralOwner) == session
+
+
 def owned_by_session(stat: ZnodeStat | None, client: KazooClient) -> bool:
     """Whether ``stat`` is of an ephemeral znode of the client's current session."""
-    return stat is not None and bool(stat.ephemeralOwner) and int(stat.ephemeralOwner) == session_id(client)
+    return ephemeral_of(stat, session_id(client))
 
 
 # -- retries ----------------------------------------------------------------------------------------
