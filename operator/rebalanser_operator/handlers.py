@@ -83,7 +83,8 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
         return kopf.login_via_client(**kwargs)
 
     @kopf.on.probe(id="zookeeperConnections", registry=registry)
-    def probe(**_: Any) -> int:
+    async def probe(**_: Any) -> int:
+        # On the event loop, not in the executor: a liveness check must not queue behind slow reconciles.
         return ctx.pool.connections()
 
     @kopf.on.cleanup(id="cleanup", registry=registry)

@@ -8,7 +8,9 @@ deletion), so a stale desired set can never undo a newer one.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +26,8 @@ from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
 from rebalanser_operator.tuning import TuningPolicy, TuningState
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class LoopOptions:
@@ -31,7 +35,8 @@ class LoopOptions:
 
     coalesce: float = 0.5  # wait after a ZooKeeper change for more to arrive
     min_patch_interval: float = 1.0  # at most one status patch per object per this period
-    period: float = 5.0  # refresh at least this often (tuning decay, workload polling, missed watches)
+    period: float = 5.0  # refresh at least this often while something needs polling (see StatusLoop)
+    idle_period: float = 300.0  # otherwise: everything is watched; a safety net only
     workload_poll: float = 2.0
     drift_repair_interval: float = 5.0
     degraded_after: float = 60.0
@@ -107,6 +112,7 @@ class OperatorContext:
         self.executor = ThreadPoolExecutor(max_workers=executor_threads, thread_name_prefix="rebalanser-status")
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str], GroupRuntime] = {}
+        self._namespaces: dict[str, tuple[float, bool]] = {}  # namespace -> (checked at, terminating)
 
     def group(self, namespace: str, name: str, uid: str) -> GroupRuntime:
         """The runtime of a ResourceGroup (a fresh one when the object was recreated)."""
@@ -133,6 +139,29 @@ class OperatorContext:
             self.pool.release(runtime.user)
         self.metrics.forget_group(namespace, name)
         self.metrics.zookeeper_connections.set(self.pool.connections())
+
+    def namespace_terminating_cached(self, namespace: str, max_age: float) -> bool | None:
+        """Whether the namespace is being deleted, as checked within ``max_age`` seconds (else None)."""
+        with self._lock:
+            checked = self._namespaces.get(namespace)
+        if checked is None or time.monotonic() - checked[0] >= max_age:
+            return None
+        return checked[1]
+
+    def namespace_terminating(self, namespace: str, max_age: float) -> bool:
+        """Whether the namespace is being deleted; one API call per namespace and ``max_age`` however
+        many groups ask (blocking). An unreadable namespace counts as not terminating."""
+        cached = self.namespace_terminating_cached(namespace, max_age)
+        if cached is not None:
+            return cached
+        try:
+            terminating = self.kube.namespace_terminating(namespace)
+        except Exception as exc:  # e.g. no permission to read namespaces: kopf's deletion handler only
+            log.debug("cannot tell whether namespace %s is terminating: %s", namespace, exc)
+            terminating = False
+        with self._lock:
+            self._namespaces[namespace] = (time.monotonic(), terminating)
+        return terminating
 
     def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
         # Runs on kazoo's connection thread: only wake the loops.

@@ -8,8 +8,10 @@ Each refresh reads the group (re-arming one-shot watches on ``G/clients``, ``G/r
 status and merge-patches only what changed. Watches and ZooKeeper connection changes wake the loop;
 it then waits ``coalesce`` seconds for more changes and never patches more than once per
 ``min_patch_interval``: a churn storm costs at most one patch per second, and status lags ZooKeeper by
-at most ``coalesce + min_patch_interval`` plus one read. A periodic refresh (``period``) covers tuning
-decay, workload polling and watches lost with a session.
+at most ``coalesce + min_patch_interval`` plus one read. A periodic refresh (``period``) runs only while
+something changes without a watch (tuning decay, workload polling, the Degraded timer, retries, a lost
+connection); an idle group is refreshed every ``idle_period`` as a safety net, so idle cost does not
+grow with a re-read of every group every few seconds (:meth:`StatusLoop.needs_polling`).
 
 Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published
 status as it is until its own first reconcile of the group has finished and it has read the group from
@@ -44,7 +46,7 @@ from rebalanser_operator.models import FINALIZER, Phase
 from rebalanser_operator.reconcile import OwnerMarker, read_config, reconcile_group, write_config
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
-from rebalanser_operator.tuning import initial_state, observe
+from rebalanser_operator.tuning import FIXED, QUIET, initial_state, observe
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +95,8 @@ class StatusLoop:
         self._rolling_out = False
         self._last_repair = -1e9
         self._last_patch = -1e9
-        self._namespace_checked = -1e9
+        self._retry_pending = False  # a throttled drift repair or a failed refresh: poll until done
+        self._drift_pending = False
 
     # ---------------------------------------------------------------------------------- async shell
 
@@ -106,7 +109,7 @@ class StatusLoop:
                 await self._refresh_in_thread()
                 if self.gone or should_stop():
                     return
-                woken = await self._wait(self.options.period)
+                woken = await self._wait_for_change(should_stop)
                 if should_stop():
                     return
                 if woken:
@@ -127,6 +130,42 @@ class StatusLoop:
         except RuntimeError:  # the loop is shutting down
             pass
 
+    async def _wait_for_change(self, should_stop: Callable[[], bool]) -> bool:
+        """Until a watch or a handler wakes the loop (True), or the next refresh is due (False): after
+        ``period`` while something needs polling, after ``idle_period`` when everything the status
+        depends on is watched. Meanwhile, every ``period``, whether the namespace is being deleted
+        (one API call per namespace and period, shared by its groups)."""
+        assert self._loop is not None
+        wait = self.options.period if self.needs_polling() else self.options.idle_period
+        deadline = self._loop.time() + wait
+        while True:
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                return False
+            if await self._wait(min(remaining, self.options.period)):
+                return True
+            if should_stop():
+                return False
+            terminating = self.ctx.namespace_terminating_cached(self.rt.namespace, self.options.period)
+            if terminating is None:
+                context = contextvars.copy_context()
+                terminating = await self._loop.run_in_executor(
+                    self.ctx.executor, context.run, self.ctx.namespace_terminating, self.rt.namespace,
+                    self.options.period)
+            if terminating:
+                return False
+
+    def needs_polling(self) -> bool:
+        """Whether the status can change without a ZooKeeper watch or a handler saying so: the tuning
+        decays, a workload is polled for rollouts, an unbalanced group turns Degraded by time, a drift
+        repair or a refresh waits for a retry, or the group is not reconciled or not connected."""
+        rt = self.rt
+        if rt.spec is None or rt.sync is None or not rt.sync.ok or self._was_connected is not True:
+            return True
+        if self._retry_pending or self._unbalanced_since is not None or rt.spec.workload is not None:
+            return True
+        return rt.tuning is not None and rt.tuning.reason not in (QUIET, FIXED)
+
     async def _wait(self, timeout: float) -> bool:
         assert self._event is not None
         try:
@@ -146,6 +185,7 @@ class StatusLoop:
     def refresh(self) -> None:
         """One read-compute-publish cycle (blocking; runs in the executor)."""
         started = time.monotonic()
+        self._retry_pending = True  # until this refresh has gone through
         try:
             if self._namespace_terminating(started):
                 self._release()
@@ -153,21 +193,16 @@ class StatusLoop:
             obs = self._observe(started)
             if not self.gone:
                 self._publish(obs)
+            self._retry_pending = self._drift_pending
         except Exception:
             log.exception("status refresh of %s failed", self.rt.user)
         finally:
             self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
 
     def _namespace_terminating(self, now: float) -> bool:
-        """Checked every ``period``: kopf stops serving a terminating namespace (see :mod:`farewell`)."""
-        if now - self._namespace_checked < self.options.period:
-            return False
-        self._namespace_checked = now
-        try:
-            return self.ctx.kube.namespace_terminating(self.rt.namespace)
-        except Exception as exc:  # e.g. no permission to read namespaces: kopf's deletion handler only
-            log.debug("cannot tell whether namespace %s is terminating: %s", self.rt.namespace, exc)
-            return False
+        """Checked every ``period`` (one API call per namespace, shared by its groups): kopf stops serving
+        a terminating namespace (see :mod:`farewell`)."""
+        return self.ctx.namespace_terminating(self.rt.namespace, self.options.period)
 
     def _release(self) -> None:
         """The namespace is being deleted: the group goes with it (members leave first, bounded)."""
@@ -239,6 +274,7 @@ class StatusLoop:
         config = read_config(zk, rt.path)
         wanted = rt.spec.group_config(rt.effective_interval())
         drifted = not group.exists or set(group.resources) != rt.desired or config != wanted
+        self._drift_pending = drifted
         if not drifted or now - self._last_repair < self.options.drift_repair_interval:
             return group
         self._last_repair = now

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+
 import pytest
 from rebalanser_operator.handlers import FINALIZER, build_registry, object_ref, operator_settings
 from rebalanser_operator.kube import is_rolling_out
@@ -53,6 +56,18 @@ def test_registry_has_every_handler() -> None:
         changing = {h.id for h in registry._changing.get_all_handlers()}
         spawning = {h.id for h in registry._spawning.get_all_handlers()}
         assert changing == {"reconcile", "reconcile/spec", "cleanup-znodes"} and spawning == {"status"}
+    finally:
+        ctx.close()
+
+
+def test_the_liveness_probe_runs_on_the_event_loop() -> None:
+    """A sync probe would wait for a thread of the executor that slow reconciles may all hold."""
+    ctx = OperatorContext(kube=RecordingKube())
+    try:
+        registry = build_registry(ctx)
+        (probe,) = [h for h in registry._activities.get_all_handlers() if h.id == "zookeeperConnections"]
+        assert inspect.iscoroutinefunction(probe.fn)
+        assert asyncio.run(probe.fn()) == 0
     finally:
         ctx.close()
 

@@ -103,7 +103,7 @@ def test_the_status_loop_releases_its_group_when_the_namespace_terminates(
     loop.refresh()
     assert zk.exists(group_path) is not None and not loop.gone
     kube.terminating.add("shop")
-    loop._namespace_checked = -1e9  # the next refresh looks again (it does every period)
+    ctx._namespaces.clear()  # the next refresh looks again (it does every period)
     loop.refresh()
     assert loop.gone and zk.exists(group_path) is None
     assert kube.groups["shop"][0]["metadata"]["finalizers"] == []

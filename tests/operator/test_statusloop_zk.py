@@ -378,3 +378,33 @@ def test_a_restarted_operator_that_cannot_reach_zookeeper_keeps_the_view_then_sa
     assert {c["type"]: c["reason"] for c in st["conditions"]}["ZooKeeperConnected"] == "ConnectionLost"
     for key in ("members", "coordinator", "assignments", "lastRebalance", "epoch"):
         assert st[key] == published[key], f"{key} was dropped or changed: {st.get(key)}"
+
+
+def test_an_idle_group_is_not_re_read_every_period_but_still_follows_changes(
+    kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """Nothing polls an idle group: its refreshes come from watches (a join shows at once) and the
+    namespace check (shared, every period) still notices a namespace being deleted."""
+    ctx = OperatorContext(kube=kube, options=LoopOptions(connect_wait=2.0, period=0.3, idle_period=300.0))
+    try:
+        rt = setup_group(ctx, zk_hosts, group_path, resources=["a", "b"])
+        with status_loop(ctx, rt) as loop:
+            kube.wait_status(lambda s: s.get("phase") == "Pending" and s.get("resources") == 2, 10, "first status")
+            def count() -> float:
+                samples = ctx.metrics.status_refresh_seconds.collect()[0].samples
+                return sum(s.value for s in samples if s.name.endswith("_count"))
+
+            assert not loop.needs_polling(), "a reconciled, connected, quiet group with no members is idle"
+            before = count()
+            time.sleep(3.0)  # ten periods
+            assert count() - before <= 1, f"an idle group was refreshed {count() - before} times in 3 s"
+            add_member(zk, group_path, "w1")
+            kube.wait_status(lambda s: s.get("members") == 1, 5, "the join in the status (a watch, not a poll)")
+            kube.terminating.add("shop")
+            kube.groups["shop"] = []
+            deadline = time.monotonic() + 10
+            while not loop.gone and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert loop.gone, "the namespace check stopped with the polling"
+    finally:
+        ctx.close()
