@@ -62,6 +62,7 @@ def run(kills: int, workers: int, resources: int, oom_kills: int = 2) -> dict[st
         result["oom"] = side_by_side(scene, "USR1", oom_kills, workers, first=kills)
         result["sigstop"] = sigstop(scene, workers)
         result["operator_killed"] = operator_killed(scene, workers)
+        result["zookeeper_cut"] = zookeeper_cut(scene, workers)
         for group in ("confirmed", "expiry"):
             overlaps, regressions = scene.violations(group)
             result[f"violations_{group}"] = {"overlaps": len(overlaps), "token_regressions": len(regressions),
@@ -99,14 +100,36 @@ def sigstop(scene: FailoverScene, workers: int) -> dict[str, Any]:
     owners = scene.stable("confirmed", workers, timeout=400)
     victim = sorted(set(owners.values()))[0]
     instance = scene.instance(victim)
+    before = [line for line in scene.operator_lines("failover: pod") if victim in line]
     stop = scene.signal(victim, "STOP")
     try:
         seconds = scene.reworked("confirmed", victim, instance, owned_by(owners, victim), stop.ts, timeout=3 * T)
         scene.settle(max(0.0, 3 * T - seconds))
     finally:
         scene.signal(victim, "CONT")
-    acted = [line for line in scene.operator_lines("failover: pod") if victim in line]
+    scene.stable("confirmed", workers, timeout=400)
+    acted = [line for line in scene.operator_lines("failover: pod") if victim in line and line not in before]
     log(f"  SIGSTOP 3T: resources worked again {seconds:.2f} s after the pause began; operator acted: {bool(acted)}")
+    return {"reworked_s": round(seconds, 2), "operator_acted": bool(acted),
+            "restarted": scene.instance(victim) != instance}
+
+
+def zookeeper_cut(scene: FailoverScene, workers: int) -> dict[str, Any]:
+    """A KubeletConfirmed worker cut off from ZooKeeper (iptables in its pod's network namespace) for 3 T:
+    its container keeps running, so the operator must leave it to session expiry."""
+    owners = scene.stable("confirmed", workers, timeout=400)
+    victim = sorted(set(owners.values()))[2 % workers]
+    instance = scene.instance(victim)
+    before = [line for line in scene.operator_lines("failover: pod") if victim in line]
+    cut = scene.cut(victim)
+    try:
+        seconds = scene.reworked("confirmed", victim, instance, owned_by(owners, victim), cut, timeout=3 * T)
+        scene.settle(max(0.0, 3 * T - seconds))
+    finally:
+        scene.cut(victim, heal=True)
+    scene.stable("confirmed", workers, timeout=400)
+    acted = [line for line in scene.operator_lines("failover: pod") if victim in line and line not in before]
+    log(f"  ZooKeeper cut 3T: resources worked again {seconds:.2f} s after the cut; operator acted: {bool(acted)}")
     return {"reworked_s": round(seconds, 2), "operator_acted": bool(acted),
             "restarted": scene.instance(victim) != instance}
 
@@ -183,6 +206,9 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
     lines += [
         f"- SIGSTOP of a KubeletConfirmed worker for 3 T: the operator acted: {stop.get('operator_acted')}; its "
         f"resources were worked on again {stop.get('reworked_s')} s after the pause began (session expiry).",
+        f"- A KubeletConfirmed worker cut off from ZooKeeper for 3 T (iptables in its pod's network namespace): "
+        f"the operator acted: {result.get('zookeeper_cut', {}).get('operator_acted')}; its resources were worked "
+        f"on again {result.get('zookeeper_cut', {}).get('reworked_s')} s after the cut (session expiry).",
         f"- A KubeletConfirmed worker SIGKILLed and the operator SIGKILLed 0.3 s later: resources worked again "
         f"{op.get('reworked_s')} s after the kill.",
     ]

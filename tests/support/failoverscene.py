@@ -17,6 +17,8 @@ signal is on the same CLOCK_MONOTONIC as the workers' ``ts``.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +113,13 @@ def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0
         "--termination-log=/dev/termination-log", "--simulate-oom", "--json",
     ]
     return doc
+
+
+def node_container() -> str:
+    """The kind node's container (``<cluster>-control-plane``), from .cluster/kind.env."""
+    values = dict(line.split("=", 1) for line in (REPO / ".cluster" / "kind.env").read_text().splitlines()
+                  if "=" in line)
+    return f"{values.get('CLUSTER') or os.environ.get('REBALANSER_KIND_CLUSTER', 'rebalanser')}-control-plane"
 
 
 @dataclass
@@ -208,11 +217,12 @@ class FailoverScene:
         return overlaps(events), token_regressions(events)
 
     def operator_lines(self, text: str) -> list[str]:
+        """The operator's log lines containing ``text`` (every operator container instance), each once."""
         assert self.operator_log is not None
-        lines = []
+        lines: dict[str, None] = {}  # each line once (a follower and a --previous fetch may both have it)
         for path in sorted(self.operator_log.dir.glob("*.log")):
-            lines.extend(line for line in path.read_text(errors="replace").splitlines() if text in line)
-        return lines
+            lines.update((line, None) for line in path.read_text(errors="replace").splitlines() if text in line)
+        return list(lines)
 
     # ------------------------------------------------------------------------------------ acting
 
@@ -225,6 +235,20 @@ class FailoverScene:
         signalled = Signalled(int(out[0]), [int(p) for p in out[1:slash]], [int(p) for p in out[slash + 1:]])
         assert signalled.pids, f"no process found for {target}"
         return signalled
+
+    def cut(self, target: str, *, heal: bool = False) -> int:
+        """Drops the ZooKeeper traffic (port 2181, both directions) inside the network namespace of the worker
+        whose id is ``target`` (iptables in its pod's namespace, entered from the node); ``heal`` removes
+        the rules. Returns the CLOCK_MONOTONIC instant (ns) right before the rules changed."""
+        pids = self.signal(target, "CONT").pids  # SIGCONT to a running process changes nothing: it finds it
+        docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
+        action = "-D" if heal else "-I"
+        ts = time.monotonic_ns()
+        for rule in (["INPUT", "-p", "tcp", "--sport", "2181", "-j", "DROP"],
+                     ["OUTPUT", "-p", "tcp", "--dport", "2181", "-j", "DROP"]):
+            subprocess.run([docker, "exec", node_container(), "nsenter", "-t", str(pids[0]), "-n", "iptables",
+                            action, *rule], check=True, capture_output=True, text=True, timeout=30)
+        return ts
 
     def reworked(self, group: str, victim: str, instance: int, resources: set[str], after: int,
                  timeout: float = 120.0) -> float:
