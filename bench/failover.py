@@ -175,6 +175,30 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+def targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The targets of ``bench.report`` this comparison measures (none when it did not run)."""
+    if not result or result.get("skipped") or result.get("error"):
+        return []
+    out = []
+    for fault, what in (("sigkill", "SIGKILL"), ("oom", "OOM kill")):
+        s = (result.get(fault) or {}).get("confirmed")
+        if s and s.get("p50_s") is not None:
+            expiry = (result.get(fault) or {}).get("expiry") or {}
+            out.append({"target": f"kubelet-confirmed failover after {what}: worked again ≤ 2 s p50 (T = 10 s)",
+                        "met": s["p50_s"] <= 2.0, "value": f"p50 {s['p50_s']} s, p95 {s['p95_s']} s (n = {s['n']})",
+                        "detail": f"session expiry in the same run: p50 {expiry.get('p50_s')} s, "
+                                  f"p95 {expiry.get('p95_s')} s"})
+    violations = [result.get(f"violations_{g}") or {} for g in ("confirmed", "expiry")]
+    if all(violations):
+        total = sum(v.get("overlaps", 0) + v.get("token_regressions", 0) for v in violations)
+        acted = [k for k in ("sigstop", "zookeeper_cut") if (result.get(k) or {}).get("operator_acted")]
+        out.append({"target": "failover faults (SIGKILL, OOM, SIGSTOP 3T, ZooKeeper cut 3T, operator killed): "
+                              "0 overlaps, 0 token regressions, no confirmed failover of a live process",
+                    "met": total == 0 and not acted,
+                    "value": f"{total} violations; operator acted on: {', '.join(acted) or 'none'}", "detail": ""})
+    return out
+
+
 def markdown_lines(result: dict[str, Any] | None) -> list[str]:
     """The section of docs/benchmarks.md (``bench.report`` appends it when ``make bench`` measured it)."""
     if not result:

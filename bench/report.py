@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.failover import markdown_lines as failover_lines
+from bench.failover import targets as failover_targets
 
 FAULT_TITLES = {
     "join": "join", "leave": "graceful leave", "kill": "kill -9 member", "kill-coordinator": "kill -9 coordinator",
@@ -175,6 +176,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                                f"{lag['rounds']} rebalances"))
     else:
         targets.append(_target("operator: status lag after a rebalance ≤ 2 s", None, op.get("error", "not measured")))
+    targets.extend(failover_targets(results.get("failover")))
     return targets
 
 
