@@ -228,16 +228,54 @@ def _target_section(name: str, t: dict[str, Any]) -> list[str]:
     return lines
 
 
+def combine(runs: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    """One target's summary over several campaign runs of it: ``(its report entry, its steps)`` each.
+    Steps are renumbered in run order; seeds, minutes and notes are joined."""
+    steps: list[dict[str, Any]] = []
+    for _, run_steps in runs:
+        steps += [{**s, "index": len(steps) + i} for i, s in enumerate(run_steps)]
+    first = runs[0][0]
+    meta = {
+        "seed": ", ".join(str(entry["seed"]) for entry, _ in runs),
+        "minutes": round(sum(float(entry["minutes"]) for entry, _ in runs), 1),
+        "duration_s": round(sum(float(entry["duration_s"]) for entry, _ in runs), 1),
+        "settings": first.get("settings", {}),
+        "notes": [n for entry, _ in runs for n in entry.get("notes", [])],
+    }
+    return summarise(str(first["target"]), steps, meta)
+
+
+def _load_run(report: Path) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """A campaign's report and, beside its per-step records (``<workdir>/<target>/steps.jsonl``, named by
+    the report's ``workdir`` note or found next to the report), each target's steps."""
+    found = []
+    for target, entry in json.loads(report.read_text())["targets"].items():
+        records = report.parent.parent / report.parent.name.removesuffix("-report") / target / "steps.jsonl"
+        lines = records.read_text().splitlines() if records.exists() else []
+        found.append((target, entry, [json.loads(line) for line in lines if line.strip()]))
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Merges the targets of several campaign reports (e.g. one run per target) into one report."""
+    """Merges the targets of several campaign reports (e.g. one run per target) into one report; with
+    ``--combine``, several runs of one target are summarised together from their per-step records."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m tests.chaos.report", description=main.__doc__)
     p.add_argument("reports", nargs="+", type=Path, help="chaos-report.json files; later ones win per target")
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "docs")
+    p.add_argument("--combine", action="store_true",
+                   help="summarise runs of the same target together (each report's steps.jsonl lies in "
+                        "the workdir named like the report dir without '-report')")
     args = p.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
-    for path in args.reports:
+    if args.combine:
+        runs: dict[str, list[tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
+        for path in args.reports:
+            for target, entry, steps in _load_run(path):
+                runs.setdefault(target, []).append((entry, steps))
+        results = {target: combine(target_runs) for target, target_runs in runs.items()}
+    for path in [] if args.combine else args.reports:
         results.update(json.loads(path.read_text())["targets"])
     json_path, md_path = write_report(args.out, results, merge=False)
     print(f"report: {md_path} {json_path}")
