@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rebalanser.client import Client
 from rebalanser.config import Algorithm
@@ -27,6 +27,9 @@ from rebalanser.handler import Handler
 from rebalanser.instance import new_instance, write_termination_record
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
+
+if TYPE_CHECKING:
+    from rebalanser.status import GroupStatus
 
 EXIT_EXPIRED = 3
 EXIT_USAGE = 2
@@ -218,6 +221,8 @@ def run_status(args: argparse.Namespace) -> int:
     finally:
         zk.stop()
         zk.close()
+    if args.resource or args.member:
+        return _print_owners(status, args.resource or [], args.member or [], as_json=args.json)
     if args.json:
         print(json.dumps(status.to_dict(), indent=None))
         return 0
@@ -232,6 +237,27 @@ def run_status(args: argparse.Namespace) -> int:
         shown = ", ".join(owned[:8]) + (f", … (+{len(owned) - 8})" if len(owned) > 8 else "")
         print(f"  {member:30s} {len(owned):6d}  {shown}")
     return 0
+
+
+def owners(assignments: Mapping[str, Sequence[str]], resources: Sequence[str]) -> dict[str, str | None]:
+    """Who owns each of ``resources`` in a full assignment (None: nobody)."""
+    owner_of = {resource: member for member, owned in assignments.items() for resource in owned}
+    return {resource: owner_of.get(resource) for resource in resources}
+
+
+def _print_owners(status: GroupStatus, resources: Sequence[str], members: Sequence[str], *, as_json: bool) -> int:
+    """``status --resource NAME`` / ``--member ID``: answered from the group's own assignment znodes,
+    complete however many resources there are (unlike a size-capped ResourceGroup status)."""
+    found = owners(status.assignments, resources)
+    held = {member: sorted(status.assignments.get(member, [])) for member in members}
+    if as_json:
+        print(json.dumps({"path": status.path, "exists": status.exists, "owners": found, "members": held}))
+    else:
+        for resource, owner in found.items():
+            print(f"{resource}\t{owner if owner is not None else '(unassigned)'}")
+        for member, owned in held.items():
+            print(f"{member}\t{len(owned)}\t{' '.join(owned)}")
+    return 0 if status.exists and all(owner is not None for owner in found.values()) else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -267,6 +293,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--zk", required=True)
     s.add_argument("--group", required=True)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--resource", action="append", metavar="NAME",
+                   help="print who owns NAME (repeatable); exit 1 when one is unassigned")
+    s.add_argument("--member", action="append", metavar="ID", help="print what member ID owns (repeatable)")
     return p
 
 
