@@ -120,7 +120,7 @@ class SimulatedWork(Handler):
 def run_worker(args: argparse.Namespace) -> int:
     instance, pod = _instance(args)
     options = Options(
-        hosts=args.zk, group=args.group, member_id=args.id or default_member_id(),
+        hosts=args.zk, group=args.group, member_id=args.id or os.environ.get("POD_NAME") or default_member_id(),
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
@@ -260,13 +260,19 @@ def _print_owners(status: GroupStatus, resources: Sequence[str], members: Sequen
     return 0 if status.exists and all(owner is not None for owner in found.values()) else 1
 
 
+def _connection_arguments(p: argparse.ArgumentParser) -> None:
+    """``--zk``/``--group``, defaulting to ``$REBALANSER_ZK``/``$REBALANSER_GROUP`` (e.g. a pod's ``envFrom``)."""
+    zk, group = os.environ.get("REBALANSER_ZK"), os.environ.get("REBALANSER_GROUP")
+    p.add_argument("--zk", required=zk is None, default=zk, help="ZooKeeper connect string (or $REBALANSER_ZK)")
+    p.add_argument("--group", required=group is None, default=group, help="group znode path (or $REBALANSER_GROUP)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rebalanser", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("worker", help="join a group and simulate work on owned resources")
-    w.add_argument("--zk", required=True, help="ZooKeeper connect string")
-    w.add_argument("--group", required=True, help="group znode path")
-    w.add_argument("--id", help="stable member id (default: hostname-pid)")
+    _connection_arguments(w)
+    w.add_argument("--id", help="stable member id (default: $POD_NAME, else hostname-pid)")
     w.add_argument("--algorithm", default="resource-barrier", choices=["resource-barrier", "global-barrier"])
     w.add_argument("--session-timeout", type=float, default=10.0)
     w.add_argument("--min-interval", type=float, default=2.0)
@@ -290,8 +296,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the client the worker runs on: rebalanser.Client or rebalanser.aio.Client")
     w.add_argument("--log-level", default="WARNING")
     s = sub.add_parser("status", help="print members, coordinator, epoch and the assignment")
-    s.add_argument("--zk", required=True)
-    s.add_argument("--group", required=True)
+    _connection_arguments(s)
     s.add_argument("--json", action="store_true")
     s.add_argument("--resource", action="append", metavar="NAME",
                    help="print who owns NAME (repeatable); exit 1 when one is unassigned")
