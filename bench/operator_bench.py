@@ -52,6 +52,9 @@ class RecordingKube:
     def read_credentials(self, namespace: str, secret: str) -> Any:
         raise RuntimeError("no credentials in the benchmark")
 
+    def publish_config(self, namespace: str, name: str, data: Mapping[str, str], owner: Any) -> None:
+        return None
+
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         return None
 

@@ -148,8 +148,41 @@ def apply_spec(
     if result.created or result.deleted:
         event(ctx, rt, "Normal", "ResourcesSynced",
               f"created {result.created}, deleted {result.deleted}; {result.resources} resources in {path}")
+    publish_worker_config(ctx, rt, spec, path)
     rt.wake()
     return result
+
+
+def config_map_name(name: str) -> str:
+    """The ConfigMap the operator publishes for the workers of ResourceGroup ``name``."""
+    return f"{name[:242]}-rebalanser"
+
+
+def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str) -> dict[str, str]:
+    """What a worker needs to join the group, as environment variables (``envFrom``); credentials only
+    by the name of their Secret."""
+    data = {
+        "REBALANSER_ZK": spec.zookeeper.connect,
+        "REBALANSER_GROUP": path,
+        "REBALANSER_RESOURCE_GROUP": f"{namespace}/{name}",
+    }
+    if spec.zookeeper.credentials_secret is not None:
+        data["REBALANSER_CREDENTIALS_SECRET"] = spec.zookeeper.credentials_secret
+    return data
+
+
+def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
+    """Publishes :func:`worker_config` when it changed; a failure is reported, never fatal to the sync."""
+    data = worker_config(spec, rt.namespace, rt.name, path)
+    if rt.worker_config == data:
+        return
+    try:
+        ctx.kube.publish_config(rt.namespace, config_map_name(rt.name), data, rt.body)
+    except Exception as exc:
+        log.warning("%s: cannot publish ConfigMap %s: %s", rt.user, config_map_name(rt.name), exc)
+        event(ctx, rt, "Warning", "WorkerConfigNotPublished", f"ConfigMap {config_map_name(rt.name)}: {exc}")
+        return
+    rt.worker_config = data
 
 
 def _temporary(ctx: OperatorContext, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:

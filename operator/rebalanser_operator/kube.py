@@ -40,6 +40,12 @@ class KubeGateway(Protocol):
     def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
         """Reads ``username``/``password`` from a Secret; raises :class:`CredentialsError`."""
 
+    def publish_config(
+        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
+    ) -> None:
+        """Creates or replaces the ConfigMap ``name`` holding ``data``, owned by ``owner`` (an object
+        reference) when given; raises on failure."""
+
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         """True while the Deployment/StatefulSet rolls out; None when it cannot be read."""
 
@@ -93,6 +99,28 @@ class KubernetesGateway:
         if not username or ":" in username:
             raise CredentialsError(f"Secret {namespace}/{secret}: username must be non-empty without ':'")
         return DigestCredentials(username, password)
+
+    def publish_config(
+        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
+    ) -> None:
+        meta = owner.get("metadata", {}) if owner else {}
+        references = [k8s.V1OwnerReference(
+            api_version=str(owner.get("apiVersion")), kind=str(owner.get("kind")), name=str(meta.get("name")),
+            uid=str(meta.get("uid")), controller=True,
+        )] if owner and meta.get("uid") else None
+        body = k8s.V1ConfigMap(
+            metadata=k8s.V1ObjectMeta(
+                name=name, namespace=namespace, owner_references=references,
+                labels={"app.kubernetes.io/managed-by": "rebalanser-operator"},
+            ),
+            data=dict(data),
+        )
+        try:
+            self._core.create_namespaced_config_map(namespace, body, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self._core.replace_namespaced_config_map(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         try:

@@ -63,6 +63,7 @@ class GroupRuntime:
     spec_error: str | None = None
     tuning: TuningState | None = None
     body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
+    worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
     _waker: Callable[[], None] | None = None
 
     @property

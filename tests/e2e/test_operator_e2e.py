@@ -319,6 +319,21 @@ def test_resource_group_creates_znodes_and_config(
     assert condition(st, "ResourcesSynced")["status"] == "True"
 
 
+def test_the_workers_config_map_is_published(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
+) -> None:
+    def data() -> dict[str, str] | None:
+        proc = installed.run_kubectl("get", "configmap", f"{GROUP}-rebalanser", "-n", NS, "-o", "json", check=False)
+        return json.loads(proc.stdout).get("data") if proc.returncode == 0 else None
+
+    published = wait_for(data, 30, f"ConfigMap {GROUP}-rebalanser")
+    assert published == {"REBALANSER_ZK": zookeeper.hosts, "REBALANSER_GROUP": GROUP_PATH,
+                         "REBALANSER_RESOURCE_GROUP": f"{NS}/{GROUP}"}
+    cm = installed.run_kubectl("get", "configmap", f"{GROUP}-rebalanser", "-n", NS, "-o", "json").stdout
+    (reference,) = json.loads(cm)["metadata"]["ownerReferences"]
+    assert reference["kind"] == "ResourceGroup" and reference["name"] == GROUP
+
+
 def test_workers_join_and_status_becomes_ready(installed: Cluster, operator: OperatorProcess, workers: Workers) -> None:
     kube = installed
     for member in ("w1", "w2", "w3"):

@@ -35,6 +35,7 @@ class RecordingKube:
     gone: bool = False
     terminating: set[str] = field(default_factory=set)  # namespaces being deleted
     groups: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # namespace -> ResourceGroup bodies
+    config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     lock: threading.Condition = field(default_factory=threading.Condition)
 
     def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
@@ -56,6 +57,12 @@ class RecordingKube:
             return self.secrets[secret]
         except KeyError:
             raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found") from None
+
+    def publish_config(
+        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
+    ) -> None:
+        with self.lock:
+            self.config_maps[(namespace, name)] = dict(data)
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         return self.rolling_out

@@ -66,6 +66,18 @@ def test_apply_spec_syncs_and_records_the_outcome(
     assert kube.reasons() == ["ResourcesSynced"], "a no-op reconcile must not post events"
 
 
+def test_apply_spec_publishes_what_workers_need_once_per_change(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a"]), generation=1, body=BODY)
+    assert kube.config_maps == {("shop", "orders-rebalanser"): {
+        "REBALANSER_ZK": zk_hosts, "REBALANSER_GROUP": group_path, "REBALANSER_RESOURCE_GROUP": "shop/orders"}}
+    kube.config_maps.clear()
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a", "b"]), generation=2, body=BODY)
+    assert kube.config_maps == {}, "unchanged worker config must not be re-published"
+
+
 def test_unreachable_zookeeper_is_a_retry_with_backoff_and_one_event(
     ctx: OperatorContext, kube: RecordingKube, group_path: str
 ) -> None:

@@ -78,6 +78,7 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     assert role["metadata"]["namespace"] == "ops"
     assert rules_of(role) == {
         "/events": {"create"},
+        "/configmaps": {"create", "update"},  # the workers' ConfigMap per ResourceGroup
         "/secrets": {"get"},
         "apps/deployments": {"get"},
         "apps/statefulsets": {"get"},

@@ -66,6 +66,10 @@ app.kubernetes.io/part-of: rebalanser
   resources: ["events"]
   verbs: ["create"]
 - apiGroups: [""]
+  resources: ["configmaps"]
+  # <name>-rebalanser: what the workers of a ResourceGroup need (connect string, group path), for envFrom.
+  verbs: ["create", "update"]
+- apiGroups: [""]
   resources: ["secrets"]
   # spec.zookeeper.credentialsSecret (digest ACL credentials); read by name only.
   verbs: ["get"]
