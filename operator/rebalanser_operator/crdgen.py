@@ -94,9 +94,9 @@ def build_crd() -> dict[str, Any]:
         "type": "object",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "apiVersion": {"type": "string", "description": "rebalanser.io/v1alpha1"},
+            "kind": {"type": "string", "description": "ResourceGroup"},
+            "metadata": {"type": "object"},  # the API server allows nothing more here
             "spec": spec,
             "status": status,
         },

@@ -144,8 +144,11 @@ class ZooKeeperSpec(_Model):
 class ResourceSet(_Model):
     """Generated resource names: prefix followed by 0, 1, … count-1."""
 
-    prefix: str = Field(max_length=RESOURCE_NAME_MAX - 6, pattern=PREFIX_PATTERN)
-    count: int = Field(ge=0, le=MAX_SET_COUNT)
+    prefix: str = Field(
+        max_length=RESOURCE_NAME_MAX - 6, pattern=PREFIX_PATTERN,
+        description="Start of every generated name (may be empty: plain numbers).",
+    )
+    count: int = Field(ge=0, le=MAX_SET_COUNT, description="How many names: prefix0 … prefix<count-1>.")
 
     def names(self) -> list[str]:
         return [f"{self.prefix}{i}" for i in range(self.count)]
@@ -197,8 +200,8 @@ class WorkloadKind(StrEnum):
 class WorkloadRef(_Model):
     """The workers' workload: while it rolls out, the operator lengthens the rebalance interval."""
 
-    kind: WorkloadKind
-    name: K8sName
+    kind: WorkloadKind = Field(description="Deployment or StatefulSet.")
+    name: K8sName = Field(description="Its name, in the ResourceGroup's namespace.")
 
 
 class FailoverMode(StrEnum):
@@ -378,49 +381,72 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 class Condition(_Model):
     """A metav1.Condition."""
 
-    type: str = Field(max_length=316)
-    status: ConditionStatus
-    reason: str = Field(min_length=1, max_length=1024, pattern=REASON_PATTERN)
-    message: str = Field(default="", max_length=32768)
-    last_transition_time: str = Field(
-        alias="lastTransitionTime", json_schema_extra={"format": "date-time"}
+    type: str = Field(
+        max_length=316, description="Ready, ZooKeeperConnected, ResourcesSynced or Balanced."
     )
-    observed_generation: int = Field(default=0, alias="observedGeneration", ge=0)
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        min_length=1, max_length=1024, pattern=REASON_PATTERN, description="Why, in one CamelCase word."
+    )
+    message: str = Field(default="", max_length=32768, description="Why, for people.")
+    last_transition_time: str = Field(
+        alias="lastTransitionTime", json_schema_extra={"format": "date-time"},
+        description="When status last changed (kept while it stays the same).",
+    )
+    observed_generation: int = Field(
+        default=0, alias="observedGeneration", ge=0, description="metadata.generation this condition is about."
+    )
 
 
 class LastRebalance(_Model):
     """The coordinator's summary of the last completed rebalance (from the group's state znode)."""
 
-    started_at: str | None = Field(default=None, alias="startedAt")
-    completed_at: str | None = Field(default=None, alias="completedAt")
-    duration_ms: float | None = Field(default=None, alias="durationMs", ge=0)
-    moved: int | None = Field(default=None, ge=0)
-    generation: int | None = Field(default=None, ge=0)
+    started_at: str | None = Field(default=None, alias="startedAt", description="When the rebalance began.")
+    completed_at: str | None = Field(
+        default=None, alias="completedAt", description="When every resource was assigned under it."
+    )
+    duration_ms: float | None = Field(
+        default=None, alias="durationMs", ge=0, description="completedAt - startedAt, in milliseconds."
+    )
+    moved: int | None = Field(default=None, ge=0, description="Resources that changed owner.")
+    generation: int | None = Field(default=None, ge=0, description="Generation of the assignment it produced.")
 
 
 class ResourceGroupStatus(_Model):
     """Observed state of a ResourceGroup, mirrored live from ZooKeeper by the operator."""
 
-    observed_generation: int | None = Field(default=None, alias="observedGeneration", ge=0)
-    phase: Phase | None = None
-    message: str | None = Field(default=None, max_length=32768)
-    zookeeper_path: str | None = Field(default=None, alias="zookeeperPath")
-    coordinator: str | None = None
-    epoch: int | None = Field(default=None, ge=0)
+    observed_generation: int | None = Field(
+        default=None, alias="observedGeneration", ge=0, description="metadata.generation last reconciled."
+    )
+    phase: Phase | None = Field(default=None, description="Pending, Rebalancing, Stable, Degraded or Error.")
+    message: str | None = Field(default=None, max_length=32768, description="The Ready condition's message.")
+    zookeeper_path: str | None = Field(default=None, alias="zookeeperPath", description="The group's znode path.")
+    coordinator: str | None = Field(default=None, description="Member id of the current coordinator.")
+    epoch: int | None = Field(default=None, ge=0, description="Coordinator epoch (a new coordinator raises it).")
     generation: int | None = Field(default=None, ge=0, description="Generation of the current assignment.")
-    members: int | None = Field(default=None, ge=0)
-    resources: int | None = Field(default=None, ge=0)
-    assigned: int | None = Field(default=None, ge=0)
+    members: int | None = Field(default=None, ge=0, description="Live members.")
+    resources: int | None = Field(default=None, ge=0, description="Resources in ZooKeeper.")
+    assigned: int | None = Field(default=None, ge=0, description="Resources assigned to a live member.")
     assignments: dict[str, list[str]] | None = Field(
         default=None, description="Member id -> sorted resources (size-capped; see assignmentsTruncated)."
     )
-    assignments_truncated: bool | None = Field(default=None, alias="assignmentsTruncated")
-    unassigned: list[str] | None = None
-    unassigned_truncated: bool | None = Field(default=None, alias="unassignedTruncated")
-    effective_interval_seconds: float | None = Field(default=None, alias="effectiveIntervalSeconds", ge=0)
-    last_rebalance: LastRebalance | None = Field(default=None, alias="lastRebalance")
+    assignments_truncated: bool | None = Field(
+        default=None, alias="assignmentsTruncated",
+        description="Some assignment lists were cut; `rebalanser status --resource` answers in full.",
+    )
+    unassigned: list[str] | None = Field(default=None, description="Resources nobody owns (size-capped).")
+    unassigned_truncated: bool | None = Field(
+        default=None, alias="unassignedTruncated", description="The unassigned list was cut."
+    )
+    effective_interval_seconds: float | None = Field(
+        default=None, alias="effectiveIntervalSeconds", ge=0,
+        description="The rebalance interval the operator chose within [min, max].",
+    )
+    last_rebalance: LastRebalance | None = Field(
+        default=None, alias="lastRebalance", description="The last completed rebalance."
+    )
     conditions: list[Condition] | None = Field(
-        default=None,
+        default=None, description="Ready, ZooKeeperConnected, ResourcesSynced, Balanced.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
 

@@ -296,6 +296,13 @@ def test_chart_installs_crd_rbac_and_service_account(installed: Cluster) -> None
     assert can("create", "pods", "-n", NS) == "no"
 
 
+def test_kubectl_explain_describes_the_fields(installed: Cluster) -> None:
+    text = installed.run_kubectl("explain", "resourcegroups.status.lastRebalance.moved").stdout
+    assert "Resources that changed owner" in text, text
+    text = installed.run_kubectl("explain", "resourcegroups.spec.resourceSets.count").stdout
+    assert "How many names" in text, text
+
+
 def test_resource_group_creates_znodes_and_config(
     installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, zk: KazooClient
 ) -> None:

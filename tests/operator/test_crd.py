@@ -96,3 +96,21 @@ def test_validation_rules_are_in_the_schema() -> None:
 def test_generated_yaml_is_a_single_document() -> None:
     documents = list(yaml.safe_load_all(crdgen.render()))
     assert len(documents) == 1 and documents[0]["kind"] == "CustomResourceDefinition"
+
+
+def test_every_field_has_a_description() -> None:
+    """What ``kubectl explain rg --recursive`` shows (``metadata`` is the API server's own)."""
+    missing = []
+
+    def visit(node: dict[str, Any], path: str) -> None:
+        for key, child in (node.get("properties") or {}).items():
+            if "description" not in child and f"{path}.{key}" != ".metadata":
+                missing.append(f"{path}.{key}")
+            visit(child, f"{path}.{key}")
+        if isinstance(node.get("items"), dict):
+            visit(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            visit(node["additionalProperties"], f"{path}{{}}")
+
+    visit(schema(), "")
+    assert not missing, f"fields without a description: {missing}"
