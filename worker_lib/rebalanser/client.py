@@ -24,8 +24,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 from enum import StrEnum
 from typing import Any
 
@@ -34,6 +33,8 @@ from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, No
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, wire
+from rebalanser import member_events as ev
+from rebalanser import resource_state as rs
 from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
@@ -47,14 +48,12 @@ from rebalanser.lease import Lease
 from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id, watch_predecessor
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
+from rebalanser.resource_state import After, Ownership, Resources
 from rebalanser.session import LeaseProber, make_client, session_id, session_timeout
 from rebalanser.storage import decode_assignment
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
 log = logging.getLogger(__name__)
-
-
-_SESSION_BOUND = frozenset({"election", "assignment", "barrier", "claim", "self"})  # events a watch or timer posts
 
 
 class State(StrEnum):
@@ -66,13 +65,6 @@ class State(StrEnum):
     STOPPING = "Stopping"
     STOPPED = "Stopped"
     ABORTED = "Aborted"
-
-
-@dataclass(frozen=True)
-class Ownership:
-    token: int
-    session_id: int
-    member_node: str  # the member znode under which it was claimed
 
 
 class StopTimeoutError(RebalanserError):
@@ -89,10 +81,10 @@ class Client:
         self.paths = GroupPaths.of(options.group)
         self._zk: KazooClient | None = None
         self._claims: ClaimBook | None = None
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self._pushback: tuple[str, Any] | None = None
+        self._events: queue.Queue[ev.Event] = queue.Queue()
+        self._pushback: ev.Event | None = None
         self._lock = threading.RLock()
-        self._owned: dict[str, Ownership] = {}
+        self._resources = rs.EMPTY  # replaced whole by each transition (read by owns() on any thread)
         self._state_listeners: list[Callable[[State], object]] = []
         self._state_now = State.NOT_STARTED
         self._lease = Lease(options.lease_fraction)
@@ -106,11 +98,8 @@ class Client:
         self._join_deadline = 0.0  # while waiting for another member with our id to go
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._failure: Exception | None = None
-        self._join_watch = lambda _event: self._post("join")  # one callable: kazoo keeps watchers in a set
+        self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._coordinator_seq = 0
-        self._desired: set[str] = set()
-        self._waiting: set[str] = set()
-        self._unreleased: set[str] = set()
         self._barrier: tuple[str, int] = ("", 0)
         self._held_assignment: MemberAssignment | None = None
         self._stopped_for: int | None = None  # the barrier generation this member node has stopped for
@@ -168,7 +157,7 @@ class Client:
     def owns(self, resource: str) -> bool:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
         with self._lock:
-            held = self._owned.get(resource)
+            held = self._resources.owned.get(resource)
             if held is None or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
                 return False
         return self._valid(held)
@@ -179,12 +168,12 @@ class Client:
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
         with self._lock:
-            held = self._owned.get(resource)
+            held = self._resources.owned.get(resource)
         return held.token if held is not None and self.owns(resource) else None
 
     def owned(self) -> dict[str, int]:
         with self._lock:
-            items = list(self._owned.items())
+            items = list(self._resources.owned.items())
         return {r: o.token for r, o in items if self._valid(o)}
 
     def start(self, timeout: float | None = None) -> None:
@@ -201,10 +190,10 @@ class Client:
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
             self._callbacks.start()
         self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
-        self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post("lease"))
+        self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
         self._prober.start()
         self._thread.start()
-        self._post("session", "connected")
+        self._post(ev.SessionChanged(ev.Connection.CONNECTED))
         if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
             raise TimeoutError("did not join the group in time")
         if self._failure is not None:
@@ -215,7 +204,7 @@ class Client:
         with self._lock:
             if self._thread is None or self._done.is_set():
                 return
-        self._post("stop")
+        self._post(ev.StopRequested())
         if self._thread is not threading.current_thread():
             self._done.wait(timeout)
 
@@ -245,25 +234,24 @@ class Client:
         self._bad_data(CorruptDataError("a persistent znode is not a live member's: ignored or removed",
                                         path=path, kind=kind))
 
-    def _post(self, kind: str, arg: Any = None) -> None:
-        self._events.put((kind, arg))
+    def _post(self, event: ev.Event) -> None:
+        self._events.put(event)
 
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: never block here, never call ZooKeeper.
-        self._post("session", {KazooState.SUSPENDED: "suspended", KazooState.LOST: "lost"}.get(state, "connected"))
+        connection = {KazooState.SUSPENDED: ev.Connection.SUSPENDED, KazooState.LOST: ev.Connection.LOST}
+        self._post(ev.SessionChanged(connection.get(state, ev.Connection.CONNECTED)))
 
     def _run(self) -> None:
         try:
             while True:
-                kind, arg = self._next_event()
-                if kind == "claim":
-                    arg = self._drain_claims(arg)
-                if kind == "stop":
+                event = self._next_event()
+                if isinstance(event, ev.StopRequested):
                     self._leave()
                     return
                 if self._state is State.ABORTED:
                     return
-                self._dispatch(kind, arg)
+                self._dispatch(event)
         except Exception as exc:
             log.exception("member loop failed")
             self._abort(exc)
@@ -271,7 +259,7 @@ class Client:
             self._done.set()
             self._settled.set()
 
-    def _next_event(self) -> tuple[str, Any]:
+    def _next_event(self) -> ev.Event:
         if self._pushback is not None:
             event, self._pushback = self._pushback, None
             return event
@@ -284,33 +272,56 @@ class Client:
         names: set[str] | None = None if first is None else {first}
         while True:
             try:
-                kind, arg = self._events.get_nowait()
+                event = self._events.get_nowait()
             except queue.Empty:
                 break
-            if kind != "claim":
-                self._pushback = (kind, arg)
+            if not isinstance(event, ev.ClaimReleased):
+                self._pushback = event
                 break
-            if arg is None or names is None:
+            if event.resource is None or names is None:
                 names = None
             else:
-                names.add(arg)
+                names.add(event.resource)
         return names
 
-    def _dispatch(self, kind: str, arg: Any) -> None:
-        handlers: dict[str, Callable[[Any], None]] = {
-            "session": self._on_session, "election": lambda _: self._elect(),
-            "assignment": lambda node: self._read_assignment(node), "barrier": lambda _: self._read_barrier(),
-            "claim": self._retry_claim, "lease": lambda _: self._lease_expired(),
-            "deposed": self._deposed, "coordinator": self._coordinator_epoch,
-            "self": self._check_own_node, "bad-data": self._bad_data, "join": lambda _: self._join(),
-        }
-        if kind in _SESSION_BOUND and not self._in_session():
+    def _handle(self, event: ev.Event) -> None:
+        match event:
+            case ev.SessionChanged(state):
+                self._on_session(state)
+            case ev.ElectionChanged():
+                self._elect()
+            case ev.AssignmentChanged(node):
+                self._read_assignment(node)
+            case ev.BarrierChanged():
+                self._read_barrier()
+            case ev.ClaimReleased(resource):
+                self._retry_claim(self._drain_claims(resource))
+            case ev.LeaseExpired():
+                self._lease_expired()
+            case ev.Deposed(seq, reason):
+                self._deposed(seq, reason)
+            case ev.CoordinatorEpoch(seq, epoch):
+                self._coordinator_epoch(seq, epoch)
+            case ev.OwnNodeChanged(node):
+                self._check_own_node(node)
+            case ev.BadData(error):
+                self._bad_data(error)
+            case ev.JoinStep():
+                self._join()
+            case ev.StopRequested():
+                pass  # the loop itself handles it
+
+    def _dispatch(self, event: ev.Event) -> None:
+        kind = type(event).__name__
+        if isinstance(event, ev.SESSION_BOUND) and not self._in_session():
             # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
             # or of a connection that is down: the session events behind it rejoin or resync.
+            if isinstance(event, ev.ClaimReleased):
+                self._drain_claims(event.resource)
             log.info("%s dropped: not in the session that joined; state is re-read on (re)join", kind)
             return
         try:
-            handlers[kind](arg)
+            self._handle(event)
         except (ConnectionLoss, SessionExpiredError) as exc:
             log.info("%s interrupted by %s; will redo after reconnect", kind, type(exc).__name__)
         except CorruptDataError as exc:
@@ -321,7 +332,7 @@ class Client:
 
     # -- session -------------------------------------------------------------------------------
 
-    def _on_session(self, state: str) -> None:
+    def _on_session(self, state: ev.Connection) -> None:
         self.options.metrics.session_event(state)
         if state == "suspended":
             self._was_suspended = True
@@ -340,10 +351,7 @@ class Client:
     def _session_lost(self) -> None:
         self._notify("on_session", "expired")
         self._stop_coordinating()
-        self._revoke(set(self._owned), release=False)
-        self._desired.clear()
-        self._waiting.clear()
-        self._unreleased.clear()
+        self._step(rs.session_ended(self._resources))
         self._joined_session = 0
         if self.options.expiry_policy is ExpiryPolicy.SHUTDOWN:
             self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
@@ -354,8 +362,7 @@ class Client:
         self._set_state(State.ABORTED)
         try:
             self._stop_coordinating()
-            with self._lock:
-                self._owned.clear()
+            self._set_resources(rs.EMPTY)
             self._report(error)
         finally:
             self._close()
@@ -387,18 +394,15 @@ class Client:
 
     def _lease_expired(self) -> None:
         self.options.metrics.lease_expired()
-        if self._owned:
-            log.warning("self-fencing lease ran out: stopping work on %d resources", len(self._owned))
-            self._revoke(set(self._owned), release=False)
-            self._waiting |= self._desired
-        self._waiting |= self._desired - set(self._owned)
+        if self._resources.owned:
+            log.warning("self-fencing lease ran out: stopping work on %d resources", len(self._resources.owned))
+            self._step(rs.stop_all(self._resources, After.WANTED))
         self._reclaim_later()
 
     def _reclaim_later(self) -> None:
-        threading.Timer(session_timeout(self.zk) / 10, lambda: self._post("claim", None)).start()
+        threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
 
     def _reclaim_owned(self) -> None:
-        self._waiting |= self._desired - set(self._owned)
         self._retry_claim(None)
 
     # -- joining and election ------------------------------------------------------------------
@@ -451,7 +455,7 @@ class Client:
         """The group was deleted under us: never re-create it; join when it exists again."""
         log.warning("group %s does not exist: waiting for it to be created again", self.paths.root)
         if self.zk.exists(self.paths.root, watch=self._join_watch) is not None:
-            self._post("join")
+            self._post(ev.JoinStep())
 
     def _waiting_for_same_id(self, sid: int) -> bool:
         """Ephemeral nodes of an earlier session of ours are never taken for current ones: wait for
@@ -463,7 +467,7 @@ class Client:
         now = time.monotonic()
         if not self._join_deadline:
             self._join_deadline = now + 2 * session_timeout(self.zk) + 5
-            timer = threading.Timer(self._join_deadline - now, lambda: self._post("join"))
+            timer = threading.Timer(self._join_deadline - now, lambda: self._post(ev.JoinStep()))
             timer.daemon = True
             timer.start()
         elif now >= self._join_deadline:
@@ -497,8 +501,8 @@ class Client:
             self._stop_coordinating()
         if self._role != "follower":
             self._set_role("follower", self._read_epoch())
-        if not watch_predecessor(self.zk, self.paths, before, lambda: self._post("election")):
-            self._post("election")
+        if not watch_predecessor(self.zk, self.paths, before, lambda: self._post(ev.ElectionChanged())):
+            self._post(ev.ElectionChanged())
 
     def _watch_own_node(self) -> bool:
         assert self._me is not None
@@ -507,7 +511,7 @@ class Client:
         def fired(event: WatchedEvent) -> None:
             if event.type == EventType.DELETED:
                 self._deleted_node = node  # owns() is False from now on, before the loop reacts
-            self._post("self", node)
+            self._post(ev.OwnNodeChanged(node))
 
         return self.zk.exists(self.paths.client(node), watch=fired) is not None
 
@@ -521,9 +525,7 @@ class Client:
         log.error("our member znode was deleted by someone else: stopping all work and rejoining")
         self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
         self._stop_coordinating()
-        self._revoke(set(self._owned), release=True)
-        self._desired.clear()
-        self._waiting.clear()
+        self._step(rs.stop_all(self._resources, After.RELEASING))
         self._joined_session = 0
         self._me = None
         self._join()
@@ -541,9 +543,9 @@ class Client:
         # Its reports name it: one from an instance that has been replaced or stopped is ignored.
         self._coordinator = Coordinator(
             self.zk, self.paths, self.options, self._me,
-            on_epoch=lambda epoch: self._post("coordinator", (seq, epoch)),
-            on_deposed=lambda reason: self._post("deposed", (seq, reason)),
-            on_bad_data=lambda error: self._post("bad-data", error),
+            on_epoch=lambda epoch: self._post(ev.CoordinatorEpoch(seq, epoch)),
+            on_deposed=lambda reason: self._post(ev.Deposed(seq, reason)),
+            on_bad_data=lambda error: self._post(ev.BadData(error)),
             epoch_floor=self._epoch_seen,
         )
         self._coordinator.start()
@@ -551,16 +553,14 @@ class Client:
     def _current_coordinator(self, seq: int) -> bool:
         return self._coordinator is not None and seq == self._coordinator_seq
 
-    def _coordinator_epoch(self, report: tuple[int, int]) -> None:
-        seq, epoch = report
+    def _coordinator_epoch(self, seq: int, epoch: int) -> None:
         if not self._current_coordinator(seq):
             log.info("ignoring the epoch %d of a coordinator instance that was stopped", epoch)
             return
         self.options.metrics.coordinator(True)
         self._set_role("coordinator", epoch)
 
-    def _deposed(self, report: tuple[int, str]) -> None:
-        seq, reason = report
+    def _deposed(self, seq: int, reason: str) -> None:
         if not self._current_coordinator(seq):
             return
         log.warning("no longer coordinator: %s", reason)
@@ -587,18 +587,18 @@ class Client:
 
     # -- assignments ---------------------------------------------------------------------------
 
-    def _watch(self, kind: str, arg: Any) -> Any:
-        return lambda event: self._post(kind, arg)
+    def _watch(self, event: ev.Event) -> Callable[[WatchedEvent], None]:
+        return lambda _watched: self._post(event)
 
     def _read_assignment(self, node: str | None) -> None:
         if self._me is None or (node is not None and node != self._me.name):
             return
         path = self.paths.member_assignment(self._me.name)
         try:
-            data, _ = self.zk.get(path, watch=self._watch("assignment", self._me.name))
+            data, _ = self.zk.get(path, watch=self._watch(ev.AssignmentChanged(self._me.name)))
         except NoNodeError:
-            if self.zk.exists(path, watch=self._watch("assignment", self._me.name)) is not None:
-                self._post("assignment", self._me.name)
+            if self.zk.exists(path, watch=self._watch(ev.AssignmentChanged(self._me.name))) is not None:
+                self._post(ev.AssignmentChanged(self._me.name))
             return
         if not data:
             return
@@ -649,12 +649,12 @@ class Client:
 
     def _read_barrier(self) -> None:
         try:
-            data, _ = self.zk.get(self.paths.barrier, watch=self._watch("barrier", None))
+            data, _ = self.zk.get(self.paths.barrier, watch=self._watch(ev.BarrierChanged()))
         except NoNodeError:
             # Created between the two reads: the exists watch only fires on the *next* change, so
             # read again now, or a member misses the first stop and stalls the barrier until its timeout.
-            if self.zk.exists(self.paths.barrier, watch=self._watch("barrier", None)) is not None:
-                self._post("barrier", None)
+            if self.zk.exists(self.paths.barrier, watch=self._watch(ev.BarrierChanged())) is not None:
+                self._post(ev.BarrierChanged())
             return
         try:
             record = wire.decode_barrier(data, path=self.paths.barrier)
@@ -689,9 +689,7 @@ class Client:
         assert self._me is not None
         # Work stops everywhere; the claims stay until the new assignment says which ones moved, so a
         # rebalance writes in proportion to the moved resources (and a kept resource keeps its token).
-        self._revoke(set(self._owned), release=False)
-        self._desired.clear()
-        self._waiting.clear()
+        self._step(rs.stop_all(self._resources, After.NOTHING))
         try:
             self.zk.create(self.paths.stop_marker(generation, self._me.name), b"", ephemeral=True)
         except NodeExistsError:
@@ -701,24 +699,46 @@ class Client:
         self._stopped_for = generation
 
     def _apply(self, desired: set[str]) -> None:
-        self._desired = desired
-        self._waiting &= desired
-        gone = set(self._owned) - desired
-        if gone:
-            self._revoke(gone, release=True)
-        # Claims kept without work (after the lease ran out, for a cheap re-acquire) must go too.
-        kept = (set(self._book.held) | self._book.uncertain) - desired - set(self._owned)
-        if kept:
-            self._unreleased |= kept
-            self._release_pending()
-        self._waiting |= desired - set(self._owned)
-        self._retry_claim(None)
+        self._step(rs.assign(self._resources, desired, self._held_claims()))
+
+    def _held_claims(self) -> set[str]:
+        """The claims this session holds, or may hold (a write whose outcome is unknown)."""
+        return set(self._book.held) | self._book.uncertain
+
+    # -- executing the state machine's effects (the I/O of per-resource state) ------------------
+
+    def _set_resources(self, table: Resources) -> None:
+        with self._lock:
+            self._resources = table
+        self.options.metrics.owned(len(table.owned))
+
+    def _step(self, step: rs.Step) -> None:
+        """Takes a transition's new table, then executes its effects in order."""
+        table, effects = step
+        self._set_resources(table)
+        for effect in effects:
+            match effect:
+                case rs.Claim(names):
+                    self._claim(names)
+                case rs.StartCallback(tokens):
+                    self._call("on_assigned", set(tokens), dict(tokens), self.options.start_timeout)
+                case rs.StopCallback(names):
+                    try:
+                        self._call("on_revoked", set(names), sorted(names), self.options.stop_timeout)
+                    finally:
+                        self._set_resources(rs.stopped(self._resources, names))
+                case rs.Release(names):
+                    self._release(names)
+        self._update_state()
 
     def _retry_claim(self, released: set[str] | None) -> None:
-        if self._me is None or not self._joined_session or not self._waiting:
+        self._claim(rs.claim_targets(self._resources, released).names)
+
+    def _claim(self, names: Collection[str]) -> None:
+        if self._me is None or not self._joined_session or not self._resources.wanted:
             self._update_state()
             return
-        wanted = sorted(self._waiting if released is None else self._waiting & released)
+        wanted = sorted(names)
         if not wanted:
             return
         stuck = self._callbacks.blocked(wanted)
@@ -732,32 +752,10 @@ class Client:
                 self._reclaim_later()
                 return
         result = self._book.claim(wanted)
-        for gone in self._book.watch_releases(result.blocked, lambda r: self._post("claim", r)):
-            self._post("claim", gone)
+        for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
+            self._post(ev.ClaimReleased(gone))
         if result.claimed:
-            self._grant(result.claimed)
-        self._update_state()
-
-    def _grant(self, claimed: dict[str, int]) -> None:
-        assert self._me is not None
-        with self._lock:
-            for resource, token in claimed.items():
-                self._owned[resource] = Ownership(token, self._joined_session, self._me.name)
-            self._waiting -= set(claimed)
-        self.options.metrics.owned(len(self._owned))
-        self._call("on_assigned", set(claimed), dict(sorted(claimed.items())), self.options.start_timeout)
-
-    def _revoke(self, resources: set[str], release: bool) -> None:
-        resources &= set(self._owned)
-        if resources:
-            with self._lock:
-                for resource in resources:
-                    del self._owned[resource]
-            self.options.metrics.owned(len(self._owned))
-            self._call("on_revoked", resources, sorted(resources), self.options.stop_timeout)
-        if release:
-            self._unreleased |= resources
-            self._release_pending()
+            self._step(rs.claimed(self._resources, result.claimed, self._joined_session, self._me.name))
         self._update_state()
 
     # -- standby: a stop callback that has not returned -----------------------------------------
@@ -773,17 +771,13 @@ class Client:
         self._standby = True
         self._notify("on_session", "standby")
         self._stop_coordinating()
-        self._revoke(set(self._owned), release=True)
-        self._unreleased |= set(self._book.held) | self._book.uncertain
-        self._release_pending()
-        self._desired.clear()
-        self._waiting.clear()
+        self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
         if self._me is not None:
             self._aside_node = self._me.name
             self._delete_membership(self._aside_node)
         self._joined_session, self._me = 0, None
         self._set_state(State.JOINING)
-        self._callbacks.when_clear(lambda: self._post("join"))
+        self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
 
     def _standby_over(self) -> bool:
         """On standby: whether it may end (no callback overruns any more). Our old member node is
@@ -800,14 +794,16 @@ class Client:
         return True
 
     def _release_pending(self) -> None:
-        self._unreleased -= set(self._owned)
-        if not self._unreleased:
-            return
+        pending = rs.pending_release(self._resources)
+        if pending is not None:
+            self._release(pending.names)
+
+    def _release(self, names: Collection[str]) -> None:
         try:
-            self._book.release(sorted(self._unreleased))
+            self._book.release(sorted(names))
         except (ConnectionLoss, SessionExpiredError):
             return  # retried after reconnect; the session's end releases them otherwise
-        self._unreleased.clear()
+        self._set_resources(rs.released(self._resources, names))
 
     def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
         """Runs ``on_assigned``/``on_revoked`` on the callback thread (see :mod:`callbacks`) and waits
@@ -829,7 +825,7 @@ class Client:
     def _update_state(self) -> None:
         if self._state in (State.SUSPENDED, State.JOINING) and not self.zk.connected:
             return
-        self._set_state(State.ASSIGNED if self._owned else State.PENDING_ASSIGNMENT)
+        self._set_state(State.ASSIGNED if self._resources.owned else State.PENDING_ASSIGNMENT)
 
     # -- leaving -------------------------------------------------------------------------------
 
@@ -844,7 +840,7 @@ class Client:
 
     def _revoke_everything_for_exit(self) -> None:
         try:
-            self._revoke(set(self._owned), release=True)
+            self._step(rs.stop_all(self._resources, After.RELEASING))
         except KazooException as exc:
             log.warning("could not release every claim (%r); the session's end releases them", exc)
 
