@@ -179,11 +179,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 def _target_section(name: str, t: dict[str, Any]) -> list[str]:
     s = t["settings"]
+    runs = t.get("runs") or [{"seed": t["seed"], "minutes": t["minutes"]}]
+    command = "python -m tests.chaos.campaign"
+    replay = ", ".join(f"`{command} --seed {r['seed']} --targets {name} --minutes {r['minutes']:g}`" for r in runs)
     lines = [
         f"## {name}",
         "",
-        f"Seed `{t['seed']}` (replay: `python -m tests.chaos.campaign --seed {t['seed']} "
-        f"--targets {name} --minutes {t['minutes']:g}`), {t['duration_s'] / 60:.1f} minutes, "
+        f"Seed `{t['seed']}` (replay: {replay}), {t['duration_s'] / 60:.1f} minutes, "
         f"{t['steps']} steps, **{t['faults_total']} faults** ({_share(t)} of the new classes), "
         f"**{t['violations_total']} violations**. "
         f"{s['workers']} workers, {s['resources']} resources (churn varies them), session timeout "
@@ -241,6 +243,7 @@ def combine(runs: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str
         "duration_s": round(sum(float(entry["duration_s"]) for entry, _ in runs), 1),
         "settings": first.get("settings", {}),
         "notes": [n for entry, _ in runs for n in entry.get("notes", [])],
+        "runs": [{"seed": entry["seed"], "minutes": entry["minutes"]} for entry, _ in runs],
     }
     return summarise(str(first["target"]), steps, meta)
 
@@ -274,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.reports:
             for target, entry, steps in _load_run(path):
                 runs.setdefault(target, []).append((entry, steps))
-        results = {target: combine(target_runs) for target, target_runs in runs.items()}
+        # A report without its per-step records (an earlier campaign, e.g. the baseline's) is kept whole.
+        results = {target: target_runs[0][0] if len(target_runs) == 1 and not target_runs[0][1]
+                   else combine(target_runs) for target, target_runs in runs.items()}
     for path in [] if args.combine else args.reports:
         results.update(json.loads(path.read_text())["targets"])
     json_path, md_path = write_report(args.out, results, merge=False)
