@@ -71,11 +71,15 @@ if ! bounding_set_complete; then
     python="$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)" \
         || unavailable "python3 is needed for the runtime wrapper (root's capability bounding set is incomplete)"
     runc="$(command -v runc || echo /usr/sbin/runc)"
-    install -m 0644 "$ROOT/scripts/lib/runc-bounded.py" "$RUNTIME_DIR/runc-bounded.py"
+    # Several builds may run this at once (cluster-prereqs runs them side by side), and runc may be
+    # executing the files meanwhile: each file is written under a name of this process, then renamed.
+    tmp="$RUNTIME_DIR/.runc-bounded.$$"
+    install -m 0644 "$ROOT/scripts/lib/runc-bounded.py" "$tmp.py"
+    mv -f "$tmp.py" "$RUNTIME_DIR/runc-bounded.py"
     printf '#!/bin/sh\nRUNC_BOUNDED_RUNC=%s exec %s %s "$@"\n' "$runc" "$python" "$RUNTIME_DIR/runc-bounded.py" \
-        > "$RUNTIME_DIR/runc-bounded.tmp"
-    chmod 0755 "$RUNTIME_DIR/runc-bounded.tmp"
-    mv -f "$RUNTIME_DIR/runc-bounded.tmp" "$RUNTIME_DIR/runc-bounded"
+        > "$tmp"
+    chmod 0755 "$tmp"
+    mv -f "$tmp" "$RUNTIME_DIR/runc-bounded"
     RUNTIME_ARGS=(--add-runtime "runc-bounded=$RUNTIME_DIR/runc-bounded" --default-runtime runc-bounded)
 fi
 
