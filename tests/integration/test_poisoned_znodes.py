@@ -12,6 +12,7 @@ import json
 import resource
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -272,3 +273,30 @@ def test_a_zlib_bomb_in_an_assignment_is_rejected_within_a_memory_limit(
         group.wait_settled({"r0", "r1"}, 30)
     finally:
         group.stop_all()
+
+
+def test_one_change_to_an_assignment_read_many_times_unchanged_is_read_once(
+    zk: KazooClient, group_path: str, clients: Callable[[str, str], tuple[Client, Recorder]]
+) -> None:
+    """Every barrier record makes a member read its assignment again, arming the watch on it again.
+    kazoo keeps a node's watchers in a set until the watch fires, so a fresh watcher per read piled up,
+    and one change then made the member read the node once per earlier read. A zlib bomb planted there
+    in a chaos campaign cost ~0.4 s a read, 57 reads in a row: the member handled nothing else for 22 s."""
+    add_resources(zk, group_path, ["r0"])
+    client, handler = clients("m1", "resource-barrier")
+    wait_for(lambda: handler.owned == {"r0"}, 20, "never assigned")
+    barrier = f"{group_path}/barrier"
+    for generation in range(10_001, 10_021):  # "assigned" records: each one is read, then the assignment
+        record = json.dumps({"phase": "assigned", "generation": generation, "epoch": client.epoch}).encode()
+        if zk.exists(barrier) is None:
+            zk.create(barrier, record)
+        else:
+            zk.set(barrier, record)
+        time.sleep(0.05)  # paces the writes so that the member reads most of them one by one
+    path = f"{group_path}/assignment/{client.member_node}"
+    zk.set(path, b"RB1P not a header")
+    wait_for(lambda: bool(rejections([handler], path)), 10, "the bad assignment was not reported")
+    add_resources(zk, group_path, ["r1"])  # the coordinator's next write replaces the bad record
+    wait_for(lambda: handler.owned == {"r0", "r1"}, 20, lambda: f"owned {sorted(handler.owned)}")
+    assert len(rejections([handler], path)) <= 2, (
+        f"one bad write was read {len(rejections([handler], path))} times: a watcher per earlier read")

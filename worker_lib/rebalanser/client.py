@@ -99,6 +99,7 @@ class Client:
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
+        self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
         self._coordinator_seq = 0
         self._barrier: tuple[str, int] = ("", 0)
         self._held_assignment: MemberAssignment | None = None
@@ -588,7 +589,13 @@ class Client:
     # -- assignments ---------------------------------------------------------------------------
 
     def _watch(self, event: ev.Event) -> Callable[[WatchedEvent], None]:
-        return lambda _watched: self._post(event)
+        """The one watcher that posts ``event``. kazoo keeps a node's watchers in a set until the watch
+        fires: a fresh callable per read would add one more each time the node is read unchanged (say
+        an assignment re-read at every barrier round), and one change would then post them all."""
+        watcher = self._watchers.get(event)
+        if watcher is None:
+            watcher = self._watchers[event] = lambda _watched: self._post(event)
+        return watcher
 
     def _read_assignment(self, node: str | None) -> None:
         if self._me is None or (node is not None and node != self._me.name):
