@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from rebalanser.client import Client
 from rebalanser.config import Algorithm
-from rebalanser.errors import CorruptDataError, InvalidInputError, SessionExpiredError
+from rebalanser.errors import InvalidInputError
 from rebalanser.handler import Handler
 from rebalanser.instance import new_instance, write_termination_record
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
+from rebalanser.worker_events import Notifications, emit_assigned
 
 if TYPE_CHECKING:
     from rebalanser.status import GroupStatus
@@ -55,7 +56,7 @@ def _human(record: dict[str, Any]) -> str:
     return f"[{record['id']}] {record['event']} {extras}".rstrip()
 
 
-class SimulatedWork(Handler):
+class SimulatedWork(Notifications, Handler):
     """Ticks once per owned resource every ``tick`` seconds, each only after ``owns`` passes."""
 
     def __init__(self, log: EventLog, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0) -> None:
@@ -70,11 +71,7 @@ class SimulatedWork(Handler):
     def on_assigned(self, resources: Mapping[str, int]) -> None:
         with self._work_lock:
             self._resources.update(resources)
-            by_token: dict[int, list[str]] = {}
-            for resource, token in resources.items():
-                by_token.setdefault(token, []).append(resource)
-            for token, names in sorted(by_token.items()):
-                self.log.emit("assigned", resources=sorted(names), token=token)
+            emit_assigned(self.log, resources)
 
     def on_revoked(self, resources: Sequence[str]) -> None:
         # Fault simulation for tests and chaos runs: slow, failing or hanging stop handlers.
@@ -89,19 +86,8 @@ class SimulatedWork(Handler):
                 raise RuntimeError("simulated stop failure")
             self.log.emit("revoked", resources=list(resources))
 
-    def on_role(self, role: str, epoch: int) -> None:
-        self.log.emit("role", role=role, epoch=epoch)
-
-    def on_session(self, state: str) -> None:
-        self.log.emit("session", state=state)
-
-    def on_error(self, error: Exception) -> None:
-        logging.getLogger("rebalanser.worker").error("%s: %s", type(error).__name__, error)
-        if isinstance(error, CorruptDataError):
-            self.log.emit("error", path=error.path, reason=error.reason)
-        if isinstance(error, SessionExpiredError):
-            self.expired = True
-            self._halt.set()
+    def halt_work(self) -> None:
+        self._halt.set()
 
     def run(self, stop: threading.Event) -> None:
         assert self.client is not None

@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
 
 from rebalanser.aio.client import Client
 from rebalanser.aio.handler import Handler
-from rebalanser.errors import CorruptDataError, SessionExpiredError
 from rebalanser.options import Options
+from rebalanser.worker_events import EventSink, Notifications, emit_assigned
 
 
-class EventSink(Protocol):
-    """What the worker prints through (the CLI's event log)."""
-
-    def emit(self, event: str, ts: int | None = None, **fields: Any) -> None: ...
-
-
-class AsyncSimulatedWork(Handler):
+class AsyncSimulatedWork(Notifications, Handler):
     """Ticks once per owned resource every ``tick`` seconds, each only after ``token`` passes. A tick
     round never awaits, so it never interleaves with a callback (they share the loop)."""
 
@@ -40,11 +32,7 @@ class AsyncSimulatedWork(Handler):
 
     async def on_assigned(self, resources: Mapping[str, int]) -> None:
         self._resources.update(resources)
-        by_token: dict[int, list[str]] = {}
-        for resource, token in resources.items():
-            by_token.setdefault(token, []).append(resource)
-        for token, names in sorted(by_token.items()):
-            self.log.emit("assigned", resources=sorted(names), token=token)
+        emit_assigned(self.log, resources)
 
     async def on_revoked(self, resources: Sequence[str]) -> None:
         # Fault simulation for tests and chaos runs: slow, failing or hanging stop callbacks (a hanging
@@ -59,19 +47,8 @@ class AsyncSimulatedWork(Handler):
             raise RuntimeError("simulated stop failure")
         self.log.emit("revoked", resources=list(resources))
 
-    def on_role(self, role: str, epoch: int) -> None:
-        self.log.emit("role", role=role, epoch=epoch)
-
-    def on_session(self, state: str) -> None:
-        self.log.emit("session", state=state)
-
-    def on_error(self, error: Exception) -> None:
-        logging.getLogger("rebalanser.worker").error("%s: %s", type(error).__name__, error)
-        if isinstance(error, CorruptDataError):
-            self.log.emit("error", path=error.path, reason=error.reason)
-        if isinstance(error, SessionExpiredError):
-            self.expired = True
-            self.halt.set()
+    def halt_work(self) -> None:
+        self.halt.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         assert self.client is not None
