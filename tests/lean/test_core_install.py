@@ -93,6 +93,13 @@ def test_metrics_port_without_the_extra_says_which_extra(core_venv: Path, zk_hos
     assert proc.returncode != 0 and "rebalanser[metrics]" in proc.stderr, proc.stderr[-2000:]
 
 
+def test_the_operator_command_without_the_extra_says_which_extra(core_venv: Path) -> None:
+    proc = subprocess.run([str(core_venv / "bin" / "rebalanser-operator"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "rebalanser[operator]" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
 def test_a_worker_runs_with_the_core_dependencies_alone(
     core_venv: Path, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
 ) -> None:

@@ -36,7 +36,7 @@ def test_installs_into_a_virtualenv_copied_whole() -> None:
 
 def test_console_scripts_exist_for_both_entrypoints() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
-    assert 'rebalanser-operator = "rebalanser_operator.main:main"' in pyproject
+    assert 'rebalanser-operator = "rebalanser_operator.launch:main"' in pyproject
     assert 'rebalanser = "rebalanser.cli:main"' in pyproject
 
 
