@@ -44,8 +44,9 @@ def test_global_barrier_starts_nothing_before_every_member_has_stopped(
     for member in zk.get_children(f"{group_path}/clients"):
         zk.create(f"{group_path}/stopped/g000000000000/{member}", makepath=True)
     mark = len(group.events())
-    add_resources(zk, group_path, ["r99"])
-    group.wait_settled(RESOURCES | {"r99"}, timeout=20)
+    group.spawn("w3")  # 9 resources over 4 members: some move between live members, a round stops all
+    wait_for(lambda: len(set(group.ownership().values())) == 4, 30, lambda: group.describe(RESOURCES))
+    group.wait_settled(RESOURCES, timeout=20)
     after = group.events()[mark:]
     slow_stop = next(e["ts"] for e in after if e["event"] == "revoked" and e["id"] == "slow")
     starts = [e["ts"] for e in after if e["event"] == "assigned"]

@@ -102,7 +102,7 @@ def test_switching_to_resource_barrier_in_the_middle_of_a_barrier_leaves_nobody_
     """The Global Barrier coordinator dies while it waits for a slow member's stop; the group has been
     switched to Resource Barrier meanwhile. Its successor must end the open barrier: members that
     stopped for it and whose assignment does not change would otherwise never work again."""
-    resources = names("r", 4)
+    resources = names("r", 8)
     add_resources(zk, gb_group.path, sorted(resources))
     for member in ("w0", "w1", "w2"):
         gb_group.spawn(member)
@@ -110,14 +110,14 @@ def test_switching_to_resource_barrier_in_the_middle_of_a_barrier_leaves_nobody_
     gb_group.wait_settled(resources, timeout=40)
     coordinator = next(w for w in gb_group.live() if w.of("role")[-1]["role"] == "coordinator")
     mark = time.monotonic_ns()
-    add_resources(zk, gb_group.path, ["late"])
+    gb_group.spawn("late")  # 8 resources over 5 members: some move between live members, a round stops all
     wait_for(lambda: len({e["id"] for e in since(gb_group, mark, "revoked")} - {"slow"}) >= 2, 15,
              "no barrier stop seen")
     assert barrier(zk, gb_group.path)["phase"] == "stop"
     config = {"algorithm": "ResourceBarrier", "minIntervalSeconds": 0.3, "maxIntervalSeconds": 5}
     zk.create(f"{gb_group.path}/config", json.dumps(config).encode())
     coordinator.kill()
-    gb_group.wait_settled(resources | {"late"}, timeout=gb_group.session_timeout + 20)
+    gb_group.wait_settled(resources, timeout=gb_group.session_timeout + 20)
     check_safety(gb_group)
 
 
@@ -132,15 +132,22 @@ def test_a_recreated_global_barrier_group_rebalances_without_waiting_for_the_bar
     for i in range(3):
         gb_group.spawn(f"w{i}")
     gb_group.wait_settled(resources, timeout=40)
-    for extra in ("x0", "x1"):  # a few more rounds: higher generations in the old group
-        add_resources(zk, gb_group.path, [extra])
-    gb_group.wait_settled(resources | {"x0", "x1"}, timeout=30)
+    for extra in ("x0", "x1"):  # joins that take resources from live members: stop-the-world rounds
+        gb_group.spawn(extra)
+        wait_for(lambda: len(set(gb_group.ownership().values())) == len(gb_group.live()), 30,
+                 lambda: gb_group.describe(resources))
+        gb_group.wait_settled(resources, timeout=30)
+    stopped_for = {e["id"] for e in gb_group.events() if e["event"] == "revoked"}
+    assert {"w0", "w1", "w2"} <= stopped_for, f"the old group ran no round that stopped everyone: {stopped_for}"
     purge(zk, gb_group.path)
     add_resources(zk, gb_group.path, sorted(resources))
     gb_group.wait_settled(resources, timeout=gb_group.session_timeout + 20)
-    later = names("y", 2)
-    add_resources(zk, gb_group.path, sorted(later))
-    gb_group.wait_settled(resources | later, timeout=20)
+    mark = time.monotonic_ns()
+    gb_group.spawn("y0")  # a round of a low generation in the new group: every busy member must stop for it
+    wait_for(lambda: len(set(gb_group.ownership().values())) == len(gb_group.live()), 20,
+             lambda: f"the round after the re-creation did not finish: {gb_group.describe(resources)}")
+    gb_group.wait_settled(resources, timeout=20)
+    assert since(gb_group, mark, "revoked"), "no round ran in the re-created group"
     check_safety(gb_group)
 
 
@@ -159,15 +166,15 @@ def test_a_graceful_leave_in_the_middle_of_a_global_barrier_round_costs_no_extra
     gb_group.wait_settled(resources, timeout=40)
     leaver: Worker = gb_group.workers["leaver"]
     mark = time.monotonic_ns()
-    add_resources(zk, gb_group.path, ["late"])
+    gb_group.spawn("w3")  # 10 resources over 5 members: some move between live members, a round stops all
     wait_for(lambda: any(e["id"] == "leaver" for e in since(gb_group, mark, "revoked")), 15,
              "the leaver never stopped for the barrier")
     stop = barrier(zk, gb_group.path)
     assert stop["phase"] == "stop", f"the round was over before the leave: {stop}"
     assert leaver.terminate() == 0
     survivors = {"w0", "w1", "slow"}
-    wait_for(lambda: gb_group.settled(resources | {"late"}) and barrier(zk, gb_group.path)["phase"] == "assigned",
-             30, lambda: f"not settled: {gb_group.describe(resources | {'late'})}")
+    wait_for(lambda: gb_group.settled(resources) and barrier(zk, gb_group.path)["phase"] == "assigned",
+             30, lambda: f"not settled: {gb_group.describe(resources)}")
     time.sleep(1.0)  # an observation window: a further round would start within the interval
     final = barrier(zk, gb_group.path)
     assert final == {**stop, "phase": "assigned"}, f"the round of {stop} ended as {final}: an extra round ran"

@@ -28,7 +28,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from rebalanser import baddata, departure, wire, write_plan
 from rebalanser.assignment import assign
-from rebalanser.barrier import moves_nothing
+from rebalanser.barrier import moves_nothing, takes_nothing_away
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.containers import ensure_container
 from rebalanser.epoch import take_epoch
@@ -69,6 +69,7 @@ class Proposal:
 
     members: list[MemberNode]
     resources: list[str]
+    live: frozenset[str]  # every member node listed, duplicates of an id included
     owners: dict[str, str]  # resource -> member id
     desired: dict[str, tuple[str, ...]]  # member node -> resources
 
@@ -384,7 +385,15 @@ class Coordinator:
             return  # nothing moves: no reason to stop the world (e.g. a member left during the last round)
         self._layout.generation += 1
         generation = self._layout.generation
-        if algorithm is Algorithm.GLOBAL_BARRIER:
+        if algorithm is Algorithm.GLOBAL_BARRIER and not standing and takes_nothing_away(
+            self._layout.written, proposal.desired, proposal.live
+        ):
+            # No live member loses anything (only a departed member's or unheld resources are handed
+            # out): nobody needs to stop. The assignments and their end of round go in one write.
+            log.info("global barrier %d: no live member loses a resource; assigning without a stop", generation)
+            done = BarrierRecord(Phase.ASSIGNED, generation, self._epoch)
+            self._write_assignments(generation, proposal.desired, force=False, algorithm=algorithm, barrier=done)
+        elif algorithm is Algorithm.GLOBAL_BARRIER:
             proposal = self._global_barrier(generation, proposal)
         else:
             # A stop order still standing (its coordinator died, or the group was switched from Global
@@ -402,12 +411,13 @@ class Coordinator:
         self._options.metrics.rebalanced(changed, time.monotonic() - started)
 
     def _propose(self) -> Proposal:
-        members = self._live_members()
+        listed = self._roster()
+        members = self._live_members(listed)
         resources = self._resources()
         by_id = {m.member_id: m for m in members}
         plan = assign(by_id, resources, self._layout.owners, self._reserved(set(by_id)))
         desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
-        return Proposal(members, resources, dict(plan.owners), desired)
+        return Proposal(members, resources, frozenset(m.name for m in listed), dict(plan.owners), desired)
 
     def _standing_stop(self) -> bool:
         """Whether ``G/barrier`` holds a stop order (ours never stands between rebalances); the next
@@ -430,9 +440,9 @@ class Coordinator:
                     record.generation, record.epoch, self._paths.barrier)
         return True
 
-    def _live_members(self) -> list[MemberNode]:
+    def _live_members(self, listed: list[MemberNode] | None = None) -> list[MemberNode]:
         seen: dict[str, MemberNode] = {}
-        for member in self._roster():
+        for member in self._roster() if listed is None else listed:
             seen.setdefault(member.member_id, member)  # a duplicate id: only the oldest works
         return list(seen.values())
 
