@@ -58,10 +58,16 @@ class ZkServer:
     config: Path
     lib: Path
     proc: subprocess.Popen[bytes] | None = None
+    secure_port: int | None = None  # TLS clients (Netty), with ServerTls
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def secure_address(self) -> str:
+        assert self.secure_port is not None, "this server was made without TLS"
+        return f"127.0.0.1:{self.secure_port}"
 
     def start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -135,6 +141,11 @@ class ZkCluster:
     def hosts(self) -> str:
         return ",".join(s.address for s in self.servers)
 
+    @property
+    def secure_hosts(self) -> str:
+        """The connect string of the TLS ports (servers made with :class:`ServerTls`)."""
+        return ",".join(s.secure_address for s in self.servers)
+
     def wait_serving(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -187,10 +198,44 @@ LOGBACK = """<configuration>
   <root level="WARN"><appender-ref ref="F"/></root>
 </configuration>
 """
+#: With TLS: the x509 identity of every authenticated connection ("Authenticated Id 'CN=...'").
+TLS_LOGGER = '<logger name="org.apache.zookeeper.server.auth.X509AuthenticationProvider" level="INFO"/>'
 
 
-def make_cluster(base: Path, size: int = 1, lib: Path | None = None) -> ZkCluster:
-    """Writes configs for ``size`` servers under ``base`` (not started)."""
+def _logback(log: Path, tls: bool) -> str:
+    text = LOGBACK.format(log=log)
+    return text.replace("<root ", f"{TLS_LOGGER}\n  <root ") if tls else text
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """A TLS client port besides the plain one (which the fixtures' health checks and admin use).
+
+    PEM files (ZooKeeper reads PEM stores itself): ``key_store`` holds the server's certificate and
+    key, ``trust_store`` the CAs whose client certificates it accepts. ``client_auth``: ``need``
+    (mutual TLS: a client without a trusted certificate is refused) or ``none``. Both files are read
+    when the server starts: rewrite them, then restart the server, to rotate.
+    """
+
+    key_store: Path
+    trust_store: Path
+    client_auth: str = "need"
+
+    def config_lines(self, port: int) -> list[str]:
+        return [
+            f"secureClientPort={port}", "secureClientPortAddress=127.0.0.1",
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"ssl.keyStore.location={self.key_store}", "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={self.trust_store}", "ssl.trustStore.type=PEM",
+            f"ssl.clientAuth={self.client_auth}",
+            # a client certificate's subject becomes the session's x509 identity (logged at INFO)
+            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+        ]
+
+
+def make_cluster(base: Path, size: int = 1, lib: Path | None = None, tls: ServerTls | None = None) -> ZkCluster:
+    """Writes configs for ``size`` servers under ``base`` (not started); with ``tls``, each also serves
+    a TLS client port (``ZkServer.secure_port``, ``ZkCluster.secure_hosts``)."""
     lib = lib or zookeeper_lib()
     ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
     cluster = ZkCluster()
@@ -203,14 +248,17 @@ def make_cluster(base: Path, size: int = 1, lib: Path | None = None) -> ZkCluste
             "maxClientCnxns=0", "minSessionTimeout=500", "maxSessionTimeout=40000",
             "forceSync=no", "autopurge.purgeInterval=0",
         ]
+        secure_port = free_port() if tls is not None else None
+        if tls is not None and secure_port is not None:
+            lines.extend(tls.config_lines(secure_port))
         if size > 1:
             (data / "myid").write_text(f"{i}\n")
             for j, (_, p, e) in enumerate(ports, start=1):
                 lines.append(f"server.{j}=127.0.0.1:{p}:{e}")
         cfg = data / "zoo.cfg"
         cfg.write_text("\n".join(lines) + "\n")
-        (data / "logback.xml").write_text(LOGBACK.format(log=data / "zookeeper.log"))
-        cluster.servers.append(ZkServer(i, client, data, cfg, lib))
+        (data / "logback.xml").write_text(_logback(data / "zookeeper.log", tls is not None))
+        cluster.servers.append(ZkServer(i, client, data, cfg, lib, secure_port=secure_port))
     return cluster
 
 
@@ -251,9 +299,9 @@ def _subtree_postorder(client: KazooClient, path: str) -> list[str]:
 
 
 @contextmanager
-def serving_cluster(base: Path, size: int = 1) -> Iterator[ZkCluster]:
+def serving_cluster(base: Path, size: int = 1, tls: ServerTls | None = None) -> Iterator[ZkCluster]:
     """Starts ``size`` real servers under ``base``; on exit resumes any paused one and stops them all."""
-    cluster = make_cluster(base, size)
+    cluster = make_cluster(base, size, tls=tls)
     cluster.start()
     try:
         yield cluster

@@ -27,6 +27,7 @@ from rebalanser.handler import Handler
 from rebalanser.instance import new_instance, write_termination_record
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
+from rebalanser.tls import TlsOptions
 from rebalanser.worker_events import Notifications, emit_assigned
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ def run_worker(args: argparse.Namespace) -> int:
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
-        credentials=_credentials(args), instance=instance, pod=pod, metrics=_metrics(args.metrics_port),
+        credentials=_credentials(args), tls=tls_options(args), instance=instance, pod=pod,
+        metrics=_metrics(args.metrics_port),
     )
     log = EventLog(options.member_id, args.json)
     if args.api == "asyncio":
@@ -195,12 +197,34 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
     return user, password
 
 
+def tls_options(args: argparse.Namespace) -> TlsOptions | None:
+    """TLS to ZooKeeper from ``--zk-tls*`` or REBALANSER_ZK_TLS* (flags win): a directory holding
+    ``ca.crt``/``tls.crt``/``tls.key`` (a mounted TLS Secret), single files overriding it, or
+    ``--zk-tls`` alone (the system's trust store, no client certificate). None: plain TCP."""
+    env = os.environ.get
+    directory = args.zk_tls_dir or env("REBALANSER_ZK_TLS_DIR")
+    ca = args.zk_tls_ca or env("REBALANSER_ZK_TLS_CA")
+    certificate = args.zk_tls_cert or env("REBALANSER_ZK_TLS_CERT")
+    key = args.zk_tls_key or env("REBALANSER_ZK_TLS_KEY")
+    verify_hostname = args.zk_tls_verify_hostname or _true(env("REBALANSER_ZK_TLS_VERIFY_HOSTNAME"))
+    enabled = args.zk_tls or _true(env("REBALANSER_ZK_TLS"))
+    if not (enabled or directory or ca or certificate or key):
+        return None
+    base = TlsOptions.from_directory(directory) if directory else TlsOptions()
+    return TlsOptions(ca or base.ca, certificate or base.certificate, key or base.key, verify_hostname)
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def run_status(args: argparse.Namespace) -> int:
     from kazoo.client import KazooClient
 
     from rebalanser.status import read_group_status
 
-    zk = KazooClient(hosts=args.zk, timeout=10)
+    tls = tls_options(args)
+    zk = KazooClient(hosts=args.zk, timeout=10, **(tls.kazoo_arguments() if tls is not None else {}))
     zk.start(timeout=15)
     try:
         status = read_group_status(zk, args.group)
@@ -247,10 +271,24 @@ def _print_owners(status: GroupStatus, resources: Sequence[str], members: Sequen
 
 
 def _connection_arguments(p: argparse.ArgumentParser) -> None:
-    """``--zk``/``--group``, defaulting to ``$REBALANSER_ZK``/``$REBALANSER_GROUP`` (e.g. a pod's ``envFrom``)."""
+    """``--zk``/``--group``, defaulting to ``$REBALANSER_ZK``/``$REBALANSER_GROUP`` (e.g. a pod's ``envFrom``),
+    and the ``--zk-tls*`` options (:func:`tls_options`)."""
     zk, group = os.environ.get("REBALANSER_ZK"), os.environ.get("REBALANSER_GROUP")
     p.add_argument("--zk", required=zk is None, default=zk, help="ZooKeeper connect string (or $REBALANSER_ZK)")
     p.add_argument("--group", required=group is None, default=group, help="group znode path (or $REBALANSER_GROUP)")
+    p.add_argument("--zk-tls", action="store_true",
+                   help="connect over TLS (implied by the other --zk-tls options; or $REBALANSER_ZK_TLS=true)")
+    p.add_argument("--zk-tls-dir", metavar="DIR",
+                   help="directory with ca.crt, tls.crt, tls.key, each optional: a mounted TLS Secret "
+                        "(or $REBALANSER_ZK_TLS_DIR)")
+    p.add_argument("--zk-tls-ca", metavar="FILE",
+                   help="PEM CA bundle that verifies the servers (default: the system's; or $REBALANSER_ZK_TLS_CA)")
+    p.add_argument("--zk-tls-cert", metavar="FILE",
+                   help="PEM client certificate, for mutual TLS (or $REBALANSER_ZK_TLS_CERT)")
+    p.add_argument("--zk-tls-key", metavar="FILE", help="PEM key of the client certificate (or $REBALANSER_ZK_TLS_KEY)")
+    p.add_argument("--zk-tls-verify-hostname", action="store_true",
+                   help="the server certificate must name the host of the connect string "
+                        "(or $REBALANSER_ZK_TLS_VERIFY_HOSTNAME=true)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ from rebalanser.errors import InvalidInputError
 from rebalanser.instance import validate_instance
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.paths import validate_group_path, validate_member_id
+from rebalanser.tls import TlsOptions
 
 
 class ExpiryPolicy(StrEnum):
@@ -36,6 +37,7 @@ class Options:
     work; past it, it stops all work (docs/protocol.md, "Self-fencing lease").
     ``departure_grace``: time a departed member's resources wait for it to return (0 = move at once).
     ``credentials``: (user, password) for ZooKeeper digest authentication.
+    ``tls``: connect over TLS with these files (:class:`~rebalanser.tls.TlsOptions`); None: plain TCP.
     ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
     (the pod's name) in every member node, so the operator can end the member as soon as the kubelet
     reports the instance terminated (docs/protocol.md, "Confirmed-death failover"). None: not recorded.
@@ -52,6 +54,7 @@ class Options:
     min_interval: float = 2.0
     expiry_policy: ExpiryPolicy = ExpiryPolicy.RECONNECT
     credentials: tuple[str, str] | None = None
+    tls: TlsOptions | None = None
     stop_timeout: float = 30.0
     start_timeout: float = 30.0
     barrier_timeout: float = 30.0
@@ -76,6 +79,8 @@ class Options:
             raise InvalidInputError("lease_fraction must lie in [0.1, 0.9]")
         if self.credentials is not None and (len(self.credentials) != 2 or not all(self.credentials)):
             raise InvalidInputError("credentials must be a (username, password) pair of non-empty strings")
+        if self.tls is not None and not isinstance(self.tls, TlsOptions):
+            raise InvalidInputError("tls must be a rebalanser.tls.TlsOptions")
         if self.instance is not None:
             validate_instance(self.instance)
         if self.pod is not None and (not isinstance(self.pod, str) or not 0 < len(self.pod) <= 253):

@@ -90,6 +90,7 @@ def make_client(options: Options) -> KazooClient:
         auth = [("digest", f"{user}:{password}")]
         acl = [make_digest_acl(user, password, all=True)]
     zk = KazooClient(
+        **(options.tls.kazoo_arguments() if options.tls is not None else {}),
         hosts=options.hosts,
         timeout=options.session_timeout,
         auth_data=auth,
