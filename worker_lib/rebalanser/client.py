@@ -49,7 +49,7 @@ from rebalanser.membership import Roster, create_member_node, predecessor, stale
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
-from rebalanser.session import LeaseProber, make_client, session_id, session_timeout
+from rebalanser.session import LeaseProber, handshakes, make_client, session_id, session_timeout
 from rebalanser.storage import decode_assignment
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
@@ -94,8 +94,13 @@ class Client:
         self._epoch_seen = 0  # the highest epoch this member has known: a floor for its own next term
         self._me: MemberNode | None = None
         self._joined_session = 0
+        # The session whose start (CONNECTED) this member's thread has processed and whose end (LOST)
+        # it has not: the only one it may join. kazoo may already be in a newer session while the
+        # events of the older one's end still wait in the queue (see _join).
+        self._session = 0
         self._ever_joined = False  # only the first join may create the group root
         self._join_deadline = 0.0  # while waiting for another member with our id to go
+        self._join_timer: threading.Timer | None = None  # posts a join step at _join_deadline
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
@@ -194,7 +199,7 @@ class Client:
         self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
         self._prober.start()
         self._thread.start()
-        self._post(ev.SessionChanged(ev.Connection.CONNECTED))
+        self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self._zk)))
         if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
             raise TimeoutError("did not join the group in time")
         if self._failure is not None:
@@ -241,7 +246,11 @@ class Client:
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: never block here, never call ZooKeeper.
         connection = {KazooState.SUSPENDED: ev.Connection.SUSPENDED, KazooState.LOST: ev.Connection.LOST}
-        self._post(ev.SessionChanged(connection.get(state, ev.Connection.CONNECTED)))
+        # The latest handshake is recorded before kazoo reports CONNECTED; a handshake that finds the
+        # session expired is not recorded, so LOST names the session that ended.
+        latest = handshakes(self.zk).latest
+        session = latest.session_id if latest is not None else 0
+        self._post(ev.SessionChanged(connection.get(state, ev.Connection.CONNECTED), session))
 
     def _run(self) -> None:
         try:
@@ -287,8 +296,8 @@ class Client:
 
     def _handle(self, event: ev.Event) -> None:
         match event:
-            case ev.SessionChanged(state):
-                self._on_session(state)
+            case ev.SessionChanged(state, session):
+                self._on_session(state, session)
             case ev.ElectionChanged():
                 self._elect()
             case ev.AssignmentChanged(node):
@@ -333,21 +342,29 @@ class Client:
 
     # -- session -------------------------------------------------------------------------------
 
-    def _on_session(self, state: ev.Connection) -> None:
+    def _on_session(self, state: ev.Connection, session: int) -> None:
         self.options.metrics.session_event(state)
         if state == "suspended":
             self._was_suspended = True
             self._set_state(State.SUSPENDED)
             self._notify("on_session", "suspended")
         elif state == "lost":
+            self._session = 0
             self._session_lost()
-        elif session_id(self.zk) and session_id(self.zk) != self._joined_session:
+        elif not session or session != session_id(self.zk):
+            # Already over (kazoo is disconnected, or in a newer session): the events of its end, and
+            # the next CONNECTED, are queued behind this one.
+            log.info("connected in session %#x, which is no longer current: waiting for what follows", session)
+        elif session != self._joined_session:
+            self._session = session
             self._notify("on_session", "connected" if not self._joined_session else "reconnected")
             self._join()
-        elif self._was_suspended:
-            self._was_suspended = False
-            self._notify("on_session", "reconnected")
-            self._resync()
+        else:
+            self._session = session
+            if self._was_suspended:
+                self._was_suspended = False
+                self._notify("on_session", "reconnected")
+                self._resync()
 
     def _session_lost(self) -> None:
         self._notify("on_session", "expired")
@@ -414,9 +431,17 @@ class Client:
         a watch or a timer that posts ``join``, which runs it again.
 
         Joining: (group root exists, or this is the first join) -> (no other live member uses our id)
-        -> member znode created -> in sync with the group (elected, barrier and assignment read)."""
+        -> member znode created -> in sync with the group (elected, barrier and assignment read).
+
+        Only in the session whose start the member's thread has processed (``_session``): a join step
+        (a timer's, a watch's) handled while the LOST and CONNECTED of a newer session still wait in
+        the queue would join the newer session early; LOST would then end that join, and CONNECTED
+        join again: two member nodes in one session, the coordinator assigning to the older one while
+        the member follows the newer one."""
         sid = session_id(self.zk)
-        if not sid or sid == self._joined_session or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
+        if not sid or sid != self._session or sid == self._joined_session:
+            return
+        if self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
             return
         self._set_state(State.JOINING)
         if self._standby and not self._standby_over():
@@ -433,7 +458,8 @@ class Client:
         except NoNodeError:
             self._await_group()
             return
-        self._joined_session, self._ever_joined, self._join_deadline = sid, True, 0.0
+        self._joined_session, self._ever_joined = sid, True
+        self._stop_waiting_for_same_id()
         self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
         self._book.reset(sid)
         self._set_state(State.PENDING_ASSIGNMENT)
@@ -463,14 +489,14 @@ class Client:
         the server to expire them (PIP-57), at most 2T + 5 s; a node with our id that outlives that
         belongs to another live member: the id is not unique, which is fatal."""
         if not stale_same_id(self._members, self.options.member_id, sid):
-            self._join_deadline = 0.0
+            self._stop_waiting_for_same_id()
             return False
         now = time.monotonic()
         if not self._join_deadline:
             self._join_deadline = now + 2 * session_timeout(self.zk) + 5
-            timer = threading.Timer(self._join_deadline - now, lambda: self._post(ev.JoinStep()))
-            timer.daemon = True
-            timer.start()
+            self._join_timer = threading.Timer(self._join_deadline - now, lambda: self._post(ev.JoinStep()))
+            self._join_timer.daemon = True
+            self._join_timer.start()
         elif now >= self._join_deadline:
             self._abort(DuplicateMemberError(
                 f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
@@ -480,8 +506,14 @@ class Client:
         self.zk.get_children(self.paths.clients, watch=self._join_watch)
         if stale_same_id(self._members, self.options.member_id, sid):
             return True
-        self._join_deadline = 0.0
+        self._stop_waiting_for_same_id()
         return False
+
+    def _stop_waiting_for_same_id(self) -> None:
+        self._join_deadline = 0.0
+        if self._join_timer is not None:
+            self._join_timer.cancel()
+            self._join_timer = None
 
     def _in_session(self) -> bool:
         """Connected in the session this member joined with (not an earlier or a newer one)."""

@@ -20,6 +20,7 @@ class Connection(StrEnum):
 @dataclass(frozen=True)
 class SessionChanged:
     state: Connection
+    session: int  # the session this is about: the one established (CONNECTED), or the one last held
 
 
 @dataclass(frozen=True)
