@@ -91,7 +91,8 @@ def test_a_worker_joins_over_mutual_tls_and_status_reads_over_tls(
         group.spawn("w1", "--zk-tls-dir", str(tls_dir))
         group.wait_settled({"r0", "r1", "r2"}, 60)
         worker = group.workers["w1"]
-        assert any(e["event"] == "tick" for e in worker.snapshot()), "the worker works on what it owns"
+        wait_for(lambda: {e.get("resource") for e in worker.of("tick")} >= {"r0", "r1", "r2"}, 60,
+                 "the worker to work on every resource it owns")
         # The server authenticated the worker by its certificate (its own log, not the worker's word).
         assert "Authenticated Id 'CN=worker-1' for scheme 'x509'" in _server_log(mtls_server)
 
