@@ -885,9 +885,12 @@ class Client:
 
     def _delete_membership(self, node: str) -> None:
         """A graceful leave: the assignment node first (the coordinator then gives no grace), then
-        the member node."""
+        the member node, then our stop marker of a Global Barrier round (a member on standby keeps
+        its session: nothing of it may stay in the group; no later round may come to drop it)."""
         self._delete_quietly(self.paths.member_assignment(node), recursive=True)
         self._delete_quietly(self.paths.client(node), recursive=False)
+        if self._stopped_for is not None:
+            self._delete_quietly(self.paths.stop_marker(self._stopped_for, node), recursive=False)
 
     def _delete_quietly(self, path: str, recursive: bool) -> None:
         try:
