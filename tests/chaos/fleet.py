@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError, SessionExpiredError
+from kazoo.retry import KazooRetry
 
 from tests.chaos.admin import Admin
 from tests.chaos.checks import Ledger, kazoo_leaks, window_owners, window_problems, zk_leaks
@@ -246,7 +247,7 @@ class Fleet:
         self.planted: set[str] = set()  # fakes the harness put into the group on purpose (see zk_leaks)
         self.renamed_claims: dict[str, int] = {}  # claim path -> czxid of a live claim whose data was tampered
         self.seen: dict[str, list[bytes]] = {}  # record kind -> values really written before (stale records)
-        self.zk = KazooClient(hosts=cluster.hosts, timeout=30)
+        self.zk = self._admin_client()
         self.zk.start(timeout=60)
         self.admin = Admin(self.zk)
 
@@ -457,10 +458,33 @@ class Fleet:
             time.sleep(0.1)
         return Recovery(False, 0, problems, time.monotonic() - started)
 
+    READ_PATIENCE = 60.0  # seconds the checker's own reads may keep failing before it gives up
+
+    def _admin_client(self) -> KazooClient:
+        """The harness's own client: reconnects at least every second (kazoo's default back-off grows
+        to an hour, which outlasts a leader election by far)."""
+        retry = KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0)
+        return KazooClient(hosts=self.cluster.hosts, timeout=30, connection_retry=retry)
+
+    def renew_admin_session(self) -> None:
+        """A fresh client, and so a fresh session, for the harness (its session expired, or its client
+        was closed); a start that times out leaves a closed client, renewed again on the next failure."""
+        old = self.zk
+        with contextlib.suppress(Exception):
+            old.stop()
+            old.close()
+        self.zk = self._admin_client()
+        self.admin = Admin(self.zk)
+        with contextlib.suppress(Exception):
+            self.zk.start(timeout=10)
+
     def leak_problems(self, timeout: float) -> list[str]:
         """ZooKeeper holds no leaked ephemeral node (bounded wait: a killed process's session may
-        still be expiring)."""
+        still be expiring). The harness's own failures to read (its connection lost, its session
+        expired, e.g. during a leader kill) are not findings: it reads again, through a fresh session
+        if its own is gone, for up to :attr:`READ_PATIENCE` seconds."""
         deadline = time.monotonic() + timeout
+        failing_since: float | None = None
         while True:
             try:
                 live = set(self.in_group())
@@ -469,6 +493,16 @@ class Fleet:
                 else:
                     problems = zk_leaks(self.zk, self.group, live, set(self.resources), self.planted,
                                         self.renamed_claims)
+                failing_since = None
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, self.zk.handler.timeout_exception) as exc:
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since > self.READ_PATIENCE:
+                    return [f"could not read ZooKeeper for {self.READ_PATIENCE:.0f} s: {exc!r}"]
+                if isinstance(exc, SessionExpiredError):  # kazoo's ConnectionClosedError is one too
+                    self.renew_admin_session()
+                time.sleep(0.2)
+                continue
             except KazooException as exc:
                 problems = [f"could not read ZooKeeper: {exc!r}"]
             if not problems or time.monotonic() > deadline:

@@ -4,13 +4,16 @@ only when the harness says it planted them itself."""
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from tests.chaos.checks import zk_leaks
+from tests.chaos.fleet import Fleet, Settings
 from tests.support.zk import ZkCluster, admin_client
 
 GUID = "ab" * 16
@@ -64,3 +67,17 @@ def test_a_claim_naming_someone_else_is_flagged_unless_its_data_was_tampered(gro
     czxid = admin.exists(path).czxid
     assert zk_leaks(admin, group, {"m"}, {"r"}, renamed={path: czxid}) == []
     assert zk_leaks(admin, group, {"m"}, {"r"}, renamed={path: czxid + 1}) != [], "only that incarnation"
+
+
+def test_the_checker_reads_again_through_a_fresh_session_when_its_own_is_gone(
+    chaos_single: ZkCluster, tmp_path: Path
+) -> None:
+    """The harness's own session expired during a leader kill, and the leak check reported its failure
+    to read as a leak. The checker is not the system under test: it reads again, with a new session."""
+    fleet = Fleet(chaos_single, Settings(workers=1, resources=1), tmp_path, random.Random(0))
+    try:
+        fleet.zk.stop()  # its session is gone, and this client will not make another
+        assert fleet.leak_problems(timeout=1) == []
+        assert fleet.zk.connected, "the checker goes on with a fresh session"
+    finally:
+        fleet.close()
