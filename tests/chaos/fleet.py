@@ -31,6 +31,8 @@ from tests.chaos.proxy import FaultProxy
 from tests.support.partition import PartitionableEnsemble
 from tests.support.zk import ZkCluster
 
+_OWN_READ_FAILURES = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)  # the harness's, not the library's
+
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = ("resource-barrier", "global-barrier", "kazoo")
 BEHAVIOURS = ("normal", "slow", "fail", "hang")
@@ -494,7 +496,7 @@ class Fleet:
                     problems = zk_leaks(self.zk, self.group, live, set(self.resources), self.planted,
                                         self.renamed_claims)
                 failing_since = None
-            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, self.zk.handler.timeout_exception) as exc:
+            except (*_OWN_READ_FAILURES, self.zk.handler.timeout_exception) as exc:
                 now = time.monotonic()
                 failing_since = now if failing_since is None else failing_since
                 if now - failing_since > self.READ_PATIENCE:
