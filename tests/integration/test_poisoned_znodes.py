@@ -66,8 +66,9 @@ POISONS: list[tuple[str, str, bytes, bool]] = [
     ("state-generation-max-int", "state", b'{"generation":9223372036854775807}', True),
     ("assignment-inline-deep", f"assignment/{GHOST}", inline_blob(DEEP), True),
     ("assignment-epoch-1e999", f"assignment/{GHOST}", inline_blob(assignment_payload(["r0"], epoch="@INF@")), True),
-    ("assignment-parts-1e999", f"assignment/{GHOST}", b'RB1P{"generation":1e999,"parts":1,"sha256":"00"}', True),
-    ("assignment-parts-deep", f"assignment/{GHOST}", b"RB1P" + DEEP, True),
+    ("assignment-chunked-1e999", f"assignment/{GHOST}",
+     b"RB1C" + zlib.compress(b'{"epoch":1,"generation":1e999,"count":1,"chunks":["c0000000000000000"]}'), True),
+    ("assignment-chunked-deep", f"assignment/{GHOST}", b"RB1C" + zlib.compress(DEEP), True),
     ("stopped-generation-5000-digits", f"stopped/g{'9' * 5000}", b"", True),
     ("config-1e999", "config", b'{"minIntervalSeconds":1e999}', True),
     ("config-deep", "config", DEEP, True),
@@ -294,7 +295,7 @@ def test_one_change_to_an_assignment_read_many_times_unchanged_is_read_once(
             zk.set(barrier, record)
         time.sleep(0.05)  # paces the writes so that the member reads most of them one by one
     path = f"{group_path}/assignment/{client.member_node}"
-    zk.set(path, b"RB1P not a header")
+    zk.set(path, b"RB1C not a header")
     wait_for(lambda: bool(rejections([handler], path)), 10, "the bad assignment was not reported")
     add_resources(zk, group_path, ["r1"])  # the coordinator's next write replaces the bad record
     wait_for(lambda: handler.owned == {"r0", "r1"}, 20, lambda: f"owned {sorted(handler.owned)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import zlib
@@ -27,37 +28,83 @@ texts = st.text(max_size=60)
 # -- assignments (the former chunked blobs) -------------------------------------------------------
 
 
+def decode_blob(blob: wire.Blob) -> MemberAssignment:
+    header = wire.decode_assignment_header(blob.header)
+    if header.inline is not None:
+        return header.inline
+    return wire.join_chunks(header, {n: wire.decode_chunk(n, d) for n, d in blob.chunks.items()})
+
+
+def chunked(assignment: MemberAssignment) -> MemberAssignment:
+    """What a chunked assignment decodes to: its names sorted, once each."""
+    return MemberAssignment(assignment.epoch, assignment.generation, tuple(sorted(set(assignment.resources))),
+                            assignment.algorithm, assignment.member)
+
+
 def test_small_assignments_are_stored_inline() -> None:
     blob = wire.encode_assignment(MemberAssignment(1, 2, ("a",)))
-    assert blob.parts == []
+    assert blob.chunks == {}
     assert wire.decode_assignment_header(blob.header).inline == MemberAssignment(1, 2, ("a",))
 
 
-def test_large_assignments_round_trip_through_parts() -> None:
-    value = MemberAssignment(3, 7, tuple(f"{i:x}{i * 7919:x}" for i in range(50_000)), "GlobalBarrier")
-    blob = wire.encode_assignment(value, part_bytes=10_000)
+def test_large_assignments_round_trip_through_chunks() -> None:
+    value = MemberAssignment(3, 7, tuple(f"{i:x}{i * 7919:x}" for i in range(50_000)), "GlobalBarrier", "m-1")
+    blob = wire.encode_assignment(value)
     header = wire.decode_assignment_header(blob.header)
-    assert header.parts == len(blob.parts) > 1 and header.generation == 7 and header.inline is None
-    assert wire.join_assignment_parts(header, blob.parts) == value
+    assert header.inline is None and header.shell is not None and header.shell.generation == 7
+    assert list(header.chunks) == list(blob.chunks) and len(blob.chunks) > 50
+    assert decode_blob(blob) == chunked(value)
 
 
-def test_missing_or_foreign_parts_are_detected() -> None:
-    blob = wire.encode_assignment(MemberAssignment(1, 1, tuple(str(i) for i in range(20_000))), part_bytes=1000)
+def test_moving_a_few_names_rewrites_a_few_chunks_not_the_list() -> None:
+    names = [f"res-{i:06d}" for i in range(20_000)]
+    before = wire.encode_assignment(MemberAssignment(1, 1, tuple(names)))
+    moved = names[:7000:1000]  # 7 names spread over the list leave; 3 new ones arrive
+    after = wire.encode_assignment(MemberAssignment(1, 2, tuple(sorted(set(names) - set(moved) | {"a", "m", "z"}))))
+    new = {n: d for n, d in after.chunks.items() if n not in before.chunks}
+    assert 1 <= len(new) <= 2 * 10, f"{len(new)} of {len(after.chunks)} chunks rewritten for 10 names"
+    written = sum(len(d) for d in new.values()) + len(after.header)
+    whole = sum(len(d) for d in after.chunks.values())
+    assert written < whole / 5, (written, whole)
+
+
+def test_chunks_are_bounded_in_size_even_for_names_that_all_end_a_chunk() -> None:
+    import zlib as z
+    enders = [n for n in (f"n{i}" for i in range(200_000)) if z.crc32(n.encode()) % wire.CHUNK_NAMES == 0][:600]
+    runs = wire.encode_assignment(MemberAssignment(1, 1, tuple(enders)), inline_names=0)
+    sizes = [len(wire.decode_chunk(n, d)) for n, d in runs.chunks.items()]
+    assert min(sizes[:-1]) >= wire.CHUNK_MIN and max(sizes) <= wire.CHUNK_MAX
+    plain = wire.encode_assignment(MemberAssignment(1, 1, tuple(f"x{i:05d}" for i in range(5000))), inline_names=0)
+    assert max(len(wire.decode_chunk(n, d)) for n, d in plain.chunks.items()) <= wire.CHUNK_MAX
+
+
+def test_missing_foreign_or_tampered_chunks_are_detected() -> None:
+    blob = wire.encode_assignment(MemberAssignment(1, 1, tuple(f"r{i:05d}" for i in range(20_000))))
     header = wire.decode_assignment_header(blob.header)
+    chunks = {n: wire.decode_chunk(n, d) for n, d in blob.chunks.items()}
+    first, second = list(chunks)[:2]
+    with pytest.raises(CorruptDataError):  # a chunk whose data is not what its name says
+        wire.decode_chunk(first, blob.chunks[second])
+    with pytest.raises(CorruptDataError):  # names out of order: another header's chunks
+        wire.join_chunks(header, {**chunks, first: chunks[second], second: chunks[first]})
+    with pytest.raises(CorruptDataError):  # a chunk short
+        wire.join_chunks(header, {**chunks, first: chunks[first][1:]})
+    forged = wire.CHUNK_MAGIC + zlib.compress(b'{"names":["ok","a/b"]}')
+    name = wire.encode_chunk(("x",))[0]
     with pytest.raises(CorruptDataError):
-        wire.join_assignment_parts(header, blob.parts[:-1])
-    with pytest.raises(CorruptDataError):
-        wire.join_assignment_parts(header, [b"x" * len(p) for p in blob.parts])
+        wire.decode_chunk(name, forged)
 
 
 @pytest.mark.parametrize("data", [
-    b"", b"{}", b"RB1", b"RB1Igarbage", b"RB1P{}", b"RB1X123",
-    b'RB1P{"generation":1e999,"parts":1,"sha256":"00"}',
-    b'RB1P{"generation":1,"parts":100000,"sha256":"' + b"0" * 64 + b'"}',
-    b'RB1P{"generation":1,"parts":0,"sha256":"' + b"0" * 64 + b'"}',
-    b'RB1P{"generation":-1,"parts":1,"sha256":"' + b"0" * 64 + b'"}',
-    b'RB1P{"generation":1,"parts":1,"sha256":"' + b"0" * 64 + b'\\n"}',
-    b"RB1P" + DEEP,
+    b"", b"{}", b"RB1", b"RB1Igarbage", b"RB1C{}", b"RB1X123", b"RB1P{}",
+    b"RB1C" + zlib.compress(b'{"epoch":1,"generation":1e999,"count":1,"chunks":["c0000000000000000"]}'),
+    b"RB1C" + zlib.compress(b'{"epoch":1,"generation":1,"count":1,"chunks":[]}'),
+    b"RB1C" + zlib.compress(b'{"epoch":1,"generation":1,"count":1,"chunks":["../x"]}'),
+    b"RB1C" + zlib.compress(b'{"epoch":1,"generation":-1,"count":1,"chunks":["c0000000000000000"]}'),
+    b"RB1C" + zlib.compress(b'{"epoch":1,"generation":1,"count":1,"chunks":[' + b'"c0000000000000000",' * 20000
+                            + b'"c0000000000000000"]}'),
+    b"RB1C" + DEEP,
+    b"RB1C" + zlib.compress(DEEP),
     b"RB1I" + zlib.compress(DEEP),
     b"RB1I" + zlib.compress(b'{"epoch":1e999,"generation":1,"resources":[]}'),
     b"RB1I" + zlib.compress(b'{"epoch":1,"generation":1,"resources":["a/b"]}'),
@@ -144,12 +191,11 @@ assignments = st.builds(
 )
 
 
-@given(assignments, st.sampled_from([16, 64, wire.PART_BYTES]))
-def test_assignments_round_trip_inline_and_in_parts(assignment: MemberAssignment, part_bytes: int) -> None:
-    blob = wire.encode_assignment(assignment, part_bytes=part_bytes)
-    header = wire.decode_assignment_header(blob.header)
-    decoded = header.inline if header.inline is not None else wire.join_assignment_parts(header, blob.parts)
-    assert decoded == assignment
+@given(assignments, st.sampled_from([0, 8, wire.INLINE_NAMES]))
+def test_assignments_round_trip_inline_and_in_chunks(assignment: MemberAssignment, inline_names: int) -> None:
+    blob = wire.encode_assignment(assignment, inline_names=inline_names)
+    inline = len(assignment.resources) <= inline_names
+    assert decode_blob(blob) == (assignment if inline else chunked(assignment))
 
 
 configs = st.builds(
@@ -187,6 +233,8 @@ def test_foreign_generation_dirs_are_rejected(name: str) -> None:
 DECODERS: dict[str, Callable[[bytes], object]] = {
     "barrier": wire.decode_barrier, "state": wire.decode_rebalance, "config": wire.decode_config,
     "assignment": wire.decode_assignment_header,
+    "chunk": lambda data: wire.decode_chunk(wire.encode_chunk(("x",))[0], data),
+    "chunk-named": lambda data: wire.decode_chunk("c" + hashlib.sha256(data).hexdigest()[:wire.CHUNK_ID_HEX], data),
     "object": lambda data: wire.decode_object(data, kind="owner"),
 }
 
@@ -198,7 +246,7 @@ json_values = st.recursive(
 record_keys = st.sampled_from([
     "phase", "generation", "epoch", "coordinator", "algorithm", "startedAt", "completedAt", "durationMs", "moved",
     "members", "resources", "minIntervalSeconds", "maxIntervalSeconds", "effectiveIntervalSeconds",
-    "departureGraceSeconds", "parts", "sha256", "resourceGroup",
+    "departureGraceSeconds", "chunks", "count", "names", "resourceGroup",
 ])
 record_like = st.dictionaries(record_keys, json_values, max_size=8)
 
@@ -215,7 +263,7 @@ def _only_corrupt_data(decode: Callable[[bytes], object], data: bytes) -> None:
 def test_arbitrary_bytes_raise_nothing_but_corrupt_data(decoder: str, data: bytes) -> None:
     _only_corrupt_data(DECODERS[decoder], data)
     _only_corrupt_data(DECODERS[decoder], b"RB1I" + zlib.compress(data))
-    _only_corrupt_data(DECODERS[decoder], b"RB1P" + data)
+    _only_corrupt_data(DECODERS[decoder], b"RB1C" + zlib.compress(data))
 
 
 @UNSAFE
@@ -223,16 +271,17 @@ def test_arbitrary_bytes_raise_nothing_but_corrupt_data(decoder: str, data: byte
 def test_arbitrary_json_raises_nothing_but_corrupt_data(decoder: str, value: object, compressed: bool) -> None:
     text = json.dumps(value, allow_nan=True).encode()
     _only_corrupt_data(DECODERS[decoder], b"RB1I" + zlib.compress(text) if compressed else text)
-    _only_corrupt_data(DECODERS[decoder], b"RB1P" + text)
+    _only_corrupt_data(DECODERS[decoder], b"RB1C" + zlib.compress(text))
 
 
 @UNSAFE
 @given(assignments, st.data())
-def test_corrupted_parts_raise_nothing_but_corrupt_data(assignment: MemberAssignment, data: st.DataObject) -> None:
-    blob = wire.encode_assignment(assignment, part_bytes=16)
+def test_corrupted_chunks_raise_nothing_but_corrupt_data(assignment: MemberAssignment, data: st.DataObject) -> None:
+    blob = wire.encode_assignment(assignment, inline_names=0)
     header = wire.decode_assignment_header(blob.header)
-    parts = [data.draw(st.binary(max_size=40)) if data.draw(st.booleans()) else p for p in blob.parts]
+    assert (header.inline is not None) == (not assignment.resources), "only an empty list stays inline"
+    stored = {n: data.draw(st.binary(max_size=40)) if data.draw(st.booleans()) else d for n, d in blob.chunks.items()}
     try:
-        assert wire.join_assignment_parts(header, parts) == assignment
+        assert decode_blob(wire.Blob(blob.header, stored)) == chunked(assignment)
     except CorruptDataError:
-        assert parts != blob.parts
+        assert stored != blob.chunks

@@ -41,15 +41,33 @@ def test_a_departed_member_still_stored_is_deleted_parts_first_and_one_gone_alre
     assert plan.departed == [B, C], "both are forgotten once committed, the gone one too"
 
 
-def test_a_large_assignment_goes_in_parts_created_before_the_header_and_old_parts_go_after_the_commit() -> None:
+def test_a_large_assignment_goes_in_chunks_created_before_the_header_and_old_chunks_go_after_the_commit() -> None:
     rng = random.Random(1)
-    names = tuple(f"r{rng.getrandbits(64):016x}" for _ in range(60_000))  # incompressible: several parts
-    plan = make({A: ()}, {A: ["p000000000006-00000"]}, {A: names})
+    names = tuple(sorted(f"r{rng.getrandbits(64):016x}" for _ in range(60_000)))
+    plan = make({A: ()}, {A: ["c0000000000000000"]}, {A: names})
     ops = kinds(plan.ops)
     assert len(ops) > 2 and ops[-1] == ("set", A)
-    assert all(kind == "create" and path.startswith(f"{A}/p000000000007-") for kind, path in ops[:-1])
+    assert all(kind == "create" and path.startswith(f"{A}/c") for kind, path in ops[:-1])
     assert plan.parts[A] == [path.split("/")[1] for _, path in ops[:-1]]
-    assert plan.stale_parts == [f"{A}/p000000000006-00000"]
+    assert plan.stale_parts == [f"{A}/c0000000000000000"]
+
+
+def test_a_move_rewrites_the_chunks_it_touches_and_keeps_the_others() -> None:
+    """Bytes per rebalance follow what moved: 20 resources move from A to B, 10,000 each."""
+    a, b = [f"a{i:05d}" for i in range(10_000)], [f"b{i:05d}" for i in range(10_000)]
+    first = make({}, {}, {A: tuple(a), B: tuple(b)})
+    moving = a[::500]
+    after: dict[str, tuple[str, ...]] = {A: tuple(x for x in a if x not in moving), B: tuple(sorted(b + moving))}
+    second = write_plan.plan(PATHS, first.written, first.parts, after, 8, 3, Algorithm.RESOURCE_BARRIER, False, ())
+    whole = sum(op.size for op in first.ops)
+    moved = sum(op.size for op in second.ops)
+    created = [op for op in second.ops if op.kind == "create"]
+    assert len(created) <= 2 * len(moving), f"{len(created)} chunks written for {len(moving)} moved resources"
+    assert moved < whole / 4, f"{moved} bytes written to move {len(moving)} of 20,000 (a full write: {whole})"
+    kept = set(first.parts[A]) & set(second.parts[A])
+    assert len(kept) >= len(first.parts[A]) - len(moving), "untouched chunks are reused, not rewritten"
+    assert {p.split("/")[1] for p in second.stale_parts} == (set(first.parts[A]) | set(first.parts[B])) - (
+        set(second.parts[A]) | set(second.parts[B]))
 
 
 def test_the_plan_does_not_change_what_it_was_given() -> None:

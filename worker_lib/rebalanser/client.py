@@ -50,7 +50,7 @@ from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
 from rebalanser.session import LeaseProber, handshakes, make_client, session_id, session_timeout
-from rebalanser.storage import decode_assignment
+from rebalanser.storage import ChunkCache, decode_assignment
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class Client:
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
+        self._chunks: ChunkCache = {}  # our assignment's chunks read so far (storage.decode_assignment)
         self._coordinator_seq = 0
         self._barrier: tuple[str, int] = ("", 0)
         self._held_assignment: MemberAssignment | None = None
@@ -642,7 +643,7 @@ class Client:
         if not data:
             return
         try:
-            assignment = decode_assignment(self.zk, self.paths, self._me.name, data)
+            assignment = decode_assignment(self.zk, self.paths, self._me.name, data, self._chunks)
         except CorruptDataError as exc:  # our previous assignment stays
             self._bad_data(exc)
             return

@@ -6,7 +6,8 @@ Records (each has one encoder and one decoder here, used by the library and the 
 * :class:`BarrierRecord` in ``G/barrier``: the Global Barrier phase, generation and epoch.
 * :class:`RebalanceRecord` in ``G/state``: the coordinator's summary of the last rebalance.
 * :class:`MemberAssignment` in ``G/assignment/<member node>``: behind an :class:`AssignmentHeader`
-  (``RB1I`` + zlib-compressed JSON inline, or ``RB1P`` + JSON naming the part children).
+  (``RB1I`` + zlib-compressed JSON inline, or ``RB1C`` + zlib-compressed JSON naming the
+  content-addressed chunk children that hold the names, each ``RB1K`` + zlib-compressed JSON).
 * :class:`~rebalanser.config.GroupConfig` in ``G/config``.
 * the generation directories ``G/stopped/g<generation>``, and any other JSON object the operator
   keeps under ``G`` (:func:`decode_object`).
@@ -24,6 +25,7 @@ expect.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -42,9 +44,10 @@ from rebalanser.paths import are_valid_resource_names, is_valid_resource_name
 Json: TypeAlias = "bool | int | float | str | list[Json] | dict[str, Json] | None"
 
 MAX_RECORD_BYTES = 64 * 1024  # G/barrier, G/state, G/config, the group root: a few hundred bytes as written
-MAX_HEADER_BYTES = 1 << 20  # an assignment header (inline values are at most PART_BYTES compressed)
-MAX_PART_BYTES = 1 << 20
-MAX_PARTS = 256
+MAX_HEADER_BYTES = 1 << 20  # an assignment header (as written: at most INLINE_NAMES names, or the chunk names)
+MAX_PART_BYTES = 1 << 20  # an assignment chunk (as written: a few KiB)
+MAX_CHUNKS = 16384
+MAX_CHUNK_INFLATED = 512 * 210  # {"names": CHUNK_MAX names of the longest kind (200 characters), quoted}
 MAX_INFLATED_BYTES = 64 << 20  # ~330,000 resource names of the longest kind (200 characters)
 MAX_VALUES = 1 << 20  # elements of every array and object together
 MAX_DEPTH = 8  # records nest at most 2 deep as written
@@ -55,9 +58,12 @@ _MAX_INT_DIGITS = len(str(MAX_INT))
 _MAX_TEXT = 1024  # coordinator ids, algorithm names, timestamps
 _LATEST_SECONDS = 253402300799  # 9999-12-31T23:59:59Z
 
-PART_BYTES = 400 * 1024
 MAGIC = b"RB1"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+CHUNK_MAGIC = b"RB1K"
+INLINE_NAMES = 256  # an assignment of at most this many names is inline in its header
+CHUNK_NAMES, CHUNK_MIN, CHUNK_MAX = 128, 32, 512  # names per chunk: on average, at least, at most
+CHUNK_ID_HEX = 16
+_CHUNK_ID = re.compile(r"c[0-9a-f]{16}")
 _GENERATION_DIR = re.compile(r"g([0-9]{12,19})")
 
 
@@ -358,35 +364,64 @@ class MemberAssignment:
 
 @dataclass(frozen=True)
 class Blob:
-    """An encoded assignment: the header znode's data, and the part children's (named by :func:`part_name`)."""
+    """An encoded assignment: the header znode's data, and its chunk children (name -> data; none
+    when the value is inline)."""
 
     header: bytes
-    parts: list[bytes]
+    chunks: dict[str, bytes]
 
 
 @dataclass(frozen=True)
 class AssignmentHeader:
-    """A decoded header: the value itself (``parts == 0``), or where its parts are and their digest."""
+    """A decoded header: the value itself (``inline``), or the assignment's fields and the chunk
+    children that hold its resource names, in order."""
 
     inline: MemberAssignment | None
-    generation: int
-    parts: int
-    sha256: str
+    shell: MemberAssignment | None = None  # chunked: every field but the resources
+    chunks: tuple[str, ...] = ()
+    count: int = 0  # chunked: how many names the chunks hold together
 
 
-def part_name(generation: int, index: int) -> str:
-    return f"p{generation:012d}-{index:05d}"
+def _chunk_bounds(names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Cuts sorted names into chunks whose boundaries the names themselves decide (content-defined):
+    a chunk ends after a name whose CRC-32 is 0 modulo :data:`CHUNK_NAMES`, once it holds
+    :data:`CHUNK_MIN` names, and always at :data:`CHUNK_MAX`. Adding or removing a name changes the
+    chunk it falls in (rarely its neighbour too), never the others: so a rebalance rewrites chunks in
+    proportion to the resources it moves, not to the member's whole list."""
+    chunks: list[tuple[str, ...]] = []
+    start = 0
+    for i, name in enumerate(names):
+        size = i + 1 - start
+        if size >= CHUNK_MAX or (size >= CHUNK_MIN and zlib.crc32(name.encode()) % CHUNK_NAMES == 0):
+            chunks.append(names[start : i + 1])
+            start = i + 1
+    if start < len(names):
+        chunks.append(names[start:])
+    return chunks
 
 
-def encode_assignment(assignment: MemberAssignment, part_bytes: int = PART_BYTES) -> Blob:
-    """Compact JSON, zlib-compressed; inline when it fits ``part_bytes``, else cut into parts that
-    are named after the generation (so a reader never mixes parts of two generations)."""
-    raw = zlib.compress(json.dumps(assignment.payload(), separators=(",", ":")).encode(), 6)
-    if len(raw) <= part_bytes:
-        return Blob(MAGIC + b"I" + raw, [])
-    parts = [raw[i : i + part_bytes] for i in range(0, len(raw), part_bytes)]
-    meta = {"generation": assignment.generation, "parts": len(parts), "sha256": hashlib.sha256(raw).hexdigest()}
-    return Blob(MAGIC + b"P" + json.dumps(meta).encode(), parts)
+def encode_chunk(names: tuple[str, ...]) -> tuple[str, bytes]:
+    """A chunk child's name and data: the name is a digest of the data, so an unchanged chunk keeps
+    its node from one generation to the next."""
+    data = CHUNK_MAGIC + zlib.compress(_compact({"names": list(names)}), 6)
+    return "c" + hashlib.sha256(data).hexdigest()[:CHUNK_ID_HEX], data
+
+
+def encode_assignment(assignment: MemberAssignment, inline_names: int = INLINE_NAMES) -> Blob:
+    """Compact JSON, zlib-compressed, inline in the header up to ``inline_names`` names; a longer
+    list goes in content-addressed chunk children (sorted names, see :func:`_chunk_bounds`) that the
+    header names in order."""
+    if len(assignment.resources) <= inline_names or not assignment.resources:
+        return Blob(MAGIC + b"I" + zlib.compress(_compact(assignment.payload()), 6), {})
+    chunks = dict(encode_chunk(c) for c in _chunk_bounds(tuple(sorted(set(assignment.resources)))))
+    shell = assignment.payload()
+    shell.pop("resources")
+    shell.update(chunks=list(chunks), count=len(set(assignment.resources)))
+    return Blob(MAGIC + b"C" + zlib.compress(_compact(shell), 6), chunks)
+
+
+def _compact(value: Mapping[str, Json]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def decode_assignment_header(data: bytes, *, path: str = "") -> AssignmentHeader:
@@ -399,28 +434,46 @@ def decode_assignment_header(data: bytes, *, path: str = "") -> AssignmentHeader
         raise bad("not a Rebalanser assignment (foreign or garbage data)")
     kind, body = data[3:4], data[4:]
     if kind == b"I":
-        return AssignmentHeader(_assignment(inflate(body, kind="assignment", path=path), path), 0, 0, "")
-    if kind == b"P":
-        fields = _Fields(decode_object(body, kind="assignment", path=path), "assignment", path)
-        parts = fields.integer("parts")
-        if not 1 <= parts <= MAX_PARTS:
-            raise bad(f"{parts} parts; an assignment has 1 to {MAX_PARTS}")
-        digest = fields.text("sha256")
-        if not _SHA256.fullmatch(digest):
-            raise bad("'sha256' is not a SHA-256 digest")
-        return AssignmentHeader(None, fields.integer("generation"), parts, digest)
-    raise bad(f"unknown header kind {kind!r}")
+        return AssignmentHeader(_assignment(inflate(body, kind="assignment", path=path), path))
+    if kind == b"C":
+        value = decode_object(inflate(body, kind="assignment", path=path), kind="assignment", path=path,
+                              max_bytes=MAX_HEADER_BYTES)
+        fields = _Fields(value, "assignment", path)
+        chunks = value.get("chunks")
+        if not isinstance(chunks, list) or not 1 <= len(chunks) <= MAX_CHUNKS:
+            raise bad(f"no list of 1 to {MAX_CHUNKS} chunks")
+        if not all(isinstance(c, str) and _CHUNK_ID.fullmatch(c) for c in chunks):
+            raise bad("a chunk name is not a chunk digest")
+        shell = _assignment(_compact({**value, "resources": []}), path)
+        return AssignmentHeader(None, shell, tuple(cast(list[str], chunks)), fields.integer("count"))
+    raise bad(f"unknown header kind {kind!r} (RB1P, the part layout of earlier versions, is no longer read)")
 
 
-def join_assignment_parts(header: AssignmentHeader, parts: list[bytes], *, path: str = "") -> MemberAssignment:
-    if len(parts) != header.parts or any(len(p) > MAX_PART_BYTES for p in parts):
-        raise CorruptDataError("parts do not match their header (partial or foreign write)", path=path,
+def decode_chunk(name: str, data: bytes, *, path: str = "") -> tuple[str, ...]:
+    """A chunk child's names; its data must be what its name is the digest of."""
+    def bad(reason: str) -> CorruptDataError:
+        return CorruptDataError(reason, path=path, kind="assignment")
+
+    if len(data) > MAX_PART_BYTES or not data.startswith(CHUNK_MAGIC):
+        raise bad("not a Rebalanser assignment chunk")
+    if "c" + hashlib.sha256(data).hexdigest()[:CHUNK_ID_HEX] != name:
+        raise bad("a chunk's data does not match its name (partial or foreign write)")
+    raw = inflate(data[len(CHUNK_MAGIC) :], kind="assignment", path=path, limit=MAX_CHUNK_INFLATED)
+    names = decode_object(raw, kind="assignment", path=path, max_bytes=MAX_CHUNK_INFLATED).get("names")
+    if not isinstance(names, list) or not are_valid_resource_names(names):
+        raise bad("a chunk is not a list of resource names")
+    return tuple(cast(list[str], names))
+
+
+def join_chunks(header: AssignmentHeader, chunks: Mapping[str, tuple[str, ...]], *, path: str = "") -> MemberAssignment:
+    """The assignment a chunked header names, from its chunks' names (``chunks``: every one it names)."""
+    assert header.shell is not None
+    names = [n for c in header.chunks for n in chunks[c]]
+    if len(names) != header.count or any(a >= b for a, b in itertools.pairwise(names)):
+        raise CorruptDataError("chunks do not add up to their header (partial or foreign write)", path=path,
                                kind="assignment")
-    raw = b"".join(parts)
-    if hashlib.sha256(raw).hexdigest() != header.sha256:
-        raise CorruptDataError("parts do not match their digest (partial or foreign write)", path=path,
-                               kind="assignment")
-    return _assignment(inflate(raw, kind="assignment", path=path), path)
+    shell = header.shell
+    return MemberAssignment(shell.epoch, shell.generation, tuple(names), shell.algorithm, shell.member)
 
 
 def _assignment(payload: bytes, path: str) -> MemberAssignment:

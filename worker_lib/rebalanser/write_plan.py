@@ -5,8 +5,10 @@ members' assignment nodes still exist (a member that left gracefully deleted its
 the plan's operations in one fenced write (:class:`rebalanser.writer.FencedWriter`).
 
 Per member whose assignment changed (every member when ``force``): its assignment node is created
-if new, the new generation's parts are created, then its header is set (a reader that sees the new
-header finds every part it names); the previous generation's parts are deleted after the commit.
+if new, the chunks the new value needs and the node lacks are created, then its header is set (a
+reader that sees the new header finds every chunk it names); chunks no longer named are deleted
+after the commit. Chunks are content-addressed (:func:`rebalanser.wire.encode_chunk`), so a
+rebalance writes the chunks its moves touched, not every changed member's whole list.
 Per departed member whose assignment node still exists: its parts, then the node, are deleted.
 """
 
@@ -28,8 +30,8 @@ Resources = tuple[str, ...]
 class WritePlan:
     ops: list[Op]  # in order, committed as one fenced write
     written: dict[str, Resources]  # what is stored once it is committed (departed members still in)
-    parts: dict[str, list[str]]  # member node -> its part children once committed
-    stale_parts: list[str]  # "<member node>/<part>": deleted after the commit
+    parts: dict[str, list[str]]  # member node -> its chunk children once committed
+    stale_parts: list[str]  # "<member node>/<chunk>": deleted after the commit
     departed: list[str]  # member nodes to forget once committed
 
 
@@ -61,12 +63,12 @@ def plan(
         if node not in written:
             ops.append(Op("create", path, b""))
             new_parts[node] = []
-        names = [wire.part_name(generation, i) for i in range(len(blob.parts))]
-        for name, part in zip(names, blob.parts, strict=True):
-            ops.append(Op("create", paths.assignment_part(node, name), part))
+        stored = set(new_parts.get(node, []))
+        ops += [Op("create", paths.assignment_part(node, name), data)
+                for name, data in blob.chunks.items() if name not in stored]
         ops.append(Op("set", path, blob.header))
-        stale += [f"{node}/{p}" for p in new_parts.get(node, [])]
-        new_parts[node] = names
+        stale += [f"{node}/{p}" for p in new_parts.get(node, []) if p not in blob.chunks]
+        new_parts[node] = list(blob.chunks)
         new_written[node] = resources
     gone = departed(written, desired)
     for node in [n for n in gone if n in still_stored]:
