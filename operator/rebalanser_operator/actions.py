@@ -20,7 +20,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
-from rebalanser_operator.kube import CredentialsError
+from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.models import ResourceGroupSpec, SpecError
 from rebalanser_operator.reconcile import (
     GroupOwnedElsewhereError,
@@ -92,6 +92,7 @@ def apply_spec(
         raise InvalidSpec(message)
 
     rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, generation, None
+    rt.raw_spec = dict(raw_spec)
     rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
@@ -104,12 +105,21 @@ def apply_spec(
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
     rt.credentials = credentials
+    tls = spec.zookeeper.tls
+    if tls is not None:
+        try:
+            rt.tls = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname)
+        except CredentialsError as exc:
+            raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
+    else:
+        rt.tls = None
 
-    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds)
+    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=rt.tls)
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
     if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
-        message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}; retrying"
+        over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
+        message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retrying"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
 
     acl = group_acl(credentials)
@@ -153,6 +163,63 @@ def apply_spec(
     return result
 
 
+#: Where worker pods mount the ResourceGroup's TLS Secret (published as REBALANSER_ZK_TLS_DIR).
+WORKER_TLS_DIR = "/etc/rebalanser/zookeeper-tls"
+
+
+def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None) -> bool:
+    """Whether Secret ``secret`` (its ``data`` as just observed) differs from the credentials or TLS
+    material ``rt`` connects with. An unreadable Secret counts as changed (re-applying reports it)."""
+    spec = rt.spec
+    if spec is None or rt.raw_spec is None:
+        return False  # not applied yet: the first reconcile reads the Secret anyway
+    zookeeper, where = spec.zookeeper, f"{rt.namespace}/{secret}"
+    if zookeeper.credentials_secret == secret:
+        try:
+            if credentials_from(data, where) != rt.credentials:
+                return True
+        except CredentialsError:
+            return True
+    if zookeeper.tls is not None and zookeeper.tls.secret == secret:
+        try:
+            if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname) != rt.tls:
+                return True
+        except CredentialsError:
+            return True
+    return False
+
+
+def note_secret(ctx: OperatorContext, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
+    """A Secret was created or changed: marks the groups whose connection it changes for re-applying
+    (their status loops do it) and wakes them; returns how many."""
+    marked = 0
+    for rt in ctx.groups_referencing(namespace, secret):
+        if secret_changed(rt, secret, data):
+            rt.secrets_changed = True
+            rt.wake()
+            marked += 1
+    return marked
+
+
+def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
+    """Re-applies the last spec with the referenced Secrets' current contents: a new TLS Secret means a
+    new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
+    the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
+    raw = rt.raw_spec
+    rt.secrets_changed = False
+    if raw is None:
+        return
+    try:
+        apply_spec(ctx, rt, raw, generation=rt.generation)
+    except RetryLater as exc:
+        rt.secrets_changed = True
+        log.info("%s: re-applying after a Secret change failed, will retry: %s", rt.user, exc)
+    except InvalidSpec:
+        pass
+    else:
+        event(ctx, rt, "Normal", "SecretApplied", f"applied the current contents of Secrets {sorted(rt.secrets())}")
+
+
 def config_map_name(name: str) -> str:
     """The ConfigMap the operator publishes for the workers of ResourceGroup ``name``."""
     return f"{name[:242]}-rebalanser"
@@ -168,6 +235,12 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str)
     }
     if spec.zookeeper.credentials_secret is not None:
         data["REBALANSER_CREDENTIALS_SECRET"] = spec.zookeeper.credentials_secret
+    if spec.zookeeper.tls is not None:
+        # By reference only: the workers mount this Secret at WORKER_TLS_DIR.
+        data["REBALANSER_ZK_TLS_SECRET"] = spec.zookeeper.tls.secret
+        data["REBALANSER_ZK_TLS_DIR"] = WORKER_TLS_DIR
+        if spec.zookeeper.tls.verify_hostname:
+            data["REBALANSER_ZK_TLS_VERIFY_HOSTNAME"] = "true"
     return data
 
 
@@ -234,7 +307,14 @@ def delete_znodes(
         event(ctx, rt, "Normal", "ZnodesKept", f"{KEEP_ZNODES}=true: {path} kept")
         return f"kept {path} (annotation)"
 
-    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds)
+    tls = rt.tls
+    if spec.zookeeper.tls is not None:
+        try:
+            tls = ctx.kube.read_tls(rt.namespace, spec.zookeeper.tls.secret,
+                                   verify_hostname=spec.zookeeper.tls.verify_hostname)
+        except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
+            log.warning("%s: %s; %s", rt.user, exc, "using the TLS material read earlier" if tls else "no TLS")
+    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=tls)
     try:
         if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
             raise KazooTimeoutError(f"cannot connect to ZooKeeper at {spec.zookeeper.connect}")

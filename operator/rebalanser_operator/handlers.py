@@ -5,6 +5,8 @@
 * create / update (``spec`` only) / resume  -> :func:`actions.apply_spec`
 * delete (holds the ``rebalanser.io/finalizer``) -> :func:`actions.delete_znodes`
 * one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`
+* Secret events: a change to a Secret a ResourceGroup references (credentials, TLS) marks the group for
+  re-applying by its status loop (:func:`actions.resync_secrets`), with no restart and no spec change
 * pod events (terminated container instances) -> :class:`podwatch.Failover` for the groups that opted in
   to ``spec.failover: KubeletConfirmed`` (a kopf index of them by namespace)
 * login via the official client, a liveness probe, cleanup of ZooKeeper connections;
@@ -27,7 +29,7 @@ from typing import Any
 
 import kopf
 
-from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes, note_secret
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover import ended_instances
 from rebalanser_operator.farewell import release_terminating_namespace
@@ -154,6 +156,15 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
             await loop.run(should_stop=lambda: bool(stopped) or not ctx.is_current(runtime))
         finally:
             waker.cancel()
+
+    def referenced(namespace: str | None, name: str, **_: Any) -> bool:
+        return bool(ctx.groups_referencing(namespace or "", name))
+
+    @kopf.on.event("", "v1", "secrets", id="rotation", when=referenced, registry=registry)
+    def secret_event(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            return  # connections keep what they have; the next reconcile reports the missing Secret
+        note_secret(ctx, namespace or "", name, body.get("data"))
 
     failover = Failover(ctx)
 

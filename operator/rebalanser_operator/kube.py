@@ -15,9 +15,11 @@ from typing import Any, Protocol
 import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
 from rebalanser_operator import models
 from rebalanser_operator.zkpool import DigestCredentials
+from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,33 @@ REQUEST_TIMEOUT = (5.0, 20.0)
 
 
 class CredentialsError(RuntimeError):
-    """The referenced Secret is missing or lacks ``username``/``password``."""
+    """The referenced Secret is missing or lacks what it must hold (``username``/``password``, or
+    valid TLS keys)."""
+
+
+def credentials_from(data: Mapping[str, str] | None, where: str) -> DigestCredentials:
+    """Digest credentials from a Secret's ``data`` (base64 values); ``where`` names it in errors."""
+    data = data or {}
+    try:
+        username = base64.b64decode(data["username"]).decode()
+        password = base64.b64decode(data["password"]).decode()
+    except (KeyError, ValueError) as exc:
+        raise CredentialsError(f"Secret {where} needs keys 'username' and 'password'") from exc
+    if not username or ":" in username:
+        raise CredentialsError(f"Secret {where}: username must be non-empty without ':'")
+    return DigestCredentials(username, password)
+
+
+def tls_from(data: Mapping[str, str] | None, where: str, *, verify_hostname: bool = False) -> TlsMaterial:
+    """TLS material from a Secret's ``data``: ``ca.crt``, ``tls.crt``, ``tls.key`` (PEM, each optional,
+    the last two together)."""
+    data = data or {}
+    try:
+        decoded = {key: base64.b64decode(data[key]) if data.get(key) else None
+                   for key in (CA_FILE, CERTIFICATE_FILE, KEY_FILE)}
+        return TlsMaterial(decoded[CA_FILE], decoded[CERTIFICATE_FILE], decoded[KEY_FILE], verify_hostname)
+    except ValueError as exc:
+        raise CredentialsError(f"Secret {where}: {exc}") from exc
 
 
 class KubeGateway(Protocol):
@@ -39,6 +67,9 @@ class KubeGateway(Protocol):
 
     def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
         """Reads ``username``/``password`` from a Secret; raises :class:`CredentialsError`."""
+
+    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
+        """Reads ``ca.crt``/``tls.crt``/``tls.key`` from a Secret; raises :class:`CredentialsError`."""
 
     def publish_config(
         self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
@@ -86,19 +117,17 @@ class KubernetesGateway:
             log.info("event %s %s: %s", type, reason, message)
 
     def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
+        return credentials_from(self._secret_data(namespace, secret), f"{namespace}/{secret}")
+
+    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
+        return tls_from(self._secret_data(namespace, secret), f"{namespace}/{secret}", verify_hostname=verify_hostname)
+
+    def _secret_data(self, namespace: str, secret: str) -> dict[str, str]:
         try:
             obj = self._core.read_namespaced_secret(secret, namespace, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
             raise CredentialsError(f"cannot read Secret {namespace}/{secret}: {exc.status} {exc.reason}") from exc
-        data = obj.data or {}
-        try:
-            username = base64.b64decode(data["username"]).decode()
-            password = base64.b64decode(data["password"]).decode()
-        except (KeyError, ValueError) as exc:
-            raise CredentialsError(f"Secret {namespace}/{secret} needs keys 'username' and 'password'") from exc
-        if not username or ":" in username:
-            raise CredentialsError(f"Secret {namespace}/{secret}: username must be non-empty without ':'")
-        return DigestCredentials(username, password)
+        return {key: str(value) for key, value in (obj.data or {}).items()}
 
     def publish_config(
         self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None

@@ -90,6 +90,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
 
+class ZooKeeperTls(_Model):
+    """TLS to ZooKeeper, with the certificates of a Secret."""
+
+    secret: K8sName = Field(
+        description="Secret (same namespace) with PEM files under the keys ca.crt (the CA that verifies "
+        "the servers; the system's trust store without it), tls.crt and tls.key (a client certificate and "
+        "its key, for mutual TLS; both or neither), as cert-manager writes them. Workers mount the same "
+        "Secret; a change to it reaches the operator's connection without a restart.",
+    )
+    verify_hostname: bool = Field(
+        default=False, alias="verifyHostname",
+        description="Also require the servers' certificates to name the hosts of the connect string "
+        "(otherwise any certificate the CA signed is accepted).",
+    )
+
+
 class ZooKeeperSpec(_Model):
     """Where the group lives."""
 
@@ -137,7 +153,13 @@ class ZooKeeperSpec(_Model):
         default=None,
         alias="credentialsSecret",
         description="Secret (same namespace) with keys username and password: group znodes get "
-        "digest ACLs so only holders of these credentials can write (everyone can read).",
+        "digest ACLs so only holders of these credentials can write (everyone can read). A change to "
+        "the Secret is applied without a restart (the group's znodes get the new credentials' ACL).",
+    )
+    tls: ZooKeeperTls | None = Field(
+        default=None,
+        description="Connect over TLS (the connect string names the servers' secureClientPort), with the "
+        "certificates of a Secret.",
     )
 
 

@@ -91,7 +91,7 @@ class Failover:
 
     def _end(self, runtime: GroupRuntime, pod_name: str, nonces: list[str]) -> list[Ended]:
         assert runtime.connect is not None and runtime.path is not None
-        zk = self.ctx.pool.acquire(runtime.connect, runtime.user, runtime.session_timeout)
+        zk = self.ctx.pool.acquire(runtime.connect, runtime.user, runtime.session_timeout, tls=runtime.tls)
         if not self.ctx.pool.wait_connected(zk, self.ctx.options.connect_wait):
             log.warning("failover: ZooKeeper %s unreachable; pod %s waits for session expiry", runtime.connect,
                         pod_name)

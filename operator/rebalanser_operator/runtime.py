@@ -25,6 +25,7 @@ from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
 from rebalanser_operator.tuning import TuningPolicy, TuningState
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
+from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class GroupRuntime:
     uid: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     spec: ResourceGroupSpec | None = None
+    raw_spec: Mapping[str, Any] | None = None  # as last applied (re-applied when a referenced Secret changes)
     generation: int | None = None
     path: str | None = None
     connect: str | None = None
@@ -59,6 +61,8 @@ class GroupRuntime:
     desired: frozenset[str] = frozenset()
     acl: list[ACL] | None = None
     credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
+    tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
+    secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
     sync: SyncState | None = None
     spec_error: str | None = None
     tuning: TuningState | None = None
@@ -69,6 +73,16 @@ class GroupRuntime:
     @property
     def user(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def secrets(self) -> set[str]:
+        """Names of the Secrets the last applied spec references (credentials, TLS)."""
+        if self.spec is None:
+            return set()
+        zookeeper = self.spec.zookeeper
+        names = {zookeeper.credentials_secret} if zookeeper.credentials_secret else set()
+        if zookeeper.tls is not None:
+            names.add(zookeeper.tls.secret)
+        return names
 
     def policy(self) -> TuningPolicy | None:
         if self.spec is None:
@@ -132,6 +146,12 @@ class OperatorContext:
     def groups(self) -> list[GroupRuntime]:
         with self._lock:
             return list(self._groups.values())
+
+    def groups_referencing(self, namespace: str, secret: str) -> list[GroupRuntime]:
+        """The groups of ``namespace`` whose spec names Secret ``secret`` (cheap: called per Secret event)."""
+        with self._lock:
+            candidates = [rt for (ns, _), rt in self._groups.items() if ns == namespace]
+        return [rt for rt in candidates if secret in rt.secrets()]
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:

@@ -40,7 +40,7 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import GroupStatus, read_group_status
 
-from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, event
+from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, event, resync_secrets
 from rebalanser_operator.farewell import release_group
 from rebalanser_operator.models import FINALIZER, Phase
 from rebalanser_operator.reconcile import OwnerMarker, read_config, reconcile_group, write_config
@@ -162,6 +162,8 @@ class StatusLoop:
         rt = self.rt
         if rt.spec is None or rt.sync is None or not rt.sync.ok or self._was_connected is not True:
             return True
+        if rt.secrets_changed:
+            return True
         if self._retry_pending or self._unbalanced_since is not None or rt.spec.workload is not None:
             return True
         return rt.tuning is not None and rt.tuning.reason not in (QUIET, FIXED)
@@ -190,6 +192,8 @@ class StatusLoop:
             if self._namespace_terminating(started):
                 self._release()
                 return
+            if self.rt.secrets_changed and self.ctx.is_current(self.rt):
+                resync_secrets(self.ctx, self.rt)  # a rotated Secret: re-applied here, retried while it fails
             obs = self._observe(started)
             if not self.gone:
                 self._publish(obs)
@@ -226,7 +230,7 @@ class StatusLoop:
             return base
         if rt.connect is None or rt.path is None:
             return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
-        zk = self.ctx.pool.acquire(rt.connect, rt.user, rt.session_timeout)
+        zk = self.ctx.pool.acquire(rt.connect, rt.user, rt.session_timeout, tls=rt.tls)
         if not zk.connected and self._was_connected is None:
             # A fresh connection (operator start): give it a moment before calling it unreachable.
             self.ctx.pool.wait_connected(zk, self.options.connect_wait)

@@ -1,4 +1,4 @@
-"""One shared ZooKeeper connection per connect string.
+"""One shared ZooKeeper connection per connect string (and TLS material).
 
     pool = ZooKeeperPool(on_state_change=lambda connect, state: ...)
     zk = pool.acquire("zk-0:2181,zk-1:2181", user="shop/orders")
@@ -9,6 +9,9 @@ Guarantees: every user of one connect string shares one :class:`KazooClient`; cl
 without blocking and reconnect forever with capped exponential backoff, so an unreachable ensemble
 never crashes the operator and a recovered one is used again without a restart. Digest credentials
 added with :meth:`authenticate` are remembered by kazoo and re-sent after every reconnect.
+With ``tls`` (:class:`~rebalanser_operator.zktls.TlsMaterial`), the connection is made over TLS with
+that material, and users with other material (a rotated Secret) get a connection of their own: a user
+whose material changes moves to a new connection, and the old one closes with its last user.
 ``on_state_change`` runs on kazoo's connection thread: it must only hand work to another thread.
 """
 
@@ -22,9 +25,13 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 
+from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
+
 log = logging.getLogger(__name__)
 
 StateCallback = Callable[[str, KazooState], None]
+#: (connect string, digest of the TLS material or "" for plain TCP)
+Key = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class _Entry:
     connected: threading.Event = field(default_factory=threading.Event)
     closing: bool = False
     auths: set[DigestCredentials] = field(default_factory=set)
+    tls: TlsMaterial | None = None
 
 
 class ZooKeeperPool:
@@ -62,28 +70,33 @@ class ZooKeeperPool:
         self._max_reconnect_delay = max_reconnect_delay
         self._on_state_change = on_state_change
         self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-        self._user_connect: dict[str, str] = {}
+        self._entries: dict[Key, _Entry] = {}
+        self._user_connect: dict[str, Key] = {}
+        self._files = TlsFileStore()
 
-    def acquire(self, connect: str, user: str, session_timeout: float | None = None) -> KazooClient:
-        """The shared client for ``connect``, started if new; ``user`` is recorded until released.
+    def acquire(
+        self, connect: str, user: str, session_timeout: float | None = None, tls: TlsMaterial | None = None
+    ) -> KazooClient:
+        """The shared client for ``connect`` (over TLS with ``tls``), started if new; ``user`` is
+        recorded until released.
 
-        A user that switches to another connect string releases its previous one.
-        ``session_timeout`` only applies when this call creates the client.
+        A user that switches to another connect string or other TLS material releases its previous
+        connection. ``session_timeout`` only applies when this call creates the client.
         """
-        stale: KazooClient | None = None
+        key = (connect, tls.digest if tls is not None else "")
+        stale: _Entry | None = None
         with self._lock:
             previous = self._user_connect.get(user)
-            if previous is not None and previous != connect:
+            if previous is not None and previous != key:
                 stale = self._drop_user(user)
-            entry = self._entries.get(connect)
+            entry = self._entries.get(key)
             if entry is None:
-                entry = self._start(connect, session_timeout or self._default_session_timeout)
-                self._entries[connect] = entry
+                entry = self._start(connect, session_timeout or self._default_session_timeout, tls)
+                self._entries[key] = entry
             entry.users.add(user)
-            self._user_connect[user] = connect
+            self._user_connect[user] = key
         if stale is not None:
-            _close(stale)
+            self._close(stale)
         return entry.client
 
     def release(self, user: str) -> None:
@@ -91,20 +104,20 @@ class ZooKeeperPool:
         with self._lock:
             stale = self._drop_user(user)
         if stale is not None:
-            _close(stale)
+            self._close(stale)
 
-    def users(self, connect: str) -> set[str]:
+    def users(self, connect: str, tls: TlsMaterial | None = None) -> set[str]:
         with self._lock:
-            entry = self._entries.get(connect)
+            entry = self._entries.get((connect, tls.digest if tls is not None else ""))
             return set(entry.users) if entry else set()
 
     def connections(self) -> int:
         with self._lock:
             return len(self._entries)
 
-    def is_connected(self, connect: str) -> bool:
+    def is_connected(self, connect: str, tls: TlsMaterial | None = None) -> bool:
         with self._lock:
-            entry = self._entries.get(connect)
+            entry = self._entries.get((connect, tls.digest if tls is not None else ""))
         return entry is not None and entry.connected.is_set()
 
     def wait_connected(self, client: KazooClient, timeout: float) -> bool:
@@ -126,11 +139,12 @@ class ZooKeeperPool:
         with self._lock:
             for entry in self._entries.values():
                 entry.closing = True
-            clients = [entry.client for entry in self._entries.values()]
+            entries = list(self._entries.values())
             self._entries.clear()
             self._user_connect.clear()
-        for client in clients:
-            _close(client)
+        for entry in entries:
+            _close(entry.client)
+        self._files.close()
 
     # ----------------------------------------------------------------------------------- internals
 
@@ -141,24 +155,30 @@ class ZooKeeperPool:
                     return entry
         return None
 
-    def _drop_user(self, user: str) -> KazooClient | None:
-        connect = self._user_connect.pop(user, None)
-        if connect is None:
+    def _drop_user(self, user: str) -> _Entry | None:
+        key = self._user_connect.pop(user, None)
+        if key is None:
             return None
-        entry = self._entries.get(connect)
+        entry = self._entries.get(key)
         if entry is None:
             return None
         entry.users.discard(user)
         if entry.users:
             return None
-        del self._entries[connect]
+        del self._entries[key]
         entry.closing = True
-        return entry.client
+        return entry
 
-    def _start(self, connect: str, session_timeout: float) -> _Entry:
+    def _close(self, entry: _Entry) -> None:
+        # The entry's TLS files stay (a few KB per rotation) until the pool closes: another entry may
+        # be starting with the same material right now.
+        _close(entry.client)
+
+    def _start(self, connect: str, session_timeout: float, tls: TlsMaterial | None) -> _Entry:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self._max_reconnect_delay)
-        client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry)
-        entry = _Entry(client=client)
+        options = self._files.materialise(tls).kazoo_arguments() if tls is not None else {}
+        client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry, **options)
+        entry = _Entry(client=client, tls=tls)
 
         def listener(state: KazooState) -> None:
             if state == KazooState.CONNECTED:

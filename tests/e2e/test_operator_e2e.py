@@ -29,7 +29,7 @@ from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
 
 from tests.operator.spec_limits import largest_specs, oversized_specs
-from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.cluster import REPO, UP_TIMEOUT, Cluster
 from tests.support.kubectl import Kube
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -61,12 +61,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[
 
 
 # ------------------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="session")
-def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with start_cluster(tmp_path_factory.mktemp("kube")) as cluster:
-        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +101,7 @@ class OperatorProcess:
     kubeconfig: Path
     env: dict[str, str]
     log: Path
+    namespace: str = NS
     metrics_port: int = field(default_factory=free_port)
     liveness_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -114,7 +109,8 @@ class OperatorProcess:
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [str(BIN / "rebalanser-operator"), "--namespace", NS, "--metrics-port", str(self.metrics_port),
+                [str(BIN / "rebalanser-operator"), "--namespace", self.namespace,
+                 "--metrics-port", str(self.metrics_port),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz", "--log-format", "full"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**self.env, "KUBECONFIG": str(self.kubeconfig)},
@@ -148,14 +144,16 @@ class OperatorProcess:
         return self.log.read_text(errors="replace")
 
 
-def service_account_kubeconfig(kube: Cluster, path: Path) -> Path:
-    token = kube.run_kubectl("create", "token", SERVICE_ACCOUNT, "-n", NS, "--duration=2h").stdout.strip()
+def service_account_kubeconfig(
+    kube: Cluster, path: Path, namespace: str = NS, service_account: str = SERVICE_ACCOUNT
+) -> Path:
+    token = kube.run_kubectl("create", "token", service_account, "-n", namespace, "--duration=2h").stdout.strip()
     ca = base64.b64encode((kube.dir / "pki" / "ca.crt").read_bytes()).decode()
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config",
         "clusters": [{"name": "local", "cluster": {"server": kube.server, "certificate-authority-data": ca}}],
         "users": [{"name": "operator", "user": {"token": token}}],
-        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "operator", "namespace": NS}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "operator", "namespace": namespace}}],
         "current-context": "operator",
     }))
     return path
@@ -287,7 +285,7 @@ def test_chart_installs_crd_rbac_and_service_account(installed: Cluster) -> None
     assert can("patch", "resourcegroups.rebalanser.io", "--subresource=status", "-n", NS) == "yes"
     assert can("create", "events", "-n", NS) == "yes"
     assert can("get", "secrets", "-n", NS) == "yes"
-    assert can("list", "secrets", "-n", NS) == "no"
+    assert can("watch", "secrets", "-n", NS) == "yes"  # rotation of referenced Secrets
     # ResourceGroups are granted cluster-wide (a namespace deletion must not strand a finalizer);
     # everything else only in the served namespaces.
     assert can("patch", "resourcegroups.rebalanser.io", "-n", "default") == "yes"

@@ -9,75 +9,30 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
-from kazoo.retry import KazooRetry
 from rebalanser.tls import TlsOptions
 
 from tests.integration.conftest import add_resources
-from tests.support.tls import CertificateAuthority, Issued, bundle
+from tests.support.tls import Pki, bundle, connects, server_log
 from tests.support.workers import Group, wait_for
-from tests.support.zk import ServerTls, ZkCluster, admin_client, serving_cluster
+from tests.support.zk import ZkCluster, admin_client, serving_cluster
 
 pytestmark = pytest.mark.zk
 
 
-@dataclass(frozen=True)
-class Pki:
-    trusted: CertificateAuthority  # signs the servers' certificates and the accepted clients'
-    other: CertificateAuthority  # a CA the servers do not trust (until a rotation makes them)
-    server: Issued
-    base: Path
-
-    def client_dir(self, name: str, ca: CertificateAuthority | None = None) -> Path:
-        """A TLS directory (ca.crt, tls.crt, tls.key) for a client certificate signed by ``ca``."""
-        issued = (ca or self.trusted).issue(name)
-        return issued.write_directory(self.base / "clients" / name, self.trusted)
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    base = tmp_path_factory.mktemp("pki")
-    trusted = CertificateAuthority.create(base / "ca-a", "ca-a")
-    other = CertificateAuthority.create(base / "ca-b", "ca-b")
-    return Pki(trusted, other, trusted.issue("zookeeper", server=True), base)
-
-
-def _server_tls(pki: Pki, directory: Path, *trusted: CertificateAuthority, client_auth: str = "need") -> ServerTls:
-    directory.mkdir(parents=True, exist_ok=True)
-    return ServerTls(pki.server.pem_bundle(directory / "server.pem"),
-                     bundle(directory / "trust.pem", *(trusted or (pki.trusted,))), client_auth)
+    return Pki.create(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
 def mtls_server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
     """Mutual TLS: only clients with a certificate signed by the trusted CA get in."""
     base = tmp_path_factory.mktemp("zk-mtls")
-    with serving_cluster(base, tls=_server_tls(pki, base / "stores")) as cluster:
+    with serving_cluster(base, tls=pki.server_tls(base / "stores")) as cluster:
         yield cluster
-
-
-def _server_log(cluster: ZkCluster) -> str:
-    path = cluster.servers[0].data_dir / "zookeeper.log"
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
-def _connects(hosts: str, tls: TlsOptions | None, timeout: float = 60.0) -> bool:
-    """Whether a kazoo client gets a session within three connection attempts (its connection loop
-    stops once they have failed: a refused handshake is known at once, not after a timeout)."""
-    client = KazooClient(hosts=hosts, timeout=5, connection_retry=KazooRetry(max_tries=2, delay=0.2),
-                         **(tls.kazoo_arguments() if tls is not None else {}))
-    try:
-        client.start_async()
-        stopped = client._connection.connection_stopped
-        wait_for(lambda: client.connected or stopped.is_set(), timeout, f"a verdict on a connection to {hosts}")
-        return bool(client.connected)
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_a_worker_joins_over_mutual_tls_and_status_reads_over_tls(
@@ -94,7 +49,7 @@ def test_a_worker_joins_over_mutual_tls_and_status_reads_over_tls(
         wait_for(lambda: {e.get("resource") for e in worker.of("tick")} >= {"r0", "r1", "r2"}, 60,
                  "the worker to work on every resource it owns")
         # The server authenticated the worker by its certificate (its own log, not the worker's word).
-        assert "Authenticated Id 'CN=worker-1' for scheme 'x509'" in _server_log(mtls_server)
+        assert "Authenticated Id 'CN=worker-1' for scheme 'x509'" in server_log(mtls_server)
 
         # `rebalanser status` over TLS, wired by the environment with single files.
         env = {**os.environ, "REBALANSER_ZK": mtls_server.secure_hosts, "REBALANSER_GROUP": group_path,
@@ -111,27 +66,27 @@ def test_a_worker_joins_over_mutual_tls_and_status_reads_over_tls(
 def test_mutual_tls_refuses_clients_without_a_trusted_certificate(pki: Pki, mtls_server: ZkCluster) -> None:
     hosts = mtls_server.secure_hosts
     good = TlsOptions.from_directory(str(pki.client_dir("probe-good")))
-    assert _connects(hosts, good), "control: a client with a trusted certificate connects"
+    assert connects(hosts, good), "control: a client with a trusted certificate connects"
 
     without_certificate = TlsOptions(ca=good.ca)
-    assert not _connects(hosts, without_certificate), "a client without a certificate got a session"
-    assert "Empty client certificate chain" in _server_log(mtls_server)
+    assert not connects(hosts, without_certificate), "a client without a certificate got a session"
+    assert "Empty client certificate chain" in server_log(mtls_server)
 
     untrusted = TlsOptions.from_directory(str(pki.client_dir("probe-untrusted", pki.other)))
-    assert not _connects(hosts, untrusted), "a client certificate from an untrusted CA got a session"
+    assert not connects(hosts, untrusted), "a client certificate from an untrusted CA got a session"
 
     # The other way round: a client that does not trust the server's CA refuses the server.
     distrustful = TlsOptions(ca=str(pki.other.certificate), certificate=good.certificate, key=good.key)
-    assert not _connects(hosts, distrustful), "a client accepted a server certificate it cannot verify"
-    assert not _connects(hosts, None), "a plain TCP client got a session on the TLS port"
+    assert not connects(hosts, distrustful), "a client accepted a server certificate it cannot verify"
+    assert not connects(hosts, None), "a plain TCP client got a session on the TLS port"
 
 
 def test_server_only_tls_with_hostname_verification(pki: Pki, tmp_path: Path, group_path: str) -> None:
-    with serving_cluster(tmp_path / "zk", tls=_server_tls(pki, tmp_path / "stores", client_auth="none")) as cluster:
+    with serving_cluster(tmp_path / "zk", tls=pki.server_tls(tmp_path / "stores", client_auth="none")) as cluster:
         ca_only = TlsOptions(ca=str(pki.trusted.certificate))
-        assert _connects(cluster.secure_hosts, ca_only), "server-only TLS: the CA alone suffices"
+        assert connects(cluster.secure_hosts, ca_only), "server-only TLS: the CA alone suffices"
         by_name = cluster.secure_hosts.replace("127.0.0.1", "localhost")
-        assert _connects(by_name, TlsOptions(ca=ca_only.ca, verify_hostname=True)), "the certificate names localhost"
+        assert connects(by_name, TlsOptions(ca=ca_only.ca, verify_hostname=True)), "the certificate names localhost"
         with admin_client(cluster.hosts) as zk:
             add_resources(zk, group_path, ["a", "b"])
         group = Group(cluster.secure_hosts, group_path, tmp_path)
@@ -148,7 +103,7 @@ def test_a_worker_uses_rotated_certificate_files_on_its_next_connection(
     """The worker keeps running while its files are replaced (as a rotated Secret volume is) and the
     server stops trusting the old certificate: it reconnects with the new files, no restart."""
     stores = tmp_path / "stores"
-    tls = _server_tls(pki, stores, pki.trusted, pki.other)  # trusts both during the rotation
+    tls = pki.server_tls(stores, pki.trusted, pki.other)  # trusts both during the rotation
     with serving_cluster(tmp_path / "zk", tls=tls) as cluster:
         with admin_client(cluster.hosts) as zk:
             add_resources(zk, group_path, ["r0", "r1"])
@@ -157,7 +112,7 @@ def test_a_worker_uses_rotated_certificate_files_on_its_next_connection(
         try:
             worker = group.spawn("w1", "--zk-tls-dir", str(tls_dir))
             group.wait_settled({"r0", "r1"}, 60)
-            assert "Authenticated Id 'CN=rotating-old'" in _server_log(cluster)
+            assert "Authenticated Id 'CN=rotating-old'" in server_log(cluster)
 
             pki.other.issue("rotating-new").write_directory(tls_dir, pki.trusted)  # the new certificate
             bundle(tls.trust_store, pki.other)  # the old CA is revoked from the server's trust store
@@ -172,7 +127,7 @@ def test_a_worker_uses_rotated_certificate_files_on_its_next_connection(
                 return any(e["event"] == "session" and e["state"] in ("connected", "reconnected") for e in events)
 
             wait_for(reconnected, 60, lambda: f"the worker to reconnect; events {worker.snapshot()[before:]}")
-            assert "Authenticated Id 'CN=rotating-new'" in _server_log(cluster)
+            assert "Authenticated Id 'CN=rotating-new'" in server_log(cluster)
             group.wait_settled({"r0", "r1"}, 60)
             assert worker.alive
         finally:

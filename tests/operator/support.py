@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebalanser_operator.kube import CredentialsError
+from rebalanser_operator.kube import CredentialsError, tls_from
 from rebalanser_operator.zkpool import DigestCredentials
+from rebalanser_operator.zktls import TlsMaterial
 
 
 def apply_merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
@@ -28,6 +29,7 @@ class RecordingKube:
     """Keeps the object's status as the API server would after each merge patch."""
 
     secrets: dict[str, DigestCredentials] = field(default_factory=dict)
+    tls_secrets: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> a TLS Secret's data (base64)
     rolling_out: bool | None = None
     status: dict[str, Any] = field(default_factory=dict)
     patches: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
@@ -57,6 +59,11 @@ class RecordingKube:
             return self.secrets[secret]
         except KeyError:
             raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found") from None
+
+    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
+        if secret not in self.tls_secrets:
+            raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found")
+        return tls_from(self.tls_secrets[secret], f"{namespace}/{secret}", verify_hostname=verify_hostname)
 
     def publish_config(
         self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None

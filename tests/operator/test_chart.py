@@ -79,7 +79,7 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     assert rules_of(role) == {
         "/events": {"create"},
         "/configmaps": {"create", "update"},  # the workers' ConfigMap per ResourceGroup
-        "/secrets": {"get"},
+        "/secrets": {"get", "list", "watch"},  # referenced Secrets are watched for rotation
         "apps/deployments": {"get"},
         "apps/statefulsets": {"get"},
         "/pods": {"get", "list", "watch"},  # spec.failover: KubeletConfirmed

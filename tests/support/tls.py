@@ -15,7 +15,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
+from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
+from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE, TlsOptions
+
+from tests.support.workers import wait_for
+from tests.support.zk import ServerTls, ZkCluster
 
 DAYS = "2"
 
@@ -97,3 +102,52 @@ def bundle(path: Path, *authorities: CertificateAuthority) -> Path:
     """Several CA certificates in one PEM file (a trust store)."""
     path.write_bytes(b"".join(ca.certificate.read_bytes() for ca in authorities))
     return path
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Two CAs: ``trusted`` signs the servers' certificate and the clients the servers accept; ``other``
+    is one the servers do not trust (until a rotation makes them)."""
+
+    trusted: CertificateAuthority
+    other: CertificateAuthority
+    server: Issued
+    base: Path
+
+    @staticmethod
+    def create(base: Path) -> Pki:
+        trusted = CertificateAuthority.create(base / "ca-a", "ca-a")
+        other = CertificateAuthority.create(base / "ca-b", "ca-b")
+        return Pki(trusted, other, trusted.issue("zookeeper", server=True), base)
+
+    def client_dir(self, name: str, ca: CertificateAuthority | None = None) -> Path:
+        """A TLS directory (ca.crt, tls.crt, tls.key) for a client certificate signed by ``ca``."""
+        issued = (ca or self.trusted).issue(name)
+        return issued.write_directory(self.base / "clients" / name, self.trusted)
+
+    def server_tls(self, directory: Path, *trusted: CertificateAuthority, client_auth: str = "need") -> ServerTls:
+        """The server's stores under ``directory``, trusting ``trusted`` (default: the trusted CA)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        return ServerTls(self.server.pem_bundle(directory / "server.pem"),
+                         bundle(directory / "trust.pem", *(trusted or (self.trusted,))), client_auth)
+
+
+def server_log(cluster: ZkCluster) -> str:
+    """The first server's log (with ServerTls it names every certificate subject it authenticated)."""
+    path = cluster.servers[0].data_dir / "zookeeper.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def connects(hosts: str, tls: TlsOptions | None, timeout: float = 60.0) -> bool:
+    """Whether a kazoo client gets a session within three connection attempts (its connection loop
+    stops once they have failed: a refused handshake is known at once, not after a timeout)."""
+    client = KazooClient(hosts=hosts, timeout=5, connection_retry=KazooRetry(max_tries=2, delay=0.2),
+                         **(tls.kazoo_arguments() if tls is not None else {}))
+    try:
+        client.start_async()
+        stopped = client._connection.connection_stopped
+        wait_for(lambda: client.connected or stopped.is_set(), timeout, f"a verdict on a connection to {hosts}")
+        return bool(client.connected)
+    finally:
+        client.stop()
+        client.close()

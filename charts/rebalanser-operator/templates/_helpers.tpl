@@ -71,8 +71,10 @@ app.kubernetes.io/part-of: rebalanser
   verbs: ["create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
-  # spec.zookeeper.credentialsSecret (digest ACL credentials); read by name only.
-  verbs: ["get"]
+  # spec.zookeeper.credentialsSecret (digest ACL credentials) and spec.zookeeper.tls.secret: read by
+  # name, and watched so that a rotated Secret is applied without a restart (only Secrets a
+  # ResourceGroup names are acted on; nothing is ever written to a Secret).
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets"]
   # spec.workload: rollout-aware tuning reads the workload's status by name.

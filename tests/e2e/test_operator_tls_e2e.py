@@ -1,0 +1,168 @@
+"""The operator over TLS against a real kube-apiserver and a real ZooKeeper with a mutual-TLS port: the
+chart installed in a namespace of its own, the operator as a subprocess with the chart's ServiceAccount,
+TLS material from a Secret, and a rotation of that Secret taking effect with no operator restart.
+
+Tests run in file order and share one ZooKeeper and one operator (module state).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rebalanser.paths import GroupPaths
+
+from tests.e2e.test_operator_e2e import (
+    CHART,
+    OperatorProcess,
+    children,
+    condition,
+    service_account_kubeconfig,
+    wait_for,
+    wait_status,
+)
+from tests.support.cluster import UP_TIMEOUT, Cluster
+from tests.support.tls import CertificateAuthority, Pki, bundle, server_log
+from tests.support.zk import ServerTls, ZkCluster, admin_client, serving_cluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
+
+NS = "rebalanser-tls"
+RELEASE = "rbo-tls"
+SERVICE_ACCOUNT = f"{RELEASE}-rebalanser-operator"
+GROUP = "payments"
+GROUP_PATH = f"/rebalanser/{NS}/{GROUP}"
+SECRET = "zk-client-tls"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki.create(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def stores(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> ServerTls:
+    """The server trusts both CAs to begin with; the rotation test revokes the first."""
+    return pki.server_tls(tmp_path_factory.mktemp("stores"), pki.trusted, pki.other)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(stores: ServerTls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
+    with serving_cluster(tmp_path_factory.mktemp("tls-zk"), tls=stores) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def installed(kube: Cluster) -> Cluster:
+    kube.create_namespace(NS)
+    proc = subprocess.run(
+        [str(kube.helm), "install", RELEASE, str(CHART), "--namespace", NS, "--kubeconfig", str(kube.kubeconfig)],
+        capture_output=True, text=True, env=kube.env(), timeout=120, check=False,
+    )
+    assert proc.returncode == 0, f"helm install failed: {proc.stderr}"
+    wait_for(
+        lambda: "Established" in kube.run_kubectl(
+            "get", "crd", "resourcegroups.rebalanser.io", "-o",
+            "jsonpath={.status.conditions[?(@.status=='True')].type}", check=False).stdout,
+        60, "the ResourceGroup CRD to be established",
+    )
+    return kube
+
+
+@pytest.fixture(scope="module")
+def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    base = tmp_path_factory.mktemp("operator")
+    kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig", NS, SERVICE_ACCOUNT)
+    running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def apply_secret(kube: Cluster, data: dict[str, str]) -> None:
+    body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": SECRET, "namespace": NS}, "data": data}
+    kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def apply_group(kube: Cluster, hosts: str, **spec: Any) -> None:
+    body = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": GROUP, "namespace": NS},
+            "spec": {"zookeeper": {"connect": hosts, "tls": {"secret": SECRET}}, **spec}}
+    kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def client_certificate(pki: Pki, ca: CertificateAuthority, name: str) -> dict[str, str]:
+    return ca.issue(name).secret_data(pki.trusted)
+
+
+def test_kubectl_explain_describes_the_tls_fields(installed: Cluster) -> None:
+    text = installed.run_kubectl("explain", "resourcegroups.spec.zookeeper.tls.secret").stdout
+    assert "ca.crt" in text and "tls.key" in text, text
+    text = installed.run_kubectl("explain", "resourcegroups.spec.zookeeper.tls.verifyHostname").stdout
+    assert "name the hosts" in text, text
+
+
+def test_the_operator_reconciles_a_group_over_mutual_tls(
+    pki: Pki, installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
+) -> None:
+    kube = installed
+    apply_secret(kube, client_certificate(pki, pki.trusted, "operator-before"))
+    apply_group(kube, zookeeper.secure_hosts, resourceSets=[{"prefix": "pay-", "count": 4}])
+    paths = GroupPaths.of(GROUP_PATH)
+    with admin_client(zookeeper.hosts) as zk:
+        wait_for(lambda: children(zk, paths.resources) == [f"pay-{i}" for i in range(4)], 60,
+                 lambda: f"resource znodes over TLS; operator log:\n{operator.text()[-3000:]}")
+    st = wait_status(kube, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True", 60,
+                     "ZooKeeperConnected over TLS", name=GROUP)
+    assert condition(st, "ResourcesSynced")["status"] == "True"
+    assert "Authenticated Id 'CN=operator-before'" in server_log(zookeeper)
+    config = json.loads(kube.run_kubectl("get", "configmap", f"{GROUP}-rebalanser", "-n", NS, "-o", "json").stdout)
+    assert config["data"]["REBALANSER_ZK_TLS_SECRET"] == SECRET
+    assert config["data"]["REBALANSER_ZK_TLS_DIR"] == "/etc/rebalanser/zookeeper-tls"
+    assert not any("BEGIN" in value for value in config["data"].values()), "key material in the ConfigMap"
+
+
+def test_a_rotated_tls_secret_is_used_without_restarting_the_operator(
+    pki: Pki, installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, stores: ServerTls
+) -> None:
+    kube = installed
+    assert operator.proc is not None
+    pid = operator.proc.pid
+    apply_secret(kube, client_certificate(pki, pki.other, "operator-after"))
+    wait_for(lambda: "Authenticated Id 'CN=operator-after'" in server_log(zookeeper), 60,
+             lambda: f"the operator to connect with the rotated certificate; log:\n{operator.text()[-3000:]}")
+
+    bundle(stores.trust_store, pki.other)  # the first CA is revoked from the server's trust store
+    server = zookeeper.servers[0]
+    server.stop()
+    server.start()
+    zookeeper.wait_serving()
+    apply_group(kube, zookeeper.secure_hosts, resourceSets=[{"prefix": "pay-", "count": 5}])
+    paths = GroupPaths.of(GROUP_PATH)
+    with admin_client(zookeeper.hosts) as zk:
+        wait_for(lambda: "pay-4" in children(zk, paths.resources), 60,
+                 lambda: f"the operator's next write with the new certificate; log:\n{operator.text()[-3000:]}")
+    wait_status(kube, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True"
+                and s.get("resources") == 5, 60, "connected with 5 resources after the rotation", name=GROUP)
+    assert operator.proc.pid == pid and operator.proc.poll() is None, "the operator was restarted"
+
+
+def test_the_tls_group_is_deleted_over_tls(installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster) -> None:
+    installed.run_kubectl("delete", "resourcegroup", GROUP, "-n", NS, "--wait=true", "--timeout=60s")
+    with admin_client(zookeeper.hosts) as zk:
+        wait_for(lambda: zk.exists(GROUP_PATH) is None, 60, f"{GROUP_PATH} deleted")
+
+
+def test_rbac_was_sufficient(operator: OperatorProcess) -> None:
+    text = operator.text()
+    denied = re.search(r"APIForbiddenError|\b[Ff]orbidden\b|Not enough permissions", text)
+    assert denied is None, f"the operator hit an RBAC limit ({denied.group(0) if denied else ''}):\n{text[-3000:]}"
+
+

@@ -1,0 +1,170 @@
+"""The operator's side of TLS against a real ZooKeeper with a mutual-TLS port (the Kubernetes side is
+the recording stand-in; tests/e2e/test_operator_tls_e2e.py has the real API server): a group reconciled
+over TLS, what the workers' ConfigMap says (references only), bad material reported, and rotation of
+the TLS and the credentials Secret without a restart."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.exceptions import NoAuthError
+from rebalanser.paths import GroupPaths
+from rebalanser_operator.actions import RetryLater, apply_spec, note_secret, resync_secrets
+from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.zkpool import DigestCredentials
+
+from tests.operator.support import RecordingKube
+from tests.support.tls import Pki, bundle, server_log
+from tests.support.zk import ZkCluster, admin_client, purge, serving_cluster
+
+pytestmark = pytest.mark.zk
+
+BODY = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": "orders"}}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki.create(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def mtls(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
+    base = tmp_path_factory.mktemp("zk-mtls")
+    with serving_cluster(base, tls=pki.server_tls(base / "stores")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kube() -> RecordingKube:
+    return RecordingKube()
+
+
+@pytest.fixture
+def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
+    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=15.0))
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def path(mtls: ZkCluster, group_path: str) -> Iterator[str]:
+    yield group_path
+    with admin_client(mtls.hosts) as zk:
+        purge(zk, group_path)
+
+
+def spec(hosts: str, path: str, secret: str = "zk-tls", **fields: Any) -> dict[str, Any]:
+    return {"zookeeper": {"connect": hosts, "path": path, "tls": {"secret": secret}}, **fields}
+
+
+def runtime(ctx: OperatorContext) -> GroupRuntime:
+    return ctx.group("shop", "orders", "uid-1")
+
+
+def resources(cluster: ZkCluster, path: str) -> list[str]:
+    with admin_client(cluster.hosts) as zk:
+        return sorted(zk.get_children(GroupPaths.of(path).resources))
+
+
+def test_a_group_is_reconciled_over_mutual_tls_and_workers_get_references_only(
+    pki: Pki, mtls: ZkCluster, kube: RecordingKube, ctx: OperatorContext, path: str
+) -> None:
+    kube.tls_secrets["zk-tls"] = pki.trusted.issue("operator-1").secret_data(pki.trusted)
+    rt = runtime(ctx)
+    result = apply_spec(ctx, rt, spec(mtls.secure_hosts, path, resources=["a", "b"]), generation=1, body=BODY)
+    assert result.created == 2 and rt.sync is not None and rt.sync.ok
+    assert resources(mtls, path) == ["a", "b"]
+    assert "Authenticated Id 'CN=operator-1' for scheme 'x509'" in server_log(mtls)
+    published = kube.config_maps[("shop", "orders-rebalanser")]
+    assert published["REBALANSER_ZK_TLS_SECRET"] == "zk-tls"
+    assert published["REBALANSER_ZK_TLS_DIR"] == "/etc/rebalanser/zookeeper-tls"
+    assert not any("BEGIN" in value for value in published.values()), "key material in the ConfigMap"
+
+
+def test_missing_or_untrusted_tls_material_is_reported_and_retried(
+    pki: Pki, mtls: ZkCluster, kube: RecordingKube, ctx: OperatorContext, path: str
+) -> None:
+    rt = runtime(ctx)
+    with pytest.raises(RetryLater):
+        apply_spec(ctx, rt, spec(mtls.secure_hosts, path), generation=1, body=BODY)
+    assert rt.sync is not None and rt.sync.reason == "TlsSecretUnavailable"
+    kube.tls_secrets["zk-tls"] = pki.other.issue("stranger").secret_data(pki.trusted)
+    ctx.options = LoopOptions(connect_wait=5.0)
+    with pytest.raises(RetryLater, match="over TLS"):
+        apply_spec(ctx, rt, spec(mtls.secure_hosts, path), generation=1, body=BODY)
+    assert rt.sync is not None and rt.sync.reason == "ZooKeeperUnreachable"
+    # The Secret is fixed: its change alone (no spec change) gets the group synced.
+    kube.tls_secrets["zk-tls"] = pki.trusted.issue("operator-fixed").secret_data(pki.trusted)
+    assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1 and rt.secrets_changed
+    ctx.options = LoopOptions(connect_wait=15.0)
+    resync_secrets(ctx, rt)
+    assert rt.sync is not None and rt.sync.ok and not rt.secrets_changed
+    assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 0, "unchanged material marked"
+
+
+def test_a_rotated_tls_secret_moves_the_group_to_a_new_connection(
+    pki: Pki, kube: RecordingKube, ctx: OperatorContext, tmp_path: Path, group_path: str
+) -> None:
+    """The server trusts both CAs; the Secret moves from a certificate of the first to one of the second,
+    then the first is revoked from the server's trust store and the server restarted: the operator's next
+    ZooKeeper operation goes through, with the new certificate (the server logs its subject)."""
+    tls = pki.server_tls(tmp_path / "stores", pki.trusted, pki.other)
+    with serving_cluster(tmp_path / "zk", tls=tls) as cluster:
+        kube.tls_secrets["zk-tls"] = pki.trusted.issue("operator-old").secret_data(pki.trusted)
+        rt = runtime(ctx)
+        raw = spec(cluster.secure_hosts, group_path, resources=["a"])
+        apply_spec(ctx, rt, raw, generation=1, body=BODY)
+        old_client = ctx.pool.acquire(cluster.secure_hosts, rt.user, tls=rt.tls)
+
+        kube.tls_secrets["zk-tls"] = pki.other.issue("operator-new").secret_data(pki.trusted)
+        assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1
+        resync_secrets(ctx, rt)
+        assert rt.sync is not None and rt.sync.ok
+        new_client = ctx.pool.acquire(cluster.secure_hosts, rt.user, tls=rt.tls)
+        assert new_client is not old_client and not old_client.connected, "the old connection was not replaced"
+        assert ctx.pool.connections() == 1
+        assert "Authenticated Id 'CN=operator-new'" in server_log(cluster)
+
+        bundle(tls.trust_store, pki.other)  # the old CA is no longer trusted
+        server = cluster.servers[0]
+        server.stop()
+        server.start()
+        cluster.wait_serving()
+        result = apply_spec(ctx, rt, {**raw, "resources": ["a", "b"]}, generation=2, body=BODY)
+        assert result.created == 1 and resources(cluster, group_path) == ["a", "b"]
+
+
+def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
+    kube: RecordingKube, ctx: OperatorContext, zk_hosts: str, group_path: str
+) -> None:
+    kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+    rt = runtime(ctx)
+    raw = {"zookeeper": {"connect": zk_hosts, "path": group_path, "credentialsSecret": "zk-digest"},
+           "resources": ["a"]}
+    apply_spec(ctx, rt, raw, generation=1, body=BODY)
+    paths = GroupPaths.of(group_path)
+
+    def may_write(password: str) -> bool:
+        """Whether a session with these credentials may create under the group's resources."""
+        with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}")]) as client:
+            try:
+                client.create(f"{paths.resources}/probe")
+            except NoAuthError:
+                return False
+            client.delete(f"{paths.resources}/probe")
+            return True
+
+    assert may_write("old-password") and not may_write("new-password")
+    kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+    secret_data = {"username": base64.b64encode(b"op").decode(), "password": base64.b64encode(b"new-password").decode()}
+    assert note_secret(ctx, "shop", "zk-digest", secret_data) == 1
+    resync_secrets(ctx, rt)
+    assert rt.credentials == DigestCredentials("op", "new-password")
+    assert may_write("new-password"), "the new credentials may not write the group"
+    assert not may_write("old-password"), "the old credentials still may"
+    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+        purge(client, group_path)
