@@ -57,7 +57,7 @@ class _Entry:
 
 
 class ZooKeeperPool:
-    """A small registry of started :class:`KazooClient` objects keyed by connect string."""
+    """A small registry of started :class:`KazooClient` objects keyed by connect string and TLS material."""
 
     def __init__(
         self,

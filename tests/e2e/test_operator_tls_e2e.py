@@ -23,7 +23,6 @@ from tests.e2e.test_operator_e2e import (
     condition,
     service_account_kubeconfig,
     wait_for,
-    wait_status,
 )
 from tests.support.cluster import UP_TIMEOUT, Cluster
 from tests.support.tls import CertificateAuthority, Pki, bundle, server_log
@@ -98,6 +97,19 @@ def apply_group(kube: Cluster, hosts: str, **spec: Any) -> None:
     kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
 
 
+def wait_status(kube: Cluster, predicate: Any, what: str, timeout: float = 60) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+
+    def check() -> dict[str, Any] | None:
+        nonlocal last
+        proc = kube.run_kubectl("get", "resourcegroup", GROUP, "-n", NS, "-o", "json", check=False)
+        last = json.loads(proc.stdout).get("status", {}) if proc.returncode == 0 else {}
+        return last if predicate(last) else None
+
+    result: dict[str, Any] = wait_for(check, timeout, lambda: f"{what}; last status: {json.dumps(last)[:3000]}", 0.3)
+    return result
+
+
 def client_certificate(pki: Pki, ca: CertificateAuthority, name: str) -> dict[str, str]:
     return ca.issue(name).secret_data(pki.trusted)
 
@@ -119,8 +131,8 @@ def test_the_operator_reconciles_a_group_over_mutual_tls(
     with admin_client(zookeeper.hosts) as zk:
         wait_for(lambda: children(zk, paths.resources) == [f"pay-{i}" for i in range(4)], 60,
                  lambda: f"resource znodes over TLS; operator log:\n{operator.text()[-3000:]}")
-    st = wait_status(kube, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True", 60,
-                     "ZooKeeperConnected over TLS", name=GROUP)
+    st = wait_status(kube, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True",
+                     "ZooKeeperConnected over TLS")
     assert condition(st, "ResourcesSynced")["status"] == "True"
     assert "Authenticated Id 'CN=operator-before'" in server_log(zookeeper)
     config = json.loads(kube.run_kubectl("get", "configmap", f"{GROUP}-rebalanser", "-n", NS, "-o", "json").stdout)
@@ -150,7 +162,7 @@ def test_a_rotated_tls_secret_is_used_without_restarting_the_operator(
         wait_for(lambda: "pay-4" in children(zk, paths.resources), 60,
                  lambda: f"the operator's next write with the new certificate; log:\n{operator.text()[-3000:]}")
     wait_status(kube, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True"
-                and s.get("resources") == 5, 60, "connected with 5 resources after the rotation", name=GROUP)
+                and s.get("resources") == 5, "connected with 5 resources after the rotation")
     assert operator.proc.pid == pid and operator.proc.poll() is None, "the operator was restarted"
 
 
