@@ -387,8 +387,9 @@ def stop_callback_fault(fleet: Fleet, rng: random.Random, result: StepResult, be
             result.notes.append(f"{worker.member_id} owned nothing in time; no stop-{behaviour} fault")
             return []
     worker = rng.choice(candidates)
+    owned = sorted(fleet.owned_by(worker))  # read once: the observation window moves on
     start = time.monotonic_ns()
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or not owned:
         code = worker.terminate(timeout=fleet.settings.bound + 10)
         if code is None:
             result.violations.append(("shutdown", f"{worker.member_id} did not exit after SIGTERM "
@@ -396,7 +397,7 @@ def stop_callback_fault(fleet: Fleet, rng: random.Random, result: StepResult, be
         fleet.spawn(worker.member_id, behaviour)
         detail = f"graceful restart (exit {code})"
     else:
-        name = rng.choice(sorted(fleet.owned_by(worker)))
+        name = rng.choice(owned)
         fleet.delete_resource(name)
         time.sleep(rng.uniform(0.2, 1.5))  # the resource stays deleted for a while
         fleet.add_resource(name)
