@@ -42,6 +42,7 @@ CONTENDED = 2  # failed attempts of one batch before the rest waits for the even
 class ClaimResult:
     claimed: dict[str, int]  # resource -> fencing token
     blocked: list[str]  # held by another session (or contended): watch, retry when released
+    deferred: list[str] = field(default_factory=list)  # not tried: the round was abandoned
 
 
 @dataclass
@@ -62,7 +63,10 @@ class ClaimBook:
 
     # -- claiming ------------------------------------------------------------------------------
 
-    def claim(self, resources: Iterable[str]) -> ClaimResult:
+    def claim(self, resources: Iterable[str], abandon: Callable[[], bool] | None = None) -> ClaimResult:
+        """Claims ``resources`` in batches. ``abandon`` is asked between batches: once it is True the
+        rest is left untried (``deferred``), e.g. because a newer assignment has arrived that may no
+        longer name them (claiming them would be a write to undo)."""
         claimed: dict[str, int] = {}
         blocked: list[str] = []
         fresh = []
@@ -75,6 +79,8 @@ class ClaimBook:
                 fresh.append(resource)
         data = json.dumps({"member": self.member_id}).encode()
         for start in range(0, len(fresh), BATCH):
+            if start and abandon is not None and abandon():
+                return ClaimResult(claimed, blocked, fresh[start:])
             self._create(fresh[start : start + BATCH], data, claimed, blocked)
         return ClaimResult(claimed, blocked)
 

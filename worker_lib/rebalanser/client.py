@@ -106,6 +106,7 @@ class Client:
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
         self._chunks: ChunkCache = {}  # our assignment's chunks read so far (storage.decode_assignment)
+        self._assignment_moved = threading.Event()  # our assignment changed since we last read it
         self._coordinator_seq = 0
         self._barrier: tuple[str, int] = ("", 0)
         self._held_assignment: MemberAssignment | None = None
@@ -630,14 +631,29 @@ class Client:
             watcher = self._watchers[event] = lambda _watched: self._post(event)
         return watcher
 
+    def _assignment_watch(self, node: str) -> Callable[[WatchedEvent], None]:
+        """Like :meth:`_watch`, and it also flags a change at once, so a claim round for the
+        assignment it replaces stops between batches (see :meth:`_claim`)."""
+        event = ev.AssignmentChanged(node)
+        watcher = self._watchers.get(event)
+        if watcher is None:
+            def fired(watched: WatchedEvent) -> None:
+                if watched.type != EventType.NONE:  # NONE: the connection dropped; resync re-reads
+                    self._assignment_moved.set()
+                self._post(event)
+
+            watcher = self._watchers[event] = fired
+        return watcher
+
     def _read_assignment(self, node: str | None) -> None:
         if self._me is None or (node is not None and node != self._me.name):
             return
         path = self.paths.member_assignment(self._me.name)
+        self._assignment_moved.clear()
         try:
-            data, _ = self.zk.get(path, watch=self._watch(ev.AssignmentChanged(self._me.name)))
+            data, _ = self.zk.get(path, watch=self._assignment_watch(self._me.name))
         except NoNodeError:
-            if self.zk.exists(path, watch=self._watch(ev.AssignmentChanged(self._me.name))) is not None:
+            if self.zk.exists(path, watch=self._assignment_watch(self._me.name)) is not None:
                 self._post(ev.AssignmentChanged(self._me.name))
             return
         if not data:
@@ -791,7 +807,9 @@ class Client:
             if not self._lease.valid(self._joined_session):
                 self._reclaim_later()
                 return
-        result = self._book.claim(wanted)
+        # A newer assignment arriving meanwhile ends the round between batches: what it still names
+        # stays wanted and is claimed when it is applied, what it does not is never written.
+        result = self._book.claim(wanted, abandon=self._assignment_moved.is_set)
         for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
             self._post(ev.ClaimReleased(gone))
         if result.claimed:

@@ -26,7 +26,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
-from rebalanser import baddata, departure, wire, write_plan
+from rebalanser import baddata, departure, startup, wire, write_plan
 from rebalanser.assignment import assign
 from rebalanser.barrier import moves_nothing, takes_nothing_away
 from rebalanser.config import Algorithm, GroupConfig
@@ -102,6 +102,8 @@ class Coordinator:
         self._layout = Layout()
         self._departed: dict[str, float] = {}  # member id -> when first seen gone
         self._last_rebalance = 0.0
+        self._in_office_since = 0.0  # monotonic; opens the start-up window (see startup)
+        self._last_join = 0.0  # monotonic: the last change of G/clients seen
         self._triggers: list[ChildrenTrigger] = []
         self._roster = Roster(zk, paths)
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
@@ -167,9 +169,10 @@ class Coordinator:
             self._zk.sync(self._paths.root)
             self._load_layout()
         self._on_epoch(self._epoch)
+        self._in_office_since = self._last_join = time.monotonic()
         self._zk.DataWatch(self._paths.epoch, self._on_epoch_node)
-        for path in (self._paths.clients, self._paths.resources):
-            trigger = ChildrenTrigger(self._zk, path, self.trigger)
+        for path, on_change in ((self._paths.clients, self._members_changed), (self._paths.resources, self.trigger)):
+            trigger = ChildrenTrigger(self._zk, path, on_change)
             self._triggers.append(trigger)
             trigger.start()
         if not self._active:  # stopped meanwhile: stop() may have run before the triggers existed
@@ -204,6 +207,10 @@ class Coordinator:
             except CorruptDataError as exc:
                 self._reject(exc)
         return highest
+
+    def _members_changed(self) -> None:
+        self._last_join = time.monotonic()
+        self.trigger()
 
     def _on_epoch_node(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> bool:
         """G/epoch changed: once it no longer carries our epoch (another coordinator took a later one,
@@ -325,14 +332,23 @@ class Coordinator:
                 self._wake.wait(timeout=self._next_grace_deadline())
                 if self._grace_expired():
                     self._dirty = True
-            # Coalesce: whatever arrives before the interval has passed joins this rebalance.
+            # Coalesce: whatever arrives before the interval has passed joins this rebalance; the
+            # first assignment of a group with none also waits for membership to go quiet.
             while self._active and not self._fenced_off:
-                start = max(self._last_rebalance + self._interval(), self._not_before)
+                start = max(self._last_rebalance + self._interval(), self._not_before, self._startup_window())
                 remaining = start - time.monotonic()
                 if remaining <= 0:
                     break
                 self._wake.wait(timeout=remaining)
             self._dirty = False
+
+    def _startup_window(self) -> float:
+        """While nothing is assigned in the group: the end of the start-up window (see startup)."""
+        if self._layout.owners:
+            return 0.0
+        options = self._options
+        return startup.window_end(self._in_office_since, self._last_join, options.initial_quiet,
+                                  options.initial_max_wait)
 
     def _next_grace_deadline(self) -> float | None:
         return departure.next_deadline(self._departed, self._grace(), time.monotonic())

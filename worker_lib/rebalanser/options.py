@@ -36,6 +36,9 @@ class Options:
     proven to be covered by the ZooKeeper leader's view of the session, during which the member may
     work; past it, it stops all work (docs/protocol.md, "Self-fencing lease").
     ``departure_grace``: time a departed member's resources wait for it to return (0 = move at once).
+    ``initial_quiet``/``initial_max_wait``: the start-up window (:mod:`rebalanser.startup`): the
+    coordinator makes the first assignment of a group with nothing assigned once no member has joined
+    for ``initial_quiet`` seconds, at most ``initial_max_wait`` after it took office (0 = at once).
     ``credentials``: (user, password) for ZooKeeper digest authentication.
     ``tls``: connect over TLS with these files (:class:`~rebalanser.tls.TlsOptions`); None: plain TCP.
     ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
@@ -60,6 +63,8 @@ class Options:
     barrier_timeout: float = 30.0
     lease_fraction: float = 0.8
     departure_grace: float = 0.0
+    initial_quiet: float = 0.5
+    initial_max_wait: float = 5.0
     instance: str | None = None
     pod: str | None = None
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
@@ -75,6 +80,8 @@ class Options:
         _positive("start_timeout", self.start_timeout, 0.01, 3600)
         _positive("barrier_timeout", self.barrier_timeout, 0.1, 3600)
         _positive("departure_grace", self.departure_grace, 0.0, 3600)
+        _positive("initial_quiet", self.initial_quiet, 0.0, 60)
+        _positive("initial_max_wait", self.initial_max_wait, 0.0, 600)
         if not 0.1 <= self.lease_fraction <= 0.9:
             raise InvalidInputError("lease_fraction must lie in [0.1, 0.9]")
         if self.credentials is not None and (len(self.credentials) != 2 or not all(self.credentials)):
