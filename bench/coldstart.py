@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,38 +70,59 @@ def count_claims(log_dir: Path, until_ns: int) -> dict[str, int]:
     return {"claims": len(pairs), "assigned": assigned, "revoked": revoked}
 
 
-def cold_start(hosts: str, admin: KazooClient, log_dir: Path, members: int, resources: int, per_process: int,
-               session_timeout: float, min_interval: float, quiet: float = 1.0,
-               log: Any = print) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ColdStart:
+    members: int = 50
+    resources: int = 100_000
+    per_process: int = 5
+    stagger: float = 0.0  # members start evenly over this many seconds (0: all at once)
+    initial_quiet: float | None = None  # the library's start-up window; None: its default
+    session_timeout: float = 10.0
+    min_interval: float = 2.0
+    quiet: float = 1.0  # settled: no assignment change for this long
+
+
+def cold_start(hosts: str, admin: KazooClient, log_dir: Path, cell: ColdStart) -> dict[str, Any]:
     """One cold start; returns its measurements (``error`` set when it did not settle)."""
+    members, resources, per_process, stagger = cell.members, cell.resources, cell.per_process, cell.stagger
     group = f"/bench/cold-n{members}-r{resources}-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True, exist_ok=True)
     created = time.monotonic()
     create_resources(admin, group, resources)
-    out: dict[str, Any] = {"members": members, "resources": resources, "per_process": per_process,
-                           "session_timeout": session_timeout, "min_interval": min_interval,
-                           "create_resources_s": round(time.monotonic() - created, 2)}
-    settled_ns = 0
+    out: dict[str, Any] = {"create_resources_s": round(time.monotonic() - created, 2)}
     rebalances: list[dict[str, Any]] = []
 
     def on_state(data: bytes | None, stat: ZnodeStat | None, *_: Any) -> None:
         if data:
             record = wire.decode_rebalance(data)
-            rebalances.append({"at_ns": time.monotonic_ns(), "version": stat.version if stat else None,
-                               "generation": record.generation, "members": record.members,
-                               "duration_ms": record.duration_ms, "moved": record.moved})
+            rebalances.append({"at_ns": time.monotonic_ns(), "generation": record.generation,
+                               "members": record.members, "duration_ms": record.duration_ms, "moved": record.moved})
 
     admin.DataWatch(f"{group}/state", on_state)
-    fleet = Fleet(FleetConfig(impl="rebalanser", hosts=hosts, group=group, session_timeout=session_timeout,
-                              min_interval=min_interval, log_dir=log_dir, keep_events=True))
+    fleet = Fleet(FleetConfig(impl="rebalanser", hosts=hosts, group=group, session_timeout=cell.session_timeout,
+                              min_interval=cell.min_interval, log_dir=log_dir, keep_events=True,
+                              initial_quiet=cell.initial_quiet))
     ids = [f"m{i:03d}" for i in range(members)]
+    # Every process loads first; then all start their members at one instant (the go file), member i
+    # i x stagger / (N - 1) after it, members of one process interleaved with the others'.
+    go = log_dir / "go"
+    go.unlink(missing_ok=True)
+    offsets = {m: stagger * i / max(1, members - 1) for i, m in enumerate(ids)}
+    processes = math.ceil(members / per_process)
+    procs = []
+    for p in range(processes):
+        mine = ids[p::processes]
+        procs.append(fleet.spawn(mine, label=f"p{p:02d}", go=go, start_at=[offsets[m] for m in mine]))
+    for proc in procs:
+        if not proc.loaded.wait(300):
+            fleet.stop_all()
+            raise RuntimeError(f"{proc.label} did not load")
     out["load_before"] = loadavg()
-    spawned_ns = time.monotonic_ns()
-    for start in range(0, members, per_process):
-        fleet.spawn(ids[start : start + per_process], label=f"p{start // per_process:02d}")
+    go.write_text(f"{time.time():.3f}")
+    spawned_ns = settled_ns = time.monotonic_ns()
     try:
         timeout = 120 + resources / 500
-        ok = fleet.wait_settled(resources, set(ids), timeout, quiet=quiet)
+        ok = fleet.wait_settled(resources, set(ids), timeout, quiet=cell.quiet)
         ledger = fleet.ledger
         with ledger.lock:
             roles = dict(ledger.roles)
@@ -110,18 +132,16 @@ def cold_start(hosts: str, admin: KazooClient, log_dir: Path, members: int, reso
         out["load_after"] = loadavg()
         if not ok or len(joined) < members:
             out["error"] = f"did not settle within {timeout:.0f} s ({len(joined)}/{members} joined)"
-            return out
-        first_join, last_join = min(joined), max(joined)
-        settled_ns = max(last_change, max(worked))
-        out["rebalances"] = [
-            {"after_last_join_s": round((r["at_ns"] - last_join) / 1e9, 2),
-             **{k: v for k, v in r.items() if k != "at_ns"}} for r in rebalances]
-        out.update({
-            "join_spread_s": round((last_join - first_join) / 1e9, 2),
-            "first_join_after_spawn_s": round((first_join - spawned_ns) / 1e9, 2),
-            "settle_after_last_join_s": round((settled_ns - last_join) / 1e9, 2),
-            "settle_after_spawn_s": round((settled_ns - spawned_ns) / 1e9, 2),
-        })
+        else:
+            first_join, last_join = min(joined), max(joined)
+            settled_ns = max(last_change, max(worked))
+            out.update({
+                "join_spread_s": round((last_join - first_join) / 1e9, 2),
+                "first_join_after_go_s": round((first_join - spawned_ns) / 1e9, 2),
+                "settle_after_last_join_s": round((settled_ns - last_join) / 1e9, 2),
+                "rebalances": [{"after_last_join_s": round((r["at_ns"] - last_join) / 1e9, 2),
+                                **{k: v for k, v in r.items() if k != "at_ns"}} for r in rebalances],
+            })
     finally:
         fleet.stop_all()
     counts = count_claims(log_dir, settled_ns)
@@ -130,13 +150,11 @@ def cold_start(hosts: str, admin: KazooClient, log_dir: Path, members: int, reso
     return out
 
 
-def run(members: int, resources: int, per_process: int, runs: int, session_timeout: float, min_interval: float,
-        workdir: Path | None = None, hosts: str | None = None, admin: KazooClient | None = None,
-        log: Any = print) -> dict[str, Any]:
+def run(cell: ColdStart, runs: int, workdir: Path | None = None, hosts: str | None = None,
+        admin: KazooClient | None = None, log: Any = print) -> dict[str, Any]:
     """``runs`` cold starts, each on a fresh group (on the given server, or on one of its own)."""
-    own = hosts is None
     work = workdir or Path(tempfile.mkdtemp(prefix="rebalanser-cold-"))
-    cluster = start_standalone(work / "zk") if own else None
+    cluster = start_standalone(work / "zk") if hosts is None else None
     hosts = cluster.hosts if cluster is not None else hosts
     assert hosts is not None
     client = admin or KazooClient(hosts=hosts, timeout=30)
@@ -145,10 +163,8 @@ def run(members: int, resources: int, per_process: int, runs: int, session_timeo
     samples: list[dict[str, Any]] = []
     try:
         for i in range(runs):
-            sample = cold_start(hosts, client, work / "logs" / f"cold{i}", members, resources, per_process,
-                                session_timeout, min_interval, log=log)
-            log(f"    cold start #{i}: " + ", ".join(f"{k} {v}" for k, v in sample.items()
-                                                   if k not in ("members", "resources")))
+            sample = cold_start(hosts, client, work / "logs" / f"cold{i}", cell)
+            log(f"    cold start #{i}: " + ", ".join(f"{k} {v}" for k, v in sample.items()))
             samples.append(sample)
     finally:
         if admin is None:
@@ -160,11 +176,9 @@ def run(members: int, resources: int, per_process: int, runs: int, session_timeo
             shutil.rmtree(work, ignore_errors=True)
     good = [s for s in samples if "error" not in s]
     settle = sorted(s["settle_after_last_join_s"] for s in good)
-    ratio = sorted(s["claims_per_resource"] for s in good)
+    ratio = sorted(s["claims_per_resource"] for s in samples)
     return {
-        "members": members, "resources": resources, "per_process": per_process,
-        "processes": math.ceil(members / per_process), "session_timeout": session_timeout,
-        "min_interval": min_interval, "samples": samples,
+        **asdict(cell), "processes": math.ceil(cell.members / cell.per_process), "samples": samples,
         "settle_p50_s": settle[(len(settle) - 1) // 2] if settle else None,
         "settle_max_s": settle[-1] if settle else None,
         "claims_per_resource_max": ratio[-1] if ratio else None,
@@ -177,13 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--members", type=int, default=50)
     p.add_argument("--resources", type=int, default=100_000)
     p.add_argument("--per-process", type=int, default=5)
-    p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--stagger", type=float, default=0.0, help="members start evenly over this many seconds")
+    p.add_argument("--initial-quiet", type=float, help="the start-up window (default: the library's)")
     p.add_argument("--session-timeout", type=float, default=10.0)
     p.add_argument("--min-interval", type=float, default=2.0)
+    p.add_argument("--runs", type=int, default=1)
     p.add_argument("--workdir", type=Path)
     args = p.parse_args(argv)
-    result = run(args.members, args.resources, args.per_process, args.runs, args.session_timeout,
-                 args.min_interval, workdir=args.workdir)
+    cell = ColdStart(args.members, args.resources, args.per_process, args.stagger, args.initial_quiet,
+                     args.session_timeout, args.min_interval)
+    result = run(cell, args.runs, workdir=args.workdir)
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}))
     return 0 if result["settle_p50_s"] is not None else 1
 

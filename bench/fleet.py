@@ -142,6 +142,7 @@ class Proc:
     started_ns: int
     stats: list[dict[str, Any]] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
+    loaded: threading.Event = field(default_factory=threading.Event)  # waiting for the go file
     reader: threading.Thread | None = None
     killed: bool = False
 
@@ -164,6 +165,7 @@ class FleetConfig:
     min_interval: float = 1.0
     tick: float = 0.05
     log_dir: Path = Path("/tmp")
+    initial_quiet: float | None = None  # rebalanser's start-up window; None: the library's default
     keep_events: bool = False  # also write every worker's raw event lines to log_dir/<label>.jsonl
 
 
@@ -181,7 +183,10 @@ class Fleet:
 
     # -- processes -----------------------------------------------------------------------------
 
-    def spawn(self, members: list[str], label: str | None = None) -> Proc:
+    def spawn(self, members: list[str], label: str | None = None, go: Path | None = None,
+              start_at: list[float] | None = None) -> Proc:
+        """``go``: the members start once the harness has written a wall-clock instant into this file,
+        each ``start_at`` seconds after it (default: at once)."""
         c = self.config
         label = label or members[0]
         self._seq += 1
@@ -192,6 +197,12 @@ class Fleet:
             "--session-timeout", str(c.session_timeout), "--min-interval", str(c.min_interval),
             "--tick", str(c.tick),
         ]
+        if c.initial_quiet is not None:
+            args += ["--initial-quiet", str(c.initial_quiet)]
+        if go is not None:
+            args += ["--go", str(go)]
+        if start_at:
+            args += ["--start-at", ",".join(f"{t:.3f}" for t in start_at)]
         popen = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, cwd=REPO,
             env={**os.environ, "PYTHONUNBUFFERED": "1"}, bufsize=1 << 20,
@@ -221,6 +232,8 @@ class Fleet:
                     self.stats_changed.notify_all()
             elif kind == "ready":
                 proc.ready.set()
+            elif kind == "loaded":
+                proc.loaded.set()
             elif not proc.killed:
                 self.ledger.apply(event)
         if tee is not None:

@@ -230,14 +230,35 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
         options = Options(
             hosts=args.zk, group=args.group, member_id=member, algorithm=Algorithm.parse(args.algorithm),
             session_timeout=args.session_timeout, min_interval=args.min_interval,
+            **({"initial_quiet": args.initial_quiet} if args.initial_quiet is not None else {}),
         )
         client = Client(options, BenchHandler(member))
         work.clients[member] = client
         clients.append(client)
     worker = threading.Thread(target=work.run, args=(stop,), name="bench-work", daemon=True)
     worker.start()
-    start_all([lambda c=c: c.start(timeout=120) for c in clients])
+    offsets = [float(x) for x in args.start_at.split(",")] if args.start_at else []
+    base = await_go(args.go, args.label or ids[0]) if args.go else time.time()
+
+    def start(index: int, client: Any) -> None:
+        if index < len(offsets):
+            time.sleep(max(0.0, base + offsets[index] - time.time()))
+        client.start(timeout=120)
+
+    start_all([lambda i=i, c=c: start(i, c) for i, c in enumerate(clients)])
     return [threading.Thread(target=c.stop, name="bench-stop", daemon=True) for c in clients]
+
+
+def await_go(path: str, label: str) -> float:
+    """Says ``loaded``, then waits for the harness's go file: the wall-clock instant it holds is when
+    every process of the run starts its members (interpreter start-up is not the library's time)."""
+    OUT.emit(label, "loaded")
+    while True:
+        try:
+            with open(path) as go:
+                return float(go.read())
+        except (FileNotFoundError, ValueError):
+            time.sleep(0.01)
 
 
 def start_all(starts: list[Any]) -> None:
@@ -309,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--session-timeout", type=float, default=2.0)
     p.add_argument("--min-interval", type=float, default=1.0)
     p.add_argument("--tick", type=float, default=0.05)
+    p.add_argument("--initial-quiet", type=float, help="rebalanser's start-up window (default: the library's)")
+    p.add_argument("--start-at", default="", help="comma-separated seconds, one per member of --ids: when "
+                   "each starts, after the go instant (a staggered start across processes)")
+    p.add_argument("--go", default="", help="a file the harness writes a wall-clock instant into: members "
+                   "start then (see --start-at)")
     p.add_argument("--log-level", default="WARNING")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
