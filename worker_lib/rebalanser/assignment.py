@@ -102,13 +102,15 @@ def _fill(owners: dict[str, str], names: list[str], live: list[str], quota: dict
     # still q or q+1 at most (rounding left over by reserved members goes to live members).
     open_members = [m for m in live if load[m] < quota[m]]
     pool = [r for r in names if r not in owners]
-    index = 0
-    for resource in pool:
-        while index < len(open_members) and load[open_members[index]] >= quota[open_members[index]]:
-            index += 1
-        if index >= len(open_members):
-            member = min(live, key=lambda m: (load[m], m))
-        else:
-            member = open_members[index]
+    # Each open member in turn takes the next run of the pool up to its quota (a slice each: 100,000
+    # resources are handed out in a few hundred operations, not one Python step per resource).
+    taken = 0
+    for member in open_members:
+        run = pool[taken : taken + quota[member] - load[member]]
+        owners.update(dict.fromkeys(run, member))
+        load[member] += len(run)
+        taken += len(run)
+    for resource in pool[taken:]:
+        member = min(live, key=lambda m: (load[m], m))
         owners[resource] = member
         load[member] += 1
