@@ -185,6 +185,84 @@ def run(cell: ColdStart, runs: int, workdir: Path | None = None, hosts: str | No
     }
 
 
+TARGET_SETTLE_S = 3.0
+TARGET_CLAIMS_PER_RESOURCE = 1.05
+
+
+def targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The cold-start target of ``bench.report`` (none when it did not run)."""
+    if not result or result.get("error") or not result.get("runs"):
+        return []
+    runs = result["runs"]
+    main = runs[0]
+    if main.get("settle_p50_s") is None:
+        return [{"target": _name(main), "met": False, "value": "did not settle",
+                 "detail": "; ".join(s.get("error", "") for s in main["samples"])}]
+    loads = [s["load_before"][0] for s in main["samples"] if s.get("load_before")]
+    met = main["settle_max_s"] <= TARGET_SETTLE_S and main["claims_per_resource_max"] <= TARGET_CLAIMS_PER_RESOURCE
+    return [{"target": _name(main), "met": met,
+             "value": f"settled {main['settle_p50_s']} s p50, {main['settle_max_s']} s max after the last join; "
+                      f"claims {main['claims_per_resource_max']} x R at most",
+             "detail": f"{len(main['samples'])} runs, load average {min(loads, default=0):.1f}-"
+                       f"{max(loads, default=0):.1f} at the start (2 shared cores)"}]
+
+
+def _name(run: dict[str, Any]) -> str:
+    return (f"cold start N={run['members']} R={run['resources']:,}: settled ≤ {TARGET_SETTLE_S:g} s after the "
+            f"last join, ≤ {TARGET_CLAIMS_PER_RESOURCE:g} x R claims")
+
+
+def markdown_lines(result: dict[str, Any] | None) -> list[str]:
+    """The section of docs/benchmarks.md (``bench.report`` appends it when ``make bench`` measured it)."""
+    if not result:
+        return []
+    lines = ["", "## Cold start: N workers starting together on a fresh group", ""]
+    if result.get("error"):
+        return [*lines, f"- not measured: {result['error']}"]
+    lines += [
+        "A fresh group (R resources, no member, nothing assigned); N members in processes of "
+        f"{result['runs'][0]['per_process']} (`python -m bench.coldstart`, `bench/multiworker.py`; each member its "
+        "own ZooKeeper session). Every process loads first, then all start their members at one instant "
+        "(`stagger` 0) or evenly over `stagger` seconds. **settle**: from the last member's join (its first "
+        "`role` event) until every resource is worked on by exactly one member, balanced, with no "
+        "assignment change for 1 s. **claims**: distinct (resource, token) pairs over every `assigned` event "
+        "(each claim has its own token). `initial_quiet` is the start-up window (docs/protocol.md, \"Cold "
+        "start\"); 0 assigns at once (with 0 the member-side guard, a claim round abandoned when a newer "
+        "assignment arrives, still applies). Measured " + result.get("started", "") + ".",
+        "",
+        "| N | R | stagger | initial_quiet | run | load (1 min) | join spread | rebalances (members) "
+        "| settle after last join | claims / R |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in result["runs"]:
+        quiet = "default (0.5 s)" if run["initial_quiet"] is None else f"{run['initial_quiet']:g} s"
+        for i, s in enumerate(run["samples"]):
+            load = f"{s['load_before'][0]:.1f}" if s.get("load_before") else "-"
+            if s.get("error"):
+                lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | "
+                             f"{load} | - | - | {s['error']} | {s.get('claims_per_resource', '-')} |")
+                continue
+            rebalances = ", ".join(str(r["members"]) for r in s.get("rebalances", []))
+            lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | {load} "
+                         f"| {s['join_spread_s']} s | {len(s.get('rebalances', []))} ({rebalances}) "
+                         f"| {s['settle_after_last_join_s']} s | {s['claims_per_resource']} |")
+    lines += ["", *(f"- {note}" for note in result.get("notes", []))]
+    return lines
+
+
+def measure(hosts: str, admin: KazooClient, workdir: Path, log: Any = print, runs: int = 2) -> dict[str, Any]:
+    """What ``make bench`` runs: the target's cell with the library's defaults, then a staggered start
+    with the start-up window and without it, side by side."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    cells = [ColdStart(), ColdStart(stagger=2.0), ColdStart(stagger=2.0, initial_quiet=0.0)]
+    out = []
+    for i, cell in enumerate(cells):
+        log(f"cold start N={cell.members} R={cell.resources} stagger {cell.stagger:g} s "
+            f"initial_quiet {cell.initial_quiet}")
+        out.append(run(cell, runs if i == 0 else 1, workdir=workdir / f"cell{i}", hosts=hosts, admin=admin, log=log))
+    return {"started": started, "runs": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.coldstart", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.coldstart import markdown_lines as coldstart_lines
+from bench.coldstart import targets as coldstart_targets
 from bench.failover import markdown_lines as failover_lines
 from bench.failover import targets as failover_targets
 
@@ -176,6 +178,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                                f"{lag['rounds']} rebalances"))
     else:
         targets.append(_target("operator: status lag after a rebalance ≤ 2 s", None, op.get("error", "not measured")))
+    targets.extend(coldstart_targets(results.get("coldstart")))
     targets.extend(failover_targets(results.get("failover")))
     return targets
 
@@ -329,6 +332,7 @@ def markdown(results: dict[str, Any]) -> str:
                      "coordinator's `G/state` write reached a watcher).")
     if op.get("error"):
         lines.append(f"- **error:** {op['error']}")
+    lines += coldstart_lines(results.get("coldstart"))
     lines += failover_lines(results.get("failover"))
     lines += ["", "## Grid: what ran and what was skipped", ""]
     for note in results.get("skipped", []):

@@ -23,7 +23,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import failover, report
+from bench import coldstart, failover, report
 from bench.operator_bench import bench_reconcile, bench_status_lag
 from bench.scenarios import Cell, CellRun
 from bench.zkmon import machine
@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["elapsed_s"] = round(time.monotonic() - cell_started, 1)
             log(f"    ({result['elapsed_s']:.0f} s)")
             results["cells"].append(result)
+        if not args.quick and not args.skip_coldstart:
+            results["coldstart"] = run_coldstart(cluster.hosts, admin, workdir)
     finally:
         admin.stop()
         admin.close()
@@ -123,6 +125,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.quick and not args.skip_failover:
         results["failover"] = run_failover()
     results["elapsed_s"] = round(time.monotonic() - started, 1)
+    results["targets"] = report.evaluate(results)
+    return results
+
+
+def run_coldstart(hosts: str, admin: KazooClient, workdir: Path) -> dict[str, Any]:
+    """Cold start at scale (bench/coldstart.py), after the grid and outside its time budget (~5 min)."""
+    try:
+        return coldstart.measure(hosts, admin, workdir / "cold", log)
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def coldstart_only(out: Path, workdir: Path | None) -> dict[str, Any]:
+    """Measures the cold start alone on a server of its own and puts it into the existing results
+    (the other sections keep the run they came from)."""
+    results: dict[str, Any] = json.loads(out.read_text())
+    work = workdir or Path(tempfile.mkdtemp(prefix="rebalanser-bench-cold-"))
+    cluster = start_standalone(work / "zk")
+    admin = KazooClient(hosts=cluster.hosts, timeout=30)
+    try:
+        admin.start(timeout=30)
+        results["coldstart"] = run_coldstart(cluster.hosts, admin, work)
+    finally:
+        admin.stop()
+        admin.close()
+        cluster.stop()
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
     results["targets"] = report.evaluate(results)
     return results
 
@@ -211,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=0.0, help="seconds; cells that would start later are skipped")
     p.add_argument("--skip-operator", action="store_true")
     p.add_argument("--skip-failover", action="store_true", help="skip the real-cluster failover comparison")
+    p.add_argument("--skip-coldstart", action="store_true", help="skip the cold start at scale")
+    p.add_argument("--coldstart-only", action="store_true",
+                   help="measure only the cold start and put it into the existing results and report")
     p.add_argument("--out", type=Path, help="results JSON (default bench/results.json; --quick: work dir)")
     p.add_argument("--md", type=Path, help="markdown report (default docs/benchmarks.md; --quick: work dir)")
     p.add_argument("--workdir", help="where ZooKeeper data and worker logs go (default: a temp dir)")
@@ -224,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         args.md = args.md or scratch / "benchmarks.md"
     out = args.out or REPO / "bench" / "results.json"
     md = args.md or REPO / "docs" / "benchmarks.md"
-    results = run(args)
+    results = coldstart_only(out, Path(args.workdir) if args.workdir else None) if args.coldstart_only else run(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
     text = report.markdown(results)
