@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -254,13 +254,18 @@ def measure(hosts: str, admin: KazooClient, workdir: Path, log: Any = print, run
     """What ``make bench`` runs: the target's cell with the library's defaults, then a staggered start
     with the start-up window and without it, side by side."""
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    cells = [ColdStart(), ColdStart(stagger=2.0), ColdStart(stagger=2.0, initial_quiet=0.0)]
+    alone = ColdStart(members=1, resources=1_000, per_process=1)
+    cells = [(ColdStart(), runs), (ColdStart(stagger=2.0), 1), (ColdStart(stagger=2.0, initial_quiet=0.0), 1),
+             (alone, 3), (replace(alone, initial_quiet=0.0), 3)]
     out = []
-    for i, cell in enumerate(cells):
+    for i, (cell, repeats) in enumerate(cells):
         log(f"cold start N={cell.members} R={cell.resources} stagger {cell.stagger:g} s "
             f"initial_quiet {cell.initial_quiet}")
-        out.append(run(cell, runs if i == 0 else 1, workdir=workdir / f"cell{i}", hosts=hosts, admin=admin, log=log))
-    return {"started": started, "runs": out}
+        out.append(run(cell, repeats, workdir=workdir / f"cell{i}", hosts=hosts, admin=admin, log=log))
+    return {"started": started, "runs": out, "notes": [
+        "A worker starting alone (N=1, R=1,000): settled "
+        f"{out[3]['settle_p50_s']} s p50 after joining with the start-up window, {out[4]['settle_p50_s']} s "
+        "without it (initial_quiet 0): the window costs a lone worker initial_quiet once."]}
 
 
 def main(argv: list[str] | None = None) -> int:

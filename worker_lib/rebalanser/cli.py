@@ -110,7 +110,7 @@ def run_worker(args: argparse.Namespace) -> int:
         hosts=args.zk, group=args.group, member_id=args.id or os.environ.get("POD_NAME") or default_member_id(),
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
-        stop_timeout=args.stop_timeout, departure_grace=args.departure_grace,
+        stop_timeout=args.stop_timeout, departure_grace=args.departure_grace, initial_quiet=args.initial_quiet,
         credentials=_credentials(args), tls=tls_options(args), instance=instance, pod=pod,
         metrics=_metrics(args.metrics_port),
     )
@@ -305,6 +305,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--expiry-policy", default="reconnect", choices=[p.value for p in ExpiryPolicy])
     w.add_argument("--stop-timeout", type=float, default=30.0)
     w.add_argument("--departure-grace", type=float, default=0.0)
+    w.add_argument("--initial-quiet", type=float, default=0.5,
+                   help="the first assignment of a group with none waits until no member joined for this long")
     w.add_argument("--metrics-port", type=int, default=0)
     w.add_argument("--termination-log", metavar="PATH",
                    help="write this start's instance nonce here (a pod's /dev/termination-log) and record it "
