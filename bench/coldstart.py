@@ -225,14 +225,16 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         "own ZooKeeper session). Every process loads first, then all start their members at one instant "
         "(`stagger` 0) or evenly over `stagger` seconds. **settle**: from the last member's join (its first "
         "`role` event) until every resource is worked on by exactly one member, balanced, with no "
-        "assignment change for 1 s. **claims**: distinct (resource, token) pairs over every `assigned` event "
-        "(each claim has its own token). `initial_quiet` is the start-up window (docs/protocol.md, \"Cold "
-        "start\"); 0 assigns at once (with 0 the member-side guard, a claim round abandoned when a newer "
-        "assignment arrives, still applies). Measured " + result.get("started", "") + ".",
+        "assignment change for 1 s. **R creates by one client**: the harness creating the R resource znodes "
+        "just before (multis of 1,000, four in flight): ZooKeeper's write rate on the machine at that moment; "
+        "the members' R claims are as many creates. **claims**: distinct (resource, token) pairs over every "
+        "`assigned` event (each claim has its own token). `initial_quiet` is the start-up window "
+        "(docs/protocol.md, \"Cold start\"); 0 assigns at once (with 0 the member-side guard, a claim round "
+        "abandoned when a newer assignment arrives, still applies). Measured " + result.get("started", "") + ".",
         "",
         "| N | R | stagger | initial_quiet | run | load (1 min) | join spread | rebalances (members) "
-        "| settle after last join | claims / R |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| settle after last join | claims / R | R creates by one client |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
         quiet = "default (0.5 s)" if run["initial_quiet"] is None else f"{run['initial_quiet']:g} s"
@@ -240,12 +242,14 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
             load = f"{s['load_before'][0]:.1f}" if s.get("load_before") else "-"
             if s.get("error"):
                 lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | "
-                             f"{load} | - | - | {s['error']} | {s.get('claims_per_resource', '-')} |")
+                             f"{load} | - | - | {s['error']} | {s.get('claims_per_resource', '-')} | "
+                             f"{s['create_resources_s']} s |")
                 continue
             rebalances = ", ".join(str(r["members"]) for r in s.get("rebalances", []))
             lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | {load} "
                          f"| {s['join_spread_s']} s | {len(s.get('rebalances', []))} ({rebalances}) "
-                         f"| {s['settle_after_last_join_s']} s | {s['claims_per_resource']} |")
+                         f"| {s['settle_after_last_join_s']} s | {s['claims_per_resource']} "
+                         f"| {s['create_resources_s']} s |")
     lines += ["", *(f"- {note}" for note in result.get("notes", []))]
     return lines
 
