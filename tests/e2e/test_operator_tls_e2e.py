@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kazoo.exceptions import NoAuthError, NoNodeError
 from rebalanser.paths import GroupPaths
 
 from tests.e2e.test_operator_e2e import (
@@ -164,6 +165,51 @@ def test_a_rotated_tls_secret_is_used_without_restarting_the_operator(
     wait_status(kube, lambda s: condition(s, "ZooKeeperConnected").get("status") == "True"
                 and s.get("resources") == 5, "connected with 5 resources after the rotation")
     assert operator.proc.pid == pid and operator.proc.poll() is None, "the operator was restarted"
+
+
+def test_a_rotated_credentials_secret_becomes_the_groups_acl_without_a_restart(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
+) -> None:
+    """A group over TLS with digest credentials: the Secret's new password becomes the one that may write
+    the group (and the old one may not), with no spec change and no restart."""
+    kube = installed
+    assert operator.proc is not None
+    pid = operator.proc.pid
+
+    def credentials(password: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "zk-digest", "namespace": NS},
+                "stringData": {"username": "ledger-op", "password": password}}
+        kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
+
+    credentials("old-password")
+    body = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "ledger", "namespace": NS},
+            "spec": {"zookeeper": {"connect": zookeeper.secure_hosts, "tls": {"secret": SECRET},
+                                   "credentialsSecret": "zk-digest"}, "resources": ["l-0"]}}
+    kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
+    paths = GroupPaths.of(f"/rebalanser/{NS}/ledger")
+
+    def may_write(password: str) -> bool:
+        with admin_client(zookeeper.hosts, auth_data=[("digest", f"ledger-op:{password}")]) as client:
+            try:
+                client.create(f"{paths.resources}/probe")
+            except (NoAuthError, NoNodeError):
+                return False
+            try:
+                client.delete(f"{paths.resources}/probe")
+            except NoNodeError:
+                pass
+            return True
+
+    wait_for(lambda: may_write("old-password") and not may_write("new-password"), 60,
+             lambda: f"the group protected by the first password; log:\n{operator.text()[-3000:]}")
+    credentials("new-password")
+    wait_for(lambda: may_write("new-password") and not may_write("old-password"), 60,
+             lambda: f"the group's ACL to name the new password; log:\n{operator.text()[-3000:]}")
+    assert operator.proc.pid == pid and operator.proc.poll() is None, "the operator was restarted"
+    kube.run_kubectl("delete", "resourcegroup", "ledger", "-n", NS, "--wait=true", "--timeout=60s")
+    with admin_client(zookeeper.hosts) as zk:
+        wait_for(lambda: zk.exists(paths.root) is None, 60, "the ledger group deleted with the new credentials")
 
 
 def test_the_tls_group_is_deleted_over_tls(installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster) -> None:
