@@ -98,6 +98,8 @@ class Probe:
                 self.requests["write_requests"] += 1
                 self.requests["write_ops"] += ops
                 self.requests["write_bytes"] += size
+                if any("/assignment/" in p for p in _paths(request)):
+                    self.requests["assignment_write_bytes"] += size
             elif kind == SYNC_TYPE and request.path == self.group:
                 self.requests["lease_probes"] += 1
             else:
@@ -135,6 +137,14 @@ class Probe:
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"requests": dict(self.requests), "watches": dict(self.watches)}
+
+
+def _paths(request: Any) -> list[str]:
+    """The paths a request writes (a multi's: each operation's)."""
+    operations = getattr(request, "operations", None)
+    if operations is not None:
+        return [str(getattr(op, "path", "")) for op in operations]
+    return [str(getattr(request, "path", ""))]
 
 
 def memory_kb() -> dict[str, int]:

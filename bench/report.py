@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.assignment_bytes import markdown_lines as bytes_lines
+from bench.assignment_bytes import targets as bytes_targets
 from bench.coldstart import markdown_lines as coldstart_lines
 from bench.coldstart import targets as coldstart_targets
 from bench.failover import markdown_lines as failover_lines
@@ -60,8 +62,8 @@ def _target(name: str, met: bool | None, value: str, detail: str = "") -> dict[s
 # directory. "Proportional" is checked as ops <= WRITE_SLOPE x (members + moved) + WRITE_FIXED.
 WRITE_SLOPE, WRITE_FIXED = 4.0, 8
 WRITE_DETAIL = {
-    "resource-barrier": "see the table for bytes (each changed member's assignment is rewritten whole, "
-                        "so bytes also grow with R/N per changed member)",
+    "resource-barrier": "bytes: see \"Bytes written per rebalance\" (lists over 256 names are chunked, so "
+                        "a changed member costs its header and the chunks its moves touched)",
     "global-barrier": "each round writes every member's stop marker and assignment (they carry the "
                       "generation), and claims only for moved resources",
 }
@@ -179,6 +181,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         targets.append(_target("operator: status lag after a rebalance ≤ 2 s", None, op.get("error", "not measured")))
     targets.extend(coldstart_targets(results.get("coldstart")))
+    targets.extend(bytes_targets(results.get("assignment_bytes")))
     targets.extend(failover_targets(results.get("failover")))
     return targets
 
@@ -333,6 +336,7 @@ def markdown(results: dict[str, Any]) -> str:
     if op.get("error"):
         lines.append(f"- **error:** {op['error']}")
     lines += coldstart_lines(results.get("coldstart"))
+    lines += bytes_lines(results.get("assignment_bytes"))
     lines += failover_lines(results.get("failover"))
     lines += ["", "## Grid: what ran and what was skipped", ""]
     for note in results.get("skipped", []):

@@ -21,7 +21,7 @@ def test_quick_bench_completes_and_writes_valid_results(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), "--md", str(md),
          "--workdir", str(tmp_path / "work"), "--budget", "200"],
-        cwd=REPO, capture_output=True, text=True, timeout=240,
+        cwd=REPO, capture_output=True, text=True, timeout=400,
     )
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -38,6 +38,12 @@ def test_quick_bench_completes_and_writes_valid_results(tmp_path: Path) -> None:
     assert all(s["moved"] == s["min_moved"] for s in ours), "rebalanser must move exactly the minimum"
     assert results["operator"]["reconcile"]["create_s"]
     assert {t["target"] for t in results["targets"]}
+    rows = results["assignment_bytes"].get("rows")
+    assert rows, results["assignment_bytes"]
+    assert {(r["layout"], r["change"]) for r in rows} == {(layout, change) for layout in ("chunked", "whole")
+                                                          for change in ("add 10 resources", "remove 10 resources",
+                                                                         "member joins", "member leaves")}
+    assert "## Bytes written per rebalance" in md.read_text()
     figures = sorted(p.name for p in (tmp_path / "figures").glob("*.svg"))
     assert figures == ["bench-latency.svg", "bench-movement.svg", "bench-writes.svg"], figures
     assert "figures/bench-latency.svg" in md.read_text()
