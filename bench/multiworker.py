@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import resource
 import signal
 import sys
@@ -345,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                    "each starts, after the go instant (a staggered start across processes)")
     p.add_argument("--go", default="", help="a file the harness writes a wall-clock instant into: members "
                    "start then (see --start-at)")
-    p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--log-level", default=os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+                   help="default: $BENCH_LOG_LEVEL or WARNING (INFO shows the coordinator's timings)")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")

@@ -129,27 +129,45 @@ def test_a_barrier_created_between_a_members_two_reads_is_still_seen(
 ) -> None:
     """Replays the race found at start-up: the member's read of G/barrier fails with NoNode, the
     coordinator creates it, then the member's ``exists`` finds it. An exists watch fires only on the next
-    change, so the member must read again at once, or the barrier waits for its timeout."""
+    change, so the member must read again at once, or the barrier waits for its timeout.
+
+    G/barrier is created by the first round that stops: here the joining member's own, as it takes
+    resources from the member already working."""
     add_resources(zk, group_path, sorted(RESOURCES))
     barrier = f"{group_path}/barrier"
-    real_get, raced = KazooClient.get, threading.Event()
+    real_get, raced, armed = KazooClient.get, threading.Event(), threading.Event()
+    first: list[KazooClient] = []
 
     def get(self: KazooClient, path: str, watch: object = None) -> object:
-        if path == barrier and watch is not None and not raced.is_set():
+        if path == barrier and watch is not None and armed.is_set() and self not in first and not raced.is_set():
             raced.set()
             wait_for(lambda: zk.exists(barrier) is not None, 20, lambda: "the coordinator never created G/barrier")
             raise NoNodeError()
         return real_get(self, path, watch=watch)  # type: ignore[arg-type]
 
     monkeypatch.setattr(KazooClient, "get", get)
-    recorder = Recorder()
-    options = Options(zk_hosts, group_path, member_id="m0", algorithm=Algorithm.GLOBAL_BARRIER,
-                      session_timeout=4, min_interval=0.2, barrier_timeout=30)
-    client = Client(options, recorder)
-    client.start()
+
+    def member(name: str) -> tuple[Client, Recorder]:
+        options = Options(zk_hosts, group_path, member_id=name, algorithm=Algorithm.GLOBAL_BARRIER,
+                          session_timeout=4, min_interval=0.2, barrier_timeout=30)
+        recorder = Recorder()
+        return Client(options, recorder), recorder
+
+    busy, busy_work = member("m1")
+    busy.start()
+    clients = [busy]
     try:
-        wait_for(lambda: recorder.owned == RESOURCES, 10,
-                 lambda: f"owned {sorted(recorder.owned)} after the raced read (raced: {raced.is_set()})")
-        assert raced.is_set(), "the race was not replayed: the member never read G/barrier with a watch"
+        wait_for(lambda: busy_work.owned == RESOURCES, 15, lambda: f"m1 owned {sorted(busy_work.owned)}")
+        assert zk.exists(barrier) is None, "a round stopped although nothing moved between live members"
+        first.append(busy.zk)
+        armed.set()
+        joiner, joiner_work = member("m0")
+        clients.append(joiner)
+        joiner.start()
+        wait_for(lambda: joiner_work.owned and busy_work.owned and joiner_work.owned | busy_work.owned == RESOURCES,
+                 15, lambda: f"m0 owned {sorted(joiner_work.owned)}, m1 {sorted(busy_work.owned)} after the raced "
+                 f"read (raced: {raced.is_set()})")
+        assert raced.is_set(), "the race was not replayed: the joiner never read G/barrier with a watch"
     finally:
-        client.stop()
+        for client in clients:
+            client.stop()

@@ -41,13 +41,17 @@ def test_the_trigger_follows_deletion_and_re_creation(zk: KazooClient, zk_hosts:
     seen = Counter()
     with admin_client(zk_hosts) as client:
         trigger = ChildrenTrigger(client, path, seen)
+        with pytest.raises(LookupError):
+            _ = trigger.children  # nothing listed yet: a caller must list by itself
         trigger.start()
         try:
-            assert seen.calls == 1
+            assert seen.calls == 1 and trigger.children == []
             zk.create(f"{path}/a")
             wait_for(lambda: seen.calls == 2, 10, "a new child was not seen")
+            assert trigger.children == ["a"], "a change is listed before it is reported"
             zk.delete(path, recursive=True)
             wait_for(lambda: seen.calls >= 3, 10, "the deletion was not seen")
+            wait_for(lambda: trigger.children is None, 10, "the deleted node is still listed")
             after_delete = seen.calls
             zk.create(f"{path}/b", makepath=True)
             wait_for(lambda: seen.calls > after_delete, 10, "the re-created node was not seen")

@@ -47,6 +47,17 @@ def test_small_assignments_are_stored_inline() -> None:
     assert wire.decode_assignment_header(blob.header).inline == MemberAssignment(1, 2, ("a",))
 
 
+def test_an_assignment_of_a_generation_without_a_stop_says_so_and_others_carry_no_mark() -> None:
+    unstopped = MemberAssignment(1, 2, ("a",), "GlobalBarrier", "m-0001", stop=False)
+    assert wire.decode_assignment_header(wire.encode_assignment(unstopped).header).inline == unstopped
+    assert unstopped.payload()["stop"] is False
+    assert "stop" not in MemberAssignment(1, 2, ("a",), "GlobalBarrier").payload(), "absent means a stop"
+    bad = wire.MAGIC + b"I" + zlib.compress(json.dumps(
+        {"epoch": 1, "generation": 2, "resources": ["a"], "stop": "no"}).encode())
+    with pytest.raises(CorruptDataError, match="stop"):
+        wire.decode_assignment_header(bad)
+
+
 def test_large_assignments_round_trip_through_chunks() -> None:
     value = MemberAssignment(3, 7, tuple(f"{i:x}{i * 7919:x}" for i in range(50_000)), "GlobalBarrier", "m-1")
     blob = wire.encode_assignment(value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from rebalanser import write_plan
+from rebalanser import wire, write_plan
 from rebalanser.config import Algorithm
 from rebalanser.paths import GroupPaths
 from rebalanser.writer import Op
@@ -74,3 +74,11 @@ def test_the_plan_does_not_change_what_it_was_given() -> None:
     written, parts = {A: ("r1",)}, {A: ["p1"]}
     make(written, parts, {A: ("r2",), B: ("r3",)})
     assert written == {A: ("r1",)} and parts == {A: ["p1"]}
+
+
+def test_a_generation_without_a_stop_marks_every_assignment_it_writes() -> None:
+    plan = write_plan.plan(PATHS, {A: ("r1",)}, {A: []}, {A: ("r1", "r2"), B: ()}, 7, 3, Algorithm.GLOBAL_BARRIER,
+                           False, (), stop=False)
+    headers = [op for op in plan.ops if op.kind == "set"]
+    decoded = [wire.decode_assignment_header(op.data).inline for op in headers]
+    assert [(a.member, a.stop) for a in decoded if a is not None] == [(A, False), (B, False)]

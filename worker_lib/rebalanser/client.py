@@ -582,6 +582,7 @@ class Client:
             on_deposed=lambda reason: self._post(ev.Deposed(seq, reason)),
             on_bad_data=lambda error: self._post(ev.BadData(error)),
             epoch_floor=self._epoch_seen,
+            known_members=self._members.known(),
         )
         self._coordinator.start()
 
@@ -672,7 +673,7 @@ class Client:
     def _consider(self, assignment: MemberAssignment) -> None:
         if not self._current(assignment):
             return
-        if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value:
+        if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value and assignment.stop:
             phase, generation = self._barrier
             if phase != "assigned" or generation != assignment.generation:
                 self._held_assignment = assignment
@@ -727,7 +728,7 @@ class Client:
             if held is not None and held.generation == generation:
                 self._held_assignment = None
                 self._apply_assignment(held)
-            else:
+            elif self._applied_generation < generation:  # else applied already (a generation without a stop)
                 self._read_assignment(None)
 
     def _binding(self, record: BarrierRecord) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,7 @@ class Coordinator:
         on_deposed: Callable[[str], None],
         on_bad_data: Callable[[CorruptDataError], None] | None = None,
         epoch_floor: int = 0,
+        known_members: Mapping[str, int] | None = None,
     ) -> None:
         self._zk, self._paths, self._options, self._me = zk, paths, options, me
         self._on_epoch, self._on_deposed = on_epoch, on_deposed
@@ -105,7 +106,8 @@ class Coordinator:
         self._in_office_since = 0.0  # monotonic; opens the start-up window (see startup)
         self._last_join = 0.0  # monotonic: the last change of G/clients seen
         self._triggers: list[ChildrenTrigger] = []
-        self._roster = Roster(zk, paths)
+        self._resource_list: ChildrenTrigger | None = None  # the watch on G/resources: its last listing
+        self._roster = Roster(zk, paths, known=known_members)
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
 
     @property
@@ -136,7 +138,9 @@ class Coordinator:
 
     def _run(self) -> None:
         try:
+            started = time.monotonic()
             self._take_office()
+            log.info("took office with epoch %d in %.0f ms", self._epoch, (time.monotonic() - started) * 1000)
             while self._active:
                 self._wait_for_work()
                 if self._fenced_off:
@@ -174,6 +178,8 @@ class Coordinator:
         for path, on_change in ((self._paths.clients, self._members_changed), (self._paths.resources, self.trigger)):
             trigger = ChildrenTrigger(self._zk, path, on_change)
             self._triggers.append(trigger)
+            if path == self._paths.resources:
+                self._resource_list = trigger
             trigger.start()
         if not self._active:  # stopped meanwhile: stop() may have run before the triggers existed
             self._stop_triggers()
@@ -395,6 +401,7 @@ class Coordinator:
         started_wall, started = time.time(), time.monotonic()
         standing = self._standing_stop()
         proposal = self._propose()
+        planned = time.monotonic()
         algorithm = self._algorithm()
         idle = not standing and moves_nothing(self._layout.written, proposal.desired)
         if algorithm is Algorithm.GLOBAL_BARRIER and idle:
@@ -404,11 +411,11 @@ class Coordinator:
         if algorithm is Algorithm.GLOBAL_BARRIER and not standing and takes_nothing_away(
             self._layout.written, proposal.desired, proposal.live
         ):
-            # No live member loses anything (only a departed member's or unheld resources are handed
-            # out): nobody needs to stop. The assignments and their end of round go in one write.
-            log.info("global barrier %d: no live member loses a resource; assigning without a stop", generation)
-            done = BarrierRecord(Phase.ASSIGNED, generation, self._epoch)
-            self._write_assignments(generation, proposal.desired, force=False, algorithm=algorithm, barrier=done)
+            # Nothing changes hands between live members (only a departed member's or unheld resources
+            # are handed out): nobody stops. The changed assignments say so, and members apply them at
+            # once; G/barrier is left alone (it still ends the last round that stopped).
+            log.info("global barrier %d: nothing moves between live members; assigning without a stop", generation)
+            self._write_assignments(generation, proposal.desired, force=False, algorithm=algorithm, stop=False)
         elif algorithm is Algorithm.GLOBAL_BARRIER:
             proposal = self._global_barrier(generation, proposal)
         else:
@@ -423,6 +430,8 @@ class Coordinator:
         changed = sum(1 for r, m in proposal.owners.items() if r in previous and previous[r] != m)
         self._layout.owners = dict(proposal.owners)
         self._last_rebalance = time.monotonic()
+        log.info("rebalance %d: %d moved among %d members; planned in %.0f ms, written in %.0f ms", generation, changed,
+                 len(proposal.members), (planned - started) * 1000, (self._last_rebalance - planned) * 1000)
         self._write_state(started_wall, started, generation, changed, len(proposal.members), len(proposal.resources))
         self._options.metrics.rebalanced(changed, time.monotonic() - started)
 
@@ -463,14 +472,26 @@ class Coordinator:
         return list(seen.values())
 
     def _resources(self) -> list[str]:
+        """The resources as the watch on ``G/resources`` last listed them (a change since has triggered
+        another rebalance), so a rebalance does not list thousands of names twice."""
         try:
-            names = self._zk.get_children(self._paths.resources)
+            names = self._listed_resources()
         except NoNodeError:
             return []  # deleted: created again by the operator or an administrator (the trigger sees it)
+        if names is None:
+            return []
         valid = [n for n in names if is_valid_resource_name(n)]
         if len(valid) != len(names):
             log.error("ignoring %d resource znodes with invalid names", len(names) - len(valid))
         return valid
+
+    def _listed_resources(self) -> list[str] | None:
+        if self._resource_list is not None:
+            try:
+                return self._resource_list.children
+            except LookupError:
+                pass
+        return list(self._zk.get_children(self._paths.resources))
 
     def _reserved(self, live: set[str]) -> list[str]:
         grace = self._grace()
@@ -493,7 +514,7 @@ class Coordinator:
 
     def _write_assignments(
         self, generation: int, desired: dict[str, tuple[str, ...]], force: bool, algorithm: Algorithm,
-        barrier: BarrierRecord | None = None,
+        barrier: BarrierRecord | None = None, stop: bool = True,
     ) -> None:
         # A member that left gracefully deleted its own assignment: deleting it again would fail the
         # whole batch (NoNode) and cost a full re-read of the layout and a second rebalance.
@@ -501,7 +522,7 @@ class Coordinator:
         checks = [(n, self._zk.exists_async(self._paths.member_assignment(n))) for n in gone]
         still_stored = {n for n, check in checks if check.get() is not None}
         plan = write_plan.plan(self._paths, self._layout.written, self._layout.parts, desired, generation,
-                               self._epoch, algorithm, force, still_stored)
+                               self._epoch, algorithm, force, still_stored, stop)
         writer = self._writer()
         writer.ops.extend(plan.ops)
         self._layout.written, self._layout.parts = plan.written, plan.parts

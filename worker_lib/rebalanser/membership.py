@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -32,9 +32,13 @@ class Roster:
     nor block the election; it is reported once through ``on_fake`` and otherwise ignored. Each
     member znode's owner is read once (one pipelined read per new name: names are unique per join)."""
 
-    def __init__(self, zk: KazooClient, paths: GroupPaths, on_fake: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, zk: KazooClient, paths: GroupPaths, on_fake: Callable[[str], None] | None = None,
+        known: Mapping[str, int] | None = None,
+    ) -> None:
+        """``known``: owners already read (another roster's :meth:`known`), not read again."""
         self._zk, self._paths, self._on_fake = zk, paths, on_fake
-        self._owners: dict[str, int] = {}  # member znode name -> ephemeralOwner (0: a persistent fake)
+        self._owners: dict[str, int] = dict(known or {})  # member znode name -> ephemeralOwner (0: a persistent fake)
 
     def __call__(self) -> list[MemberNode]:
         try:
@@ -50,6 +54,10 @@ class Roster:
                 parsed.append(node)
         self._learn_owners([m.name for m in parsed])
         return sorted(m for m in parsed if self._owners.get(m.name))
+
+    def known(self) -> dict[str, int]:
+        """Every member znode's owner read so far (to seed another roster: names are unique per join)."""
+        return dict(self._owners)
 
     def owner(self, member: MemberNode) -> int:
         """The session that owns a member listed by the last call (0 for none)."""

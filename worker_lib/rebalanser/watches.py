@@ -32,10 +32,21 @@ class ChildrenTrigger:
         self._lock = threading.Lock()
         self._stopped = False
         self._seen: list[str] | None = None
+        self._read = False  # _seen holds a listing (None in it: the path did not exist)
 
     def start(self) -> None:
         self._zk.add_listener(self._on_state)
         self._refresh(always=True)
+
+    @property
+    def children(self) -> list[str] | None:
+        """The children as of the last time the watch was set: sorted, or None while ``path`` does not
+        exist. Any change since then has called (or is about to call) ``on_change``. Raises
+        LookupError before the first listing."""
+        with self._lock:
+            if not self._read:
+                raise LookupError(f"{self._path} has not been listed yet")
+            return self._seen
 
     def stop(self) -> None:
         self._stopped = True
@@ -59,7 +70,7 @@ class ChildrenTrigger:
             except (ConnectionLoss, SessionExpiredError):
                 return  # re-armed when the connection is back
             changed = always or children != self._seen
-            self._seen = children
+            self._seen, self._read = children, True
         if changed and not self._stopped:
             self._on_change()
 

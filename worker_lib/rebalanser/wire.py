@@ -344,13 +344,16 @@ def decode_generation_dir(name: str, *, path: str = "") -> int:
 @dataclass(frozen=True)
 class MemberAssignment:
     """What the coordinator of ``epoch`` proposes that one member works on, as of ``generation``;
-    ``member`` is the member node it was written for (empty in records written before it was)."""
+    ``member`` is the member node it was written for (empty in records written before it was).
+    ``stop`` is False for a Global Barrier generation that stopped nobody: members apply it at once
+    instead of waiting for ``G/barrier`` to say ``assigned`` (docs/protocol.md)."""
 
     epoch: int
     generation: int
     resources: tuple[str, ...]
     algorithm: str = Algorithm.RESOURCE_BARRIER.value
     member: str = ""
+    stop: bool = True
 
     def payload(self) -> dict[str, Json]:
         value: dict[str, Json] = {
@@ -359,6 +362,8 @@ class MemberAssignment:
         }
         if self.member:
             value["member"] = self.member
+        if not self.stop:
+            value["stop"] = False
         return value
 
 
@@ -473,7 +478,7 @@ def join_chunks(header: AssignmentHeader, chunks: Mapping[str, tuple[str, ...]],
         raise CorruptDataError("chunks do not add up to their header (partial or foreign write)", path=path,
                                kind="assignment")
     shell = header.shell
-    return MemberAssignment(shell.epoch, shell.generation, tuple(names), shell.algorithm, shell.member)
+    return MemberAssignment(shell.epoch, shell.generation, tuple(names), shell.algorithm, shell.member, shell.stop)
 
 
 def _assignment(payload: bytes, path: str) -> MemberAssignment:
@@ -490,7 +495,10 @@ def _assignment(payload: bytes, path: str) -> MemberAssignment:
     if algorithm not in {a.value for a in Algorithm}:
         raise fields.bad(f"unknown algorithm {_show(algorithm)}")
     member = fields.optional_text("member") or ""
-    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), names, algorithm, member)
+    stop = value.get("stop", True)
+    if not isinstance(stop, bool):
+        raise fields.bad(f"'stop' is {_show(stop)}, not true or false")
+    return MemberAssignment(fields.integer("epoch"), fields.integer("generation"), names, algorithm, member, stop)
 
 
 # -- G/clients/<member node> -----------------------------------------------------------------------

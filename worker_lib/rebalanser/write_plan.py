@@ -50,15 +50,17 @@ def plan(
     algorithm: Algorithm,
     force: bool,
     still_stored: Collection[str],
+    stop: bool = True,
 ) -> WritePlan:
-    """``still_stored``: those of :func:`departed` whose assignment node exists."""
+    """``still_stored``: those of :func:`departed` whose assignment node exists; ``stop`` False marks a
+    Global Barrier generation that stopped nobody (members apply it at once)."""
     ops: list[Op] = []
     new_written, new_parts = dict(written), {n: list(p) for n, p in parts.items()}
     stale: list[str] = []
     for node, resources in desired.items():
         if not force and written.get(node) == resources:
             continue
-        blob = wire.encode_assignment(MemberAssignment(epoch, generation, resources, algorithm.value, node))
+        blob = wire.encode_assignment(MemberAssignment(epoch, generation, resources, algorithm.value, node, stop))
         path = paths.member_assignment(node)
         if node not in written:
             ops.append(Op("create", path, b""))
