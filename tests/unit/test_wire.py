@@ -38,7 +38,7 @@ def decode_blob(blob: wire.Blob) -> MemberAssignment:
 def chunked(assignment: MemberAssignment) -> MemberAssignment:
     """What a chunked assignment decodes to: its names sorted, once each."""
     return MemberAssignment(assignment.epoch, assignment.generation, tuple(sorted(set(assignment.resources))),
-                            assignment.algorithm, assignment.member)
+                            assignment.algorithm, assignment.member, assignment.stop)
 
 
 def test_small_assignments_are_stored_inline() -> None:
@@ -51,6 +51,8 @@ def test_an_assignment_of_a_generation_without_a_stop_says_so_and_others_carry_n
     unstopped = MemberAssignment(1, 2, ("a",), "GlobalBarrier", "m-0001", stop=False)
     assert wire.decode_assignment_header(wire.encode_assignment(unstopped).header).inline == unstopped
     assert unstopped.payload()["stop"] is False
+    large = MemberAssignment(1, 2, tuple(f"r{i:05d}" for i in range(5_000)), "GlobalBarrier", "m-0001", stop=False)
+    assert wire.encode_assignment(large).chunks and decode_blob(wire.encode_assignment(large)) == large, "chunked"
     assert "stop" not in MemberAssignment(1, 2, ("a",), "GlobalBarrier").payload(), "absent means a stop"
     bad = wire.MAGIC + b"I" + zlib.compress(json.dumps(
         {"epoch": 1, "generation": 2, "resources": ["a"], "stop": "no"}).encode())
