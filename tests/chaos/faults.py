@@ -501,11 +501,16 @@ def check_after(fleet: Fleet, result: StepResult) -> None:
         result.ttr_fault = max(0.0, (recovery.recovered_ns - result.first_fault_ns) / 1e9)
         result.ttr_heal = max(0.0, (recovery.recovered_ns - result.heal_ns) / 1e9)
         result.stall = fleet.stalls.between(result.first_fault_ns, recovery.recovered_ns)
+        result.late_start = fleet.late_start(result.first_fault_ns, recovery.recovered_ns)
         result.over_strict_bound = result.ttr_heal > settings.bound
-        if result.ttr_heal > settings.bound + result.stall:
+        if result.ttr_heal > settings.bound + result.stall + result.late_start:
             result.violations.append(("liveness", f"recovered {result.ttr_heal:.2f}s after the last heal, "
                                                   f"beyond the bound of {settings.bound:.1f}s "
-                                                  f"(+{result.stall:.1f}s measured host stall)"))
+                                                  f"(+{result.stall:.1f}s measured host stall, "
+                                                  f"+{result.late_start:.1f}s late process start)"))
+        elif result.over_strict_bound and result.late_start > 0:
+            result.notes.append(f"recovered {result.ttr_heal:.2f}s after the last heal: a process started in "
+                                f"the step took {result.late_start:.1f}s longer than {fleet.STARTUP:.0f}s to start")
     elif not recovery.ok:
         result.stall = fleet.stalls.between(result.first_fault_ns, time.monotonic_ns())
         logs = ", ".join(str(w.err_log) for w in fleet.running())

@@ -133,9 +133,12 @@ class ChaosWorker:
         self.stopped_by_harness = False
         self._reader: threading.Thread | None = None
         self.incarnation = 0
+        self.spawned_ns = 0  # when the process was started
+        self.first_event_ns = 0  # the instant of its first event (its session, once ZooKeeper answered)
 
     def start(self, module: str, args: list[str], ledger: Ledger, incarnation: int) -> None:
         self.incarnation = incarnation
+        self.spawned_ns = time.monotonic_ns()
         err = open(self.log_dir / f"{self.log_name}.{incarnation}.err", "a")  # noqa: SIM115 - child owns it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
@@ -157,6 +160,8 @@ class ChaosWorker:
                     out.write(line)
                     continue
                 event["_pid"] = proc.pid
+                if not self.first_event_ns:
+                    self.first_event_ns = int(event.get("ts") or time.monotonic_ns())
                 out.write(json.dumps(event) + "\n")
                 ledger.ingest(event)
 
@@ -246,6 +251,7 @@ class Fleet:
         self.stalls = StallMeter()
         self.last_server_fault = -1e9  # monotonic time the last ZooKeeper server fault ended
         self.extras: list[ChaosWorker] = []  # processes that are not members of the fleet (duplicate ids)
+        self.started: list[ChaosWorker] = []  # every process the fleet started, in order (see late_start)
         self.planted: set[str] = set()  # fakes the harness put into the group on purpose (see zk_leaks)
         self.renamed_claims: dict[str, int] = {}  # claim path -> czxid of a live claim whose data was tampered
         self.seen: dict[str, list[bytes]] = {}  # record kind -> values really written before (stale records)
@@ -333,6 +339,7 @@ class Fleet:
         self.spawns += 1
         worker.start(self.module, self.args(member_id, proxy.hosts, behaviour), self.ledger, self.spawns)
         self.workers[member_id] = worker
+        self.started.append(worker)
         return worker
 
     def spawn_extra(self, member_id: str, behaviour: str = "normal") -> ChaosWorker:
@@ -344,6 +351,7 @@ class Fleet:
         self.spawns += 1
         worker.start(self.module, self.args(member_id, proxy.hosts, behaviour), self.ledger, self.spawns)
         self.extras.append(worker)
+        self.started.append(worker)
         return worker
 
     def retire_extra(self, worker: ChaosWorker) -> None:
@@ -459,6 +467,21 @@ class Fleet:
                         return Recovery(True, recovered, [], time.monotonic() - started)
             time.sleep(0.1)
         return Recovery(False, 0, problems, time.monotonic() - started)
+
+    STARTUP = 1.0  # seconds a worker process takes from exec to its first event on an idle machine
+
+    def late_start(self, since_ns: int, until_ns: int) -> float:
+        """The longest time beyond :attr:`STARTUP` that a process started between ``since_ns`` and
+        ``until_ns`` took to report its first event. A restarted worker's share waits for its start,
+        and on a shared machine the interpreter's start is CPU work that waits for its turn like any
+        other: the host stall meter, a thread that sleeps, does not see that. Like a measured stall, it
+        is the host's time, not the library's."""
+        worst = 0.0
+        for worker in self.started:
+            if since_ns <= worker.spawned_ns <= until_ns:
+                began = worker.first_event_ns or until_ns
+                worst = max(worst, (began - worker.spawned_ns) / 1e9 - self.STARTUP)
+        return worst
 
     READ_PATIENCE = 60.0  # seconds the checker's own reads may keep failing before it gives up
 

@@ -54,6 +54,7 @@ class StepResult:
     ttr_heal: float | None = None  # recovery measured from the last heal (checked against the bound)
     stall: float = 0.0  # seconds the host was measured stalled between the first fault and recovery
     over_strict_bound: bool = False  # recovery after the bound, before adding the measured stall
+    late_start: float = 0.0  # seconds a process started in the step took to start beyond the usual (see Fleet)
     violations: list[tuple[str, str]] = field(default_factory=list)  # (category, message)
     notes: list[str] = field(default_factory=list)
     duration: float = 0.0
@@ -67,6 +68,7 @@ class StepResult:
             "index": self.index, "phase": self.phase, "kind": self.kind, "seed": self.seed,
             "faults": [f.to_dict() for f in self.faults], "recovered": self.recovered,
             "ttr_fault_s": self.ttr_fault, "ttr_heal_s": self.ttr_heal, "stall_s": round(self.stall, 3),
+            "late_start_s": round(self.late_start, 3),
             "over_strict_bound": self.over_strict_bound,
             "violations": [{"category": c, "message": m} for c, m in self.violations],
             "notes": self.notes, "duration_s": round(self.duration, 2), "started_at": self.started_at,
