@@ -135,6 +135,9 @@ def cold_start(hosts: str, admin: KazooClient, log_dir: Path, cell: ColdStart) -
         else:
             first_join, last_join = min(joined), max(joined)
             settled_ns = max(last_change, max(worked))
+            after = fleet.snapshot(timeout=10)
+            out["worker_cpu_s"] = round(sum(float(after[p.label]["cpu"]) - p.loaded_cpu
+                                            for p in procs if p.label in after), 2)
             out.update({
                 "join_spread_s": round((last_join - first_join) / 1e9, 2),
                 "first_join_after_go_s": round((first_join - spawned_ns) / 1e9, 2),
@@ -225,16 +228,17 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         "own ZooKeeper session). Every process loads first, then all start their members at one instant "
         "(`stagger` 0) or evenly over `stagger` seconds. **settle**: from the last member's join (its first "
         "`role` event) until every resource is worked on by exactly one member, balanced, with no "
-        "assignment change for 1 s. **R creates by one client**: the harness creating the R resource znodes "
-        "just before (multis of 1,000, four in flight): ZooKeeper's write rate on the machine at that moment; "
-        "the members' R claims are as many creates. **claims**: distinct (resource, token) pairs over every "
-        "`assigned` event (each claim has its own token). `initial_quiet` is the start-up window "
+        "assignment change for 1 s. **worker CPU**: user + system CPU seconds of every worker process from the "
+        "start to the end of the settle window (interpreter start-up excluded). **R creates by one client**: how "
+        "long the harness's one kazoo client took to create the R resource znodes just before (multis of 1,000, "
+        "four in flight): a gauge of the machine's speed at that moment. **claims**: distinct (resource, token) "
+        "pairs over every `assigned` event (each claim has its own token). `initial_quiet` is the start-up window "
         "(docs/protocol.md, \"Cold start\"); 0 assigns at once (with 0 the member-side guard, a claim round "
         "abandoned when a newer assignment arrives, still applies). Measured " + result.get("started", "") + ".",
         "",
         "| N | R | stagger | initial_quiet | run | load (1 min) | join spread | rebalances (members) "
-        "| settle after last join | claims / R | R creates by one client |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| settle after last join | claims / R | worker CPU | R creates by one client |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
         quiet = "default (0.5 s)" if run["initial_quiet"] is None else f"{run['initial_quiet']:g} s"
@@ -242,14 +246,14 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
             load = f"{s['load_before'][0]:.1f}" if s.get("load_before") else "-"
             if s.get("error"):
                 lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | "
-                             f"{load} | - | - | {s['error']} | {s.get('claims_per_resource', '-')} | "
+                             f"{load} | - | - | {s['error']} | {s.get('claims_per_resource', '-')} | - | "
                              f"{s['create_resources_s']} s |")
                 continue
             rebalances = ", ".join(str(r["members"]) for r in s.get("rebalances", []))
             lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | {load} "
                          f"| {s['join_spread_s']} s | {len(s.get('rebalances', []))} ({rebalances}) "
                          f"| {s['settle_after_last_join_s']} s | {s['claims_per_resource']} "
-                         f"| {s['create_resources_s']} s |")
+                         f"| {s.get('worker_cpu_s', '-')} s | {s['create_resources_s']} s |")
     lines += ["", *(f"- {note}" for note in result.get("notes", []))]
     return lines
 

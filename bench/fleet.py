@@ -143,6 +143,7 @@ class Proc:
     stats: list[dict[str, Any]] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
     loaded: threading.Event = field(default_factory=threading.Event)  # waiting for the go file
+    loaded_cpu: float = 0.0  # CPU seconds it had used by then (interpreter start-up, imports)
     reader: threading.Thread | None = None
     killed: bool = False
 
@@ -233,6 +234,7 @@ class Fleet:
             elif kind == "ready":
                 proc.ready.set()
             elif kind == "loaded":
+                proc.loaded_cpu = float(event.get("cpu", 0.0))
                 proc.loaded.set()
             elif not proc.killed:
                 self.ledger.apply(event)

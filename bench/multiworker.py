@@ -263,7 +263,8 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
 def await_go(path: str, label: str) -> float:
     """Says ``loaded``, then waits for the harness's go file: the wall-clock instant it holds is when
     every process of the run starts its members (interpreter start-up is not the library's time)."""
-    OUT.emit(label, "loaded")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    OUT.emit(label, "loaded", cpu=usage.ru_utime + usage.ru_stime)
     while True:
         try:
             with open(path) as go:
