@@ -96,7 +96,7 @@ class ZooKeeperTls(_Model):
     secret: K8sName = Field(
         description="Secret (same namespace) with PEM files under the keys ca.crt (the CA that verifies "
         "the servers; the system's trust store without it), tls.crt and tls.key (a client certificate and "
-        "its key, for mutual TLS; both or neither), as cert-manager writes them. Workers mount the same "
+        "its key, for mutual TLS; both or neither): the keys of a kubernetes.io/tls Secret. Workers mount the same "
         "Secret; a change to it reaches the operator's connection without a restart.",
     )
     verify_hostname: bool = Field(
