@@ -28,6 +28,7 @@ from rebalanser_operator.reconcile import (
     SyncResult,
     delete_group,
     group_acl,
+    migrate_worker_nodes_acl,
     reconcile_group,
 )
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
@@ -132,6 +133,9 @@ def apply_spec(
                 zk, path, desired=desired, config=spec.group_config(rt.effective_interval()), acl=acl,
                 owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
             )
+            if rt.acl is not None and set(rt.acl) != set(acl):  # the credentials changed (a rotation)
+                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl)
+                log.info("%s: credentials changed; %d worker znodes re-ACLed", rt.user, migrated)
     except GroupOwnedElsewhereError as exc:
         rt.sync = SyncState(False, "PathInUse", str(exc), permanent=True)
         ctx.metrics.reconciles.labels("conflict").inc()

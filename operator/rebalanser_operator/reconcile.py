@@ -164,6 +164,31 @@ def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
         zk.set_acls(node, list(acl), version=stat.aversion)
 
 
+def migrate_worker_nodes_acl(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL]) -> int:
+    """Gives ``acl`` to the persistent znodes workers create (``G/epoch``, ``G/state``, ``G/barrier`` and
+    the subtree of ``G/assignment``) where it differs; returns how many changed. Run when the group's
+    credentials change, on a session holding the old and the new ones: the workers' nodes carry the
+    credentials they were created with, and workers restarted with the new ones must still write them.
+    Ephemeral nodes are left alone (they end with their sessions); so is ``G/resources`` (only the
+    operator writes there, through the container's ACL)."""
+    changed = 0
+    pending = [paths.epoch, paths.state, paths.barrier, paths.assignment]
+    while pending:
+        node = pending.pop()
+        try:
+            current, stat = zk.get_acls(node)
+            if stat.ephemeralOwner:
+                continue
+            if set(current) != set(acl):
+                zk.set_acls(node, list(acl), version=stat.aversion)
+                changed += 1
+            if node == paths.assignment or node.startswith(paths.assignment + "/"):
+                pending.extend(f"{node}/{child}" for child in zk.get_children(node))
+        except NoNodeError:
+            continue
+    return changed
+
+
 def sync_resources(
     zk: KazooClient,
     paths: GroupPaths,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kazoo.exceptions import NoAuthError
+from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.actions import RetryLater, apply_spec, note_secret, resync_secrets
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
@@ -159,6 +160,24 @@ def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
             return True
 
     assert may_write("old-password") and not may_write("new-password")
+    # What workers holding the old password created: persistent nodes with their own ACL.
+    worker_nodes = [paths.epoch, paths.state, paths.member_assignment("m-1"), paths.assignment_part("m-1", "p0")]
+    with admin_client(zk_hosts, auth_data=[("digest", "op:old-password")],
+                      default_acl=[make_digest_acl("op", "old-password", all=True)]) as worker:
+        for node in worker_nodes:
+            worker.create(node, b"{}", makepath=True)
+
+    def may_set(password: str) -> bool:
+        """Whether a worker restarted with these credentials may update every one of those nodes."""
+        with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}")]) as client:
+            try:
+                for node in worker_nodes:
+                    client.set(node, b"{}")
+            except NoAuthError:
+                return False
+            return True
+
+    assert may_set("old-password") and not may_set("new-password")
     kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
     secret_data = {"username": base64.b64encode(b"op").decode(), "password": base64.b64encode(b"new-password").decode()}
     assert note_secret(ctx, "shop", "zk-digest", secret_data) == 1
@@ -166,5 +185,7 @@ def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
     assert rt.credentials == DigestCredentials("op", "new-password")
     assert may_write("new-password"), "the new credentials may not write the group"
     assert not may_write("old-password"), "the old credentials still may"
+    assert may_set("new-password"), "workers restarted with the new credentials could not write their nodes"
+    assert not may_set("old-password")
     with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
         purge(client, group_path)
