@@ -35,7 +35,7 @@ from rebalanser_operator.failover import ended_instances
 from rebalanser_operator.farewell import release_terminating_namespace
 from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
-from rebalanser_operator.runtime import OperatorContext
+from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
 #: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
@@ -61,7 +61,7 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.posting.reporting_instance = socket.gethostname()
     settings.posting.event_name_prefix = "rebalanser-"
     settings.posting.level = logging.INFO
-    settings.execution.max_workers = 16
+    settings.execution.max_workers = EXECUTOR_THREADS
     settings.background.cancellation_polling = 5
     return settings
 

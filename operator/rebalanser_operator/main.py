@@ -22,7 +22,7 @@ from kubernetes import config as k8s_config
 from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
-from rebalanser_operator.runtime import OperatorContext
+from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 
 log = logging.getLogger("rebalanser_operator")
 
@@ -60,12 +60,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_kubernetes_config() -> k8s.ApiClient:
-    """In-cluster service account first, then ``$KUBECONFIG`` / ``~/.kube/config``."""
+    """In-cluster service account first, then ``$KUBECONFIG`` / ``~/.kube/config``. The connection pool
+    holds one connection per thread that calls the API (with the default of 10, every call past ten at
+    once opened a TLS connection and threw it away afterwards)."""
     try:
         k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
     except k8s_config.ConfigException:
         k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
-    return k8s.ApiClient()
+    configuration = k8s.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 2 * EXECUTOR_THREADS
+    return k8s.ApiClient(configuration)
 
 
 def main(argv: list[str] | None = None) -> int:

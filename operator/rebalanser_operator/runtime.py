@@ -29,6 +29,10 @@ from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger(__name__)
 
+#: Threads for the status loops' blocking reads and patches (kopf's handlers have as many of their own);
+#: the Kubernetes client keeps as many connections, so none is opened and discarded per call.
+EXECUTOR_THREADS = 16
+
 
 @dataclass(frozen=True)
 class LoopOptions:
@@ -118,7 +122,7 @@ class OperatorContext:
         metrics: Metrics | None = None,
         options: LoopOptions | None = None,
         pool: ZooKeeperPool | None = None,
-        executor_threads: int = 16,
+        executor_threads: int = EXECUTOR_THREADS,
     ) -> None:
         self.kube = kube
         self.metrics = metrics if metrics is not None else Metrics()

@@ -34,16 +34,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
-from rebalanser.status import GroupStatus, read_group_status
+from rebalanser.status import GroupStatus
 
 from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, event, resync_secrets
 from rebalanser_operator.farewell import release_group
+from rebalanser_operator.groupread import Snapshot, read_with_watches
 from rebalanser_operator.models import FINALIZER, Phase
-from rebalanser_operator.reconcile import OwnerMarker, read_config, reconcile_group, write_config
+from rebalanser_operator.reconcile import OwnerMarker, reconcile_group, write_config
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
 from rebalanser_operator.tuning import FIXED, QUIET, initial_state, observe
@@ -55,19 +56,6 @@ GROUP_FIELDS = (
     "coordinator", "epoch", "generation", "members", "resources", "assigned", "assignments",
     "assignmentsTruncated", "unassigned", "unassignedTruncated", "lastRebalance",
 )
-
-
-def read_with_watches(zk: KazooClient, path: str, watcher: Callable[[WatchedEvent], None]) -> GroupStatus:
-    """Arms one-shot watches on everything the status depends on, then reads the group."""
-    paths = GroupPaths.of(path)
-    for parent in (paths.clients, paths.resources):
-        try:
-            zk.get_children(parent, watch=watcher)
-        except NoNodeError:
-            zk.exists(parent, watch=watcher)
-    for node in (paths.root, paths.epoch, paths.state, paths.config):
-        zk.exists(node, watch=watcher)
-    return read_group_status(zk, path)
 
 
 class StatusLoop:
@@ -237,8 +225,7 @@ class StatusLoop:
         if not zk.connected:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
         try:
-            group = read_with_watches(zk, rt.path, self.wake)
-            group = self._repair_drift(zk, group, now)
+            group = self._repair_drift(zk, read_with_watches(zk, rt.path, self.wake), now)
             self._tune(zk, group, now)
         except (KazooException, KazooTimeoutError) as exc:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
@@ -270,12 +257,11 @@ class StatusLoop:
         elif self._unbalanced_since is None:
             self._unbalanced_since = now
 
-    def _repair_drift(self, zk: KazooClient, group: GroupStatus, now: float) -> GroupStatus:
+    def _repair_drift(self, zk: KazooClient, snapshot: Snapshot, now: float) -> GroupStatus:
         """Re-applies the spec when ZooKeeper no longer matches it (an edit, a lost ensemble)."""
-        rt = self.rt
+        rt, group, config = self.rt, snapshot.group, snapshot.config
         if rt.spec is None or rt.path is None or rt.sync is None or not rt.sync.ok or rt.acl is None:
             return group
-        config = read_config(zk, rt.path)
         wanted = rt.spec.group_config(rt.effective_interval())
         drifted = not group.exists or set(group.resources) != rt.desired or config != wanted
         self._drift_pending = drifted
@@ -292,7 +278,7 @@ class StatusLoop:
         if result.created or result.deleted:
             event(self.ctx, rt, "Normal", "DriftRepaired",
                   f"ZooKeeper differed from the spec: created {result.created}, deleted {result.deleted}")
-        return read_with_watches(zk, rt.path, self.wake)
+        return read_with_watches(zk, rt.path, self.wake).group
 
     def _tune(self, zk: KazooClient, group: GroupStatus, now: float) -> None:
         rt = self.rt

@@ -194,3 +194,58 @@ def test_foreign_data_in_the_group_root_is_replaced_by_the_owner_marker(
     apply(zk, group_path, spec(resources=["a"]))
     assert OwnerMarker.parse(zk.get(group_path)[0]) == OWNER
     assert zk.get_children(f"{group_path}/resources") == ["a"]
+
+
+class CountingClient:
+    """A KazooClient stand-in that counts the calls that reach the server (a ``multi`` counts once)."""
+
+    CALLS = ("create", "get", "exists", "get_children", "get_acls", "set", "set_acls", "ensure_path", "delete",
+             "transaction", "create_async", "get_async", "exists_async", "get_children_async")
+
+    def __init__(self, zk: KazooClient) -> None:
+        self.zk = zk
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.zk, name)
+        if name in self.CALLS:
+            def counted(*args: object, **kwargs: object) -> object:
+                self.calls.append(name)
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+def test_a_new_group_costs_one_transaction(zk: KazooClient, group_path: str) -> None:
+    """With a thousand ResourceGroups applied at once, the first sync is bounded by round trips: a new
+    group is one ``multi`` (root with its owner, containers, config, resources) whatever its size."""
+    zk.ensure_path(group_path.rsplit("/", 1)[0])
+    counting = CountingClient(zk)
+    s = spec(resourceSets=[{"prefix": "orders-", "count": 20}])
+    result = apply(counting, group_path, s)  # type: ignore[arg-type]
+    assert counting.calls == ["transaction"], counting.calls
+    assert (result.created, result.deleted, result.config_written) == (20, 0, True)
+    paths = GroupPaths.of(group_path)
+    assert len(zk.get_children(paths.resources)) == 20
+    assert OwnerMarker.parse(zk.get(group_path)[0]) == OWNER
+    assert decode_config(zk.get(paths.config)[0]).interval == 2.0
+    for container in paths.containers():
+        assert zk.exists(container) is not None
+    again = CountingClient(zk)
+    assert (apply(again, group_path, s).created, len(again.calls) > 1) == (0, True)  # type: ignore[arg-type]
+
+
+def test_a_new_group_under_a_missing_parent_with_credentials(zk: KazooClient, group_path: str) -> None:
+    parent = f"{group_path}-parent"
+    path = f"{parent}/deep/orders"
+    credentials = DigestCredentials("operator", "s3cret")
+    zk.add_auth("digest", credentials.auth)
+    try:
+        result = apply(zk, path, spec(resources=["a", "b"]), credentials=credentials)
+        paths = GroupPaths.of(path)
+        assert result.created == 2 and sorted(zk.get_children(paths.resources)) == ["a", "b"]
+        for node in (*paths.containers(), paths.config, paths.resource("a")):
+            assert set(zk.get_acls(node)[0]) == set(group_acl(credentials)), node
+        assert zk.get_acls(parent)[0] != group_acl(credentials)  # shared parents stay open
+    finally:
+        delete_group(zk, parent)
