@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 #: Threads for the status loops' blocking reads and patches (kopf's handlers have as many of their own);
 #: the Kubernetes client keeps as many connections, so none is opened and discarded per call.
-EXECUTOR_THREADS = 16
+EXECUTOR_THREADS = 32
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class LoopOptions:
     degraded_after: float = 60.0
     connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying
     restart_hold: float = 30.0  # a restarted loop keeps the published status this long without a read
+    first_publish_hold: float = 10.0  # a new object's first status waits this long for its first reconcile
     assignment_budget: int = ASSIGNMENT_BUDGET
 
 
@@ -132,6 +133,7 @@ class OperatorContext:
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str], GroupRuntime] = {}
         self._namespaces: dict[str, tuple[float, bool]] = {}  # namespace -> (checked at, terminating)
+        self._namespace_locks: dict[str, threading.Lock] = {}
 
     def group(self, namespace: str, name: str, uid: str) -> GroupRuntime:
         """The runtime of a ResourceGroup (a fresh one when the object was recreated)."""
@@ -179,14 +181,20 @@ class OperatorContext:
         cached = self.namespace_terminating_cached(namespace, max_age)
         if cached is not None:
             return cached
-        try:
-            terminating = self.kube.namespace_terminating(namespace)
-        except Exception as exc:  # e.g. no permission to read namespaces: kopf's deletion handler only
-            log.debug("cannot tell whether namespace %s is terminating: %s", namespace, exc)
-            terminating = False
         with self._lock:
-            self._namespaces[namespace] = (time.monotonic(), terminating)
-        return terminating
+            asking = self._namespace_locks.setdefault(namespace, threading.Lock())
+        with asking:  # one call in flight per namespace: the others wait for its answer
+            cached = self.namespace_terminating_cached(namespace, max_age)
+            if cached is not None:
+                return cached
+            try:
+                terminating = self.kube.namespace_terminating(namespace)
+            except Exception as exc:  # e.g. no permission to read namespaces: kopf's deletion handler only
+                log.debug("cannot tell whether namespace %s is terminating: %s", namespace, exc)
+                terminating = False
+            with self._lock:
+                self._namespaces[namespace] = (time.monotonic(), terminating)
+            return terminating
 
     def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
         # Runs on kazoo's connection thread: only wake the loops.

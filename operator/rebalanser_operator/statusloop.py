@@ -328,7 +328,13 @@ class StatusLoop:
             # The status the previous operator published stands until there is something to say.
             # (The observation's own view, not rt's: the reconcile may finish while it is computed.)
             return
-        holding = time.monotonic() - self._born < self.options.restart_hold
+        age = time.monotonic() - self._born
+        if not self.published and obs.sync is None and obs.spec_error is None and age < self.options.first_publish_hold:
+            # A new object whose first reconcile is under way: its first status says how that went, in one
+            # patch instead of a Pending one followed at once by another (a bulk apply of a thousand groups
+            # is bound by the API server's patches).
+            return
+        holding = age < self.options.restart_hold
         if self._inherited and not self._read_once and obs.spec_error is None and holding:
             return  # not read the group yet: an empty view would drop the members, the coordinator...
         status = compute_status(obs, previous_conditions=self.published.get("conditions") or [], now=_utcnow())

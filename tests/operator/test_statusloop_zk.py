@@ -408,3 +408,40 @@ def test_an_idle_group_is_not_re_read_every_period_but_still_follows_changes(
             assert loop.gone, "the namespace check stopped with the polling"
     finally:
         ctx.close()
+
+
+def test_a_new_objects_first_status_waits_for_its_first_reconcile(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    """One patch, not a Pending one and another at once: with a thousand groups applied together, the
+    API server's patches are what the first sync waits for."""
+    rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+    with status_loop(ctx, rt):
+        deadline = time.monotonic() + 10
+        while refreshes(ctx) == 0:  # the loop has looked once
+            assert time.monotonic() < deadline, "the status loop never refreshed"
+            time.sleep(0.05)
+        assert kube.patches == []
+        apply_spec(ctx, rt, {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": ["a", "b"]},
+                   generation=1, body=BODY)
+        kube.wait_status(lambda s: s.get("resources") == 2, 10, "the first status")
+    first = kube.patches[0][1]
+    assert first["resources"] == 2 and conditions(first)["ResourcesSynced"]["status"] == "True", first
+
+
+def test_a_new_object_not_reconciled_in_time_says_pending(
+    kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    ctx = OperatorContext(kube=kube, options=LoopOptions(first_publish_hold=0.5, period=0.5))
+    try:
+        rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+        with status_loop(ctx, rt):
+            first = kube.wait_status(lambda s: bool(s.get("phase")), 10, "a first status without a reconcile")
+        assert first["phase"] == "Pending", first
+    finally:
+        ctx.close()
+
+
+def refreshes(ctx: OperatorContext) -> float:
+    return next(sample.value for metric in ctx.metrics.status_refresh_seconds.collect() for sample in metric.samples
+                if sample.name.endswith("_count"))
