@@ -6,8 +6,9 @@
 
 One round trip arms one-shot watches on ``G``, ``G/clients``, ``G/resources``, ``G/epoch``,
 ``G/state`` and ``G/config`` and reads the children, the rebalance record and the config; a second
-reads every member's assignment (pipelined too). ZooKeeper answers one session's requests in order,
-so each watch is armed before the read it guards: a change after the read always fires a watch.
+reads every member's node (the pod it records) and assignment (pipelined too). ZooKeeper answers one
+session's requests in order, so each watch is armed before the read it guards: a change after the
+read always fires a watch.
 With a thousand groups on one operator, a refresh costs two round trips instead of one per node.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -37,6 +38,7 @@ Watcher = Callable[[WatchedEvent], None]
 class Snapshot:
     group: GroupStatus
     config: GroupConfig | None
+    pods: dict[str, str] = field(default_factory=dict)  # member id -> the pod it recorded (POD_NAME)
 
 
 def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
@@ -61,9 +63,10 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     stat = epoch.get()
     status.epoch = stat.version if stat else 0
     status.resources = sorted(_children(zk, resources, paths.resources, watcher))
+    records = [(m, zk.get_async(paths.client(m.name))) for m in members]
     _assignments(zk, paths, members, status)
     status.last_rebalance = _rebalance(state, paths.state, status)
-    return Snapshot(status, config_value)
+    return Snapshot(status, config_value, _pods(records))
 
 
 def _children(zk: KazooClient, reply: Any, path: str, watcher: Watcher) -> list[str]:
@@ -89,6 +92,20 @@ def _assignments(zk: KazooClient, paths: GroupPaths, members: list[MemberNode], 
             continue
         status.generation = max(status.generation, assignment.generation)
         status.assignments[member.member_id] = sorted(assignment.resources)
+
+
+def _pods(records: list[tuple[MemberNode, Any]]) -> dict[str, str]:
+    """Member id -> pod name, for the members whose node records one (a worker with ``POD_NAME``)."""
+    pods: dict[str, str] = {}
+    for member, reply in records:
+        try:
+            data, _ = reply.get()
+            record = wire.decode_member(data)
+        except (NoNodeError, CorruptDataError):
+            continue
+        if record.pod:
+            pods[member.member_id] = record.pod
+    return pods
 
 
 def _rebalance(reply: Any, path: str, status: GroupStatus) -> wire.RebalanceRecord | None:

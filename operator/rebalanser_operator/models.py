@@ -456,6 +456,10 @@ class ResourceGroupStatus(_Model):
         default=None, alias="assignmentsTruncated",
         description="Some assignment lists were cut; `rebalanser status --resource` answers in full.",
     )
+    pods: dict[str, str] | None = Field(
+        default=None,
+        description="Member id -> the pod it runs in, as the member recorded it (workers with POD_NAME set).",
+    )
     unassigned: list[str] | None = Field(default=None, description="Resources nobody owns (size-capped).")
     unassigned_truncated: bool | None = Field(
         default=None, alias="unassignedTruncated", description="The unassigned list was cut."

@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 #: Status fields read from the group's znodes (absent until the group has been read once).
 GROUP_FIELDS = (
     "coordinator", "epoch", "generation", "members", "resources", "assigned", "assignments",
-    "assignmentsTruncated", "unassigned", "unassignedTruncated", "lastRebalance",
+    "assignmentsTruncated", "pods", "unassigned", "unassignedTruncated", "lastRebalance",
 )
 
 
@@ -69,6 +69,7 @@ class StatusLoop:
         self._event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: GroupStatus | None = None
+        self._pods: dict[str, str] | None = None
         self._members: list[str] | None = None
         # A status published by an earlier operator: this loop's first view must not be an empty one.
         self._inherited = bool(self.published.get("phase"))
@@ -211,7 +212,7 @@ class StatusLoop:
             desired=len(rt.desired) if rt.spec is not None else None, group=self._group,
             effective_interval=rt.effective_interval() if rt.spec is not None else None,
             ever_connected=self._ever_connected, degraded_after=self._degraded_after(),
-            assignment_budget=self.options.assignment_budget,
+            assignment_budget=self.options.assignment_budget, pods=self._pods,
         )
         if not self.ctx.is_current(rt):
             self.gone = True  # deleted meanwhile: do not reopen its ZooKeeper connection
@@ -225,16 +226,17 @@ class StatusLoop:
         if not zk.connected:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
         try:
-            group = self._repair_drift(zk, read_with_watches(zk, rt.path, self.wake), now)
+            snapshot = read_with_watches(zk, rt.path, self.wake)
+            group = self._repair_drift(zk, snapshot, now)
             self._tune(zk, group, now)
         except (KazooException, KazooTimeoutError) as exc:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
         self._ever_connected = self._read_once = True
-        self._group = group
+        self._group, self._pods = group, snapshot.pods
         self._note_balance(group, now)
         self._connection_event(True, "")
         return _with(
-            base, zk_connected=True, zk_message=f"connected to {rt.connect}", group=group,
+            base, zk_connected=True, zk_message=f"connected to {rt.connect}", group=group, pods=self._pods,
             ever_connected=True, effective_interval=rt.effective_interval(),
             unbalanced_for=0.0 if self._unbalanced_since is None else now - self._unbalanced_since,
         )

@@ -61,6 +61,7 @@ class Observation:
     unbalanced_for: float = 0.0
     degraded_after: float = 60.0
     assignment_budget: int = ASSIGNMENT_BUDGET
+    pods: Mapping[str, str] | None = None  # member id -> pod name, as the member nodes record it
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,9 @@ def compute_status(
                 "lastRebalance": normalise_last_rebalance(group.last_rebalance),
             }
         )
+        if obs.pods:
+            live = set(group.members)
+            values["pods"] = dict(sorted((m, p) for m, p in obs.pods.items() if m in live)[: obs.assignment_budget])
     return ResourceGroupStatus.model_validate(values)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import read_group_status
+from rebalanser.wire import decode_member
 from rebalanser_operator.groupread import read_with_watches
 from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.reconcile import OwnerMarker, group_acl, reconcile_group
@@ -42,7 +44,8 @@ def workers(hosts: str, path: str, count: int, log_dir: Path) -> Iterator[None]:
             with open(log_dir / f"w{i}.log", "wb") as log:
                 procs.append(subprocess.Popen(
                     [str(REBALANSER), "worker", "--zk", hosts, "--group", path, "--id", f"w{i}", "--json"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env={**os.environ, "POD_NAME": f"pod-{i}", "POD_UID": f"uid-{i}"}))
         yield
     finally:
         for proc in procs:
@@ -75,6 +78,7 @@ def test_the_pipelined_read_equals_the_plain_read_and_only_pipelines(
     assert snapshot.group.to_dict() == plain.to_dict()
     assert snapshot.group.members == ["w0", "w1"] or snapshot.group.members == ["w1", "w0"]
     assert snapshot.config is not None and snapshot.config.effective_interval_seconds == 0.5
+    assert snapshot.pods == {"w0": "pod-0", "w1": "pod-1"}  # from the downward API's POD_NAME
     # Every request went out without waiting for the one before (one round, then the assignments).
     assert counting.calls and all(call.endswith("_async") for call in counting.calls), counting.calls
 
@@ -106,3 +110,12 @@ def test_watches_fire_on_membership_resources_and_a_missing_group(zk: KazooClien
     assert snapshot.group.members == []
     zk.create(paths.clients)
     assert event.wait(10), "re-creating G/clients fired no watch"
+
+
+def test_a_member_records_its_pod_name_and_uid(zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path) -> None:
+    create_group(zk, group_path, 1)
+    clients = GroupPaths.of(group_path).clients
+    with workers(zk_hosts, group_path, 1, tmp_path):
+        wait_until(lambda: bool(zk.get_children(clients)), 60, "the worker to join")
+        record = decode_member(zk.get(f"{clients}/{zk.get_children(clients)[0]}")[0])
+    assert (record.member_id, record.pod, record.pod_uid, record.instance) == ("w0", "pod-0", "uid-0", None)

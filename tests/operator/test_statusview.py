@@ -174,3 +174,9 @@ def test_merge_patch_sends_only_changes_and_deletes_removed_keys() -> None:
     new = {"members": 1, "assignments": {"a": ["r0", "r1"]}}
     assert merge_patch(old, new) == {"members": 1, "assignments": {"a": ["r0", "r1"], "b": None}, "coordinator": None}
     assert merge_patch(new, new) == {}
+
+
+def test_status_shows_each_live_members_pod() -> None:
+    status = status_dict(compute_status(obs(pods={"a": "orders-worker-0", "gone": "orders-worker-9"}), now=NOW))
+    assert status["pods"] == {"a": "orders-worker-0"}  # b recorded no pod; gone is no longer a member
+    assert "pods" not in status_dict(compute_status(obs(), now=NOW))

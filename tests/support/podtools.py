@@ -22,17 +22,24 @@ from typing import Any
 from tests.support.kubectl import Kube
 from tests.support.podcluster import IMAGE
 
+#: SIGKILLs every worker process whose member id is ``argv[1]``: ``--id=<id>`` on its command line, or
+#: (the examples' workers, whose id defaults to their pod's name) ``POD_NAME=<id>`` in its environment.
 KILL_SCRIPT = """
 import os, signal, sys
 wanted = "--id=" + sys.argv[1]
+pod = ("POD_NAME=" + sys.argv[1]).encode()
 for entry in os.listdir("/proc"):
     if not entry.isdigit():
         continue
     try:
         argv = open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace").split("\\0")
+        if "worker" not in argv:
+            continue
+        named = wanted in argv or (not any(a.startswith("--id") for a in argv)
+                                   and pod in open(f"/proc/{entry}/environ", "rb").read().split(b"\\0"))
     except OSError:
         continue
-    if "worker" in argv and wanted in argv:
+    if named:
         os.kill(int(entry), signal.SIGKILL)
         print(entry)
 """

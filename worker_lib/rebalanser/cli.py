@@ -112,6 +112,7 @@ def run_worker(args: argparse.Namespace) -> int:
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace, initial_quiet=args.initial_quiet,
         credentials=_credentials(args), tls=tls_options(args), instance=instance, pod=pod,
+        pod_uid=os.environ.get("POD_UID") or None,
         metrics=_metrics(args.metrics_port),
     )
     log = EventLog(options.member_id, args.json)
@@ -158,10 +159,11 @@ def _exhaust_memory() -> None:
 
 
 def _instance(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """With ``--termination-log``: a fresh instance nonce, written to that file before joining, and the
-    pod's name (``POD_NAME``, else the hostname), both recorded in the member node."""
+    """The instance nonce and the pod's name recorded in the member node. With ``--termination-log``: a
+    fresh nonce, written to that file before joining, and the pod's name (``POD_NAME``, else the
+    hostname). Without: no nonce, and the pod's name when ``POD_NAME`` is set (the downward API)."""
     if not args.termination_log:
-        return None, None
+        return None, os.environ.get("POD_NAME") or None
     nonce = new_instance()
     write_termination_record(args.termination_log, nonce)
     return nonce, os.environ.get("POD_NAME") or socket.gethostname()

@@ -456,7 +456,7 @@ class Client:
         try:
             self._me = create_member_node(
                 self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk),
-                instance=self.options.instance, pod=self.options.pod)
+                instance=self.options.instance, pod=self.options.pod, pod_uid=self.options.pod_uid)
         except NoNodeError:
             self._await_group()
             return

@@ -44,6 +44,8 @@ class Options:
     ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
     (the pod's name) in every member node, so the operator can end the member as soon as the kubelet
     reports the instance terminated (docs/protocol.md, "Confirmed-death failover"). None: not recorded.
+    ``pod`` and ``pod_uid``: the worker's pod (name and UID, from the downward API), recorded in the member
+    node so that the ResourceGroup's status shows which pod each member is. None: not recorded.
     ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
     :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
     with the ``rebalanser[metrics]`` extra.
@@ -67,6 +69,7 @@ class Options:
     initial_max_wait: float = 5.0
     instance: str | None = None
     pod: str | None = None
+    pod_uid: str | None = None
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +95,8 @@ class Options:
             validate_instance(self.instance)
         if self.pod is not None and (not isinstance(self.pod, str) or not 0 < len(self.pod) <= 253):
             raise InvalidInputError("pod must be a pod name (1 to 253 characters)")
+        if self.pod_uid is not None and (not isinstance(self.pod_uid, str) or not 0 < len(self.pod_uid) <= 128):
+            raise InvalidInputError("pod_uid must be a pod's UID (1 to 128 characters)")
         if not isinstance(self.algorithm, Algorithm) or not isinstance(self.expiry_policy, ExpiryPolicy):
             raise InvalidInputError("algorithm and expiry_policy must be enum members")
         if not isinstance(self.metrics, Metrics):

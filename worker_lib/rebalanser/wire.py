@@ -514,6 +514,7 @@ class MemberRecord:
     joined: float
     instance: str | None = None
     pod: str | None = None
+    pod_uid: str | None = None
 
 
 def encode_member(record: MemberRecord) -> bytes:
@@ -522,6 +523,8 @@ def encode_member(record: MemberRecord) -> bytes:
         value["instance"] = record.instance
     if record.pod is not None:
         value["pod"] = record.pod
+    if record.pod_uid is not None:
+        value["podUid"] = record.pod_uid
     return _dumps(value)
 
 
@@ -532,4 +535,5 @@ def decode_member(data: bytes, *, path: str = "") -> MemberRecord:
         joined=fields.optional_number("joined") or 0.0,
         instance=fields.optional_text("instance"),
         pod=fields.optional_text("pod"),
+        pod_uid=fields.optional_text("podUid"),
     )
