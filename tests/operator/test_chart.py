@@ -156,3 +156,30 @@ def test_values_schema_rejects_unknown_keys(helm: Path) -> None:
         check=False,
     )
     assert proc.returncode != 0 and "typo" in proc.stderr
+
+
+def test_pods_carry_the_full_recommended_labels(helm: Path) -> None:
+    labels = by_kind(render(helm), "Deployment")[0]["spec"]["template"]["metadata"]["labels"]
+    for key in ("name", "instance", "version", "managed-by", "part-of", "component"):
+        assert f"app.kubernetes.io/{key}" in labels, (key, labels)
+    assert labels["app.kubernetes.io/component"] == "operator"
+
+
+def test_openshift_values_leave_the_uid_to_the_platform(helm: Path) -> None:
+    default = by_kind(render(helm), "Deployment")[0]["spec"]["template"]["spec"]["securityContext"]
+    assert default["runAsUser"] == 10001
+    docs = render(helm, "-f", str(REPO / "examples" / "values-openshift.yaml"))
+    pod = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+    assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(pod["securityContext"]), pod["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    for container in pod["containers"]:
+        assert "runAsUser" not in container["securityContext"]
+
+
+def test_more_than_one_replica_is_refused_with_a_reason(helm: Path) -> None:
+    proc = subprocess.run(
+        [str(helm), "template", "rel", str(CHART), "--set", "replicas=2"], capture_output=True, text=True,
+        check=False,
+    )
+    assert proc.returncode != 0 and "exactly one replica" in proc.stderr, proc.stderr
+    assert by_kind(render(helm, "--set", "replicas=0"), "Deployment")[0]["spec"]["replicas"] == 0
