@@ -182,8 +182,30 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         targets.append(_target("operator: status lag after a rebalance ≤ 2 s", None, op.get("error", "not measured")))
     targets.extend(coldstart_targets(results.get("coldstart")))
     targets.extend(bytes_targets(results.get("assignment_bytes")))
+    targets.extend(operator_scale_targets(results.get("operator_scale")))
     targets.extend(failover_targets(results.get("failover")))
     return targets
+
+
+def operator_scale_targets(rows: Any) -> list[dict[str, Any]]:
+    """The 1,000-group targets, from the largest row ``bench.operator_idle`` measured."""
+    rows = [r for r in rows if "groups" in r] if isinstance(rows, list) else []
+    if not rows:
+        return []
+    row = max(rows, key=lambda r: r["groups"])
+    n, load = f"{row['groups']:,}", f"load average {row.get('loadavg', '?')}"
+    changes = row.get("membership_join_s", []) + row.get("membership_leave_s", [])
+    return [
+        _target(f"operator: {n} ResourceGroups synced ≤ 60 s after a bulk apply", row["synced_s"] <= 60.0,
+                f"{row['synced_s']} s", load),
+        _target(f"operator: idle CPU with {n} groups < 5 % of a core", row["idle_cores"] < 0.05,
+                f"{row['idle_cores'] * 100:.1f} % of a core", f"over {row['idle_window_s']:.0f} s"),
+        _target(f"operator: RSS with {n} groups ≤ 300 MB", row["rss_mb"] <= 300.0, f"{row['rss_mb']} MB"),
+        _target(f"operator: a membership change in one of {n} groups in its status ≤ 2 s",
+                bool(changes) and max(changes) <= 2.0 if changes else None,
+                f"max {max(changes):.2f} s" if changes else "not measured",
+                f"{len(changes)} changes (joins and leaves), every other group idle"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------- markdown
@@ -337,6 +359,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"- **error:** {op['error']}")
     lines += coldstart_lines(results.get("coldstart"))
     lines += bytes_lines(results.get("assignment_bytes"))
+    lines += operator_scale_lines(results.get("operator_scale"))
     lines += failover_lines(results.get("failover"))
     lines += ["", "## Grid: what ran and what was skipped", ""]
     for note in results.get("skipped", []):
@@ -347,6 +370,28 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", "## Profiling findings", ""]
         lines += [f"- {f}" for f in findings]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def operator_scale_lines(rows: Any) -> list[str]:
+    if not isinstance(rows, list) or not rows:
+        return []
+    errors = [r["error"] for r in rows if "error" in r]
+    rows = [r for r in rows if "groups" in r]
+    lines = ["", "### Operator at scale", "",
+             "One operator as a host process, a real API server and ZooKeeper, 20 resources per group, no "
+             "workers but the probes (`python -m bench.operator_idle`; docs/operator.md, \"At scale\"). "
+             "Membership → status: a real worker joins one group and leaves it while every other group is idle, "
+             "from the change reaching a ZooKeeper watch to the status reaching a `kubectl get -w`.", "",
+             "| groups | synced after the apply | idle CPU | RSS | membership → status (joins; leaves) "
+             "| load average |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        joins = ", ".join(f"{x:.2f}" for x in row.get("membership_join_s", []))
+        leaves = ", ".join(f"{x:.2f}" for x in row.get("membership_leave_s", []))
+        lines.append(f"| {row['groups']:,} | {row['synced_s']} s | {row['idle_cores'] * 100:.1f} % of a core | "
+                     f"{row['rss_mb']} MB | {joins} s; {leaves} s | {row.get('loadavg', '?')} |")
+    lines += [f"- **error:** {e}" for e in errors]
+    return lines
 
 
 METHOD = """\

@@ -23,7 +23,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import assignment_bytes, coldstart, failover, report
+from bench import assignment_bytes, coldstart, failover, operator_idle, report
 from bench.operator_bench import bench_reconcile, bench_status_lag
 from bench.scenarios import Cell, CellRun
 from bench.zkmon import machine
@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster.stop()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+    if not args.quick and not args.skip_operator:
+        results["operator_scale"] = run_operator_scale()
     if not args.quick and not args.skip_failover:
         results["failover"] = run_failover()
     results["elapsed_s"] = round(time.monotonic() - started, 1)
@@ -183,6 +185,15 @@ def run_assignment_bytes(args: argparse.Namespace, hosts: str) -> dict[str, Any]
     except Exception as exc:
         log(f"    error: {type(exc).__name__}: {exc}")
         return {"error": f"{type(exc).__name__}: {exc}"}
+def run_operator_scale() -> Any:
+    """1,000 ResourceGroups on one operator (bench/operator_idle.py): synced, idle CPU, RSS, membership
+    changes; an error is recorded, never fatal to the rest of the report."""
+    log("operator at scale: 1,000 ResourceGroups")
+    try:
+        return operator_idle.run([1000], resources=20, idle=60.0, probes=3, log=lambda m: log(f"    {m}"))
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return [{"error": f"{type(exc).__name__}: {exc}"}]
 
 
 def run_operator(args: argparse.Namespace, cluster: Any, admin: KazooClient, workdir: Path) -> dict[str, Any]:

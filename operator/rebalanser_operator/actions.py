@@ -73,6 +73,7 @@ def apply_spec(
     retry: int = 0,
     seed_interval: float | None = None,
     recorded_path: str | None = None,
+    recorded_connect: str | None = None,
 ) -> SyncResult:
     """Makes the group in ZooKeeper match ``raw_spec``; idempotent."""
     rt.body = body if body is not None else rt.body
@@ -88,6 +89,17 @@ def apply_spec(
     previous = recorded_path or (rt.path if rt.sync is not None and rt.sync.ok else None)
     if previous is not None and previous != path:
         message = f"spec.zookeeper.path changed from {previous} to {path}; the path is immutable"
+        rt.generation, rt.spec_error = generation, message
+        rt.wake()
+        raise InvalidSpec(message)
+
+    before = recorded_connect or (rt.connect if rt.sync is not None and rt.sync.ok else None)
+    if before is not None and before != spec.zookeeper.connect and not _group_found_at(ctx, rt, spec, path):
+        message = (
+            f"spec.zookeeper.connect changed from {before} to {spec.zookeeper.connect}, where {path} does not exist: "
+            "the operator does not move a group between ensembles (its members and znodes stay on the old one). "
+            "Revert the change, or move the data and retry, or delete and re-create the ResourceGroup"
+        )
         rt.generation, rt.spec_error = generation, message
         rt.wake()
         raise InvalidSpec(message)
@@ -222,6 +234,24 @@ def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
         pass
     else:
         event(ctx, rt, "Normal", "SecretApplied", f"applied the current contents of Secrets {sorted(rt.secrets())}")
+
+
+def _group_found_at(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
+    """Whether the new connect string reaches a ZooKeeper that already holds this group (the same
+    ensemble under another name, or one the data was moved to). Unreachable counts as not found."""
+    tls = rt.tls if spec.zookeeper.tls is not None else None  # the material in use (group roots are world-readable)
+    zk = ctx.pool.acquire(spec.zookeeper.connect, f"{rt.user}#connect-check", spec.zookeeper.session_timeout_seconds,
+                          tls=tls)
+    try:
+        if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+            return False
+        data, _ = zk.get(GroupPaths.of(path).root)
+        owner = OwnerMarker.parse(data)
+        return owner is not None and owner.same_object(OwnerMarker(rt.namespace, rt.name))
+    except (KazooException, KazooTimeoutError):
+        return False
+    finally:
+        ctx.pool.release(f"{rt.user}#connect-check")
 
 
 def config_map_name(name: str) -> str:

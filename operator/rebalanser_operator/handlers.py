@@ -114,6 +114,7 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
             apply_spec(
                 ctx, runtime, dict(spec), generation=meta.get("generation"), body=object_ref(body), retry=retry,
                 seed_interval=status.get("effectiveIntervalSeconds"), recorded_path=status.get("zookeeperPath"),
+                recorded_connect=status.get("zookeeperConnect"),
             )
         except InvalidSpec as exc:
             raise kopf.PermanentError(str(exc)) from exc

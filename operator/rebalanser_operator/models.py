@@ -443,6 +443,10 @@ class ResourceGroupStatus(_Model):
     phase: Phase | None = Field(default=None, description="Pending, Rebalancing, Stable, Degraded or Error.")
     message: str | None = Field(default=None, max_length=32768, description="The Ready condition's message.")
     zookeeper_path: str | None = Field(default=None, alias="zookeeperPath", description="The group's znode path.")
+    zookeeper_connect: str | None = Field(
+        default=None, alias="zookeeperConnect", max_length=4096,
+        description="The ZooKeeper connect string the group lives on (a change to one without the group is refused).",
+    )
     coordinator: str | None = Field(default=None, description="Member id of the current coordinator.")
     epoch: int | None = Field(default=None, ge=0, description="Coordinator epoch (a new coordinator raises it).")
     generation: int | None = Field(default=None, ge=0, description="Generation of the current assignment.")

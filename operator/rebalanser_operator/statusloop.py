@@ -213,6 +213,7 @@ class StatusLoop:
             effective_interval=rt.effective_interval() if rt.spec is not None else None,
             ever_connected=self._ever_connected, degraded_after=self._degraded_after(),
             assignment_budget=self.options.assignment_budget, pods=self._pods,
+            connect=rt.connect if rt.sync is not None and rt.sync.ok else self.published.get("zookeeperConnect"),
         )
         if not self.ctx.is_current(rt):
             self.gone = True  # deleted meanwhile: do not reopen its ZooKeeper connection

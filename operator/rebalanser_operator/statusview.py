@@ -62,6 +62,7 @@ class Observation:
     degraded_after: float = 60.0
     assignment_budget: int = ASSIGNMENT_BUDGET
     pods: Mapping[str, str] | None = None  # member id -> pod name, as the member nodes record it
+    connect: str | None = None  # the connect string of the last successful reconcile
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ def compute_status(
         "phase": phase,
         "message": conds[0].message,
         "zookeeperPath": obs.path,
+        "zookeeperConnect": obs.connect,
         "effectiveIntervalSeconds": obs.effective_interval,
         "conditions": conditions,
     }

@@ -35,14 +35,14 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
 
 
 def test_a_hundred_groups_sync_idle_cheaply_and_follow_membership(running: Scene) -> None:
-    row = measure(running, GROUPS, resources=20, idle=20.0, probes=2, settle=10.0)
+    row = measure(running, GROUPS, resources=20, idle=10.0, probes=1, settle=5.0)
     report = json.dumps(row.to_dict())
     print(f"\n{report}")
     assert row.synced_s <= SYNC_BOUND_S, f"{GROUPS} groups synced in {row.synced_s:.0f} s (load {load()}): {report}"
     assert row.idle_cores < IDLE_CORES, f"idle CPU {row.idle_cores:.3f} core with {GROUPS} groups: {report}"
     assert row.rss_mb <= RSS_MB, f"RSS {row.rss_mb:.0f} MB with {GROUPS} groups: {report}"
     changes = row.join_s + row.leave_s
-    assert len(changes) == 4 and max(changes) <= MEMBERSHIP_BOUND_S, \
+    assert len(changes) == 2 and max(changes) <= MEMBERSHIP_BOUND_S, \
         f"membership → status: {changes} s (load {load()}): {report}"
     failed = [line for line in running.operator_log().splitlines() if "status refresh of" in line]
     assert not failed, failed[:5]

@@ -230,3 +230,33 @@ def test_deletion_uses_the_credentials_read_before_the_secret_went_away(
     del kube.secrets["zk-digest"]  # deleted with its namespace before the ResourceGroup
     outcome = delete_znodes(ctx, rt, spec, annotations={}, body=BODY)
     assert outcome.startswith("deleted") and zk.exists(group_path) is None
+
+
+def test_a_connect_string_without_the_group_is_refused_not_moved_to(
+    ctx: OperatorContext, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a"]), generation=1, body=BODY)
+    elsewhere = f"{zk_hosts}/another-ensemble"  # a chroot: the same server, but not where the group lives
+    zk.ensure_path("/another-ensemble")
+    try:
+        with pytest.raises(InvalidSpec, match="does not move a group between ensembles"):
+            apply_spec(ctx, rt, raw(elsewhere, group_path, resources=["a", "b"]), generation=2, body=BODY)
+        assert rt.connect == zk_hosts and rt.desired == {"a"}, "the group stays where it is"
+        assert zk.exists(f"/another-ensemble{group_path}") is None, "nothing was created at the new one"
+        # After an operator restart the connect string comes from the status it published.
+        fresh = ctx.group("shop", "orders", "uid-2")
+        with pytest.raises(InvalidSpec, match="changed from"):
+            apply_spec(ctx, fresh, raw(elsewhere, group_path), generation=2, body=BODY, recorded_connect=zk_hosts)
+    finally:
+        zk.delete("/another-ensemble", recursive=True)
+
+
+def test_another_connect_string_to_the_same_ensemble_is_accepted(
+    ctx: OperatorContext, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, raw(zk_hosts, group_path, resources=["a"]), generation=1, body=BODY)
+    same = ",".join(reversed([*zk_hosts.split(","), zk_hosts.split(",")[0].replace("127.0.0.1", "localhost")]))
+    result = apply_spec(ctx, rt, raw(same, group_path, resources=["a", "b"]), generation=2, body=BODY)
+    assert result.created == 1 and rt.connect == same

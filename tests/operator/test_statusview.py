@@ -180,3 +180,7 @@ def test_status_shows_each_live_members_pod() -> None:
     status = status_dict(compute_status(obs(pods={"a": "orders-worker-0", "gone": "orders-worker-9"}), now=NOW))
     assert status["pods"] == {"a": "orders-worker-0"}  # b recorded no pod; gone is no longer a member
     assert "pods" not in status_dict(compute_status(obs(), now=NOW))
+
+
+def test_status_records_the_connect_string_the_group_lives_on() -> None:
+    assert status_dict(compute_status(obs(connect="zk-0:2181"), now=NOW))["zookeeperConnect"] == "zk-0:2181"
