@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
 from rebalanser_operator import models
+from rebalanser_operator.rollout import rolling_out
 from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
 
@@ -160,12 +161,7 @@ class KubernetesGateway:
         except ApiException as exc:
             log.debug("workload %s %s/%s unreadable: %s", kind, namespace, name, exc.status)
             return None
-        return is_rolling_out(
-            generation=obj.metadata.generation,
-            observed_generation=getattr(obj.status, "observed_generation", None),
-            replicas=getattr(obj.spec, "replicas", None),
-            updated_replicas=getattr(obj.status, "updated_replicas", None),
-        )
+        return rolling_out(kind, self._apps.api_client.sanitize_for_serialization(obj))
 
 
     def namespace_terminating(self, namespace: str) -> bool:
@@ -208,13 +204,3 @@ class KubernetesGateway:
                 if exc.status != 409:
                     raise
         return False
-
-
-def is_rolling_out(
-    *, generation: int | None, observed_generation: int | None, replicas: int | None, updated_replicas: int | None
-) -> bool:
-    """A workload rolls out while its controller has not seen the latest spec or not updated every pod."""
-    if (observed_generation or 0) < (generation or 0):
-        return True
-    wanted = 1 if replicas is None else replicas
-    return (updated_replicas or 0) < wanted

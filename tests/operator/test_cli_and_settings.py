@@ -7,7 +7,6 @@ import inspect
 
 import pytest
 from rebalanser_operator.handlers import FINALIZER, build_registry, object_ref, operator_settings
-from rebalanser_operator.kube import is_rolling_out
 from rebalanser_operator.main import parse_args
 from rebalanser_operator.runtime import OperatorContext
 
@@ -78,18 +77,3 @@ def test_object_ref_keeps_only_what_events_need() -> None:
     assert object_ref(body) == {"apiVersion": "v", "kind": "K", "metadata": {"name": "n", "namespace": "s", "uid": "u"}}
 
 
-@pytest.mark.parametrize(
-    ("generation", "observed", "replicas", "updated", "rolling"),
-    [
-        (3, 3, 3, 3, False),
-        (4, 3, 3, 3, True),  # the controller has not seen the new spec yet
-        (3, 3, 3, 1, True),  # pods still being replaced
-        (3, 3, 0, None, False),  # scaled to zero
-        (1, None, None, None, True),  # never observed (no controller)
-    ],
-)
-def test_rollout_rule(generation: int, observed: int | None, replicas: int | None, updated: int | None,
-                      rolling: bool) -> None:
-    assert is_rolling_out(
-        generation=generation, observed_generation=observed, replicas=replicas, updated_replicas=updated
-    ) is rolling
