@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
 
 GROUPS = 100
 #: Liveness bounds (the bench's targets are 60 s to sync 1,000 groups and 2 s per membership change).
-SYNC_BOUND_S = 240.0
+SYNC_BOUND_S = 600.0
 MEMBERSHIP_BOUND_S = 10.0
 IDLE_CORES = 0.05
 RSS_MB = 300.0
