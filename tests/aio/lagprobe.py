@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import cProfile
 import gc
 import json
+import os
 import signal
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -21,6 +25,7 @@ from rebalanser import Options
 from rebalanser.aio import Client
 
 PERIOD = 0.005
+_TRACE = bool(os.environ.get("REBALANSER_LAGPROBE_TRACE"))
 
 
 def emit(**record: object) -> None:
@@ -28,12 +33,24 @@ def emit(**record: object) -> None:
     sys.stdout.flush()
 
 
-async def meter(samples: list[float], stop: asyncio.Event, busy: list[float]) -> None:
+def _queued() -> Callable[[], float]:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux schedstat)."""
+    fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    return lambda: int(os.pread(fd, 100, 0).split()[1]) / 1e9
+
+
+async def meter(samples: list[float], stop: asyncio.Event, busy: list[float], net: list[float]) -> None:
+    """Every period: how late the loop woke up, the CPU its thread used, and the lateness net of the
+    time the thread waited for a CPU (the machine's share, not the process's)."""
     loop = asyncio.get_running_loop()
+    queued = _queued()
     while not stop.is_set():
-        before, cpu = loop.time(), time.thread_time()
+        before, cpu, waited = loop.time(), time.thread_time(), queued()
         await asyncio.sleep(PERIOD)
         samples.append(loop.time() - before - PERIOD)
+        net.append(max(0.0, samples[-1] - (queued() - waited)))
+        if _TRACE and samples[-1] > 0.010:
+            sys.stderr.write(f"LAG {time.monotonic():.3f} {samples[-1] * 1e3:.1f} ms net {net[-1] * 1e3:.1f}\n")
         busy.append(time.thread_time() - cpu)
 
 
@@ -42,11 +59,27 @@ async def main(args: argparse.Namespace) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     samples: list[float] = []
     busy: list[float] = []
-    metering = asyncio.create_task(meter(samples, stop, busy))
-    options = Options(args.zk, args.group, member_id=args.id, session_timeout=10, min_interval=0.5)
+    net: list[float] = []
+    metering = asyncio.create_task(meter(samples, stop, busy, net))
     pauses: list[float] = []
     gcpu: list[float] = []
     gc.callbacks.append(_gc_timer(pauses, gcpu))
+    if args.control:
+        emit(joined=True)
+        await stop.wait()
+    else:
+        await member(args, stop)
+    await metering
+    emit(lag={"samples": len(samples), "max": max(samples), "top5": sorted(samples)[-5:],
+              "p99": statistics.quantiles(samples, n=100)[98], "median": statistics.median(samples),
+              "net_p99": statistics.quantiles(net, n=100)[98], "net_max": max(net),
+              "gc_max": max(pauses, default=0.0),
+              "busy_max": max(busy), "busy_top5": sorted(busy)[-5:],
+              "worst_busy": busy[samples.index(max(samples))], "gc_cpu_max": max(gcpu, default=0.0)})
+
+
+async def member(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    options = Options(args.zk, args.group, member_id=args.id, session_timeout=10, min_interval=0.5)
     async with Client(options) as client:
         changes = client.assignments()
         emit(joined=True)
@@ -56,15 +89,10 @@ async def main(args: argparse.Namespace) -> None:
             done, _ = await asyncio.wait({step, waiting}, return_when=asyncio.FIRST_COMPLETED)
             if step in done:
                 emit(owned=len(step.result().owned))
+                if _TRACE:
+                    sys.stderr.write(f"OWNED {time.monotonic():.3f} {len(step.result().owned)}\n")
             else:
                 step.cancel()
-    await metering
-    worst = sorted(samples)[-5:]
-    emit(lag={"samples": len(samples), "max": max(samples), "top5": worst,
-              "p99": statistics.quantiles(samples, n=100)[98], "median": statistics.median(samples),
-              "gc_max": max(pauses, default=0.0),
-              "busy_max": max(busy), "busy_top5": sorted(busy)[-5:],
-              "worst_busy": busy[samples.index(max(samples))], "gc_cpu_max": max(gcpu, default=0.0)})
 
 
 def _gc_timer(pauses: list[float], cpu: list[float]) -> Callable[[str, dict[str, int]], None]:
@@ -76,13 +104,83 @@ def _gc_timer(pauses: list[float], cpu: list[float]) -> Callable[[str, dict[str,
         else:
             pauses.append(time.monotonic() - started[0])
             cpu.append(time.thread_time() - started[1])
+            if _TRACE:
+                sys.stderr.write(f"GC {time.monotonic():.3f} gen {info.get('generation')} "
+                                 f"{pauses[-1] * 1e3:.1f} ms ({cpu[-1] * 1e3:.1f} ms CPU) "
+                                 f"on {threading.current_thread().name}\n")
 
     return timer
 
 
+def _thread_cpu() -> None:
+    """Diagnosis only (``REBALANSER_LAGPROBE_TRACE=1``): CPU seconds per thread, from /proc, at exit."""
+    seen: dict[int, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def sample() -> None:
+        while True:
+            for thread in threading.enumerate():
+                tid = thread.native_id
+                try:
+                    with open(f"/proc/self/task/{tid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                seen[tid or 0] = (thread.name, (int(fields[11]) + int(fields[12])) / tick)
+            time.sleep(0.2)
+
+    def report() -> None:
+        for name, cpu in sorted(seen.values(), key=lambda v: -v[1]):
+            sys.stderr.write(f"CPU {name} {cpu:.2f} s\n")
+
+    threading.Thread(target=sample, daemon=True, name="cpu-sampler").start()
+    atexit.register(report)
+
+
+def _count_requests() -> None:
+    """Diagnosis only (``REBALANSER_LAGPROBE_TRACE=1``): ZooKeeper requests sent, by kind, at exit."""
+    from collections import Counter
+
+    from kazoo.client import KazooClient
+
+    counts: Counter[str] = Counter()
+    call = KazooClient._call
+
+    def counted(self: KazooClient, request: object, async_object: object) -> object:
+        counts[f"{type(request).__name__}{'+watch' if getattr(request, 'watcher', None) else ''}"] += 1
+        return call(self, request, async_object)
+
+    KazooClient._call = counted
+    atexit.register(lambda: sys.stderr.write(f"REQUESTS {dict(counts.most_common())}\n"))
+
+
+def _profile_threads(directory: str) -> None:
+    """Diagnosis only (``REBALANSER_LAGPROBE_PROFILE=dir``): a cProfile per thread, dumped at exit."""
+    profiles: list[tuple[str, cProfile.Profile]] = []
+
+    def begin(*_: object) -> None:
+        profiler = cProfile.Profile()
+        profiles.append((threading.current_thread().name, profiler))
+        profiler.enable()
+
+    def dump() -> None:
+        for i, (name, profiler) in enumerate(profiles):
+            profiler.disable()
+            profiler.dump_stats(f"{directory}/{i:02d}-{name}.prof")
+
+    threading.setprofile(begin)
+    atexit.register(dump)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--zk", required=True)
-    p.add_argument("--group", required=True)
+    p.add_argument("--zk")
+    p.add_argument("--group")
+    p.add_argument("--control", action="store_true", help="no member: the loop of an idle program")
     p.add_argument("--id", default="aio")
+    if _TRACE:
+        _thread_cpu()
+        _count_requests()
+    if os.environ.get("REBALANSER_LAGPROBE_PROFILE"):
+        _profile_threads(os.environ["REBALANSER_LAGPROBE_PROFILE"])
     asyncio.run(main(p.parse_args()))
