@@ -154,6 +154,36 @@ def _count_requests() -> None:
     atexit.register(lambda: sys.stderr.write(f"REQUESTS {dict(counts.most_common())}\n"))
 
 
+def _trace_member() -> None:
+    """Diagnosis only (``REBALANSER_LAGPROBE_TRACE=1``): each event the member handles, with its
+    wall and CPU time, and every ZooKeeper-heavy claim operation."""
+    from rebalanser.claims import ClaimBook
+    from rebalanser.client import Client as Member
+
+    def timed(cls: type, name: str) -> None:
+        inner = getattr(cls, name)
+
+        def wrapper(self: object, *args: object) -> object:
+            t, c = time.monotonic(), time.thread_time()
+            try:
+                return inner(self, *args)
+            finally:
+                what = type(args[0]).__name__ if name == "_dispatch" else f"{name}({_size(args)})"
+                sys.stderr.write(f"DO {t:.3f} {what} {(time.monotonic() - t) * 1e3:.1f} ms "
+                                 f"({(time.thread_time() - c) * 1e3:.1f} ms CPU)\n")
+
+        setattr(cls, name, wrapper)
+
+    timed(Member, "_dispatch")
+    for name in ("claim", "release", "watch_releases", "_taken", "_still_ours"):
+        timed(ClaimBook, name)
+
+
+def _size(args: tuple[object, ...]) -> str:
+    first = args[0] if args else None
+    return str(len(first)) if isinstance(first, list | set | frozenset | dict | tuple) else "?"
+
+
 def _profile_threads(directory: str) -> None:
     """Diagnosis only (``REBALANSER_LAGPROBE_PROFILE=dir``): a cProfile per thread, dumped at exit."""
     profiles: list[tuple[str, cProfile.Profile]] = []
@@ -181,6 +211,7 @@ if __name__ == "__main__":
     if _TRACE:
         _thread_cpu()
         _count_requests()
+        _trace_member()
     if os.environ.get("REBALANSER_LAGPROBE_PROFILE"):
         _profile_threads(os.environ["REBALANSER_LAGPROBE_PROFILE"])
     asyncio.run(main(p.parse_args()))
