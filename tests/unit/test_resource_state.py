@@ -31,7 +31,7 @@ def test_only_claims_won_become_owned_and_are_started() -> None:
     table, _ = rs.assign(rs.EMPTY, {"a", "b"}, set())
     table, effects = rs.claimed(table, {"a": 5}, 9, NODE)
     assert table.phases() == {"a": Phase.OWNED, "b": Phase.WANTED}
-    assert table.owned["a"] == rs.Ownership(5, 9, NODE)
+    assert table.owned["a"] == (5, 9, NODE)
     assert effects == [StartCallback({"a": 5})]
 
 

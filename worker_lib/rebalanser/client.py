@@ -171,18 +171,19 @@ class Client:
         return self._valid(held)
 
     def _valid(self, held: Ownership) -> bool:
-        return held.member_node != self._deleted_node and self._lease.view.valid(held.session_id)
+        _, session, node = held
+        return node != self._deleted_node and self._lease.view.valid(session)
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
         with self._lock:
             held = self._resources.owned.get(resource)
-        return held.token if held is not None and self.owns(resource) else None
+        return held[0] if held is not None and self.owns(resource) else None
 
     def owned(self) -> dict[str, int]:
         with self._lock:
             items = list(self._resources.owned.items())
-        return {r: o.token for r, o in items if self._valid(o)}
+        return {r: o[0] for r, o in items if self._valid(o)}
 
     def start(self, timeout: float | None = None) -> None:
         """Connects and joins the group; returns once this member's znode exists and it has read the
