@@ -19,6 +19,7 @@ import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from rebalanser import Options
@@ -33,22 +34,55 @@ def emit(**record: object) -> None:
     sys.stdout.flush()
 
 
-def _queued() -> Callable[[], float]:
-    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux schedstat)."""
-    fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-    return lambda: int(os.pread(fd, 100, 0).split()[1]) / 1e9
+class RunQueue:
+    """How long this process's threads have waited for a CPU while runnable (Linux schedstat): the
+    loop's thread, and the longest waiter among the others (on a loaded machine, typically a thread
+    holding the interpreter lock, descheduled while the loop waits for that lock)."""
+
+    def __init__(self) -> None:
+        self._own = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        self._others: dict[str, int] = {}
+        self._refreshed = 0.0
+
+    def read(self) -> tuple[float, dict[str, float]]:
+        now = time.monotonic()
+        if now - self._refreshed > 0.1:  # threads come and go
+            self._refreshed = now
+            self._refresh()
+        return _waited(self._own), {tid: _waited(fd) for tid, fd in self._others.items()}
+
+    def _refresh(self) -> None:
+        me = str(threading.get_native_id())
+        alive = set(os.listdir("/proc/self/task")) - {me}
+        for tid in set(self._others) - alive:
+            os.close(self._others.pop(tid))
+        for tid in alive - set(self._others):
+            try:
+                self._others[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            except OSError:
+                pass
+
+
+def _waited(fd: int) -> float:
+    try:
+        return int(os.pread(fd, 100, 0).split()[1]) / 1e9
+    except (OSError, IndexError):
+        return 0.0
 
 
 async def meter(samples: list[float], stop: asyncio.Event, busy: list[float], net: list[float]) -> None:
-    """Every period: how late the loop woke up, the CPU its thread used, and the lateness net of the
-    time the thread waited for a CPU (the machine's share, not the process's)."""
+    """Every period: how late the loop woke up (wall-clock), the CPU its thread used, and the lateness
+    net of CPU waits: less the time the loop's thread and the longest-waiting other thread of the
+    process spent runnable without a CPU (the machine's share of the lag, not the program's)."""
     loop = asyncio.get_running_loop()
-    queued = _queued()
+    queue = RunQueue()
     while not stop.is_set():
-        before, cpu, waited = loop.time(), time.thread_time(), queued()
+        before, cpu, (own, others) = loop.time(), time.thread_time(), queue.read()
         await asyncio.sleep(PERIOD)
         samples.append(loop.time() - before - PERIOD)
-        net.append(max(0.0, samples[-1] - (queued() - waited)))
+        own_after, others_after = queue.read()
+        other = max((w - others[t] for t, w in others_after.items() if t in others), default=0.0)
+        net.append(max(0.0, samples[-1] - (own_after - own) - other))
         if _TRACE and samples[-1] > 0.010:
             sys.stderr.write(f"LAG {time.monotonic():.3f} {samples[-1] * 1e3:.1f} ms net {net[-1] * 1e3:.1f}\n")
         busy.append(time.thread_time() - cpu)
@@ -91,6 +125,8 @@ async def member(args: argparse.Namespace, stop: asyncio.Event) -> None:
                 emit(owned=len(step.result().owned))
                 if _TRACE:
                     sys.stderr.write(f"OWNED {time.monotonic():.3f} {len(step.result().owned)}\n")
+                    kinds = Counter(type(o).__name__ for o in gc.get_objects())
+                    sys.stderr.write(f"HEAP {sum(kinds.values())} {kinds.most_common(8)}\n")
             else:
                 step.cancel()
 
@@ -139,8 +175,6 @@ def _thread_cpu() -> None:
 
 def _count_requests() -> None:
     """Diagnosis only (``REBALANSER_LAGPROBE_TRACE=1``): ZooKeeper requests sent, by kind, at exit."""
-    from collections import Counter
-
     from kazoo.client import KazooClient
 
     counts: Counter[str] = Counter()
