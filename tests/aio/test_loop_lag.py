@@ -2,11 +2,14 @@
 hands half of them to a newcomer and takes them back.
 
 The member runs in a process of its own (:mod:`tests.aio.lagprobe`), as an asyncio service would, and
-meters its loop every 5 ms: the wall-clock lag (how late a 5 ms sleep wakes up) and the CPU time the
-loop thread itself spent in each period. The bound of 20 ms holds the second: the work the library
-puts on the loop (hand-overs, the change streams, the callbacks' tasks). The wall-clock lag also
-counts waits for the interpreter lock held by the member's own threads, garbage collection and CPU
-starvation of the whole process on a loaded machine; it is printed (docs/asyncio.md), not asserted.
+meters its loop every 5 ms: the wall-clock lag (how late a 5 ms sleep wakes up), and that lag net of
+CPU waits, less the time the loop's thread, and the process's longest-waiting other thread (say one
+holding the interpreter lock), spent runnable without a CPU. The net lag is what the program itself
+costs its loop: work on the loop, waits for the interpreter lock while the member's or kazoo's threads
+run, garbage collection. Its 99th percentile is held under 20 ms. On a quiet machine the two are the
+same; on a loaded one the wall-clock lag is mostly the machine's (an idle loop in another process, the
+control, metered over the same window, shows as much), so it is printed with the control's, not
+asserted; nor is the maximum (see docs/asyncio.md for the figures).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def owned(probe: Worker) -> int:
     return counts[-1] if counts else -1
 
 
-def test_loop_lag_stays_under_20ms_while_rebalancing_10k_resources(
+def test_loop_lag_p99_stays_under_20ms_while_rebalancing_10k_resources(
     zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path
 ) -> None:
     create_resources(zk, group_path, [f"r{i:05d}" for i in range(RESOURCES)])
@@ -87,4 +90,5 @@ def test_loop_lag_stays_under_20ms_while_rebalancing_10k_resources(
           f"thread busy at most {ms(lag['busy_max'])} ms (top 5 {[ms(x) for x in lag['busy_top5']]}), "
           f"{ms(lag['worst_busy'])} ms in the worst period; longest GC pause {ms(lag['gc_max'])} ms "
           f"({ms(lag['gc_cpu_max'])} ms CPU); phases " + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()))
-    assert lag["busy_max"] < LAG_BOUND, f"the loop thread was busy for {lag['busy_max'] * 1e3:.1f} ms in one period"
+    assert lag["net_p99"] < LAG_BOUND, (
+        f"the loop's lag net of CPU waits reached {ms(lag['net_p99'])} ms at the 99th percentile")
