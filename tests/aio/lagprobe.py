@@ -197,10 +197,10 @@ def _trace_member() -> None:
     def timed(cls: type, name: str) -> None:
         inner = getattr(cls, name)
 
-        def wrapper(self: object, *args: object) -> object:
+        def wrapper(self: object, *args: object, **kwargs: object) -> object:
             t, c = time.monotonic(), time.thread_time()
             try:
-                return inner(self, *args)
+                return inner(self, *args, **kwargs)
             finally:
                 what = type(args[0]).__name__ if name == "_dispatch" else f"{name}({_size(args)})"
                 sys.stderr.write(f"DO {t:.3f} {what} {(time.monotonic() - t) * 1e3:.1f} ms "

@@ -14,23 +14,18 @@ Claims are created and released in ``multi`` batches: one transaction, one zxid,
 a batch share one token and their next owners are woken together. Cost: one round trip per batch of
 up to :data:`BATCH` resources; a batch that meets claims still held by others costs one pipelined
 read per resource of the batch, then one read per resource still held (its watch).
-
-Per-resource reads are pipelined :data:`READS` at a time, never thousands at once: each read costs
-kazoo's connection thread and ours a little interpreter time, and a burst of thousands kept both busy
-for seconds, so a program's own threads (an asyncio event loop above all) waited for the interpreter
-lock for tens of milliseconds at a time. Between rounds nobody here holds it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, OperationTimeoutError
-from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.protocol.states import WatchedEvent
 
 from rebalanser.containers import ensure_container
 from rebalanser.paths import GroupPaths
@@ -41,7 +36,6 @@ log = logging.getLogger(__name__)
 BATCH = 500
 _PROBE = "persistent-probe"  # a child only a persistent node can have
 CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
-READS = 100  # per-resource reads in flight at once (see the module's docstring)
 
 
 @dataclass(frozen=True)
@@ -134,8 +128,10 @@ class ClaimBook:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the
         group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources)."""
+        pending = [(r, self.zk.exists_async(self.paths.owner(r))) for r in batch]
         taken: set[str] = set()
-        for resource, stat in self._stats(batch):
+        for resource, result in pending:
+            stat = result.get()
             self.uncertain.discard(resource)
             if ephemeral_of(stat, self.session_id):
                 self.held[resource] = int(stat.czxid)
@@ -184,17 +180,8 @@ class ClaimBook:
         def watcher(resource: str) -> Callable[[WatchedEvent], None]:
             return lambda _event: on_release(resource)
 
-        return [r for r, stat in self._stats(resources, watcher) if stat is None]
-
-    def _stats(self, resources: list[str], watcher: Callable[[str], Callable[[WatchedEvent], None]] | None = None
-               ) -> Iterator[tuple[str, ZnodeStat | None]]:
-        """Each resource's claim stat (None: no claim), read :data:`READS` at a time, pipelined."""
-        for start in range(0, len(resources), READS):
-            chunk = resources[start : start + READS]
-            pending = [self.zk.exists_async(self.paths.owner(r), watch=watcher(r) if watcher else None)
-                       for r in chunk]
-            for resource, result in zip(chunk, pending, strict=True):
-                yield resource, result.get()
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=watcher(r))) for r in resources]
+        return [r for r, result in pending if result.get() is None]
 
     # -- releasing -----------------------------------------------------------------------------
 
@@ -234,8 +221,10 @@ class ClaimBook:
     def _still_ours(self, batch: list[str]) -> dict[str, int]:
         """resource -> version of each claim in ``batch`` that is still this session's own claim;
         the others are forgotten (they were deleted, or now belong to another session)."""
+        pending = [(r, self.zk.exists_async(self.paths.owner(r))) for r in batch]
         mine: dict[str, int] = {}
-        for resource, stat in self._stats(batch):
+        for resource, result in pending:
+            stat = result.get()
             if ephemeral_of(stat, self.session_id) and stat.czxid == self.held.get(resource):
                 mine[resource] = int(stat.version)
             else:

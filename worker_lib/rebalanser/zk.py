@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, TypeGuard, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -104,7 +104,7 @@ def session_id(client: KazooClient) -> int:
     return int(ids[0]) if ids else 0
 
 
-def ephemeral_of(stat: ZnodeStat | None, session: int) -> TypeGuard[ZnodeStat]:
+def ephemeral_of(stat: ZnodeStat | None, session: int) -> bool:
     """Whether ``stat`` is of an ephemeral znode of ``session`` (never of a persistent node, owner 0)."""
     return stat is not None and bool(stat.ephemeralOwner) and int(stat.ephemeralOwner) == session
 
