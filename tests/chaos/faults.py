@@ -265,23 +265,39 @@ def storm(fleet: Fleet, rng: random.Random) -> list[Action]:
     return actions
 
 
+# Faults that keep a live member from hearing ZooKeeper for a while, and tampering that deletes live
+# members' claims from outside. The claim model has only the holder's session end a claim: a member that
+# cannot hear ZooKeeper when its claims are deleted works on until it hears of it or its lease ends,
+# possibly alongside a new owner with a larger token (docs/protocol.md, "Eviction"). A compound step does
+# not combine the two; the reconnect-tamper kind covers a deletion after a member's reconnection.
+CUT_OFF = ("pause", "partition", "oneway", "cut")
+CLAIMS_DELETED = ("tamper-group",)
+
+
 def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
     """Two or three different faults, overlapping in time, on different targets."""
     workers = fleet.running()
     rng.shuffle(workers)
     leader = fleet.coordinator()
     actions: list[Action] = []
-    zk_used = churned = False
+    zk_used = churned = cut_off = group_deleted = False
     kazoo = fleet.settings.kazoo
     for _ in range(rng.randint(2, 3)):
         choice = rng.choice(["kill", "pause", "partition", "oneway", "cut", "churn", "zk"]
                             + ([] if kazoo else ["tamper"]))
         if (choice in ("churn", "tamper") and zk_used) or (choice == "zk" and churned):
             choice = "cut"  # no administrator changes the group while the server is down
+        if choice in CUT_OFF and group_deleted:
+            choice = "kill"  # see CLAIMS_DELETED
         if choice == "tamper":
             churned = True  # the tampering is followed by a change of resources
-            actions += plan_tamper(rng.choice(TAMPER_KINDS), fleet, rng)
+            kind = rng.choice(TAMPER_KINDS)
+            if kind in CLAIMS_DELETED and cut_off:
+                kind = rng.choice([k for k in TAMPER_KINDS if k not in CLAIMS_DELETED])
+            group_deleted = group_deleted or kind in CLAIMS_DELETED
+            actions += plan_tamper(kind, fleet, rng)
             continue
+        cut_off = cut_off or choice in CUT_OFF
         if choice == "zk" and not zk_used:
             zk_used = True
             how = rng.choice(["leader", "follower"] + (["isolate"] if fleet.partition is not None else []))
