@@ -640,7 +640,8 @@ class Client:
         watcher = self._watchers.get(event)
         if watcher is None:
             def fired(watched: WatchedEvent) -> None:
-                if watched.type != EventType.NONE:  # NONE: the connection dropped; resync re-reads
+                # NONE: the connection dropped (resync re-reads); another node: an earlier member node's
+                if watched.type != EventType.NONE and self._me is not None and self._me.name == node:
                     self._assignment_moved.set()
                 self._post(event)
 
@@ -812,6 +813,8 @@ class Client:
         # A newer assignment arriving meanwhile ends the round between batches: what it still names
         # stays wanted and is claimed when it is applied, what it does not is never written.
         result = self._book.claim(wanted, abandon=self._assignment_moved.is_set)
+        if result.deferred and self._me is not None:
+            self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
         for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
             self._post(ev.ClaimReleased(gone))
         if result.claimed:
