@@ -272,6 +272,10 @@ def storm(fleet: Fleet, rng: random.Random) -> list[Action]:
 # not combine the two; the reconnect-tamper kind covers a deletion after a member's reconnection.
 CUT_OFF = ("pause", "partition", "oneway", "cut")
 CLAIMS_DELETED = ("tamper-group",)
+# Tampering that deletes the resource list and puts back the one it read: with another such change in
+# the same step (a second tampering, or resource churn) the harness's own record of the resources
+# is no longer what ZooKeeper holds, and it judges workers against the wrong list. One per step.
+RESOURCES_REWRITTEN = ("tamper-group", "tamper-resources")
 
 
 def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
@@ -280,7 +284,7 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
     rng.shuffle(workers)
     leader = fleet.coordinator()
     actions: list[Action] = []
-    zk_used = churned = cut_off = group_deleted = False
+    zk_used = churned = cut_off = group_deleted = tampered = resources_rewritten = resources_churned = False
     kazoo = fleet.settings.kazoo
     for _ in range(rng.randint(2, 3)):
         choice = rng.choice(["kill", "pause", "partition", "oneway", "cut", "churn", "zk"]
@@ -289,11 +293,16 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
             choice = "cut"  # no administrator changes the group while the server is down
         if choice in CUT_OFF and group_deleted:
             choice = "kill"  # see CLAIMS_DELETED
+        if (choice == "tamper" and tampered) or (choice == "churn" and resources_rewritten):
+            choice = "kill"  # see RESOURCES_REWRITTEN
         if choice == "tamper":
-            churned = True  # the tampering is followed by a change of resources
+            churned = tampered = True  # the tampering is followed by a change of resources
             kind = rng.choice(TAMPER_KINDS)
             if kind in CLAIMS_DELETED and cut_off:
                 kind = rng.choice([k for k in TAMPER_KINDS if k not in CLAIMS_DELETED])
+            if kind in RESOURCES_REWRITTEN and resources_churned:
+                kind = rng.choice([k for k in TAMPER_KINDS if k not in RESOURCES_REWRITTEN])
+            resources_rewritten = resources_rewritten or kind in RESOURCES_REWRITTEN
             group_deleted = group_deleted or kind in CLAIMS_DELETED
             actions += plan_tamper(kind, fleet, rng)
             continue
@@ -306,7 +315,7 @@ def compound(fleet: Fleet, rng: random.Random) -> list[Action]:
                 actions.append(action)
             continue
         if choice == "churn":
-            churned = True
+            churned = resources_churned = True
             actions.append(churn_action(fleet, rng))
             continue
         if not workers:

@@ -50,7 +50,9 @@ def _dummy(kind: str, target: str = "-") -> Action:
     return Action(kind, target, lambda: "")
 
 
-def test_a_group_deletion_never_meets_a_member_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_group_deletion_never_meets_a_member_cut_off_nor_another_change_of_the_resources(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(faults, "plan_tamper", lambda kind, fleet, rng: [_dummy(kind)])
     monkeypatch.setattr(faults, "churn_action", lambda fleet, rng: _dummy("resource-churn"))
     monkeypatch.setattr(faults, "zk_kill_action", lambda fleet, rng, how: _dummy(f"zk-{how}-kill"))
@@ -60,4 +62,7 @@ def test_a_group_deletion_never_meets_a_member_cut_off(monkeypatch: pytest.Monke
         if "tamper-group" in kinds:
             deletions += 1
             assert not [k for k in kinds if k.startswith(CUT_OFF_KINDS)], f"seed {seed}: {kinds}"
+        rewrites = [k for k in kinds if k in ("tamper-group", "tamper-resources", "resource-churn")]
+        assert len(rewrites) <= 1 or set(rewrites) == {"resource-churn"}, f"seed {seed}: {kinds}"
+        assert len([k for k in kinds if k.startswith(("tamper-", "fake-"))]) <= 1, f"seed {seed}: {kinds}"
     assert deletions > 20, "the group deletion still takes part in compound steps"
