@@ -153,7 +153,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         token = "n/a" if name == "kazoo" else str(v["token"])
         other = sum(v.get(c, 0) for c in ("shutdown", "unreported", "duplicate"))
         lines.append(
-            f"| {name} | {t['seed']} | {t['minutes']:.0f} | {t['steps']} | "
+            f"| {name} | {t['seed']} | {t.get('duration_s', t['minutes'] * 60) / 60:.0f} | {t['steps']} | "
             f"{t['faults_total']} ({t.get('faults_excluding_churn', '?')}) | {_share(t)} | {v['overlap']} | "
             f"{token} | {v['liveness']} | {v['leak']} | {v['crash']} | {other} | "
             f"{_fmt(o['after_heal_p50'])} / {_fmt(o['after_heal_p99'])} / {_fmt(o['after_heal_max'])} | "
