@@ -35,6 +35,7 @@ from rebalanser_operator.failover import ended_instances
 from rebalanser_operator.farewell import release_terminating_namespace
 from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
+from rebalanser_operator.rollout import rolling_out
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
@@ -182,5 +183,21 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
         opted_in = list(index.get(namespace or "", ()))
         if opted_in:
             await failover.handle_pod(body, opted_in)
+
+    def named_by_a_group(kind: str) -> Any:
+        """Only the workloads some ResourceGroup names (``spec.workload``) reach the handler."""
+
+        def check(namespace: str | None, name: str, **_: Any) -> bool:
+            return ctx.names_workload(namespace or "", kind, name)
+
+        return check
+
+    # Rollout-aware tuning: each change of a named workload is seen as it happens (no polling).
+    for kind, plural in (("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
+        async def seen(body: kopf.Body, namespace: str | None, name: str, _kind: str = kind, **_: Any) -> None:
+            ctx.workload_seen(namespace or "", _kind, name, rolling_out(_kind, body))
+
+        kopf.on.event("apps", "v1", plural, id=f"rollouts-{plural}", when=named_by_a_group(kind),
+                      registry=registry)(seen)
 
     return registry

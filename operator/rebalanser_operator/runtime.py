@@ -73,6 +73,7 @@ class GroupRuntime:
     tuning: TuningState | None = None
     body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
     worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
+    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
     _waker: Callable[[], None] | None = None
 
     @property
@@ -195,6 +196,28 @@ class OperatorContext:
             with self._lock:
                 self._namespaces[namespace] = (time.monotonic(), terminating)
             return terminating
+
+    def _naming(self, namespace: str, kind: str, name: str) -> list[GroupRuntime]:
+        """The groups of ``namespace`` whose last applied spec names workload ``kind``/``name``."""
+        found = []
+        for runtime in self.groups():
+            workload = runtime.spec.workload if runtime.spec is not None else None
+            if runtime.namespace == namespace and workload is not None \
+                    and (workload.kind.value, workload.name) == (kind, name):
+                found.append(runtime)
+        return found
+
+    def names_workload(self, namespace: str, kind: str, name: str) -> bool:
+        return bool(self._naming(namespace, kind, name))
+
+    def workload_seen(self, namespace: str, kind: str, name: str, rolling: bool) -> None:
+        """The workload watch saw ``kind``/``name`` change: every group that names it learns whether it
+        rolls out, and refreshes at once when that changed (no polling of the workload)."""
+        for runtime in self._naming(namespace, kind, name):
+            before = runtime.rollout
+            runtime.rollout = (kind, name, rolling)
+            if before != runtime.rollout:
+                runtime.wake()
 
     def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
         # Runs on kazoo's connection thread: only wake the loops.

@@ -153,7 +153,7 @@ class StatusLoop:
             return True
         if rt.secrets_changed:
             return True
-        if self._retry_pending or self._unbalanced_since is not None or rt.spec.workload is not None:
+        if self._retry_pending or self._unbalanced_since is not None or self._workload_unwatched():
             return True
         return rt.tuning is not None and rt.tuning.reason not in (QUIET, FIXED)
 
@@ -301,12 +301,24 @@ class StatusLoop:
                 write_config(zk, GroupPaths.of(rt.path), rt.spec.group_config(after), rt.acl)
             log.info("%s: effective interval %.1fs -> %.1fs (%s)", rt.user, before, after, rt.tuning.reason)
 
+    def _workload_unwatched(self) -> bool:
+        """The spec names a workload the watch has not reported on yet (then it is polled)."""
+        spec = self.rt.spec
+        if spec is None or spec.workload is None:
+            return False
+        seen = self.rt.rollout
+        return seen is None or seen[:2] != (spec.workload.kind.value, spec.workload.name)
+
     def _workload_rolling_out(self, now: float, *, force: bool = False) -> bool:
         """Polled every ``workload_poll`` seconds, and at once when the membership changed: the first pod
         of a rollout joining is the moment to raise the interval, before its rebalance is due."""
         spec = self.rt.spec
         if spec is None or spec.workload is None:
             return False
+        if not self._workload_unwatched():
+            assert self.rt.rollout is not None
+            self._rolling_out = self.rt.rollout[2]
+            return self._rolling_out
         if force or now - self._workload_checked >= self.options.workload_poll:
             self._workload_checked = now
             value = self.ctx.kube.workload_rolling_out(self.rt.namespace, spec.workload.kind.value, spec.workload.name)

@@ -560,6 +560,38 @@ def test_a_spec_past_the_limits_is_rejected_at_admission(installed: Cluster, zoo
     assert get_rg(installed, "too-big") is None
 
 
+def test_a_named_workloads_rollout_is_watched(installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster) -> None:
+    """spec.workload: the operator watches the Deployment (no controller runs here, so its status is
+    written by hand) and raises the interval while it rolls out, lowers it once done."""
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "none"}]}}},
+    }
+    installed.run_kubectl("apply", "-f", "-", input=json.dumps(deployment))
+
+    def deployment_status(**fields: int) -> None:
+        generation = json.loads(installed.run_kubectl("get", "deployment", "web", "-n", NS, "-o", "json").stdout)[
+            "metadata"]["generation"]
+        patch = {"status": {"observedGeneration": generation, **fields}}
+        installed.run_kubectl("patch", "deployment", "web", "-n", NS, "--subresource=status", "--type=merge",
+                              "-p", json.dumps(patch))
+
+    deployment_status(replicas=2, updatedReplicas=2, availableReplicas=2, readyReplicas=2)
+    installed.run_kubectl("apply", "-f", "-", input=manifest(
+        zookeeper.hosts, name="rollouts", resources=["a"], workload={"kind": "Deployment", "name": "web"},
+        rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 20, "adaptive": True}))
+    wait_status(installed, lambda s: s.get("effectiveIntervalSeconds") == 1, 120, "interval 1 (no rollout)",
+                name="rollouts")
+    deployment_status(replicas=3, updatedReplicas=1, availableReplicas=2, readyReplicas=2)  # old pods running
+    wait_status(installed, lambda s: s.get("effectiveIntervalSeconds") == 20, 60, "interval 20 during the rollout",
+                name="rollouts")
+    deployment_status(replicas=2, updatedReplicas=2, availableReplicas=2, readyReplicas=2)
+    installed.run_kubectl("delete", "rg", "rollouts", "-n", NS, "--timeout=120s")
+    installed.run_kubectl("delete", "deployment", "web", "-n", NS)
+
+
 def test_delete_removes_znodes_and_releases_the_finalizer(
     installed: Cluster, operator: OperatorProcess, zk: KazooClient, workers: Workers
 ) -> None:

@@ -80,8 +80,8 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
         "/events": {"create"},
         "/configmaps": {"create", "update"},  # the workers' ConfigMap per ResourceGroup
         "/secrets": {"get", "list", "watch"},  # referenced Secrets are watched for rotation
-        "apps/deployments": {"get"},
-        "apps/statefulsets": {"get"},
+        "apps/deployments": {"get", "list", "watch"},  # spec.workload: rollouts are watched
+        "apps/statefulsets": {"get", "list", "watch"},
         "/pods": {"get", "list", "watch"},  # spec.failover: KubeletConfirmed
     }
     cluster_roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}

@@ -255,6 +255,24 @@ def test_rollout_raises_the_effective_interval_to_the_maximum(
         assert config.effective_interval_seconds == 12
 
 
+def test_a_watched_rollout_needs_no_polling_and_raises_the_interval_at_once(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """The workload watch's word replaces the polling: a read of the workload would say "not rolling out"
+    here, the watch says it is, and the loop acts on the watch."""
+    kube.rolling_out = False
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"], workload={"kind": "Deployment", "name": "workers"},
+                     rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 12})
+    with status_loop(ctx, rt) as loop:
+        kube.wait_status(lambda s: s["effectiveIntervalSeconds"] == 1, 10, "effective interval 1")
+        assert loop.needs_polling(), "an unwatched workload is polled"
+        ctx.workload_seen("shop", "Deployment", "other", True)  # not this group's workload
+        ctx.workload_seen("shop", "Deployment", "workers", True)
+        kube.wait_status(lambda s: s["effectiveIntervalSeconds"] == 12, 10, "effective interval 12")
+        ctx.workload_seen("shop", "Deployment", "workers", False)
+        assert rt.rollout == ("Deployment", "workers", False)
+
+
 def test_the_loop_stops_when_the_object_is_gone(
     ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
 ) -> None:

@@ -77,8 +77,9 @@ app.kubernetes.io/part-of: rebalanser
   verbs: ["get", "list", "watch"]
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets"]
-  # spec.workload: rollout-aware tuning reads the workload's status by name.
-  verbs: ["get"]
+  # spec.workload: rollout-aware tuning watches the workloads ResourceGroups name (and reads one by name
+  # until the watch has reported on it).
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["pods"]
   # spec.failover: KubeletConfirmed: the kubelet's reports of terminated worker containers.
