@@ -560,7 +560,9 @@ def test_a_spec_past_the_limits_is_rejected_at_admission(installed: Cluster, zoo
     assert get_rg(installed, "too-big") is None
 
 
-def test_a_named_workloads_rollout_is_watched(installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster) -> None:
+def test_a_named_workloads_rollout_is_watched(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
+) -> None:
     """spec.workload: the operator watches the Deployment (no controller runs here, so its status is
     written by hand) and raises the interval while it rolls out, lowers it once done."""
     deployment = {
