@@ -17,7 +17,7 @@ help:
 	@echo "make cluster-down  remove it (node container, network, kubeconfig)"
 	@echo "make image         build the Dockerfile into rebalanser:dev (base image made here)"
 	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md, docs/figures/bench-*.svg"
-	@echo "make chaos         long randomised fault campaign -> docs/chaos-report.{md,json}, docs/figures/chaos-timeline.svg"
+	@echo "make chaos         long randomised fault campaign, then failover faults on the real cluster -> docs/chaos-report.{md,json}, docs/chaos-cluster.json, docs/figures/chaos-timeline.svg"
 	@echo "make docs          the documentation site (MkDocs, API reference from the docstrings) -> .site/"
 
 $(VENV)/.stamp: pyproject.toml
@@ -74,8 +74,11 @@ demo-lite: venv zookeeper
 bench: setup
 	$(BIN)/python -m bench.run
 
-chaos: setup
+# the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
+# cluster (tests/chaos/realcluster.py; its section goes into the same report)
+chaos: setup image cluster-up
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
+	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
 
 # strict: a warning (a broken link, an unresolvable reference) fails the build
 docs: venv

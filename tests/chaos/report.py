@@ -112,11 +112,21 @@ def write_report(report_dir: Path, results: dict[str, dict[str, Any]], merge: bo
     doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "targets": {t: targets[t] for t in order}}
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
-    md_path.write_text(render_markdown(doc))
+    md_path.write_text(render_markdown(doc) + cluster_section(report_dir))
     from tests.chaos.figures import render  # matplotlib: only when a campaign writes its report
 
     render(doc, report_dir / "figures")
     return json_path, md_path
+
+
+def cluster_section(report_dir: Path) -> str:
+    """The real-cluster part of the campaign (``tests.chaos.realcluster``), from ``chaos-cluster.json``."""
+    from tests.chaos.realcluster import markdown_lines
+
+    path = report_dir / "chaos-cluster.json"
+    if not path.exists():
+        return ""
+    return "\n" + "\n".join(markdown_lines(json.loads(path.read_text()))) + "\n"
 
 
 def _share(t: dict[str, Any]) -> str:
