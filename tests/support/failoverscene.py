@@ -233,7 +233,7 @@ class FailoverScene:
         """``sig`` (KILL, STOP, CONT; USR1 makes a worker exhaust its memory limit) to the worker whose id
         is ``target`` (or ``operator``), and, after ``then[0]`` seconds, to ``then[1]`` too."""
         extra = [f"{then[0]:g}", then[1]] if then else []
-        out = self.tools.python(SIGNAL_SCRIPT, sig, target, *extra).split()
+        out = self.tools.python(SIGNAL_SCRIPT, sig, target, *extra, timeout=180).split()  # a loaded node is slow
         slash = out.index("/")
         signalled = Signalled(int(out[0]), [int(p) for p in out[1:slash]], [int(p) for p in out[slash + 1:]])
         assert signalled.pids, f"no process found for {target}"
