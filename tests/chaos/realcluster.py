@@ -33,6 +33,7 @@ from typing import Any
 
 from bench.failover import operator_killed, side_by_side, sigstop, summary, zookeeper_cut
 from tests.support.failoverscene import FailoverScene
+from tests.support.kubectl import KubeError
 from tests.support.podcluster import REPO, NoCluster, pod_cluster
 
 T = 10.0
@@ -68,6 +69,8 @@ def run(minutes: float, seed: int, workers: int = 3, resources: int = 12,
         while time.monotonic() < deadline or not steps:
             kind = rng.choice(kinds)
             steps.append(_step(scene, kind, workers, len(steps)))
+            if "harness" in steps[-1]:
+                break
         violations = {g: _violations(scene, g) for g in ("confirmed", "expiry")}
     finally:
         scene.close()
@@ -82,6 +85,9 @@ def _step(scene: FailoverScene, kind: str, workers: int, index: int) -> dict[str
     except AssertionError as exc:  # a bounded wait ran out: the victim's resources stayed idle
         log(f"    liveness: {exc}")
         return {"kind": kind, "started": started, "liveness": str(exc)[:500]}
+    except KubeError as exc:  # the harness's own kubectl failed: not the system's fault, and the run ends
+        log(f"    harness: {exc}")
+        return {"kind": kind, "started": started, "harness": str(exc)[-500:]}
     return {"kind": kind, "started": started, "outcome": outcome}
 
 
@@ -105,6 +111,9 @@ def _result(seed: int, minutes: float, workers: int, resources: int, steps: list
         mine = [s for s in steps if s["kind"] == kind]
         if not mine:
             continue
+        mine = [s for s in mine if "harness" not in s]
+        if not mine:
+            continue
         entry: dict[str, Any] = {"steps": len(mine), "liveness": sum(1 for s in mine if "liveness" in s)}
         for group in ("confirmed", "expiry"):
             values = [v for s in mine if (v := _reworked(s).get(group)) is not None]
@@ -115,7 +124,8 @@ def _result(seed: int, minutes: float, workers: int, resources: int, steps: list
         by_kind[kind] = entry
     return {
         "seed": seed, "minutes": minutes, "elapsed_s": round(elapsed, 1), "workers": workers,
-        "resources": resources, "T_s": T, "faults": len(steps), "by_kind": by_kind, "violations": violations,
+        "resources": resources, "T_s": T, "faults": sum(1 for s in steps if "harness" not in s),
+        "harness_errors": [s["harness"] for s in steps if "harness" in s], "by_kind": by_kind, "violations": violations,
         "liveness": sum(e["liveness"] for e in by_kind.values()),
         "confirmed_failover_of_a_live_process": sum(e.get("operator_acted", 0) for e in by_kind.values()),
         "steps": steps,
@@ -146,6 +156,9 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         f"{v['expiry']['overlaps']} (expiry); fencing-token regressions: {v['confirmed']['token_regressions']}, "
         f"{v['expiry']['token_regressions']}; liveness: {result['liveness']}; confirmed failovers of a live "
         f"process: {result['confirmed_failover_of_a_live_process']}.",
+        "",
+        *([f"- The run ended early: the harness's own command failed ({result['harness_errors'][0][:200]})."]
+          if result.get("harness_errors") else []),
         "",
         "| fault | steps | worked again, KubeletConfirmed p50 / max (s) | worked again, SessionExpiry p50 / max (s) |",
         "|---|---|---|---|",
