@@ -165,8 +165,13 @@ def test_a_graceful_leave_in_the_middle_of_a_global_barrier_round_costs_no_extra
     gb_group.spawn("slow", "--simulate-stop-delay", "3")
     gb_group.wait_settled(resources, timeout=40)
     leaver: Worker = gb_group.workers["leaver"]
+    before = int(str(barrier(zk, gb_group.path)["generation"]))
     mark = time.monotonic_ns()
     gb_group.spawn("w3")  # 10 resources over 5 members: some move between live members, a round stops all
+    # The joiner's process takes a while to start: wait for its round (a stop order above `before`, kept
+    # standing for 3 s by the slow member), then for the leaver's stop.
+    wait_for(lambda: barrier(zk, gb_group.path)["phase"] == "stop"
+             and int(str(barrier(zk, gb_group.path)["generation"])) > before, 30, "no round started for the join")
     wait_for(lambda: any(e["id"] == "leaver" for e in since(gb_group, mark, "revoked")), 15,
              "the leaver never stopped for the barrier")
     stop = barrier(zk, gb_group.path)
