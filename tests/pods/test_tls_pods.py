@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.invariants import liveness_problems, overlaps, token_regressions
+from tests.support.invariants import liveness_problems, overlaps, owners_in_window, token_regressions
 from tests.support.kubectl import Kube, wait_until
 from tests.support.podcluster import IMAGE, IMAGE_REPOSITORY, IMAGE_TAG, REPO
 from tests.support.podlogs import PodLogs
@@ -42,7 +42,6 @@ CHART = REPO / "charts" / "rebalanser-operator"
 EXAMPLES = REPO / "examples"
 OUT = REPO / ".pod-tls"
 WORKER_SELECTOR = f"app.kubernetes.io/name={GROUP}-worker"
-CLUSTER_ZK = REPO / "e2e" / "cluster" / "zookeeper.yaml"
 
 #: One server, TLS only to clients: the plain port is bound to the pod's loopback (the probes' use).
 ZOO_CFG = """\
@@ -68,12 +67,10 @@ RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesyst
                         "capabilities": {"drop": ["ALL"]}}
 
 
-def zookeeper_image() -> str:
+def zookeeper_image(kube: Kube) -> str:
     """The image the cluster's own ensemble runs (``kind-cluster.sh`` loaded it into the node)."""
-    for doc in yaml.safe_load_all(CLUSTER_ZK.read_text()):
-        if doc and doc.get("kind") == "StatefulSet":
-            return str(doc["spec"]["template"]["spec"]["containers"][0]["image"])
-    raise AssertionError(f"no StatefulSet in {CLUSTER_ZK}")
+    sts = kube.json("get", "statefulset", "zk", "-n", "zookeeper")
+    return str(sts["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
 def b64(data: bytes) -> str:
@@ -84,18 +81,18 @@ def secret(name: str, data: dict[str, str], kind: str = "Opaque") -> dict[str, A
     return {"apiVersion": "v1", "kind": "Secret", "type": kind, "metadata": {"name": name}, "data": data}
 
 
-def zookeeper_manifests(pki: Pki) -> list[dict[str, Any]]:
+def zookeeper_manifests(pki: Pki, image: str) -> list[dict[str, Any]]:
     server = pki.server
     stores = {"server.pem": b64(server.certificate.read_bytes() + server.key.read_bytes()),
               "trust.pem": b64(pki.trusted.certificate.read_bytes())}
     labels = {"app.kubernetes.io/name": "zk-tls"}
     container = {
-        "name": "zookeeper", "image": zookeeper_image(), "imagePullPolicy": "IfNotPresent",
+        "name": "zookeeper", "image": image, "imagePullPolicy": "IfNotPresent",
         "command": ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:-UsePerfData",
                     "-Dlogback.configurationFile=/opt/zookeeper/conf/logback.xml", "-cp", "/opt/zookeeper/lib/*",
                     "org.apache.zookeeper.server.quorum.QuorumPeerMain", "/conf/zoo.cfg"],
         "ports": [{"name": "secure", "containerPort": 2281}],
-        "readinessProbe": {"tcpSocket": {"port": "secure"}, "periodSeconds": 2},
+        "readinessProbe": {"tcpSocket": {"port": "secure"}, "periodSeconds": 5},
         "securityContext": RESTRICTED_CONTAINER,
         "resources": {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "384Mi"}},
         "volumeMounts": [{"name": "conf", "mountPath": "/conf", "readOnly": True},
@@ -223,7 +220,7 @@ def scene(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsS
     started = time.monotonic()
     kube.kubectl("create", "namespace", NS)
     try:
-        s.apply(*zookeeper_manifests(s.pki),
+        s.apply(*zookeeper_manifests(s.pki, zookeeper_image(kube)),
                 secret(CLIENT_SECRET, s.pki.trusted.issue("worker").secret_data(s.pki.trusted), "kubernetes.io/tls"),
                 secret(CA_ONLY_SECRET, {"ca.crt": b64(s.pki.trusted.certificate.read_bytes())}))
         kube.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS, "-f", str(EXAMPLES / "values.yaml"),
@@ -275,7 +272,8 @@ def test_workers_share_the_group_over_mutual_tls(scene: TlsScene) -> None:
     # every resource ticked since ``begin``, each by exactly one worker
     wait_until(each_worked_by_one, 60, lambda: f"not every resource worked on by exactly one worker: {problems}")
     events = scene.workers.events()
-    assert {e["id"] for e in events if e["event"] == "tick"} == set(last["assignments"]), "ticking ids vs members"
+    ticking = {who for owners in owners_in_window(events, begin, time.monotonic_ns()).values() for who, _ in owners}
+    assert ticking == {m for m, rs in last["assignments"].items() if rs}, "the workers ticking are not the owners"
     assert overlaps(events) == [] and token_regressions(events) == []
     text = scene.zookeeper_log()
     assert "Authenticated Id 'CN=worker'" in text, f"no session with the workers' certificate:\n{text[-3000:]}"
