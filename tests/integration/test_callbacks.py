@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KeeperState
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from rebalanser.client import Client, StopTimeoutError
 from rebalanser.config import Algorithm
 from rebalanser.errors import SessionExpiredError
@@ -290,5 +291,35 @@ def test_a_member_on_standby_leaves_no_stop_marker_behind(zk_hosts: str, zk: Kaz
         wait_for(lambda: _stop_markers_of(zk, group_path, session) == [], 10,
                  lambda: f"stop markers of the member on standby: {_stop_markers_of(zk, group_path, session)}")
     finally:
+        handler.release.set()
+        c.stop()
+
+
+def test_a_member_node_left_on_standby_is_deleted_even_when_the_first_attempt_fails(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """The campaign (seed 7405, a leader kill): a member stepped aside just before its connection
+    dropped, so deleting its member node failed, and it tried again only on the next session event.
+    The node kept it in the group, assigned resources it never works on while on standby. Here the
+    first deletion fails for lack of the right to delete; once that is given back, the node goes."""
+    add_resources(zk, group_path, ["a"])
+    handler = HangingStop()
+    c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
+    c.start()
+    clients = f"{group_path}/clients"
+    try:
+        wait_for(lambda: handler.assigned == [("a",)], 10, "never assigned")
+        zk.delete(f"{group_path}/resources/a")
+        assert handler.hanging.wait(10), "a was never revoked"
+        zk.set_acls(clients, [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)])
+        zk.create(f"{group_path}/resources/a")
+        wait_for(lambda: "standby" in handler.sessions, 10,
+                 lambda: f"the member never stepped aside: sessions {handler.sessions}")
+        assert zk.get_children(clients), "the member node went although it could not be deleted"
+        zk.set_acls(clients, OPEN_ACL_UNSAFE)
+        wait_for(lambda: zk.get_children(clients) == [], 10,
+                 lambda: f"the member node left on standby stayed: {zk.get_children(clients)}")
+    finally:
+        zk.set_acls(clients, OPEN_ACL_UNSAFE)
         handler.release.set()
         c.stop()

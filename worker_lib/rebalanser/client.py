@@ -837,18 +837,34 @@ class Client:
         self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
         if self._me is not None:
             self._aside_node = self._me.name
-            self._delete_membership(self._aside_node)
         self._joined_session, self._me = 0, None
+        self._leave_aside_node()
         self._set_state(State.JOINING)
         self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
+
+    def _leave_aside_node(self) -> None:
+        """Deletes the member node we left on standby. While that fails (the connection dropped, a
+        leader election), a timer tries again every T/4: the node would keep us in the group, assigned
+        resources we do not work on, and a Global Barrier round would wait its whole timeout for us."""
+        if not self._aside_node:
+            return
+        self._delete_membership(self._aside_node)
+        try:
+            gone = self.zk.exists(self.paths.client(self._aside_node)) is None
+        except KazooException:
+            gone = False
+        if gone:
+            self._aside_node = ""
+            return
+        log.info("our member node %s, left on standby, is not deleted yet: trying again", self._aside_node)
+        timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
+        timer.daemon = True
+        timer.start()
 
     def _standby_over(self) -> bool:
         """On standby: whether it may end (no callback overruns any more). Our old member node is
         deleted again meanwhile, in case the first attempt failed with the connection."""
-        if self._aside_node:
-            self._delete_membership(self._aside_node)
-            if self.zk.exists(self.paths.client(self._aside_node)) is None:
-                self._aside_node = ""
+        self._leave_aside_node()
         if self._callbacks.blocked_any():
             return False
         self._standby = False
