@@ -20,43 +20,23 @@ import contextlib
 import json
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
-from rebalanser import Client, Handler, Options, wire
+from rebalanser import Client, Options, wire
 
 from bench.multiworker import Probe
 from bench.scenarios import create_resources
 from bench.zkserver import start_standalone
+from tests.support.recorder import Recorder
 
 CHANGES = ("add 10 resources", "remove 10 resources", "member joins", "member leaves")
-
-
-class Holder(Handler):
-    """What one member works on, from its callbacks."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.owned: set[str] = set()
-
-    def on_assigned(self, resources: Mapping[str, int]) -> None:
-        with self.lock:
-            self.owned |= set(resources)
-
-    def on_revoked(self, resources: Sequence[str]) -> None:
-        with self.lock:
-            self.owned -= set(resources)
-
-    def snapshot(self) -> frozenset[str]:
-        with self.lock:
-            return frozenset(self.owned)
 
 
 @dataclass
@@ -65,10 +45,10 @@ class Group:
     hosts: str
     path: str
     resources: set[str]
-    members: dict[str, tuple[Client, Holder]] = field(default_factory=dict)
+    members: dict[str, tuple[Client, Recorder]] = field(default_factory=dict)
 
     def join(self, member_id: str) -> None:
-        holder = Holder()
+        holder = Recorder()
         client = Client(Options(self.hosts, self.path, member_id=member_id, session_timeout=10, min_interval=0.2),
                         holder)
         client.start()
@@ -79,13 +59,13 @@ class Group:
         client.stop()
 
     def owners(self) -> dict[str, str]:
-        return {r: m for m, (_, h) in self.members.items() for r in h.snapshot()}
+        return {r: m for m, (_, h) in self.members.items() for r in _held(h)}
 
     def settled(self, quiet: float, timeout: float) -> dict[str, str]:
         """Every resource held by exactly one member, balanced, unchanged for ``quiet`` seconds."""
         deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
         while time.monotonic() < deadline:
-            held = [h.snapshot() for _, h in self.members.values()]
+            held = [_held(h) for _, h in self.members.values()]
             sizes = [len(h) for h in held]
             whole = sum(sizes) == len(self.resources) and set().union(*held) == self.resources
             state = tuple(held)
@@ -94,12 +74,17 @@ class Group:
             elif whole and max(sizes) - min(sizes) <= 1 and time.monotonic() - since >= quiet:
                 return self.owners()
             time.sleep(0.05)
-        counts = [len(h.snapshot()) for _, h in self.members.values()]
+        counts = [len(_held(h)) for _, h in self.members.values()]
         raise TimeoutError(f"not settled in {timeout:.0f} s: held {counts}")
 
     def close(self) -> None:
         for member_id in list(self.members):
             self.leave(member_id)
+
+
+def _held(recorder: Recorder) -> frozenset[str]:
+    with recorder.lock:
+        return frozenset(recorder.owned)
 
 
 def _change(group: Group, change: str, step: int) -> None:

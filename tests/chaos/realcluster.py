@@ -4,8 +4,8 @@
 
 Two ResourceGroups in one namespace of the kind cluster (``make cluster-up``), the same worker pods but
 for ``spec.failover``: ``confirmed`` (``KubeletConfirmed``) and ``expiry`` (``SessionExpiry``), T = 10 s
-(:class:`tests.support.failoverscene.FailoverScene`). Until the time is up, a seeded random fault per
-step, from the fault functions of :mod:`bench.failover`:
+(:class:`tests.support.failoverscene.FailoverScene`). Every fault kind once, in a seeded order, then a
+seeded random fault per step until the time is up, from the fault functions of :mod:`bench.failover`:
 
 - ``sigkill``: SIGKILL of one worker of each group in the same instant (the kubelet restarts both);
 - ``oom``: the same, the workers exhausting their memory limit (the kernel kills them);
@@ -66,8 +66,9 @@ def run(minutes: float, seed: int, workers: int = 3, resources: int = 12,
         scene.deploy("confirmed", "KubeletConfirmed", replicas=workers, resources=resources, session_timeout=T)
         scene.deploy("expiry", "SessionExpiry", replicas=workers, resources=resources, session_timeout=T)
         deadline = started + minutes * 60
-        while time.monotonic() < deadline or not steps:
-            kind = rng.choice(kinds)
+        first = rng.sample(kinds, len(kinds))  # every kind once, in a seeded order, then drawn at random
+        while time.monotonic() < deadline or len(steps) < len(first):
+            kind = first[len(steps)] if len(steps) < len(first) else rng.choice(kinds)
             steps.append(_step(scene, kind, workers, len(steps)))
             if "harness" in steps[-1]:
                 break

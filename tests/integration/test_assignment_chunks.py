@@ -9,21 +9,18 @@ from rebalanser import storage, write_plan
 from rebalanser.config import Algorithm
 from rebalanser.paths import GroupPaths
 from rebalanser.write_plan import WritePlan
+from rebalanser.writer import FencedWriter
 
 MEMBER = "w0-0000000001"
 
 
-def commit(zk: KazooClient, plan: WritePlan) -> None:
-    """The plan's writes in one transaction, then the stale chunks deleted (as the coordinator does)."""
-    txn = zk.transaction()
-    for op in plan.ops:
-        if op.kind == "create":
-            txn.create(op.path, op.data)
-        elif op.kind == "set":
-            txn.set_data(op.path, op.data)
-        else:
-            txn.delete(op.path)
-    assert all(r is True or not isinstance(r, Exception) for r in txn.commit()), "the plan did not commit"
+def commit(zk: KazooClient, paths: GroupPaths, plan: WritePlan) -> None:
+    """The plan's writes through the coordinator's fenced writer (fenced by a fresh epoch node), then
+    the stale chunks deleted, as the coordinator does."""
+    zk.ensure_path(paths.epoch)
+    writer = FencedWriter(zk, paths.epoch, zk.exists(paths.epoch).version)
+    writer.ops = list(plan.ops)
+    writer.commit()
 
 
 def delete_stale(zk: KazooClient, paths: GroupPaths, plan: WritePlan) -> None:
@@ -43,12 +40,12 @@ def test_a_member_reads_only_the_chunks_it_lacks(zk: KazooClient, group_path: st
     zk.ensure_path(paths.assignment)
     names = [f"res-{i:05d}" for i in range(20_000)]
     first = assign(paths, None, names, 1)
-    commit(zk, first)
+    commit(zk, paths, first)
     cache: storage.ChunkCache = {}
     data, _ = zk.get(paths.member_assignment(MEMBER))
     assert storage.decode_assignment(zk, paths, MEMBER, data, cache).resources == tuple(names)
     second = assign(paths, first, [*names[:-3], "zz-new"], 2)
-    commit(zk, second)
+    commit(zk, paths, second)
     delete_stale(zk, paths, second)
     reused = set(first.parts[MEMBER]) & set(second.parts[MEMBER])
     assert len(reused) > 100
@@ -65,10 +62,10 @@ def test_a_header_replaced_while_it_was_read_is_read_again(zk: KazooClient, grou
     zk.ensure_path(paths.assignment)
     names = [f"res-{i:05d}" for i in range(5_000)]
     first = assign(paths, None, names, 1)
-    commit(zk, first)
+    commit(zk, paths, first)
     old, _ = zk.get(paths.member_assignment(MEMBER))
     second = assign(paths, first, [f"other-{i:05d}" for i in range(5_000)], 2)
-    commit(zk, second)
+    commit(zk, paths, second)
     delete_stale(zk, paths, second)  # every chunk the old header names is gone
     value = storage.decode_assignment(zk, paths, MEMBER, old)
     assert value.generation == 2 and value.resources[0] == "other-00000"
