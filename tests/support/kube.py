@@ -142,13 +142,25 @@ def ensure_cluster(*, timeout: float = UP_TIMEOUT) -> KubeCluster:
     if image.returncode != 0:
         raise KubeError(f"build-image.sh failed (exit {image.returncode})\n{_tail(image.stdout + image.stderr)}")
     values = _read_env(CLUSTER_DIR / "kind.env")
-    return KubeCluster(
+    cluster = KubeCluster(
         name=values["CLUSTER"],
         kubeconfig=Path(values["KUBECONFIG"]),
         bin_dir=CLUSTER_DIR / "bin",
         server=values["SERVER"],
         node_image=values["NODE_IMAGE"],
     )
+    upgrade_crd(cluster, timeout)
+    return cluster
+
+
+def upgrade_crd(cluster: KubeCluster, timeout: float) -> None:
+    """Applies this checkout's CRD, as docs/operator.md tells users to before every ``helm upgrade``: a
+    kept cluster holds the CRD of whichever checkout first installed the chart (Helm installs a chart's
+    CRDs once and never upgrades them), and a new field would fail validation against it."""
+    crd = _run([str(cluster.kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply", "--server-side",
+                "--force-conflicts", "-f", str(REPO / "charts" / "rebalanser-operator" / "crds")], timeout)
+    if crd.returncode != 0:
+        raise KubeError(f"applying the CRD failed (exit {crd.returncode})\n{_tail(crd.stdout + crd.stderr)}")
 
 
 @pytest.fixture(scope="session")
