@@ -79,9 +79,15 @@ def zk(zookeeper: ZkCluster) -> Iterator[KazooClient]:
 @pytest.fixture(scope="module")
 def installed(kube: Cluster) -> Cluster:
     """``helm install`` of the chart (CRD from crds/, ServiceAccount, RBAC, Deployment, Service)."""
-    kube.create_namespace(NS)
+    return install_chart(kube, NS, RELEASE)
+
+
+def install_chart(kube: Cluster, namespace: str, release: str) -> Cluster:
+    """``helm install`` of the chart as ``release`` into ``namespace``; returns once the CRD is established."""
+    kube.create_namespace(namespace)
     proc = subprocess.run(
-        [str(kube.helm), "install", RELEASE, str(CHART), "--namespace", NS, "--kubeconfig", str(kube.kubeconfig)],
+        [str(kube.helm), "install", release, str(CHART), "--namespace", namespace,
+         "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, env=kube.env(), timeout=120, check=False,
     )
     assert proc.returncode == 0, f"helm install failed: {proc.stderr}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +17,10 @@ from kazoo.exceptions import NoAuthError, NoNodeError
 from rebalanser.paths import GroupPaths
 
 from tests.e2e.test_operator_e2e import (
-    CHART,
     OperatorProcess,
     children,
     condition,
+    install_chart,
     service_account_kubeconfig,
     wait_for,
 )
@@ -58,19 +57,7 @@ def zookeeper(stores: ServerTls, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="module")
 def installed(kube: Cluster) -> Cluster:
-    kube.create_namespace(NS)
-    proc = subprocess.run(
-        [str(kube.helm), "install", RELEASE, str(CHART), "--namespace", NS, "--kubeconfig", str(kube.kubeconfig)],
-        capture_output=True, text=True, env=kube.env(), timeout=120, check=False,
-    )
-    assert proc.returncode == 0, f"helm install failed: {proc.stderr}"
-    wait_for(
-        lambda: "Established" in kube.run_kubectl(
-            "get", "crd", "resourcegroups.rebalanser.io", "-o",
-            "jsonpath={.status.conditions[?(@.status=='True')].type}", check=False).stdout,
-        60, "the ResourceGroup CRD to be established",
-    )
-    return kube
+    return install_chart(kube, NS, RELEASE)
 
 
 @pytest.fixture(scope="module")
