@@ -109,10 +109,7 @@ def _result(seed: int, minutes: float, workers: int, resources: int, steps: list
             violations: dict[str, dict[str, Any]], elapsed: float) -> dict[str, Any]:
     by_kind: dict[str, dict[str, Any]] = {}
     for kind in FAULTS:
-        mine = [s for s in steps if s["kind"] == kind]
-        if not mine:
-            continue
-        mine = [s for s in mine if "harness" not in s]
+        mine = [s for s in steps if s["kind"] == kind and "harness" not in s]
         if not mine:
             continue
         entry: dict[str, Any] = {"steps": len(mine), "liveness": sum(1 for s in mine if "liveness" in s)}

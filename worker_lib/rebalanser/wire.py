@@ -418,10 +418,11 @@ def encode_assignment(assignment: MemberAssignment, inline_names: int = INLINE_N
     header names in order."""
     if len(assignment.resources) <= inline_names or not assignment.resources:
         return Blob(MAGIC + b"I" + zlib.compress(_compact(assignment.payload()), 6), {})
-    chunks = dict(encode_chunk(c) for c in _chunk_bounds(tuple(sorted(set(assignment.resources)))))
+    names = tuple(sorted(set(assignment.resources)))
+    chunks = dict(encode_chunk(c) for c in _chunk_bounds(names))
     shell = assignment.payload()
     shell.pop("resources")
-    shell.update(chunks=list(chunks), count=len(set(assignment.resources)))
+    shell.update(chunks=list(chunks), count=len(names))
     return Blob(MAGIC + b"C" + zlib.compress(_compact(shell), 6), chunks)
 
 
