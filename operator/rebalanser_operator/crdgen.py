@@ -4,6 +4,12 @@ Usage (what ``make crds`` runs, from the repository root)::
 
     python -m rebalanser_operator.crdgen            # writes crds/ and the chart's crds/
     python -m rebalanser_operator.crdgen --check    # exit 1 when the committed files drift
+    python -m rebalanser_operator.crdgen --beta-plan v1beta1   # print a CRD that also serves v1beta1
+
+The ``--beta-plan STORAGE`` variant (:func:`build_beta_plan_crd`) is never written to the chart: it is the
+CRD of the planned ``v1alpha1`` -> ``v1beta1`` move (docs/operator.md), serving both versions with the same
+schema, conversion strategy ``None``, and ``STORAGE`` as the storage version. The e2e upgrade test walks
+the plan with it on a real API server.
 
 pydantic's JSON Schema is turned into a Kubernetes *structural* schema: ``$ref`` inlined,
 ``Optional`` unwrapped (an absent field, never ``null``), titles dropped, JSON-Schema-2020 numeric
@@ -86,21 +92,54 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return structural(raw, raw.get("$defs", {}))
 
 
-def build_crd() -> dict[str, Any]:
+#: The version the planned move serves beside :data:`models.VERSION` (docs/operator.md).
+BETA_VERSION = "v1beta1"
+
+
+def _root_schema(version: str) -> dict[str, Any]:
     spec = model_schema(models.ResourceGroupSpec)
     status = model_schema(models.ResourceGroupStatus)
-    root = {
+    return {
         "description": "A named set of resources shared among worker processes through ZooKeeper.",
         "type": "object",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string", "description": "rebalanser.io/v1alpha1"},
+            "apiVersion": {"type": "string", "description": f"{models.GROUP}/{version}"},
             "kind": {"type": "string", "description": "ResourceGroup"},
             "metadata": {"type": "object"},  # the API server allows nothing more here
             "spec": spec,
             "status": status,
         },
     }
+
+
+def _version(name: str, *, storage: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "served": True,
+        "storage": storage,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [dict(column) for column in models.PRINTER_COLUMNS],
+        "schema": {"openAPIV3Schema": _root_schema(name)},
+    }
+
+
+def build_crd() -> dict[str, Any]:
+    """The CRD the chart ships: ``v1alpha1`` only."""
+    return _crd([_version(models.VERSION, storage=True)])
+
+
+def build_beta_plan_crd(storage: str) -> dict[str, Any]:
+    """The planned CRD serving ``v1alpha1`` and ``v1beta1`` (same schema, conversion ``None``), with
+    ``storage`` as the storage version; not shipped (the public contract is ``v1alpha1``)."""
+    if storage not in (models.VERSION, BETA_VERSION):
+        raise ValueError(f"storage must be {models.VERSION} or {BETA_VERSION}, not {storage!r}")
+    crd = _crd([_version(name, storage=name == storage) for name in (models.VERSION, BETA_VERSION)])
+    crd["spec"]["conversion"] = {"strategy": "None"}
+    return crd
+
+
+def _crd(versions: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -119,22 +158,13 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": list(models.SHORT_NAMES),
                 "categories": ["rebalanser"],
             },
-            "versions": [
-                {
-                    "name": models.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(column) for column in models.PRINTER_COLUMNS],
-                    "schema": {"openAPIV3Schema": root},
-                }
-            ],
+            "versions": versions,
         },
     }
 
 
-def render() -> str:
-    body = yaml.safe_dump(build_crd(), sort_keys=False, width=110, allow_unicode=True)
+def render(crd: dict[str, Any] | None = None) -> str:
+    body = yaml.safe_dump(build_crd() if crd is None else crd, sort_keys=False, width=110, allow_unicode=True)
     return HEADER + body
 
 
@@ -151,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rebalanser_operator.crdgen", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, help="repository root (default: the current directory)")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 when a file differs")
+    parser.add_argument("--beta-plan", choices=(models.VERSION, BETA_VERSION), metavar="STORAGE",
+                        help="print the planned CRD serving v1alpha1 and v1beta1 with STORAGE stored; write nothing")
     args = parser.parse_args(argv)
+    if args.beta_plan:
+        sys.stdout.write(render(build_beta_plan_crd(args.beta_plan)))
+        return 0
     root = _repo_root(args.root)
     text = render()
     drifted = []
