@@ -2,10 +2,13 @@
 processes, the operator a subprocess with the chart's ServiceAccount (as in test_operator_e2e.py).
 
 1. The upgrade path of docs/operator.md: the CRD as an earlier release shipped it (commit 45a0771,
-   ``tests/operator/fixtures/crd-45a0771.yaml``, created as ``helm install`` creates a chart's CRD),
-   groups valid under it and Ready, then this checkout's CRD applied server-side and the operator
-   restarted: the stored objects are still admitted and keep every field, the groups stay Ready, ZooKeeper
-   is untouched, and the newer fields (``spec.zookeeper.tls``, ``status.pods``) are accepted.
+   ``tests/operator/fixtures/crd-45a0771.yaml``, created as ``helm install`` creates a chart's CRD) and
+   that release's operator (its ``operator/`` and ``worker_lib/`` taken from the repository's history
+   with ``git archive``; this checkout's operator where the history lacks the commit, as in a shallow
+   clone), a group valid under it and Ready; then this checkout's CRD applied server-side and this
+   checkout's operator in place of the earlier one: the stored object is still admitted and keeps every
+   field, the group stays Ready, ZooKeeper is untouched, and the newer fields (``spec.zookeeper.tls``,
+   ``status.pods``) are accepted.
 2. The ``v1alpha1`` -> ``v1beta1`` plan with the planned CRD (``crdgen --beta-plan``): serve both
    (storage ``v1alpha1``), read and write in both with the operator reconciling, switch storage, migrate
    with a no-op rewrite (etcd read back to prove it), drop ``v1alpha1`` from ``status.storedVersions``;
@@ -21,6 +24,7 @@ import base64
 import json
 import os
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -57,6 +61,8 @@ BETA = "rebalanser.io/v1beta1"
 GROUP = "ledger"
 GROUP_PATH = f"/rebalanser/{NS}/{GROUP}"
 MEMBERS = ("ledger-worker-0", "ledger-worker-1")
+#: The release the fixture CRD and the earlier operator come from.
+EARLIER = "45a0771"
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -181,6 +187,18 @@ def zk_snapshot(zk: KazooClient) -> dict[str, tuple[int, int]]:
     return result
 
 
+def earlier_operator_source(into: Path) -> Path | None:
+    """The earlier release's ``operator/`` and ``worker_lib/`` under ``into``; None without the history."""
+    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{EARLIER}^{{commit}}"],
+                      capture_output=True, check=False).returncode != 0:
+        return None
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", EARLIER, "operator", "worker_lib"],
+                             capture_output=True, check=True, timeout=60)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=60)
+    return into
+
+
 @dataclass
 class Scene:
     kube: Cluster
@@ -190,6 +208,8 @@ class Scene:
     log_dir: Path
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     plan_dir: Path | None = None
+    #: This checkout's operator, started in place of ``operator`` by the upgrade.
+    upgraded: OperatorProcess | None = None
 
     def start_workers(self) -> None:
         for member in MEMBERS:
@@ -243,10 +263,18 @@ def scene(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     create_like_helm(kube, OLD_CRD)
     install_chart(kube, NS, RELEASE)  # the CRD exists: Helm leaves it as it is
     with serving_cluster(base / "zk", size=1) as zookeeper, admin_client(zookeeper.hosts) as zk:
-        operator = OperatorProcess(service_account_kubeconfig(kube, base / "kubeconfig", NS, SERVICE_ACCOUNT),
-                                   kube.env(), base / "operator.log", namespace=NS)
-        operator.start()
-        scene = Scene(kube, zookeeper, zk, operator, base, plan_dir=base)
+        kubeconfig = service_account_kubeconfig(kube, base / "kubeconfig", NS, SERVICE_ACCOUNT)
+        source = earlier_operator_source(base / EARLIER)
+        if source is None:
+            print(f"\n{EARLIER} is not in the repository's history: the earlier CRD runs with this checkout's operator")
+            earlier = OperatorProcess(kubeconfig, kube.env(), base / "operator-earlier.log", namespace=NS)
+        else:
+            env = {**kube.env(), "PYTHONPATH": f"{source / 'worker_lib'}{os.pathsep}{source / 'operator'}"}
+            earlier = OperatorProcess(kubeconfig, env, base / "operator-earlier.log", namespace=NS,
+                                      command=(sys.executable, "-m", "rebalanser_operator.main"), cwd=source)
+        earlier.start()
+        scene = Scene(kube, zookeeper, zk, earlier, base, plan_dir=base,
+                      upgraded=OperatorProcess(kubeconfig, kube.env(), base / "operator.log", namespace=NS))
         try:
             yield scene
         finally:
@@ -255,7 +283,7 @@ def scene(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
                 kube.run_kubectl("delete", "rg", "--all", "-n", NS, "--wait=true", "--timeout=60s", check=False,
                                  timeout=90)
             finally:
-                operator.stop()
+                scene.operator.stop()
                 restore_checkout_crd(scene)
 
 
@@ -307,7 +335,7 @@ def test_the_crd_upgrades_under_live_groups_without_touching_zookeeper(scene: Sc
     copy = readmitted(kube, after)
     assert copy.returncode == 0, f"the stored object is not valid under the new CRD: {copy.stderr}"
 
-    # the operator restarted, as `helm upgrade` restarts it: the group stays Ready throughout
+    # the earlier operator replaced by this checkout's, as `helm upgrade` does: the group stays Ready throughout
     ready_since = condition(before, "Ready")["lastTransitionTime"]
     samples: list[dict[str, Any]] = []
 
@@ -316,7 +344,9 @@ def test_the_crd_upgrades_under_live_groups_without_touching_zookeeper(scene: Sc
         samples.append(st)
         return st.get("pods") == {member: member for member in MEMBERS}
 
+    assert scene.upgraded is not None
     scene.operator.stop()
+    scene.operator = scene.upgraded
     scene.operator.start()
     wait_for(sampled, 60, lambda: f"status.pods (newer than the earlier CRD) filled in by the restarted operator; "
                                   f"last status: {json.dumps(samples[-1] if samples else {})[:2000]}", 0.3)

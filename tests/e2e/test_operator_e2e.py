@@ -111,15 +111,18 @@ class OperatorProcess:
     metrics_port: int = field(default_factory=free_port)
     liveness_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    #: The program to run (default: this checkout's ``rebalanser-operator``), e.g. an earlier release's.
+    command: tuple[str, ...] = ()
+    cwd: Path | None = None
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [str(BIN / "rebalanser-operator"), "--namespace", self.namespace,
+                [*(self.command or (str(BIN / "rebalanser-operator"),)), "--namespace", self.namespace,
                  "--metrics-port", str(self.metrics_port),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz", "--log-format", "full"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**self.env, "KUBECONFIG": str(self.kubeconfig)},
+                env={**self.env, "KUBECONFIG": str(self.kubeconfig)}, cwd=self.cwd,
             )
         wait_for(self.live, 60, lambda: f"the operator's liveness endpoint; log:\n{self.text()[-3000:]}")
 
