@@ -17,6 +17,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.security import make_digest_acl
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
@@ -30,10 +31,12 @@ from rebalanser_operator.reconcile import (
     group_acl,
     migrate_worker_nodes_acl,
     reconcile_group,
+    retained_digests,
 )
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusview import SyncState
 from rebalanser_operator.tuning import initial_state
+from rebalanser_operator.zkpool import DigestCredentials
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,7 @@ def apply_spec(
             credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
+    _note_rotation(ctx, rt, credentials)
     rt.credentials = credentials
     tls = spec.zookeeper.tls
     if tls is not None:
@@ -135,19 +139,22 @@ def apply_spec(
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retrying"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
 
-    acl = group_acl(credentials)
     started = time.monotonic()
     try:
         if credentials is not None:
             ctx.pool.authenticate(zk, credentials)
+            if rt.acl is None and rt.grace_until is None:
+                _resume_grace(ctx, rt, zk, path, credentials)
+        acl = group_acl(credentials, rt.previous_acl or ())
         with rt.lock:
             result = reconcile_group(
                 zk, path, desired=desired, config=spec.group_config(rt.effective_interval()), acl=acl,
                 owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
             )
-            if rt.acl is not None and set(rt.acl) != set(acl):  # the credentials changed (a rotation)
+            if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
                 migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl)
-                log.info("%s: credentials changed; %d worker znodes re-ACLed", rt.user, migrated)
+                log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+                         "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
     except GroupOwnedElsewhereError as exc:
         rt.sync = SyncState(False, "PathInUse", str(exc), permanent=True)
         ctx.metrics.reconciles.labels("conflict").inc()
@@ -177,6 +184,63 @@ def apply_spec(
     publish_worker_config(ctx, rt, spec, path)
     rt.wake()
     return result
+
+
+def _note_rotation(ctx: OperatorContext, rt: GroupRuntime, credentials: DigestCredentials | None) -> None:
+    """New credentials replacing others start a grace period: until ``credentials_grace`` from now, the
+    group's ACLs name the previous credentials too (workers move to the new password as they notice
+    the changed file); then :func:`end_grace` leaves the new one alone."""
+    if credentials is None:
+        rt.previous_acl, rt.grace_until = None, None
+    elif rt.credentials is not None and credentials != rt.credentials:
+        old = rt.credentials
+        rt.previous_acl = [make_digest_acl(old.username, old.password, all=True)]
+        rt.grace_until = time.monotonic() + ctx.options.credentials_grace
+        log.info("%s: credentials rotated; the previous password keeps its access for %.0fs", rt.user,
+                 ctx.options.credentials_grace)
+
+
+def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path: str,
+                  credentials: DigestCredentials) -> None:
+    """At this operator's first apply of the group: a root ACL naming other digests besides the
+    current credentials is a grace period an earlier operator left unfinished; it starts over here."""
+    try:
+        current, _ = zk.get_acls(path)
+    except NoNodeError:
+        return
+    retained = retained_digests(current, credentials)
+    if retained:
+        rt.previous_acl = retained
+        rt.grace_until = time.monotonic() + ctx.options.credentials_grace
+        log.info("%s: the group's ACL still names %d previous digest(s); they keep their access for %.0fs",
+                 rt.user, len(retained), ctx.options.credentials_grace)
+
+
+def hold_grace(zk: KazooClient, rt: GroupRuntime) -> int:
+    """During a rotation's grace period (run on every status refresh): gives the group's ACL, naming
+    both passwords, to the worker znodes created since the last pass by workers that have not yet
+    noticed the new password (their nodes name only the old one); returns how many changed."""
+    if rt.grace_until is None or rt.path is None or rt.acl is None:
+        return 0
+    try:
+        with rt.lock:
+            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(rt.path), rt.acl)
+    except NoAuthError:
+        log.warning("%s: a worker znode refuses the operator's credentials; not re-ACLed", rt.user)
+        return 0
+    if migrated:
+        log.info("%s: grace period: %d worker znodes now name both passwords", rt.user, migrated)
+    return migrated
+
+
+def end_grace(rt: GroupRuntime, now: float) -> bool:
+    """Ends a rotation's grace period that is over at ``now`` and marks the group for re-applying (the
+    status loop then re-ACLs it to the current credentials only); True if it did."""
+    if rt.grace_until is None or now < rt.grace_until:
+        return False
+    rt.previous_acl, rt.grace_until = None, None
+    rt.secrets_changed = True
+    return True
 
 
 #: Where worker pods mount the ResourceGroup's TLS Secret (published as REBALANSER_ZK_TLS_DIR).

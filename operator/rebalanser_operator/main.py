@@ -22,7 +22,7 @@ from kubernetes import config as k8s_config
 from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
-from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
+from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
 
 log = logging.getLogger("rebalanser_operator")
 
@@ -45,10 +45,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     peering.add_argument("--peering", metavar="NAME", help="use kopf peering NAME (needs the kopf.dev CRDs)")
     peering.add_argument("--standalone", action="store_true", help="no peering (the default)")
     parser.add_argument("--log-format", choices=sorted(LOG_FORMATS), default="json")
+    parser.add_argument("--credentials-grace", type=float, default=DEFAULT_CREDENTIALS_GRACE, metavar="SECONDS",
+                        help="after a credentials Secret changes, the group's ACLs keep the previous password "
+                             f"this long before the new one alone may write (default {DEFAULT_CREDENTIALS_GRACE:g})")
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("-v", "--verbose", action="store_true")
     verbosity.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
+    if not 0 <= args.credentials_grace <= 86400:
+        parser.error("--credentials-grace must lie in [0, 86400] seconds")
     if not args.all_namespaces and not args.namespaces:
         env_namespace = os.environ.get("POD_NAMESPACE")
         if not env_namespace:
@@ -84,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)
-    ctx = OperatorContext(kube=KubernetesGateway(api_client), metrics=metrics)
+    ctx = OperatorContext(kube=KubernetesGateway(api_client), metrics=metrics,
+                          options=LoopOptions(credentials_grace=args.credentials_grace))
     own = os.environ.get("POD_NAMESPACE") or None
     own_namespace = own if own and (args.all_namespaces or own in args.namespaces) else None
     log.info(

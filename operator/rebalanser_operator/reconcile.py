@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from rebalanser import wire
 from rebalanser.config import GroupConfig
@@ -94,14 +94,24 @@ class SyncResult:
     elapsed_seconds: float
 
 
-def group_acl(credentials: DigestCredentials | None) -> list[ACL]:
-    """Digest-protected writes (everything for the credentials' holder), world-readable; open without."""
+def group_acl(credentials: DigestCredentials | None, previous: Sequence[ACL] = ()) -> list[ACL]:
+    """Digest-protected writes (everything for the credentials' holder, and for the ``previous``
+    credentials' entries during a rotation's grace period), world-readable; open without."""
     if credentials is None:
         return list(OPEN_ACL_UNSAFE)
-    return [
-        make_digest_acl(credentials.username, credentials.password, all=True),
-        make_acl("world", "anyone", read=True),
-    ]
+    own = make_digest_acl(credentials.username, credentials.password, all=True)
+    return [own, *(entry for entry in previous if entry != own), make_acl("world", "anyone", read=True)]
+
+
+def retained_digests(current: Sequence[ACL], credentials: DigestCredentials) -> list[ACL]:
+    """The digest entries of ``current`` (a group root's ACL) other than ``credentials``' own, provided
+    that ``current`` names ``credentials`` too: what a rotation's grace period left in place (an
+    operator restarted inside it finds them there). Empty when ``current`` does not name
+    ``credentials`` (then it is not a grace period of theirs)."""
+    own = make_digest_acl(credentials.username, credentials.password, all=True)
+    if own.id not in {entry.id for entry in current}:
+        return []
+    return [entry for entry in current if entry.id.scheme == "digest" and entry.id != own.id]
 
 
 def reconcile_group(
@@ -209,28 +219,45 @@ def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
 
 
 def migrate_worker_nodes_acl(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL]) -> int:
-    """Gives ``acl`` to the persistent znodes workers create (``G/epoch``, ``G/state``, ``G/barrier`` and
-    the subtree of ``G/assignment``) where it differs; returns how many changed. Run when the group's
-    credentials change, on a session holding the old and the new ones: the workers' nodes carry the
-    credentials they were created with, and workers restarted with the new ones must still write them.
-    Ephemeral nodes are left alone (they end with their sessions); so is ``G/resources`` (only the
-    operator writes there, through the container's ACL)."""
+    """Gives ``acl`` to every znode under the group root except ``G/config`` and ``G/resources`` (the
+    operator's own, set by :func:`reconcile_group`): the containers' children workers create,
+    persistent (``G/epoch``, ``G/state``, ``G/barrier``, the ``G/assignment`` and ``G/stopped``
+    subtrees) and ephemeral (member nodes, claims, stop markers) alike; returns how many changed.
+
+    Run when the group's credentials rotate, and again during the rotation's grace period, on a session
+    holding the old and the new ones: the workers' nodes carry the credentials they were created with,
+    and running workers move to the new password one by one, so each must still read and write what the
+    others created. One level at a time, its reads and writes pipelined."""
     changed = 0
-    pending = [paths.epoch, paths.state, paths.barrier, paths.assignment]
-    while pending:
-        node = pending.pop()
-        try:
-            current, stat = zk.get_acls(node)
-            if stat.ephemeralOwner:
+    skip = {paths.config, paths.resources}
+    level = [f"{paths.root}/{child}" for child in _children(zk, paths.root) if f"{paths.root}/{child}" not in skip]
+    wanted = set(acl)
+    while level:
+        acls = [(node, zk.get_acls_async(node), zk.get_children_async(node)) for node in level]
+        level, writes = [], []
+        for node, acl_reply, children_reply in acls:
+            try:
+                current, stat = acl_reply.get()
+                children = children_reply.get()
+            except NoNodeError:
                 continue
-            if set(current) != set(acl):
-                zk.set_acls(node, list(acl), version=stat.aversion)
+            if set(current) != wanted:
+                writes.append(zk.set_acls_async(node, list(acl), version=stat.aversion))
+            level.extend(f"{node}/{child}" for child in children)
+        for reply in writes:
+            try:
+                reply.get()
                 changed += 1
-            if node == paths.assignment or node.startswith(paths.assignment + "/"):
-                pending.extend(f"{node}/{child}" for child in zk.get_children(node))
-        except NoNodeError:
-            continue
+            except (NoNodeError, BadVersionError):
+                continue  # gone, or changed meanwhile: the next pass sees it again
     return changed
+
+
+def _children(zk: KazooClient, node: str) -> list[str]:
+    try:
+        return list(zk.get_children(node))
+    except NoNodeError:
+        return []
 
 
 def sync_resources(

@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 EXECUTOR_THREADS = 32
 
 
+#: Seconds a rotated credentials Secret's previous password keeps its access to the group's znodes.
+DEFAULT_CREDENTIALS_GRACE = 300.0
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     """Timing of the status mirror (seconds)."""
@@ -46,6 +50,7 @@ class LoopOptions:
     drift_repair_interval: float = 5.0
     degraded_after: float = 60.0
     connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying
+    credentials_grace: float = DEFAULT_CREDENTIALS_GRACE  # both passwords in the ACLs after a rotation
     restart_hold: float = 30.0  # a restarted loop keeps the published status this long without a read
     first_publish_hold: float = 10.0  # a new object's first status waits this long for its first reconcile
     assignment_budget: int = ASSIGNMENT_BUDGET
@@ -67,6 +72,8 @@ class GroupRuntime:
     acl: list[ACL] | None = None
     credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
     tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
+    previous_acl: list[ACL] | None = None  # the replaced credentials' digest entries, kept in the ACLs during the grace
+    grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
     secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
     sync: SyncState | None = None
     spec_error: str | None = None

@@ -40,7 +40,7 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import GroupStatus
 
-from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, event, resync_secrets
+from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, end_grace, event, hold_grace, resync_secrets
 from rebalanser_operator.farewell import release_group
 from rebalanser_operator.groupread import Snapshot, read_with_watches
 from rebalanser_operator.models import FINALIZER, Phase
@@ -151,7 +151,7 @@ class StatusLoop:
         rt = self.rt
         if rt.spec is None or rt.sync is None or not rt.sync.ok or self._was_connected is not True:
             return True
-        if rt.secrets_changed:
+        if rt.secrets_changed or rt.grace_until is not None:  # a rotation's grace period ends by time
             return True
         if self._retry_pending or self._unbalanced_since is not None or self._workload_unwatched():
             return True
@@ -181,6 +181,8 @@ class StatusLoop:
             if self._namespace_terminating(started):
                 self._release()
                 return
+            if end_grace(self.rt, started):
+                log.info("%s: the credentials' grace period is over; re-ACLing to the current password", self.rt.user)
             if self.rt.secrets_changed and self.ctx.is_current(self.rt):
                 resync_secrets(self.ctx, self.rt)  # a rotated Secret: re-applied here, retried while it fails
             obs = self._observe(started)
@@ -230,6 +232,7 @@ class StatusLoop:
             snapshot = read_with_watches(zk, rt.path, self.wake)
             group = self._repair_drift(zk, snapshot, now)
             self._tune(zk, group, now)
+            hold_grace(zk, rt)
         except (KazooException, KazooTimeoutError) as exc:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
         self._ever_connected = self._read_once = True

@@ -14,7 +14,7 @@ import pytest
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import RetryLater, apply_spec, note_secret, resync_secrets
+from rebalanser_operator.actions import RetryLater, apply_spec, end_grace, note_secret, resync_secrets
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
@@ -183,9 +183,56 @@ def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
     assert note_secret(ctx, "shop", "zk-digest", secret_data) == 1
     resync_secrets(ctx, rt)
     assert rt.credentials == DigestCredentials("op", "new-password")
+    # The grace period: both passwords may write, so workers move over one by one without a restart.
     assert may_write("new-password"), "the new credentials may not write the group"
-    assert not may_write("old-password"), "the old credentials still may"
-    assert may_set("new-password"), "workers restarted with the new credentials could not write their nodes"
-    assert not may_set("old-password")
+    assert may_write("old-password"), "the old credentials lost their access before the grace period ended"
+    assert may_set("new-password"), "workers holding the new credentials could not write their nodes"
+    assert may_set("old-password"), "workers still holding the old credentials could not write their nodes"
+    assert rt.grace_until is not None and end_grace(rt, rt.grace_until)
+    resync_secrets(ctx, rt)  # what the status loop does once the grace period is over
+    assert may_write("new-password") and may_set("new-password")
+    assert not may_write("old-password"), "the old credentials still may write the group"
+    assert not may_set("old-password"), "the old credentials still may write the workers' nodes"
+    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+        purge(client, group_path)
+
+
+def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_password_then_sweeps(
+    kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    """The grace period lives in the group root's ACL, not only in the operator's memory: an operator
+    started during it (holding only the new password) keeps both passwords for a full grace period."""
+    kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+    raw = {"zookeeper": {"connect": zk_hosts, "path": group_path, "credentialsSecret": "zk-digest"},
+           "resources": ["a"]}
+    paths = GroupPaths.of(group_path)
+    first = OperatorContext(kube=kube, options=LoopOptions(connect_wait=15.0))
+    try:
+        apply_spec(first, runtime(first), raw, generation=1, body=BODY)
+        kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+        resync_secrets(first, runtime(first))  # the rotation begins ...
+    finally:
+        first.close()  # ... and the operator goes away inside the grace period
+
+    def may_create(password: str) -> bool:
+        with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}")]) as client:
+            try:
+                client.create(f"{paths.clients}/probe-{password}", ephemeral=True)
+            except NoAuthError:
+                return False
+            return True
+
+    second = OperatorContext(kube=kube, options=LoopOptions(connect_wait=15.0))
+    try:
+        rt = runtime(second)
+        apply_spec(second, rt, raw, generation=1, body=BODY)
+        assert rt.previous_acl == [make_digest_acl("op", "old-password", all=True)], rt.previous_acl
+        assert may_create("old-password"), "a restarted operator cut the grace period short"
+        assert rt.grace_until is not None and end_grace(rt, rt.grace_until)
+        resync_secrets(second, rt)
+        assert may_create("new-password")
+        assert not may_create("old-password"), "the old password may still write after the sweep"
+    finally:
+        second.close()
     with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
         purge(client, group_path)

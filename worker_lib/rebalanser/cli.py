@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from rebalanser.client import Client
 from rebalanser.config import Algorithm
+from rebalanser.credentials import PasswordFile, PasswordFileError, read_password
 from rebalanser.errors import InvalidInputError
 from rebalanser.handler import Handler
 from rebalanser.instance import new_instance, write_termination_record
@@ -184,14 +185,22 @@ def _metrics(port: int) -> Metrics:
     return PrometheusMetrics(registry)
 
 
-def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
-    """Digest credentials: ``--zk-user`` with ``--zk-password-file``, or REBALANSER_ZK_USERNAME /
-    REBALANSER_ZK_PASSWORD (e.g. from a Kubernetes Secret)."""
+def _credentials(args: argparse.Namespace) -> tuple[str, str] | PasswordFile | None:
+    """Digest credentials: ``--zk-user`` with ``--zk-password-file`` (re-read while the worker runs: a
+    rotated Secret takes effect without a restart), or REBALANSER_ZK_USERNAME / REBALANSER_ZK_PASSWORD
+    (fixed for the life of the process)."""
     user = args.zk_user or os.environ.get("REBALANSER_ZK_USERNAME")
-    password = os.environ.get("REBALANSER_ZK_PASSWORD")
     if args.zk_password_file:
-        with open(args.zk_password_file) as f:
-            password = f.read().strip()
+        if not user:
+            raise InvalidInputError("--zk-password-file needs a user (--zk-user or REBALANSER_ZK_USERNAME)")
+        source = PasswordFile(user, args.zk_password_file, poll_interval=args.zk_password_poll,
+                              previous_grace=args.zk_previous_password_grace)
+        try:
+            read_password(source.path)  # fail at start on a missing or empty file
+        except PasswordFileError as exc:
+            raise InvalidInputError(str(exc)) from exc
+        return source
+    password = os.environ.get("REBALANSER_ZK_PASSWORD")
     if not user and not password:
         return None
     if not user or not password:
@@ -314,7 +323,13 @@ def parser() -> argparse.ArgumentParser:
                    help="write this start's instance nonce here (a pod's /dev/termination-log) and record it "
                         "in the member node, for kubelet-confirmed failover")
     w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
-    w.add_argument("--zk-password-file", help="file holding the digest password (or REBALANSER_ZK_PASSWORD)")
+    w.add_argument("--zk-password-file",
+                   help="file holding the digest password (or REBALANSER_ZK_PASSWORD); re-read while the worker runs")
+    w.add_argument("--zk-password-poll", type=float, default=5.0, metavar="SECONDS",
+                   help="how often the password file is re-read")
+    w.add_argument("--zk-previous-password-grace", type=float, default=120.0, metavar="SECONDS",
+                   help="after the password file changed, nodes this worker creates also name the previous "
+                        "password for this long")
     w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"],
                    help="fault simulation: the stop callback fails or hangs")
     w.add_argument("--simulate-stop-delay", type=float, default=0.0, help="fault simulation: slow stop callback")

@@ -49,7 +49,7 @@ from rebalanser.membership import Roster, create_member_node, predecessor, stale
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
-from rebalanser.session import LeaseProber, handshakes, make_client, session_id, session_timeout
+from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
 from rebalanser.storage import ChunkCache, decode_assignment
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
@@ -201,6 +201,9 @@ class Client:
         self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
         self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
         self._prober.start()
+        watcher = password_watcher(self._zk)
+        if watcher is not None:
+            watcher.start()
         self._thread.start()
         self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self._zk)))
         if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
@@ -945,6 +948,9 @@ class Client:
         self._callbacks.close()
         if self._prober is not None:
             self._prober.stop()
+        watcher = password_watcher(self._zk) if self._zk is not None else None
+        if watcher is not None:
+            watcher.stop()
         if self._zk is not None:
             try:
                 self._zk.stop()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rebalanser.config import Algorithm
+from rebalanser.credentials import PasswordFile
 from rebalanser.errors import InvalidInputError
 from rebalanser.instance import validate_instance
 from rebalanser.metrics import Metrics, NoMetrics
@@ -39,7 +40,9 @@ class Options:
     ``initial_quiet``/``initial_max_wait``: the start-up window (:mod:`rebalanser.startup`): the
     coordinator makes the first assignment of a group with nothing assigned once no member has joined
     for ``initial_quiet`` seconds, at most ``initial_max_wait`` after it took office (0 = at once).
-    ``credentials``: (user, password) for ZooKeeper digest authentication.
+    ``credentials``: (user, password) for ZooKeeper digest authentication, or a
+    :class:`~rebalanser.credentials.PasswordFile` whose password the member re-reads while it runs
+    (a rotated Secret takes effect without a restart).
     ``tls``: connect over TLS with these files (:class:`~rebalanser.tls.TlsOptions`); None: plain TCP.
     ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
     (the pod's name) in every member node, so the operator can end the member as soon as the kubelet
@@ -58,7 +61,7 @@ class Options:
     session_timeout: float = 10.0
     min_interval: float = 2.0
     expiry_policy: ExpiryPolicy = ExpiryPolicy.RECONNECT
-    credentials: tuple[str, str] | None = None
+    credentials: tuple[str, str] | PasswordFile | None = None
     tls: TlsOptions | None = None
     stop_timeout: float = 30.0
     start_timeout: float = 30.0
@@ -87,7 +90,9 @@ class Options:
         _positive("initial_max_wait", self.initial_max_wait, 0.0, 600)
         if not 0.1 <= self.lease_fraction <= 0.9:
             raise InvalidInputError("lease_fraction must lie in [0.1, 0.9]")
-        if self.credentials is not None and (len(self.credentials) != 2 or not all(self.credentials)):
+        if not isinstance(self.credentials, PasswordFile | None) and (
+            len(self.credentials) != 2 or not all(self.credentials)
+        ):
             raise InvalidInputError("credentials must be a (username, password) pair of non-empty strings")
         if self.tls is not None and not isinstance(self.tls, TlsOptions):
             raise InvalidInputError("tls must be a rebalanser.tls.TlsOptions")

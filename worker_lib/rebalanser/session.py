@@ -18,17 +18,23 @@ from kazoo.protocol.serialization import Connect
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
+from rebalanser.credentials import PasswordFile, PasswordFileError, PasswordWatcher, read_password
+from rebalanser.errors import InvalidInputError
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
 from rebalanser.options import Options
 from rebalanser.zk import session_id
 
-__all__ = ["Handshake", "Handshakes", "LeaseProber", "handshakes", "make_client", "session_id", "session_timeout"]
+__all__ = [
+    "Handshake", "Handshakes", "LeaseProber", "handshakes", "make_client", "password_watcher", "session_id",
+    "session_timeout",
+]
 
 log = logging.getLogger(__name__)
 
 PROBE_SHARE = 0.1  # probe period as a share of T: it bounds how far back the proven instant lies
 _IDLE_WAIT = 0.5  # seconds: the longest the prober sleeps while disconnected
 _HANDSHAKES = "rebalanser_handshakes"
+_PASSWORD = "rebalanser_password"
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,15 @@ class _RecordingConnection(ConnectionHandler):  # type: ignore[misc]
 def make_client(options: Options) -> KazooClient:
     auth = None
     acl = None
-    if options.credentials is not None:
-        user, password = options.credentials
+    source = options.credentials
+    if isinstance(source, PasswordFile):
+        try:
+            password = read_password(source.path)
+        except PasswordFileError as exc:
+            raise InvalidInputError(str(exc)) from exc
+        auth = [("digest", f"{source.username}:{password}")]
+    elif source is not None:
+        user, password = source
         auth = [("digest", f"{user}:{password}")]
         acl = [make_digest_acl(user, password, all=True)]
     zk = KazooClient(
@@ -100,7 +113,17 @@ def make_client(options: Options) -> KazooClient:
     )
     zk._connection.__class__ = _RecordingConnection
     setattr(zk, _HANDSHAKES, Handshakes(options.session_timeout))
+    if isinstance(source, PasswordFile):
+        setattr(zk, _PASSWORD, PasswordWatcher(zk, source, password))  # sets default_acl
     return zk
+
+
+def password_watcher(zk: KazooClient) -> PasswordWatcher | None:
+    """The watcher of the client's password file (None: fixed credentials or none); its owner starts
+    and stops it."""
+    found = getattr(zk, _PASSWORD, None)
+    assert found is None or isinstance(found, PasswordWatcher)
+    return found
 
 
 def handshakes(zk: KazooClient) -> Handshakes:
