@@ -79,6 +79,7 @@ def _args(**overrides: object) -> argparse.Namespace:
 def test_the_cli_turns_a_password_file_into_a_source_it_re_reads(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REBALANSER_ZK_USERNAME", raising=False)
+    monkeypatch.delenv("REBALANSER_ZK_PASSWORD_FILE", raising=False)
     monkeypatch.setenv("REBALANSER_ZK_PASSWORD", "from-env")
     path = tmp_path / "password"
     path.write_text("pw\n")
@@ -90,3 +91,6 @@ def test_the_cli_turns_a_password_file_into_a_source_it_re_reads(tmp_path: Path,
         _credentials(_args(zk_password_file=str(path)))
     with pytest.raises(InvalidInputError, match="needs a user"):
         _credentials(_args(zk_user=None, zk_password_file=str(path)))
+    path.write_text("pw")
+    monkeypatch.setenv("REBALANSER_ZK_PASSWORD_FILE", str(path))  # envFrom-wired workers
+    assert _credentials(_args()) == PasswordFile("op", str(path))

@@ -190,10 +190,11 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str] | PasswordFile | N
     rotated Secret takes effect without a restart), or REBALANSER_ZK_USERNAME / REBALANSER_ZK_PASSWORD
     (fixed for the life of the process)."""
     user = args.zk_user or os.environ.get("REBALANSER_ZK_USERNAME")
-    if args.zk_password_file:
+    password_file = args.zk_password_file or os.environ.get("REBALANSER_ZK_PASSWORD_FILE")
+    if password_file:
         if not user:
             raise InvalidInputError("--zk-password-file needs a user (--zk-user or REBALANSER_ZK_USERNAME)")
-        source = PasswordFile(user, args.zk_password_file, poll_interval=args.zk_password_poll,
+        source = PasswordFile(user, password_file, poll_interval=args.zk_password_poll,
                               previous_grace=args.zk_previous_password_grace)
         try:
             read_password(source.path)  # fail at start on a missing or empty file
@@ -324,7 +325,8 @@ def parser() -> argparse.ArgumentParser:
                         "in the member node, for kubelet-confirmed failover")
     w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
     w.add_argument("--zk-password-file",
-                   help="file holding the digest password (or REBALANSER_ZK_PASSWORD); re-read while the worker runs")
+                   help="file holding the digest password (or REBALANSER_ZK_PASSWORD_FILE; REBALANSER_ZK_PASSWORD "
+                        "without one); re-read while the worker runs")
     w.add_argument("--zk-password-poll", type=float, default=5.0, metavar="SECONDS",
                    help="how often the password file is re-read")
     w.add_argument("--zk-previous-password-grace", type=float, default=120.0, metavar="SECONDS",
