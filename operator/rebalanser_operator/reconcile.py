@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from rebalanser import wire
 from rebalanser.config import GroupConfig
@@ -228,7 +228,7 @@ def migrate_worker_nodes_acl(zk: KazooClient, paths: GroupPaths, acl: Sequence[A
     holding the old and the new ones: the workers' nodes carry the credentials they were created with,
     and running workers move to the new password one by one, so each must still read and write what the
     others created. One level at a time, its reads and writes pipelined."""
-    changed = 0
+    changed = refused = 0
     skip = {paths.config, paths.resources}
     level = [f"{paths.root}/{child}" for child in _children(zk, paths.root) if f"{paths.root}/{child}" not in skip]
     wanted = set(acl)
@@ -241,6 +241,9 @@ def migrate_worker_nodes_acl(zk: KazooClient, paths: GroupPaths, acl: Sequence[A
                 children = children_reply.get()
             except NoNodeError:
                 continue
+            except NoAuthError:
+                refused += 1
+                continue
             if set(current) != wanted:
                 writes.append(zk.set_acls_async(node, list(acl), version=stat.aversion))
             level.extend(f"{node}/{child}" for child in children)
@@ -250,6 +253,11 @@ def migrate_worker_nodes_acl(zk: KazooClient, paths: GroupPaths, acl: Sequence[A
                 changed += 1
             except (NoNodeError, BadVersionError):
                 continue  # gone, or changed meanwhile: the next pass sees it again
+            except NoAuthError:
+                refused += 1  # names none of the session's credentials: left as it is, the rest goes on
+    if refused:
+        log.warning("%s: %d worker znodes refuse the operator's credentials; their ACL is left as it is",
+                    paths.root, refused)
     return changed
 
 

@@ -5,17 +5,22 @@ grace period and after it. Evidence comes from the workers' JSON event streams a
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import os
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import apply_spec, end_grace, hold_grace, resync_secrets
-from rebalanser_operator.runtime import LoopOptions, OperatorContext
+from rebalanser_operator.actions import apply_spec, note_secret
+from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.statusloop import StatusLoop
 from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube
@@ -26,8 +31,9 @@ from tests.support.zk import admin_client, purge
 pytestmark = pytest.mark.zk
 
 RESOURCES = {f"r{i}" for i in range(6)}
-GRACE = 4.0  # the operator's grace period here (300 s by default)
+GRACE = 8.0  # the operator's grace period here (300 s by default)
 ROTATED = "ZooKeeper digest credentials of op rotated"
+SECRET_DATA = {"username": base64.b64encode(b"op").decode(), "password": base64.b64encode(b"new-password").decode()}
 
 
 class MountedSecret:
@@ -61,9 +67,27 @@ def kube() -> RecordingKube:
 
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=5.0, credentials_grace=GRACE))
+    options = LoopOptions(connect_wait=5.0, period=1.0, credentials_grace=GRACE)
+    context = OperatorContext(kube=kube, options=options)
     yield context
     context.close()
+
+
+@contextmanager
+def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
+    """The group's status loop, as the operator runs it: it re-applies a changed Secret, keeps the
+    grace period and sweeps after it."""
+    stop = threading.Event()
+    loop = StatusLoop(ctx, rt, initial_status={})
+    thread = threading.Thread(target=lambda: asyncio.run(loop.run(should_stop=stop.is_set)), daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        stop.set()
+        rt.wake()
+        thread.join(15)
+        assert not thread.is_alive(), "the status loop did not stop"
 
 
 def stderr_of(worker: Worker, tmp_path: Path) -> str:
@@ -112,47 +136,48 @@ def test_workers_move_to_a_rotated_password_without_a_restart(
         "--zk-user", "op", "--zk-password-file", secret.path, "--zk-password-poll", "0.2",
         "--zk-previous-password-grace", "2"])
     try:
-        w1 = group.spawn("w1")
-        wait_for(lambda: coordinators(group) == {"w1"}, 20, lambda: f"coordinators: {coordinators(group)}")
-        w2 = group.spawn("w2")
-        group.wait_settled(RESOURCES, 20)
-        pids = {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None}
+        with status_loop(ctx, rt):
+            w1 = group.spawn("w1")
+            wait_for(lambda: coordinators(group) == {"w1"}, 20, lambda: f"coordinators: {coordinators(group)}")
+            w2 = group.spawn("w2")
+            group.wait_settled(RESOURCES, 20)
+            pids = {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None}
 
-        # The Secret changes: the operator re-applies it, the kubelet updates the mounted file.
-        kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-        rt.secrets_changed = True
-        resync_secrets(ctx, rt)
-        assert rt.grace_until is not None and rt.previous_acl
-        secret.write("new-password")
-        wait_for(lambda: all(ROTATED in stderr_of(w, tmp_path) for w in (w1, w2)), 15,
-                 lambda: "a worker did not report the rotation: " + stderr_of(w1, tmp_path)[-500:])
-        # What every status refresh does during the grace period: nodes the workers created before
-        # they noticed the new password (they name only the old one) get both.
-        hold_grace(ctx.pool.acquire(zk_hosts, rt.user), rt)
+            # The Secret changes: the operator's Secret watch notes it and the status loop re-applies it
+            # (and keeps the grace period); the kubelet updates the mounted file.
+            kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+            assert note_secret(ctx, "shop", "zk-digest", SECRET_DATA) == 1
+            wait_for(lambda: rt.grace_until is not None, 10, "the status loop did not apply the new Secret")
+            rotated_at = time.monotonic()
+            secret.write("new-password")
+            wait_for(lambda: all(ROTATED in stderr_of(w, tmp_path) for w in (w1, w2)), 15,
+                     lambda: "a worker did not report the rotation: " + stderr_of(w1, tmp_path)[-500:])
+            assert len(may_write(zk_hosts, group_path, "old-password")) == 5, "the old password lost access early"
+            assert time.monotonic() - rotated_at < GRACE, "too slow to have checked inside the grace period"
 
-        # A member holding only the new password joins; the old processes' coordinator rebalances.
-        w3 = group.spawn("w3")
-        group.wait_settled(RESOURCES, 20)
-        assert w3.owned(), "the new member got nothing"
-        assert coordinators(group) == {"w1"}, f"the coordinator changed: {coordinators(group)}"
+            # A member holding only the new password joins; the old processes' coordinator rebalances.
+            w3 = group.spawn("w3")
+            group.wait_settled(RESOURCES, 20)
+            assert w3.owned(), "the new member got nothing"
+            assert coordinators(group) == {"w1"}, f"the coordinator changed: {coordinators(group)}"
 
-        # The grace period ends: the sweep leaves the new password alone with write access.
-        wait_for(lambda: time.monotonic() >= (rt.grace_until or 0), GRACE + 5, lambda: "the grace did not end")
-        assert end_grace(rt, time.monotonic())
-        resync_secrets(ctx, rt)
-        assert may_write(zk_hosts, group_path, "old-password") == [], "the old password may still write"
-        assert len(may_write(zk_hosts, group_path, "new-password")) == 5
+            # The grace period ends: the status loop's sweep leaves the new password alone with write access.
+            wait_for(lambda: may_write(zk_hosts, group_path, "old-password") == [], GRACE + 15,
+                     lambda: f"the old password may still write {may_write(zk_hosts, group_path, 'old-password')}",
+                     poll=0.5)
+            assert rt.grace_until is None
+            assert len(may_write(zk_hosts, group_path, "new-password")) == 5
 
-        # The same processes still write with the new password alone: w3 leaves, w1 reassigns.
-        w3.terminate()
-        group.wait_settled(RESOURCES, 20)
-        assert w1.owned() and w2.owned()
-        assert {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None} == pids
-        assert w1.alive and w2.alive, "a worker ended"
-        assert coordinators(group) == {"w1"}
-        events = group.events()
-        assert [e for e in events if e["event"] == "error"] == []
-        assert overlaps(events) == [] and token_regressions(events) == []
+            # The same processes still write with the new password alone: w3 leaves, w1 reassigns.
+            w3.terminate()
+            group.wait_settled(RESOURCES, 20)
+            assert w1.owned() and w2.owned()
+            assert {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None} == pids
+            assert w1.alive and w2.alive, "a worker ended"
+            assert coordinators(group) == {"w1"}
+            events = group.events()
+            assert [e for e in events if e["event"] == "error"] == []
+            assert overlaps(events) == [] and token_regressions(events) == []
     finally:
         group.stop_all()
         with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:

@@ -14,7 +14,7 @@ import pytest
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import RetryLater, apply_spec, end_grace, note_secret, resync_secrets
+from rebalanser_operator.actions import RetryLater, apply_spec, end_grace, hold_grace, note_secret, resync_secrets
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
@@ -213,6 +213,11 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
         resync_secrets(first, runtime(first))  # the rotation begins ...
     finally:
         first.close()  # ... and the operator goes away inside the grace period
+    # A worker that had not noticed the new password created a node naming only the old one.
+    lagging = paths.member_assignment("lagging")
+    with admin_client(zk_hosts, auth_data=[("digest", "op:old-password")],
+                      default_acl=[make_digest_acl("op", "old-password", all=True)]) as worker:
+        worker.create(lagging, b"{}")
 
     def may_create(password: str) -> bool:
         with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}")]) as client:
@@ -228,11 +233,13 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
         apply_spec(second, rt, raw, generation=1, body=BODY)
         assert rt.previous_acl == [make_digest_acl("op", "old-password", all=True)], rt.previous_acl
         assert may_create("old-password"), "a restarted operator cut the grace period short"
+        assert hold_grace(second.pool.acquire(zk_hosts, rt.user), rt) == 0  # the lagging node refuses it
         assert rt.grace_until is not None and end_grace(rt, rt.grace_until)
         resync_secrets(second, rt)
+        assert rt.sync is not None and rt.sync.ok, "one node the operator cannot re-ACL failed the sweep"
         assert may_create("new-password")
         assert not may_create("old-password"), "the old password may still write after the sweep"
     finally:
         second.close()
-    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password"), ("digest", "op:old-password")]) as client:
         purge(client, group_path)
