@@ -114,13 +114,15 @@ class OperatorProcess:
     #: The program to run (default: this checkout's ``rebalanser-operator``), e.g. an earlier release's.
     command: tuple[str, ...] = ()
     cwd: Path | None = None
+    #: Further options for the operator (e.g. a short ``--credentials-grace``).
+    args: tuple[str, ...] = ()
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [*(self.command or (str(BIN / "rebalanser-operator"),)), "--namespace", self.namespace,
                  "--metrics-port", str(self.metrics_port),
-                 "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz", "--log-format", "full"],
+                 "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz", "--log-format", "full", *self.args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**self.env, "KUBECONFIG": str(self.kubeconfig)}, cwd=self.cwd,
             )

@@ -36,6 +36,7 @@ SERVICE_ACCOUNT = f"{RELEASE}-rebalanser-operator"
 GROUP = "payments"
 GROUP_PATH = f"/rebalanser/{NS}/{GROUP}"
 SECRET = "zk-client-tls"
+CREDENTIALS_GRACE = 3  # seconds the old password keeps its access after the Secret changes (300 by default)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,8 @@ def installed(kube: Cluster) -> Cluster:
 def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     base = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig", NS, SERVICE_ACCOUNT)
-    running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS)
+    running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS,
+                              args=("--credentials-grace", str(CREDENTIALS_GRACE)))
     running.start()
     try:
         yield running
@@ -157,8 +159,8 @@ def test_a_rotated_tls_secret_is_used_without_restarting_the_operator(
 def test_a_rotated_credentials_secret_becomes_the_groups_acl_without_a_restart(
     installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
 ) -> None:
-    """A group over TLS with digest credentials: the Secret's new password becomes the one that may write
-    the group (and the old one may not), with no spec change and no restart."""
+    """A group over TLS with digest credentials: the Secret's new password may write the group at once,
+    the old one until the operator's grace period is over, with no spec change and no restart."""
     kube = installed
     assert operator.proc is not None
     pid = operator.proc.pid
@@ -191,8 +193,10 @@ def test_a_rotated_credentials_secret_becomes_the_groups_acl_without_a_restart(
     wait_for(lambda: may_write("old-password") and not may_write("new-password"), 60,
              lambda: f"the group protected by the first password; log:\n{operator.text()[-3000:]}")
     credentials("new-password")
-    wait_for(lambda: may_write("new-password") and not may_write("old-password"), 60,
+    wait_for(lambda: may_write("new-password"), 60,
              lambda: f"the group's ACL to name the new password; log:\n{operator.text()[-3000:]}")
+    wait_for(lambda: not may_write("old-password"), 60,
+             lambda: f"the old password's grace period to end; log:\n{operator.text()[-3000:]}")
     assert operator.proc.pid == pid and operator.proc.poll() is None, "the operator was restarted"
     kube.run_kubectl("delete", "resourcegroup", "ledger", "-n", NS, "--wait=true", "--timeout=60s")
     with admin_client(zookeeper.hosts) as zk:
