@@ -12,13 +12,15 @@ import itertools
 import json
 import re
 import shutil
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.pods.scene import (
+    CHART,
     DOOMED,
     FULLNAME,
     GROUP,
@@ -44,7 +46,9 @@ from tests.support.invariants import (
     tick_gaps,
     token_regressions,
 )
+from tests.support.kube import KubeCluster
 from tests.support.kubectl import Kube, wait_until
+from tests.support.podcluster import IMAGE, IMAGE_REPOSITORY, IMAGE_TAG
 
 pytestmark = [pytest.mark.pods, pytest.mark.timeout(900)]
 
@@ -250,52 +254,88 @@ def _instance(scene: Scene, pod: str) -> int:
     return int(container["restartCount"])
 
 
-def test_operator_pod_replaced_without_status_flapping(scene: Scene) -> None:
-    started = time.monotonic()
+def _sample_through_replacement(scene: Scene, label: str, replace: Callable[[], object],
+                                replaced: Callable[[list[dict[str, Any]]], bool]) -> dict[str, Any]:
+    """Samples the ResourceGroup's status while ``replace`` swaps the operator pod, until ``replaced``
+    holds for the operator pods and then 20 s more (the new operator has resumed and refreshed the
+    status): every second, and every version the API server sends (``kubectl get -w``). Every sample
+    must equal the Stable status from before: no field gone, Ready never False and its
+    ``lastTransitionTime`` kept, the same coordinator and last rebalance."""
     baseline = scene.stable(NS, 5)
     ready_since = ready_condition(baseline)["lastTransitionTime"]
-    (old,) = scene.operator_pods()
     samples: list[dict[str, Any]] = []
 
-    def sample_until(predicate: Any, timeout: float, what: str) -> Any:
-        def step() -> Any:
+    def sample_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        def step() -> bool:
             samples.append(scene.status())
             return predicate()
-        return wait_until(step, timeout, what, poll=1.0)
+        wait_until(step, timeout, what, poll=1.0)
 
-    def replacement_ready() -> bool:
-        pods = [p for p in scene.operator_pods() if p["metadata"]["name"] != old["metadata"]["name"]]
-        return any(c["type"] == "Ready" and c["status"] == "True"
-                   for p in pods for c in p["status"].get("conditions", []))
-
-    # Polled every second, and every version the API server sends (kubectl get -w).
     with scene.kube.watch_json("get", "rg", GROUP, "-n", NS) as stream:
-        scene.kube.kubectl("delete", "pod", old["metadata"]["name"], "-n", NS, "--wait=false")
-        sample_until(replacement_ready, 180, "the replacement operator pod did not become Ready")
-        quiet_until = time.monotonic() + 20  # the new operator has resumed and refreshed the status
+        replace()
+        sample_until(lambda: replaced(scene.operator_pods()), 240,
+                     f"{label}: the new operator pod did not become Ready")
+        quiet_until = time.monotonic() + 20
         sample_until(lambda: time.monotonic() >= quiet_until, 60, "sampling")
         samples += [v.obj.get("status") or {} for v in stream.snapshot()]
-    (OUT / "operator-replacement-samples.json").write_text(json.dumps(samples, indent=1))
+    (OUT / f"operator-{label}-samples.json").write_text(json.dumps(samples, indent=1))
     for st in samples:
         missing = set(baseline) - set(st)
-        assert not missing, f"status fields disappeared: {missing}"
+        assert not missing, f"{label}: status fields disappeared: {missing}"
         assert st["phase"] == "Stable" and st["members"] == 5, {k: st[k] for k in ("phase", "members", "message")}
-        assert ready_condition(st)["status"] == "True"
-        assert ready_condition(st)["lastTransitionTime"] == ready_since, ready_condition(st)
+        assert ready_condition(st)["status"] == "True", (label, ready_condition(st))
+        assert ready_condition(st)["lastTransitionTime"] == ready_since, (label, ready_condition(st))
         assert st["coordinator"] == baseline["coordinator"] and st["lastRebalance"] == baseline["lastRebalance"]
-    # The replacement takes over: it reconciles a spec change and mirrors the rebalance that follows.
+    scene.durations[f"status samples during the operator {label}"] = len(samples)
+    return baseline
+
+
+def _ready_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))]
+
+
+def test_operator_pod_replaced_or_upgraded_without_status_flapping(scene: Scene, kube_cluster: KubeCluster) -> None:
+    """The operator pod deleted, then the chart upgraded to a new image tag (``helm upgrade``, the
+    Deployment's Recreate strategy): the status never flaps through either, and the upgraded operator
+    reconciles a spec change."""
+    started = time.monotonic()
+    (old,) = scene.operator_pods()
+
+    def only_new_ready(pods: list[dict[str, Any]]) -> bool:
+        others = [p for p in pods if p["metadata"]["name"] != old["metadata"]["name"]]
+        return len(pods) == 1 and len(_ready_pods(others)) == 1
+
+    baseline = _sample_through_replacement(
+        scene, "replacement",
+        lambda: scene.kube.kubectl("delete", "pod", old["metadata"]["name"], "-n", NS, "--wait=false"),
+        only_new_ready)
+
+    upgraded = f"{IMAGE_REPOSITORY}:{IMAGE_TAG}-upgrade"
+    subprocess.run(["docker", "tag", IMAGE, upgraded], check=True, capture_output=True, timeout=60)
+    kube_cluster.load_image(upgraded)
+
+    def upgraded_ready(pods: list[dict[str, Any]]) -> bool:
+        images = {c["image"] for p in pods for c in p["spec"]["containers"]}
+        return images == {upgraded} and len(_ready_pods(pods)) == len(pods) == 1
+
+    _sample_through_replacement(
+        scene, "upgrade",
+        lambda: scene.kube.helm("upgrade", RELEASE, str(CHART), "-n", NS, "--reuse-values",
+                                "--set", f"image.tag={IMAGE_TAG}-upgrade", timeout=120),
+        upgraded_ready)
+    # The upgraded operator takes over: it reconciles a spec change and mirrors the rebalance that follows.
     scene.kube.kubectl("patch", "rg", GROUP, "-n", NS, "--type=merge",
                        "-p", json.dumps({"spec": {"resources": ["orders-extra"]}}))
     def reconciled() -> dict[str, Any] | None:
         st = scene.stable(NS, 5)
         return st if st["resources"] == RESOURCES + 1 else None
 
-    after = wait_until(reconciled, 120, "the new operator did not reconcile the added resource")
+    after = wait_until(reconciled, 120, "the upgraded operator did not reconcile the added resource")
     assert int(after["lastRebalance"]["generation"]) > int(baseline["lastRebalance"]["generation"])
     assert after["observedGeneration"] == scene.rg()["metadata"]["generation"]
     no_overlap(scene)
-    scene.durations["status samples during the operator replacement"] = len(samples)
-    scene.timed("operator pod replaced", started)
+    scene.timed("operator pod replaced and upgraded", started)
 
 
 def _zookeeper_leader(scene: Scene) -> str:
