@@ -152,7 +152,7 @@ def apply_spec(
                 owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
             )
             if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
-                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl)
+                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True)
                 log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
                          "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
     except GroupOwnedElsewhereError as exc:

@@ -218,18 +218,22 @@ def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
         zk.set_acls(node, list(acl), version=stat.aversion)
 
 
-def migrate_worker_nodes_acl(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL]) -> int:
+def migrate_worker_nodes_acl(
+    zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], *, resources: bool = False
+) -> int:
     """Gives ``acl`` to every znode under the group root except ``G/config`` and ``G/resources`` (the
     operator's own, set by :func:`reconcile_group`): the containers' children workers create,
     persistent (``G/epoch``, ``G/state``, ``G/barrier``, the ``G/assignment`` and ``G/stopped``
     subtrees) and ephemeral (member nodes, claims, stop markers) alike; returns how many changed.
+    With ``resources``, the resource nodes too (``G/resources/*``, created with the ACL of their day):
+    when the group's ACL changes, so that a retired password keeps no write access anywhere.
 
     Run when the group's credentials rotate, and again during the rotation's grace period, on a session
     holding the old and the new ones: the workers' nodes carry the credentials they were created with,
     and running workers move to the new password one by one, so each must still read and write what the
     others created. One level at a time, its reads and writes pipelined."""
     changed = refused = 0
-    skip = {paths.config, paths.resources}
+    skip = {paths.config} if resources else {paths.config, paths.resources}
     level = [f"{paths.root}/{child}" for child in _children(zk, paths.root) if f"{paths.root}/{child}" not in skip]
     wanted = set(acl)
     while level:

@@ -101,7 +101,7 @@ def coordinators(group: Group) -> set[str]:
 
 def may_write(hosts: str, group_path: str, password: str) -> list[str]:
     """What a session holding only ``password`` may write of the group's persistent nodes (a probe child
-    in the containers workers create in, the coordinator's records)."""
+    in the containers workers create in, the coordinator's records, a resource node)."""
     paths = GroupPaths.of(group_path)
     allowed = []
     with admin_client(hosts, auth_data=[("digest", f"op:{password}")]) as client:
@@ -112,7 +112,7 @@ def may_write(hosts: str, group_path: str, password: str) -> list[str]:
                 allowed.append(container)
             except NoAuthError:
                 pass
-        for record in (paths.epoch, paths.state):
+        for record in (paths.epoch, paths.state, paths.resource(min(RESOURCES))):
             try:
                 data, stat = client.get(record)
                 client.set(record, data, version=stat.version)
@@ -152,7 +152,7 @@ def test_workers_move_to_a_rotated_password_without_a_restart(
             secret.write("new-password")
             wait_for(lambda: all(ROTATED in stderr_of(w, tmp_path) for w in (w1, w2)), 15,
                      lambda: "a worker did not report the rotation: " + stderr_of(w1, tmp_path)[-500:])
-            assert len(may_write(zk_hosts, group_path, "old-password")) == 5, "the old password lost access early"
+            assert len(may_write(zk_hosts, group_path, "old-password")) == 6, "the old password lost access early"
             assert time.monotonic() - rotated_at < GRACE, "too slow to have checked inside the grace period"
 
             # A member holding only the new password joins; the old processes' coordinator rebalances.
@@ -166,7 +166,7 @@ def test_workers_move_to_a_rotated_password_without_a_restart(
                      lambda: f"the old password may still write {may_write(zk_hosts, group_path, 'old-password')}",
                      poll=0.5)
             assert rt.grace_until is None
-            assert len(may_write(zk_hosts, group_path, "new-password")) == 5
+            assert len(may_write(zk_hosts, group_path, "new-password")) == 6
 
             # The same processes still write with the new password alone: w3 leaves, w1 reassigns.
             w3.terminate()
