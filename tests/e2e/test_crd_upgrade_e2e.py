@@ -410,13 +410,7 @@ def test_the_v1beta1_plan_on_the_api_server(scene: Scene) -> None:
     assert {node: current[node] for node in zk_before} == zk_before, "the move rewrote a znode"
 
     # and back (a release that must be rolled back, and this checkout's v1alpha1-only CRD for the next module)
-    assert apply_server_side(kube, scene.plan("v1alpha1")).returncode == 0
-    wait_crd_settled(kube)
-    migrate(kube, "v1alpha1")
-    set_stored_versions(kube, ["v1alpha1"])
-    proc = apply_server_side(kube, CHART_CRDS)
-    assert proc.returncode == 0, proc.stderr
-    wait_crd_settled(kube)
+    restore_checkout_crd(scene)
     assert [v["name"] for v in crd_json(kube)["spec"]["versions"]] == ["v1alpha1"]
     wait_for(lambda: rg_json(kube, GROUP, "v1beta1") is None, 30, "v1beta1 to be no longer served")
     final = rg_json(kube, GROUP)

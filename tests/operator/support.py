@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from rebalanser_operator.kube import CredentialsError, tls_from
+from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.statusloop import StatusLoop
 from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
 
@@ -110,3 +114,20 @@ class RecordingKube:
 
 def conditions(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in status.get("conditions", [])}
+
+
+@contextmanager
+def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
+    """The group's status loop, as the operator runs it, on a thread of its own (it re-applies a changed
+    Secret, keeps a rotation's grace period and sweeps after it); stopped on exit."""
+    stop = threading.Event()
+    loop = StatusLoop(ctx, rt, initial_status={})
+    thread = threading.Thread(target=lambda: asyncio.run(loop.run(should_stop=stop.is_set)), daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        stop.set()
+        rt.wake()
+        thread.join(15)
+        assert not thread.is_alive(), "the status loop did not stop"

@@ -5,13 +5,10 @@ grace period and after it. Evidence comes from the workers' JSON event streams a
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,11 +16,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.actions import apply_spec, note_secret
-from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
-from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import RecordingKube, status_loop
 from tests.support.invariants import overlaps, token_regressions
 from tests.support.workers import Group, Worker, wait_for
 from tests.support.zk import admin_client, purge
@@ -72,22 +68,6 @@ def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
     yield context
     context.close()
 
-
-@contextmanager
-def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
-    """The group's status loop, as the operator runs it: it re-applies a changed Secret, keeps the
-    grace period and sweeps after it."""
-    stop = threading.Event()
-    loop = StatusLoop(ctx, rt, initial_status={})
-    thread = threading.Thread(target=lambda: asyncio.run(loop.run(should_stop=stop.is_set)), daemon=True)
-    thread.start()
-    try:
-        yield loop
-    finally:
-        stop.set()
-        rt.wake()
-        thread.join(15)
-        assert not thread.is_alive(), "the status loop did not stop"
 
 
 def stderr_of(worker: Worker, tmp_path: Path) -> str:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import itertools
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from rebalanser_operator.actions import RetryLater, apply_spec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
-from tests.operator.support import RecordingKube, conditions
+from tests.operator.support import RecordingKube, conditions, status_loop
 from tests.support.zk import free_port, make_cluster
 
 pytestmark = pytest.mark.zk
@@ -44,20 +41,6 @@ def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
     yield context
     context.close()
 
-
-@contextmanager
-def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
-    stop = threading.Event()
-    loop = StatusLoop(ctx, rt, initial_status={})
-    thread = threading.Thread(target=lambda: asyncio.run(loop.run(should_stop=stop.is_set)), daemon=True)
-    thread.start()
-    try:
-        yield loop
-    finally:
-        stop.set()
-        rt.wake()
-        thread.join(15)
-        assert not thread.is_alive(), "the status loop did not stop"
 
 
 def setup_group(ctx: OperatorContext, hosts: str, path: str, **fields: Any) -> GroupRuntime:
