@@ -496,6 +496,8 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
     {"name": "Assigned", "type": "integer", "jsonPath": ".status.assigned"},
     {"name": "Coordinator", "type": "string", "jsonPath": ".status.coordinator"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+     "priority": 1, "description": "The Ready condition's status (kubectl get -o wide)"},
     {"name": "Interval", "type": "number", "jsonPath": ".status.effectiveIntervalSeconds", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )

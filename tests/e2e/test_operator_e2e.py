@@ -368,6 +368,9 @@ def test_workers_join_and_status_becomes_ready(installed: Cluster, operator: Ope
     assert table[0].split() == ["NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "AGE"]
     row = table[1].split()
     assert row[:5] == [GROUP, "ResourceBarrier", "9", "3", "9"] and row[6] == "Stable"
+    wide = kube.run_kubectl("get", "rg", GROUP, "-n", NS, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[6:9] == ["PHASE", "READY", "INTERVAL"], wide[0]
+    assert wide[1].split()[6:8] == ["Stable", "True"], wide
     events = kube.run_kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={GROUP}",
                               "-o", "jsonpath={.items[*].reason}").stdout.split()
     assert "Rebalanced" in events and "ResourcesSynced" in events

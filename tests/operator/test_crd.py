@@ -74,6 +74,9 @@ def test_names_scope_subresource_and_printer_columns() -> None:
     assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 0]
     assert columns == ["Algorithm", "Resources", "Members", "Assigned", "Coordinator", "Phase", "Age"]
+    wide = {c["name"]: c for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 1}
+    assert wide["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert set(wide) == {"Ready", "Interval"}
 
 
 def test_validation_rules_are_in_the_schema() -> None:
