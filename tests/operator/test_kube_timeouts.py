@@ -11,7 +11,6 @@ from typing import Any
 
 import kubernetes.client as k8s
 import pytest
-
 from rebalanser_operator import kube
 from rebalanser_operator.kube import KubernetesGateway
 
