@@ -134,7 +134,7 @@ def test_ensemble_server_faults(ensemble_fleet: Fleet, kind: str) -> None:
 
 
 def test_the_checkers_catch_kazoo_working_on_after_a_pause(chaos_single: ZkCluster, tmp_path: Path) -> None:
-    """The baseline's known failure (ANCHORS.md): after SIGSTOP beyond the session timeout, a kazoo
+    """The baseline's known failure: after SIGSTOP beyond the session timeout, a kazoo
     SetPartitioner worker resumes working on resources already given to others. The same step that
     the library passes must flag it, or the checkers prove nothing."""
     fleet = make_fleet(chaos_single, "kazoo", tmp_path, workers=3, resources=6)
