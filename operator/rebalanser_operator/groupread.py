@@ -66,7 +66,8 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     records = [(m, zk.get_async(paths.client(m.name))) for m in members]
     _assignments(zk, paths, members, status)
     status.last_rebalance = _rebalance(state, paths.state, status)
-    return Snapshot(status, config_value, _pods(records))
+    status.pods = _pods(records)
+    return Snapshot(status, config_value, status.pods)
 
 
 def _children(zk: KazooClient, reply: Any, path: str, watcher: Watcher) -> list[str]:

@@ -243,8 +243,8 @@ def run_status(args: argparse.Namespace) -> int:
     finally:
         zk.stop()
         zk.close()
-    if args.resource or args.member:
-        return _print_owners(status, args.resource or [], args.member or [], as_json=args.json)
+    if args.resource or args.member or args.pod:
+        return _print_owners(status, args.resource or [], args.member or [], args.pod or [], as_json=args.json)
     if args.json:
         print(json.dumps(status.to_dict(), indent=None))
         return 0
@@ -254,6 +254,11 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"group {status.path}: {len(status.members)} members, coordinator {status.coordinator}, "
           f"epoch {status.epoch}, generation {status.generation}")
     print(f"resources {len(status.resources)}, assigned {len(status.assigned)}, unassigned {len(status.unassigned)}")
+    last = status.last_rebalance
+    if last is not None:
+        print(f"last rebalance: generation {last.generation}, started {last.started_at}, "
+              f"completed {last.completed_at}, {last.duration_ms} ms, moved {last.moved}, "
+              f"coordinator {last.coordinator}")
     for member in status.members:
         owned = status.assignments.get(member, [])
         shown = ", ".join(owned[:8]) + (f", … (+{len(owned) - 8})" if len(owned) > 8 else "")
@@ -267,19 +272,38 @@ def owners(assignments: Mapping[str, Sequence[str]], resources: Sequence[str]) -
     return {resource: owner_of.get(resource) for resource in resources}
 
 
-def _print_owners(status: GroupStatus, resources: Sequence[str], members: Sequence[str], *, as_json: bool) -> int:
-    """``status --resource NAME`` / ``--member ID``: answered from the group's own assignment znodes,
-    complete however many resources there are (unlike a size-capped ResourceGroup status)."""
+def pod_members(pods: Mapping[str, str], member_ids: Sequence[str], pod: str) -> list[str]:
+    """The members that ``pod`` runs: those whose node records it, else a member whose id is ``pod``."""
+    recorded = sorted(member for member, name in pods.items() if name == pod)
+    return recorded or ([pod] if pod in member_ids else [])
+
+
+def _print_owners(status: GroupStatus, resources: Sequence[str], members: Sequence[str], pods: Sequence[str],
+                  *, as_json: bool) -> int:
+    """``status --resource NAME`` / ``--member ID`` / ``--pod NAME``: answered from the group's own member
+    and assignment znodes, complete however many resources there are (unlike a size-capped ResourceGroup
+    status). Exit 1 when a named resource is unassigned or a named pod runs no member."""
     found = owners(status.assignments, resources)
     held = {member: sorted(status.assignments.get(member, [])) for member in members}
+    of_pod = {pod: pod_members(status.pods, status.members, pod) for pod in pods}
+    by_pod = {pod: {"members": ids, "resources": sorted(r for m in ids for r in status.assignments.get(m, []))}
+              for pod, ids in of_pod.items()}
     if as_json:
-        print(json.dumps({"path": status.path, "exists": status.exists, "owners": found, "members": held}))
+        print(json.dumps({"path": status.path, "exists": status.exists, "owners": found, "members": held,
+                          "pods": by_pod}))
     else:
         for resource, owner in found.items():
             print(f"{resource}\t{owner if owner is not None else '(unassigned)'}")
         for member, owned in held.items():
             print(f"{member}\t{len(owned)}\t{' '.join(owned)}")
-    return 0 if status.exists and all(owner is not None for owner in found.values()) else 1
+        for pod, answer in by_pod.items():
+            if not answer["members"]:
+                print(f"{pod}\t(no member)")
+                continue
+            owned = answer["resources"]
+            print(f"{pod}\t{','.join(answer['members'])}\t{len(owned)}\t{' '.join(owned)}")
+    ok = all(owner is not None for owner in found.values()) and all(of_pod.values())
+    return 0 if status.exists and ok else 1
 
 
 def _connection_arguments(p: argparse.ArgumentParser) -> None:
@@ -346,6 +370,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--resource", action="append", metavar="NAME",
                    help="print who owns NAME (repeatable); exit 1 when one is unassigned")
     s.add_argument("--member", action="append", metavar="ID", help="print what member ID owns (repeatable)")
+    s.add_argument("--pod", action="append", metavar="NAME",
+                   help="print what pod NAME owns: the member whose node records that pod, else the member with "
+                        "id NAME (repeatable); exit 1 when no member runs in it")
     return p
 
 

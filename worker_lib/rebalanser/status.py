@@ -29,6 +29,7 @@ class GroupStatus:
     generation: int = 0
     last_rebalance: wire.RebalanceRecord | None = None
     rejected: list[str] = field(default_factory=list)  # data that could not be parsed, with reasons
+    pods: dict[str, str] = field(default_factory=dict)  # member id -> the pod its member node records
 
     @property
     def assigned(self) -> set[str]:
@@ -46,7 +47,7 @@ class GroupStatus:
             "resources": len(self.resources), "assigned": len(self.assigned),
             "unassigned": self.unassigned, "assignments": self.assignments,
             "lastRebalance": self.last_rebalance.to_dict() if self.last_rebalance else None,
-            "rejected": self.rejected,
+            "rejected": self.rejected, "pods": self.pods,
         }
 
 
@@ -62,6 +63,7 @@ def read_group_status(zk: KazooClient, path: str) -> GroupStatus:
     status.epoch = epoch.version if epoch else 0
     status.resources = sorted(_children(zk, paths.resources))
     _read_assignments(zk, paths, members, status)
+    status.pods = _pods(zk, paths, members)
     status.last_rebalance = _last_rebalance(zk, paths, status)
     return status
 
@@ -89,6 +91,20 @@ def _read_assignments(zk: KazooClient, paths: GroupPaths, members: list[MemberNo
             continue
         status.generation = max(status.generation, assignment.generation)
         status.assignments[member.member_id] = sorted(assignment.resources)
+
+
+def _pods(zk: KazooClient, paths: GroupPaths, members: list[MemberNode]) -> dict[str, str]:
+    """Member id -> the pod name its member node records (a worker started with ``POD_NAME``)."""
+    pods: dict[str, str] = {}
+    for member in members:
+        try:
+            data, _ = zk.get(paths.client(member.name))
+            record = wire.decode_member(data, path=paths.client(member.name))
+        except (NoNodeError, CorruptDataError):
+            continue
+        if record.pod:
+            pods[member.member_id] = record.pod
+    return pods
 
 
 def _last_rebalance(zk: KazooClient, paths: GroupPaths, status: GroupStatus) -> wire.RebalanceRecord | None:
