@@ -401,6 +401,15 @@ def test_workers_join_and_status_becomes_ready(installed: Cluster, operator: Ope
     events = kube.run_kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={GROUP}",
                               "-o", "jsonpath={.items[*].reason}").stdout.split()
     assert "Rebalanced" in events and "ResourcesSynced" in events
+    # The last rebalances, as docs/operator.md lists them: the API server selects the Rebalanced events
+    # of this ResourceGroup by field.
+    rebalances = kube.run_kubectl(
+        "get", "events", "-n", NS, "--sort-by=.lastTimestamp", "--field-selector",
+        f"involvedObject.kind=ResourceGroup,involvedObject.name={GROUP},reason=Rebalanced",
+        "-o", "jsonpath={range .items[*]}{.reason}/{.message}{'\\n'}{end}",
+    ).stdout.split("\n")
+    rebalances = [line for line in rebalances if line]
+    assert rebalances and all(line.startswith("Rebalanced/generation ") for line in rebalances), rebalances
 
 
 def test_killed_worker_is_reflected_in_status(installed: Cluster, operator: OperatorProcess, workers: Workers) -> None:
