@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from rebalanser.wire import decode_config
 
 from tests.operator.spec_limits import largest_specs, oversized_specs
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster
+from tests.support.invariants import episodes
 from tests.support.kubectl import Kube
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -195,6 +197,18 @@ class Workers:
              "--session-timeout", "2", "--json"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every JSON event the workers wrote so far (their logs mix in other lines)."""
+        found = []
+        for log in sorted(self.log_dir.glob("*.log")):
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith("{"):
+                    try:
+                        found.append(json.loads(line))
+                    except ValueError:
+                        continue
+        return found
 
     def kill(self, member_id: str) -> None:
         proc = self.procs.pop(member_id)
@@ -410,6 +424,29 @@ def test_workers_join_and_status_becomes_ready(installed: Cluster, operator: Ope
     ).stdout.split("\n")
     rebalances = [line for line in rebalances if line]
     assert rebalances and all(line.startswith("Rebalanced/generation ") for line in rebalances), rebalances
+
+
+def test_the_kubectl_plugin_answers_by_the_resource_groups_name(installed: Cluster, workers: Workers) -> None:
+    """``kubectl rebalanser owner/pod`` reads the ResourceGroup (where its group lives) and answers from
+    ZooKeeper: the same owners as the workers' own events, and exit 1 for a resource nobody owns."""
+    owners = {resource: eps[-1].worker for resource, eps in episodes(workers.events()).items()}
+    env = {**os.environ, "KUBECTL": str(installed.kubectl)}
+
+    def plugin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rebalanser.kubectl_plugin", *args, "--rg", GROUP, "-n", NS,
+                               "--kubeconfig", str(installed.kubeconfig)],
+                              capture_output=True, text=True, timeout=60, env=env, check=False)
+
+    asked = ["extra", *names("orders-", 8)]
+    current = json.loads(plugin("owner", *asked, "--json").stdout)["owners"]
+    assert current == {r: owners[r] for r in asked}, (current, owners)
+    member = current["extra"]
+    pod = plugin("pod", member)
+    assert pod.returncode == 0 and "extra" in pod.stdout.split("\t")[-1].split(), pod
+    missing = plugin("owner", "no-such-resource")
+    assert missing.returncode == 1 and "(unassigned)" in missing.stdout, missing
+    whole = plugin("status")
+    assert whole.returncode == 0 and GROUP_PATH in whole.stdout, whole
 
 
 def test_killed_worker_is_reflected_in_status(installed: Cluster, operator: OperatorProcess, workers: Workers) -> None:

@@ -38,6 +38,7 @@ def test_console_scripts_exist_for_both_entrypoints() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'rebalanser-operator = "rebalanser_operator.launch:main"' in pyproject
     assert 'rebalanser = "rebalanser.cli:main"' in pyproject
+    assert 'kubectl-rebalanser = "rebalanser.kubectl_plugin:main"' in pyproject
 
 
 def test_dockerignore_keeps_the_build_context_small() -> None:

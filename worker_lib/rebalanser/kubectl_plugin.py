@@ -1,0 +1,130 @@
+"""``kubectl rebalanser``: who owns what in a ResourceGroup, asked by the ResourceGroup's name.
+
+The plugin reads the ResourceGroup through ``kubectl`` (its ZooKeeper connect string and group path,
+and the TLS Secret it names; the group is world-readable, so digest credentials are not needed), then
+answers from ZooKeeper itself, as
+``rebalanser status`` does: complete however many resources the group has, where the ResourceGroup's
+status is capped. It needs ``kubectl`` on the PATH (or ``$KUBECTL``) and the network reach of a worker
+pod, so it is meant for a shell inside the cluster or a port-forwarded ensemble::
+
+    kubectl rebalanser owner orders-0042 --rg orders -n shop     # who owns a resource
+    kubectl rebalanser pod orders-worker-7d9f-x2 --rg orders -n shop   # what a pod owns
+    kubectl rebalanser status --rg orders -n shop                 # the whole group, last rebalance
+
+Installed as the ``kubectl-rebalanser`` command (kubectl finds plugins by that name on the PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rebalanser import cli
+from rebalanser.errors import InvalidInputError
+
+__all__ = ["GroupAccess", "access_from", "main"]
+
+TLS_FILES = ("ca.crt", "tls.crt", "tls.key")
+
+
+@dataclass(frozen=True)
+class GroupAccess:
+    """What reaching a ResourceGroup's ZooKeeper group takes, as its spec says."""
+
+    connect: str
+    path: str
+    tls_secret: str | None = None
+    verify_hostname: bool = False
+
+
+def access_from(rg: Mapping[str, Any]) -> GroupAccess:
+    """The group's connection from a ResourceGroup object (``kubectl get rg -o json``); pure."""
+    meta, spec = rg.get("metadata") or {}, rg.get("spec") or {}
+    zookeeper = spec.get("zookeeper") or {}
+    status = rg.get("status") or {}
+    connect = status.get("zookeeperConnect") or zookeeper.get("connect")  # where the group actually lives
+    if not connect:
+        raise InvalidInputError(f"ResourceGroup {meta.get('name')} names no ZooKeeper connect string")
+    path = zookeeper.get("path") or f"/rebalanser/{meta.get('namespace')}/{meta.get('name')}"
+    tls = zookeeper.get("tls") or {}
+    return GroupAccess(str(connect), str(path), tls.get("secret"), bool(tls.get("verifyHostname", False)))
+
+
+class Kubectl:
+    def __init__(self, namespace: str | None, kubeconfig: str | None) -> None:
+        self._base = [os.environ.get("KUBECTL", "kubectl")]
+        if kubeconfig:
+            self._base += ["--kubeconfig", kubeconfig]
+        if namespace:
+            self._base += ["-n", namespace]
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        proc = subprocess.run([*self._base, "get", kind, name, "-o", "json"], capture_output=True, text=True,
+                              timeout=60, check=False)
+        if proc.returncode != 0:
+            raise InvalidInputError(f"kubectl get {kind} {name}: {proc.stderr.strip()}")
+        result: dict[str, Any] = json.loads(proc.stdout)
+        return result
+
+
+def _secret_data(kubectl: Kubectl, name: str) -> dict[str, bytes]:
+    data = kubectl.get("secret", name).get("data") or {}
+    return {key: base64.b64decode(value) for key, value in data.items()}
+
+
+def _status_argv(access: GroupAccess, kubectl: Kubectl, workdir: Path) -> list[str]:
+    """``rebalanser status`` arguments for the group (the TLS Secret's files written into ``workdir``)."""
+    argv = ["status", "--zk", access.connect, "--group", access.path]
+    if access.tls_secret:
+        secret = _secret_data(kubectl, access.tls_secret)
+        for name in TLS_FILES:
+            if name in secret:
+                target = workdir / name
+                target.write_bytes(secret[name])
+                target.chmod(0o600)
+        argv += ["--zk-tls-dir", str(workdir)] + (["--zk-tls-verify-hostname"] if access.verify_hostname else [])
+    return argv
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kubectl rebalanser", description=__doc__.split("\n\n")[0])
+    p.add_argument("command", choices=["owner", "pod", "status"],
+                   help="owner NAME...: who owns each resource; pod NAME...: what each pod owns; status: the group")
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--rg", required=True, metavar="NAME", help="the ResourceGroup")
+    p.add_argument("-n", "--namespace", help="its namespace (default: kubectl's)")
+    p.add_argument("--kubeconfig")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command != "status" and not args.names:
+        print(f"kubectl rebalanser {args.command}: name at least one", file=sys.stderr)
+        return 2
+    kubectl = Kubectl(args.namespace, args.kubeconfig)
+    try:
+        access = access_from(kubectl.get("resourcegroups.rebalanser.io", args.rg))
+        with tempfile.TemporaryDirectory(prefix="kubectl-rebalanser-") as workdir:
+            status_argv = _status_argv(access, kubectl, Path(workdir))
+            flag = {"owner": "--resource", "pod": "--pod", "status": ""}[args.command]
+            for name in args.names if flag else []:
+                status_argv += [flag, name]
+            return cli.main([*status_argv, *(["--json"] if args.json else [])])
+    except InvalidInputError as exc:
+        print(f"kubectl rebalanser: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
