@@ -6,6 +6,7 @@ process; ``stop``/``start``/``kill`` act on it so tests can inject server faults
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -23,10 +24,28 @@ REPO = Path(__file__).resolve().parents[2]
 TICK_MS = 250  # min session timeout = 2 ticks (0.5 s), max = 40 s (configured below)
 
 
+#: Below Linux's ephemeral range (32768-60999 by default): no outgoing connection's source port is taken
+#: from here, so a port handed out stays free until the server given it binds it.
+_PORT_RANGE = (20000, 32000)
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now. Not one the kernel would pick for an ephemeral bind: a ZooKeeper
+    server whose election port an outgoing connection took in the meantime exits ("Address already in
+    use"), and an ensemble test then failed before it began. Never the same port twice in a process."""
+    for _ in range(2000):
+        port = random.randrange(*_PORT_RANGE)
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {_PORT_RANGE}")
 
 
 def zookeeper_lib() -> Path:
