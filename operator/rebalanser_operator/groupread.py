@@ -26,7 +26,7 @@ from rebalanser import wire
 from rebalanser.config import GroupConfig
 from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths, MemberNode
-from rebalanser.status import GroupStatus
+from rebalanser.status import GroupStatus, pods_of
 from rebalanser.storage import decode_assignment
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     records = [(m, zk.get_async(paths.client(m.name))) for m in members]
     _assignments(zk, paths, members, status)
     status.last_rebalance = _rebalance(state, paths.state, status)
-    status.pods = _pods(records)
+    status.pods = pods_of(records)
     return Snapshot(status, config_value, status.pods)
 
 
@@ -93,20 +93,6 @@ def _assignments(zk: KazooClient, paths: GroupPaths, members: list[MemberNode], 
             continue
         status.generation = max(status.generation, assignment.generation)
         status.assignments[member.member_id] = sorted(assignment.resources)
-
-
-def _pods(records: list[tuple[MemberNode, Any]]) -> dict[str, str]:
-    """Member id -> pod name, for the members whose node records one (a worker with ``POD_NAME``)."""
-    pods: dict[str, str] = {}
-    for member, reply in records:
-        try:
-            data, _ = reply.get()
-            record = wire.decode_member(data)
-        except (NoNodeError, CorruptDataError):
-            continue
-        if record.pod:
-            pods[member.member_id] = record.pod
-    return pods
 
 
 def _rebalance(reply: Any, path: str, status: GroupStatus) -> wire.RebalanceRecord | None:

@@ -62,8 +62,9 @@ def read_group_status(zk: KazooClient, path: str) -> GroupStatus:
     epoch = zk.exists(paths.epoch)
     status.epoch = epoch.version if epoch else 0
     status.resources = sorted(_children(zk, paths.resources))
+    records = [(m, zk.get_async(paths.client(m.name))) for m in members]  # pipelined, read below
     _read_assignments(zk, paths, members, status)
-    status.pods = _pods(zk, paths, members)
+    status.pods = pods_of(records)
     status.last_rebalance = _last_rebalance(zk, paths, status)
     return status
 
@@ -93,13 +94,14 @@ def _read_assignments(zk: KazooClient, paths: GroupPaths, members: list[MemberNo
         status.assignments[member.member_id] = sorted(assignment.resources)
 
 
-def _pods(zk: KazooClient, paths: GroupPaths, members: list[MemberNode]) -> dict[str, str]:
-    """Member id -> the pod name its member node records (a worker started with ``POD_NAME``)."""
+def pods_of(records: list[tuple[MemberNode, Any]]) -> dict[str, str]:
+    """Member id -> the pod name its member node records (a worker started with ``POD_NAME``), from
+    pipelined reads of the member nodes (``zk.get_async``); a node gone or unreadable is left out."""
     pods: dict[str, str] = {}
-    for member in members:
+    for member, reply in records:
         try:
-            data, _ = zk.get(paths.client(member.name))
-            record = wire.decode_member(data, path=paths.client(member.name))
+            data, _ = reply.get()
+            record = wire.decode_member(data)
         except (NoNodeError, CorruptDataError):
             continue
         if record.pod:
