@@ -238,10 +238,17 @@ def test_workers_report_poison_written_under_them_and_keep_working(
         group.spawn("c")
         group.wait_settled({*RESOURCES, "r4"}, 60)
         assert all(w.alive for w in group.live()) and len(group.live()) == 3
-        value = json.loads(zk.get(barrier)[0])
-        assert value["phase"] == "assigned" and isinstance(value["generation"], int)
+        # The restarted b waits out its killed namesake's session, so its join can start one more round after
+        # the group first settles: wait for a round to complete rather than read the barrier mid-round.
+        wait_for(lambda: barrier_completed(zk, barrier), 60,
+                 lambda: f"no completed round overwrote the poisoned barrier: {zk.get(barrier)[0]!r}")
     finally:
         group.stop_all()
+
+
+def barrier_completed(zk: KazooClient, barrier: str) -> bool:
+    value = json.loads(zk.get(barrier)[0])
+    return value["phase"] == "assigned" and isinstance(value["generation"], int)
 
 
 def _vm_size(pid: int) -> int:
