@@ -52,6 +52,23 @@ def retry_delay(failures: int, first: float = 0.2, cap: float = 5.0) -> float:
     return min(cap, first * 2.0 ** max(0, failures - 1))
 
 
+def needs_rebalance(previous: GroupConfig | None, config: GroupConfig | None) -> bool:
+    """Whether a change of ``G/config`` calls for a rebalance: the first settings read, or another
+    algorithm. The interval (which the operator tunes, often) and the departure grace only change
+    how long the coordinator waits; a rebalance for each would bump the generation for nothing."""
+    if previous is None or config is None:
+        return True
+    return previous.algorithm is not config.algorithm
+
+
+def last_rebalance_at(now: float, taken_ms: int, last_ms: int) -> float:
+    """The monotonic instant (on the clock that read ``now``, right after the epoch was taken) of a
+    rebalance ZooKeeper stamped ``last_ms``, given the stamp of our epoch ``taken_ms``. A stamp
+    after our epoch's (another server's clock ahead) means unknown: 0.0, as if long ago."""
+    ago = (taken_ms - last_ms) / 1000
+    return now - ago if ago >= 0 else 0.0
+
+
 @dataclass
 class Layout:
     """What the coordinator believes is stored: member node -> resources written for it."""
@@ -174,6 +191,7 @@ class Coordinator:
             self._load_layout()
         self._on_epoch(self._epoch)
         self._in_office_since = self._last_join = time.monotonic()
+        self._last_rebalance = self._inherited_last_rebalance()
         self._zk.DataWatch(self._paths.epoch, self._on_epoch_node)
         for path, on_change in ((self._paths.clients, self._members_changed), (self._paths.resources, self.trigger)):
             trigger = ChildrenTrigger(self._zk, path, on_change)
@@ -200,6 +218,20 @@ class Coordinator:
     def _writer(self) -> FencedWriter:
         """A write fenced by our epoch and our member node."""
         return FencedWriter(self._zk, self._paths.epoch, self._epoch, member_path=self._member_path)
+
+    def _inherited_last_rebalance(self) -> float:
+        """When the group's last rebalance ended, on our monotonic clock (0.0: long ago, or unknown).
+        The interval spaces the group's rebalances, not one coordinator's: during a rolling restart
+        the coordinator's pod is replaced too, and a successor that rebalanced at once would undo
+        the batching the interval is for. ZooKeeper stamps both the last ``G/state`` write and our
+        epoch, so their difference needs no agreement between the members' clocks."""
+        try:
+            state, epoch = self._zk.exists(self._paths.state), self._zk.exists(self._paths.epoch)
+        except KazooException:
+            return 0.0
+        if state is None or epoch is None:
+            return 0.0
+        return last_rebalance_at(time.monotonic(), epoch.mtime, state.mtime)
 
     def _recorded_epoch(self) -> int:
         """The highest epoch in ``G/state`` and ``G/barrier`` (bad data there is reported, not used)."""
@@ -307,8 +339,12 @@ class Coordinator:
             except CorruptDataError as exc:  # the previous settings stay
                 self._reject(exc)
                 config = self._config
-        self._config = config
-        self.trigger()
+        previous, self._config = self._config, config
+        if needs_rebalance(previous, config):
+            self.trigger()
+        else:  # a new interval or grace: the waits re-read it, nothing to assign afresh
+            with self._wake:
+                self._wake.notify_all()
         return self._active
 
     def _on_barrier(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> bool:

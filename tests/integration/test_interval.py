@@ -1,0 +1,92 @@
+"""The rebalance interval spaces the group's rebalances: across a change of coordinator, and without a
+rebalance of its own when the operator tunes it.
+
+Evidence is what ZooKeeper stores: the generation and the server's modification stamp of ``G/state``,
+which the coordinator writes at the end of every rebalance."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from tests.integration.conftest import add_resources
+from tests.support.workers import Group, Worker, wait_for
+
+RESOURCES = [f"r{i}" for i in range(6)]
+
+
+def last_rebalance(zk: KazooClient, group: str) -> tuple[int, int]:
+    """(generation, server stamp in ms) of the group's last rebalance."""
+    data, stat = zk.get(f"{group}/state")
+    return int(json.loads(data)["generation"]), int(stat.mtime)
+
+
+def coordinator(group: Group) -> Worker:
+    return next(w for w in group.live() if w.of("role") and w.of("role")[-1]["role"] == "coordinator")
+
+
+def set_config(zk: KazooClient, group: str, **config: object) -> None:
+    path, data = f"{group}/config", json.dumps(config).encode()
+    if zk.exists(path) is None:
+        zk.create(path, data, makepath=True)
+    else:
+        zk.set(path, data)
+
+
+def test_a_successor_coordinator_keeps_the_groups_interval(
+    zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """The coordinator leaves right after a rebalance and a member joins: its successor waits out the
+    interval from the group's last rebalance before it assigns the joiner anything, as the departed
+    coordinator would have (a rolling restart replaces the coordinator's pod too)."""
+    interval = 8.0
+    group = Group(zk_hosts, group_path, tmp_path, min_interval=interval)
+    try:
+        add_resources(zk, group_path, RESOURCES)
+        first = group.spawn("a")
+        group.wait_settled(set(RESOURCES), 30)
+        group.spawn("b")
+        wait_for(lambda: len(set(group.ownership().values())) == 2, 3 * interval, lambda: group.describe(RESOURCES))
+        generation, stamp = last_rebalance(zk, group_path)
+        assert coordinator(group) is first
+        assert first.terminate() == 0
+        group.spawn("c")
+        wait_for(lambda: set(group.ownership().values()) == {"b", "c"}, 3 * interval, lambda: group.describe(RESOURCES))
+        later, later_stamp = last_rebalance(zk, group_path)
+        gap = (later_stamp - stamp) / 1000
+        assert later == generation + 1, f"{later - generation} rebalances for one handover and one join"
+        assert gap >= interval - 0.5, f"the successor rebalanced {gap:.1f}s after the last one (interval {interval}s)"
+    finally:
+        group.stop_all()
+
+
+def test_a_tuned_interval_makes_no_rebalance_and_a_new_algorithm_does(
+    zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    group = Group(zk_hosts, group_path, tmp_path, min_interval=0.3)
+    try:
+        set_config(zk, group_path, algorithm="ResourceBarrier", minIntervalSeconds=0.3, maxIntervalSeconds=5)
+        add_resources(zk, group_path, RESOURCES)
+        group.spawn("a")
+        group.spawn("b")
+        wait_for(lambda: len(set(group.ownership().values())) == 2, 30, lambda: group.describe(RESOURCES))
+        generation, _ = last_rebalance(zk, group_path)
+        for effective in (0.6, 0.3, 0.4):  # what the operator's tuner writes as churn rises and decays
+            set_config(zk, group_path, algorithm="ResourceBarrier", minIntervalSeconds=0.3, maxIntervalSeconds=5,
+                       effectiveIntervalSeconds=effective)
+        time.sleep(2.0)  # a rebalance that does not happen has no event: wait five intervals for it
+        assert last_rebalance(zk, group_path)[0] == generation, "tuning the interval made a rebalance"
+        group.spawn("c")  # a rebalance that must come: the tuned ones before it would come first
+        wait_for(lambda: len(set(group.ownership().values())) == 3, 30, lambda: group.describe(RESOURCES))
+        after_join, _ = last_rebalance(zk, group_path)
+        assert after_join == generation + 1, f"{after_join - generation} rebalances for one join and three tunings"
+        for algorithm in ("GlobalBarrier", "ResourceBarrier"):  # the first moves nothing: no round to run
+            set_config(zk, group_path, algorithm=algorithm, minIntervalSeconds=0.3, maxIntervalSeconds=5,
+                       effectiveIntervalSeconds=1.0)
+        wait_for(lambda: last_rebalance(zk, group_path)[0] > after_join, 30,
+                 "switching the algorithm made no rebalance")
+    finally:
+        group.stop_all()
