@@ -467,7 +467,7 @@ class Client:
         self._joined_session, self._ever_joined = sid, True
         self._stop_waiting_for_same_id()
         self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
-        self._book.reset(sid)
+        self._book.reset(sid, self.paths.client(self._me.name))
         self._set_state(State.PENDING_ASSIGNMENT)
         self._sync_with_group()
 

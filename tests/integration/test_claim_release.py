@@ -1,0 +1,78 @@
+"""Releasing claims: one transaction fenced by the member node while it exists, never another
+session's claim once it does not (an administrator deleted the group, another member claimed again).
+
+Evidence: the claim znodes and their ``ephemeralOwner``, read by the test's own sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from rebalanser.claims import ClaimBook
+from rebalanser.containers import ensure_group
+from rebalanser.paths import GroupPaths
+
+from tests.support.zk import admin_client
+
+RESOURCES = [f"r{i}" for i in range(5)]
+
+
+@pytest.fixture
+def member(zk_hosts: str) -> Iterator[KazooClient]:
+    """The releasing member's own session."""
+    with admin_client(zk_hosts) as client:
+        yield client
+
+
+def joined(member: KazooClient, paths: GroupPaths) -> ClaimBook:
+    """A ClaimBook of a member that joined: its ephemeral member node exists."""
+    assert ensure_group(member, paths, create_root=True)
+    node = member.create(f"{paths.clients}/m0-", b"", ephemeral=True, sequence=True)
+    book = ClaimBook(member, paths, "m0")
+    book.reset(member.client_id[0], node)
+    return book
+
+
+def owner(zk: KazooClient, paths: GroupPaths, resource: str) -> int | None:
+    stat = zk.exists(paths.owner(resource))
+    return None if stat is None else int(stat.ephemeralOwner)
+
+
+def test_a_joined_member_releases_its_claims(zk: KazooClient, member: KazooClient, group_path: str) -> None:
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    assert sorted(book.claim(RESOURCES).claimed) == RESOURCES
+    book.release(RESOURCES[:3])
+    assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 3 + [member.client_id[0]] * 2
+    assert sorted(book.held) == RESOURCES[3:]
+
+
+def test_a_claim_gone_from_under_the_member_does_not_stop_the_release_of_the_others(
+    zk: KazooClient, member: KazooClient, group_path: str
+) -> None:
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.claim(RESOURCES)
+    zk.delete(paths.owner("r1"))  # the fenced transaction fails as a whole: the careful path goes on
+    book.release(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5
+    assert not book.held
+
+
+def test_after_the_group_was_deleted_another_members_claim_is_never_released(
+    zk: KazooClient, member: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """The administrator deletes the group (the member node with it) and re-creates it; another
+    member claims the resources the first still lists as held. Releasing them must leave its claims."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.claim(RESOURCES)
+    zk.delete(group_path, recursive=True)
+    with admin_client(zk_hosts) as other:
+        assert ensure_group(other, paths, create_root=True)
+        for resource in RESOURCES:
+            other.create(paths.owner(resource), b"", ephemeral=True, makepath=True)
+        book.release(RESOURCES)
+        assert [owner(zk, paths, r) for r in RESOURCES] == [other.client_id[0]] * 5, "another's claim was deleted"
+    assert not book.held
