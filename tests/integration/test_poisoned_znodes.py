@@ -232,7 +232,9 @@ def test_workers_report_poison_written_under_them_and_keep_working(
         reported = max(int(e["ts"]) for w in (a, b) for e in errors_at(w, barrier))  # type: ignore[call-overload]
         wait_for(lambda: all(ticking_after(w, reported) == w.owned() != set() for w in (a, b)), 15,
                  "the workers stopped working after the poison")
-        add_resources(zk, group_path, ["r4"])  # a Global Barrier rebalance overwrites the poisoned barrier
+        add_resources(zk, group_path, ["r4"])  # the next rebalance overwrites the poisoned barrier, even one
+        wait_for(lambda: barrier_completed(zk, barrier), 30,  # in which nobody stops
+                 lambda: f"the rebalance for r4 left the poisoned barrier: {zk.get(barrier)[0]!r}")
         b.kill()
         group.spawn("b")  # a restarted member comes up fine
         group.spawn("c")

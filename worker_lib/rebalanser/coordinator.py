@@ -120,6 +120,7 @@ class Coordinator:
         self._layout = Layout()
         self._departed: dict[str, float] = {}  # member id -> when first seen gone
         self._last_rebalance = 0.0
+        self._barrier_unreadable = False  # G/barrier held bad data at the last rebalance's start
         self._in_office_since = 0.0  # monotonic; opens the start-up window (see startup)
         self._last_join = 0.0  # monotonic: the last change of G/clients seen
         self._triggers: list[ChildrenTrigger] = []
@@ -436,10 +437,11 @@ class Coordinator:
     def _rebalance(self) -> None:
         started_wall, started = time.time(), time.monotonic()
         standing = self._standing_stop()
+        repair = self._barrier_unreadable  # rewritten in this rebalance, whatever else it does
         proposal = self._propose()
         planned = time.monotonic()
         algorithm = self._algorithm()
-        idle = not standing and moves_nothing(self._layout.written, proposal.desired)
+        idle = not standing and not repair and moves_nothing(self._layout.written, proposal.desired)
         if algorithm is Algorithm.GLOBAL_BARRIER and idle:
             return  # nothing moves: no reason to stop the world (e.g. a member left during the last round)
         self._layout.generation += 1
@@ -449,16 +451,18 @@ class Coordinator:
         ):
             # Nothing changes hands between live members (only a departed member's or unheld resources
             # are handed out): nobody stops. The changed assignments say so, and members apply them at
-            # once; G/barrier is left alone (it still ends the last round that stopped).
+            # once; G/barrier is left alone (it still ends the last round that stopped), unless unreadable.
             log.info("global barrier %d: nothing moves between live members; assigning without a stop", generation)
-            self._write_assignments(generation, proposal.desired, force=False, algorithm=algorithm, stop=False)
+            closing = BarrierRecord(Phase.ASSIGNED, generation, self._epoch) if repair else None
+            self._write_assignments(generation, proposal.desired, force=False, algorithm=algorithm, stop=False,
+                                    barrier=closing)
         elif algorithm is Algorithm.GLOBAL_BARRIER:
             proposal = self._global_barrier(generation, proposal)
         else:
             # A stop order still standing (its coordinator died, or the group was switched from Global
             # Barrier meanwhile): every member's assignment is written again and the order ended, in one
             # go, or members that stopped for it and whose assignment does not change stay idle.
-            closing = BarrierRecord(Phase.ASSIGNED, generation, self._epoch) if standing else None
+            closing = BarrierRecord(Phase.ASSIGNED, generation, self._epoch) if standing or repair else None
             self._write_assignments(generation, proposal.desired, force=standing, algorithm=algorithm, barrier=closing)
             if standing:
                 self._drop_old_generations(generation)
@@ -482,13 +486,16 @@ class Coordinator:
 
     def _standing_stop(self) -> bool:
         """Whether ``G/barrier`` holds a stop order (ours never stands between rebalances); the next
-        generation is made to go above its generation."""
+        generation is made to go above its generation. Sets ``_barrier_unreadable`` when it holds bad
+        data: members ignore it, and this rebalance overwrites it with a record ending its generation."""
+        self._barrier_unreadable = False
         try:
             record = wire.decode_barrier(self._zk.get(self._paths.barrier)[0], path=self._paths.barrier)
         except NoNodeError:
             return False
-        except CorruptDataError as exc:  # members ignore it too; the next Global Barrier round overwrites it
+        except CorruptDataError as exc:
             self._reject(exc)
+            self._barrier_unreadable = True
             return False
         if record.phase is not Phase.STOP:
             return False
