@@ -35,6 +35,7 @@ from rebalanser_operator.reconcile import (
 )
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusview import SyncState
+from rebalanser_operator.tenancy import PATH_IN_USE, Placement, Refusal
 from rebalanser_operator.tuning import initial_state
 from rebalanser_operator.zkpool import DigestCredentials
 
@@ -82,13 +83,14 @@ def apply_spec(
     rt.body = body if body is not None else rt.body
     try:
         spec = ResourceGroupSpec.parse(raw_spec)
-        path = spec.group_path(rt.namespace, rt.name)
+        path = group_path(ctx, rt, spec)
         desired = spec.desired_resources()
     except SpecError as exc:
         rt.generation, rt.spec_error = generation, str(exc)
         ctx.metrics.reconciles.labels("invalid").inc()
         rt.wake()
         raise InvalidSpec(str(exc)) from exc
+    placement = _admit(ctx, rt, spec, path, desired, generation)  # before any Secret is read or sent
     previous = recorded_path or (rt.path if rt.sync is not None and rt.sync.ok else None)
     if previous is not None and previous != path:
         message = f"spec.zookeeper.path changed from {previous} to {path}; the path is immutable"
@@ -107,7 +109,10 @@ def apply_spec(
         rt.wake()
         raise InvalidSpec(message)
 
+    if (rt.connect, rt.path) != (spec.zookeeper.connect, path):
+        rt.owned = False  # until the claim below succeeds
     rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, generation, None
+    rt.confine = placement.root
     rt.raw_spec = dict(raw_spec)
     rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
     policy = rt.policy()
@@ -131,7 +136,7 @@ def apply_spec(
     else:
         rt.tls = None
 
-    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=rt.tls)
+    zk = ctx.client(rt)
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
     if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
@@ -141,25 +146,22 @@ def apply_spec(
 
     started = time.monotonic()
     try:
-        if credentials is not None:
-            ctx.pool.authenticate(zk, credentials)
-            if rt.acl is None and rt.grace_until is None:
-                _resume_grace(ctx, rt, zk, path, credentials)
+        if credentials is not None and rt.acl is None and rt.grace_until is None:
+            _resume_grace(ctx, rt, zk, path, credentials)
         acl = group_acl(credentials, rt.previous_acl or ())
         with rt.lock:
             result = reconcile_group(
                 zk, path, desired=desired, config=spec.group_config(rt.effective_interval()), acl=acl,
-                owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
+                owner=owner_marker(ctx, rt), confine=placement.root,
             )
+            rt.owned = True
             if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
                 migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True)
                 log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
                          "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
     except GroupOwnedElsewhereError as exc:
-        rt.sync = SyncState(False, "PathInUse", str(exc), permanent=True)
         ctx.metrics.reconciles.labels("conflict").inc()
-        rt.wake()
-        raise RetryLater(str(exc), OWNED_ELSEWHERE_RETRY) from exc
+        raise _refused(ctx, rt, Refusal(PATH_IN_USE, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     except NoAuthError as exc:
         message = f"ZooKeeper refused a write under {path}: the group is protected by other credentials"
         raise _temporary(ctx, rt, "NotAuthorized", message, backoff(retry)) from exc
@@ -186,15 +188,74 @@ def apply_spec(
     return result
 
 
+def group_path(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
+    """The spec's path, or the default one: the group's name under the namespace's first path root."""
+    return spec.group_path(rt.namespace, rt.name, ctx.tenancy.path_roots.default_path(rt.namespace, rt.name))
+
+
+def owner_marker(ctx: OperatorContext, rt: GroupRuntime) -> OwnerMarker:
+    """The marker this object puts on (and looks for on) its group root."""
+    return OwnerMarker(rt.namespace, rt.name, rt.uid, ctx.tenancy.cluster_id)
+
+
+def placement_of(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> Placement | Refusal:
+    """Where the group may live under the administrator's settings, or why it may not (no I/O)."""
+    refusal = ctx.tenancy.ensembles.check(spec.zookeeper.connect)
+    if refusal is not None:
+        return refusal
+    return ctx.tenancy.path_roots.place(rt.namespace, spec.zookeeper.connect, path)
+
+
+def _admit(
+    ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str, desired: frozenset[str],
+    generation: int | None,
+) -> Placement:
+    """Checks the administrator's settings before anything is read, sent or written: the ensemble, the
+    path's root, the limits. Raises the refusal (:func:`_refused`)."""
+    placed = placement_of(ctx, rt, spec, path)
+    refusal = placed if isinstance(placed, Refusal) else ctx.tenancy.limits.check_resources(len(desired))
+    if refusal is not None:
+        rt.generation = generation
+        raise _refused(ctx, rt, refusal)
+    assert isinstance(placed, Placement)
+    if not ctx.admit(rt):
+        rt.generation = generation
+        raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
+    return placed
+
+
+def _refused(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal, *,
+             retry_after: float | None = None) -> InvalidSpec | RetryLater:
+    """:func:`refuse`, as the exception the handler raises: permanent unless ``retry_after`` is given."""
+    refuse(ctx, rt, refusal)
+    if retry_after is None:
+        return InvalidSpec(refusal.message)
+    return RetryLater(refusal.message, retry_after)
+
+
+def refuse(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal) -> None:
+    """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new);
+    the group is not this object's to read or act on."""
+    changed = rt.sync is None or (rt.sync.reason, rt.sync.message) != (refusal.reason, refusal.message)
+    rt.owned = False
+    rt.spec_error = None
+    rt.sync = SyncState(False, refusal.reason, refusal.message, permanent=True)
+    ctx.metrics.reconciles.labels("refused").inc()
+    if changed:
+        event(ctx, rt, "Warning", refusal.reason, refusal.message)
+    rt.wake()
+
+
 def _note_rotation(ctx: OperatorContext, rt: GroupRuntime, credentials: DigestCredentials | None) -> None:
     """New credentials replacing others start a grace period: until ``credentials_grace`` from now, the
     group's ACLs name the previous credentials too (workers move to the new password as they notice
     the changed file); then :func:`end_grace` leaves the new one alone."""
     if credentials is None:
-        rt.previous_acl, rt.grace_until = None, None
+        rt.previous_acl, rt.previous_credentials, rt.grace_until = None, None, None
     elif rt.credentials is not None and credentials != rt.credentials:
         old = rt.credentials
         rt.previous_acl = [make_digest_acl(old.username, old.password, all=True)]
+        rt.previous_credentials = old
         rt.grace_until = time.monotonic() + ctx.options.credentials_grace
         log.info("%s: credentials rotated; the previous password keeps its access for %.0fs", rt.user,
                  ctx.options.credentials_grace)
@@ -238,7 +299,7 @@ def end_grace(rt: GroupRuntime, now: float) -> bool:
     status loop then re-ACLs it to the current credentials only); True if it did."""
     if rt.grace_until is None or now < rt.grace_until:
         return False
-    rt.previous_acl, rt.grace_until = None, None
+    rt.previous_acl, rt.previous_credentials, rt.grace_until = None, None, None
     rt.secrets_changed = True
     return True
 
@@ -311,7 +372,7 @@ def _group_found_at(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupS
             return False
         data, _ = zk.get(GroupPaths.of(path).root)
         owner = OwnerMarker.parse(data)
-        return owner is not None and owner.same_object(OwnerMarker(rt.namespace, rt.name))
+        return owner is not None and owner_marker(ctx, rt).same_object(owner)
     except (KazooException, KazooTimeoutError):
         return False
     finally:
@@ -398,12 +459,13 @@ def delete_znodes(
         return "skipped (annotation)"
     try:
         spec = ResourceGroupSpec.parse(raw_spec)
-        path = spec.group_path(rt.namespace, rt.name)
+        path = group_path(ctx, rt, spec)
     except SpecError:
         return "nothing to delete (the spec was never valid)"
-    if annotations.get(KEEP_ZNODES) == "true":
-        event(ctx, rt, "Normal", "ZnodesKept", f"{KEEP_ZNODES}=true: {path} kept")
-        return f"kept {path} (annotation)"
+    placed = placement_of(ctx, rt, spec, path)
+    if isinstance(placed, Refusal):  # never reconciled: nothing of it exists, and nothing is sent there
+        return f"nothing to delete ({placed.reason}: {placed.message})"
+    keep = annotations.get(KEEP_ZNODES) == "true"
 
     tls = rt.tls
     if spec.zookeeper.tls is not None:
@@ -412,19 +474,29 @@ def delete_znodes(
                                    verify_hostname=spec.zookeeper.tls.verify_hostname)
         except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
             log.warning("%s: %s; %s", rt.user, exc, "using the TLS material read earlier" if tls else "no TLS")
-    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=tls)
+    credentials = rt.credentials
+    if spec.zookeeper.credentials_secret is not None:
+        try:
+            credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
+        except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
+            log.warning("%s: %s; %s", rt.user, exc,
+                        "using the credentials read earlier" if credentials else "deleting without credentials")
+    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=tls,
+                          credentials=(credentials,) if credentials is not None else ())
+    owner = owner_marker(ctx, rt)
     try:
         if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
             raise KazooTimeoutError(f"cannot connect to ZooKeeper at {spec.zookeeper.connect}")
-        credentials = rt.credentials
-        if spec.zookeeper.credentials_secret is not None:
-            try:
-                credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
-            except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
-                log.warning("%s: %s; %s", rt.user, exc,
-                            "using the credentials read earlier" if credentials else "deleting without credentials")
-        if credentials is not None:
-            ctx.pool.authenticate(zk, credentials)
+        mine = _marked_for(zk, path, owner)
+        if mine is None:
+            return f"nothing to delete ({path} does not exist)"
+        if not mine:
+            return f"left {path}: it is not this ResourceGroup's"
+        if keep:
+            with rt.lock:
+                _release_marker(zk, path, owner)
+            event(ctx, rt, "Normal", "ZnodesKept", f"{KEEP_ZNODES}=true: {path} kept")
+            return f"kept {path} (annotation)"
         members = len(list_members(zk, GroupPaths.of(path)))
         if members and elapsed < MEMBERS_LEAVE_WAIT_SECONDS:
             if retry == 0:
@@ -433,10 +505,13 @@ def delete_znodes(
                       f"(at most {MEMBERS_LEAVE_WAIT_SECONDS:.0f}s)")
             raise RetryLater(f"{members} members still in {path}", MEMBERS_POLL_SECONDS)
         with rt.lock:
-            if not _owned_by(zk, path, rt):
-                return f"left {path}: it is managed by another ResourceGroup"
-            deleted = delete_group(zk, path)
+            deletion = delete_group(zk, path, owner)
+    except GroupOwnedElsewhereError:
+        return f"left {path}: it is not this ResourceGroup's"
     except (KazooException, KazooTimeoutError, NotEmptyError) as exc:
+        if keep:
+            event(ctx, rt, "Normal", "ZnodesKept", f"{KEEP_ZNODES}=true: {path} kept")
+            return f"kept {path} (annotation; its owner marker could not be released: {type(exc).__name__})"
         message = f"cannot delete {path}: {type(exc).__name__} {exc}".strip()
         if elapsed >= DELETE_GIVE_UP_SECONDS:
             event(ctx, rt, "Warning", "ZooKeeperCleanupAbandoned",
@@ -446,14 +521,32 @@ def delete_znodes(
             event(ctx, rt, "Warning", "ZooKeeperCleanupFailed",
                   f"{message}; retrying (set annotation {SKIP_CLEANUP}=true to delete without cleanup)")
         raise RetryLater(message, backoff(retry)) from exc
+    deleted = deletion.deleted
+    if deletion.left:
+        shown = ", ".join(deletion.left[:5]) + (", ..." if len(deletion.left) > 5 else "")
+        event(ctx, rt, "Warning", "ZnodesLeft",
+              f"deleted the group's own znodes ({deleted}) but left {path} with children that are not a "
+              f"group's: {shown}")
+        return f"deleted the layout of {path} ({deleted} znodes), left {len(deletion.left)} unknown children"
     event(ctx, rt, "Normal", "ZnodesDeleted", f"deleted {path} ({deleted} znodes)")
     return f"deleted {path} ({deleted} znodes)"
 
 
-def _owned_by(zk: KazooClient, path: str, rt: GroupRuntime) -> bool:
+def _marked_for(zk: KazooClient, path: str, owner: OwnerMarker) -> bool | None:
+    """Whether the group root carries ``owner``'s marker (None: there is no root)."""
     try:
-        data, _ = zk.get(path)
+        data, _ = zk.get(GroupPaths.of(path).root)
     except NoNodeError:
-        return True
-    owner = OwnerMarker.parse(data)
-    return owner is None or owner.same_object(OwnerMarker(rt.namespace, rt.name))
+        return None
+    current = OwnerMarker.parse(data)
+    return current is not None and owner.same_object(current)
+
+
+def _release_marker(zk: KazooClient, path: str, owner: OwnerMarker) -> None:
+    """Kept znodes: the marker is released, so that a ResourceGroup of the same namespace and name (in
+    this cluster) may take the group over later, and nobody else."""
+    root = GroupPaths.of(path).root
+    data, stat = zk.get(root)
+    current = OwnerMarker.parse(data)
+    if current is not None and owner.same_object(current):
+        zk.set(root, owner.released().to_json(), version=stat.version)

@@ -3,6 +3,7 @@
     snapshot = read_with_watches(zk, "/rebalanser/shop/orders", watcher)
     snapshot.group      # what ``rebalanser.status.read_group_status`` returns
     snapshot.config     # G/config as read in the same round (None when missing or not valid)
+    snapshot.root_data  # the group root's data (its owner marker), read in the same round
 
 One round trip arms one-shot watches on ``G``, ``G/clients``, ``G/resources``, ``G/epoch``,
 ``G/state`` and ``G/config`` and reads the children, the rebalance record and the config; a second
@@ -39,11 +40,13 @@ class Snapshot:
     group: GroupStatus
     config: GroupConfig | None
     pods: dict[str, str] = field(default_factory=dict)  # member id -> the pod it recorded (POD_NAME)
+    root_data: bytes | None = None  # the group root's data (its owner marker), None when there is no root
 
 
 def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     paths = GroupPaths.of(path)
     root = zk.exists_async(paths.root, watch=watcher)
+    marker = zk.get_async(paths.root)
     clients = zk.get_children_async(paths.clients, watch=watcher)
     resources = zk.get_children_async(paths.resources, watch=watcher)
     epoch = zk.exists_async(paths.epoch, watch=watcher)
@@ -53,7 +56,11 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     config = zk.get_async(paths.config)
     exists = root.get() is not None
     config_value = _config(config, paths.config)
-    if not exists:
+    try:
+        root_data: bytes | None = marker.get()[0]
+    except NoNodeError:
+        root_data = None
+    if not exists or root_data is None:
         return Snapshot(GroupStatus(path=paths.root, exists=False), config_value)
     status = GroupStatus(path=paths.root, exists=True)
     members = sorted(m for m in (MemberNode.parse(n) for n in _children(zk, clients, paths.clients, watcher))
@@ -67,7 +74,7 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     _assignments(zk, paths, members, status)
     status.last_rebalance = _rebalance(state, paths.state, status)
     status.pods = pods_of(records)
-    return Snapshot(status, config_value, status.pods)
+    return Snapshot(status, config_value, status.pods, root_data)
 
 
 def _children(zk: KazooClient, reply: Any, path: str, watcher: Watcher) -> list[str]:

@@ -330,8 +330,10 @@ class ResourceGroupSpec(_Model):
                 raise SpecError(str(exc)) from exc
         return parsed
 
-    def group_path(self, namespace: str, name: str) -> str:
-        path = self.zookeeper.path or default_group_path(namespace, name)
+    def group_path(self, namespace: str, name: str, default: str | None = None) -> str:
+        """``spec.zookeeper.path``, else ``default`` (the operator's first path root), else
+        ``/rebalanser/<namespace>/<name>``."""
+        path = self.zookeeper.path or default or default_group_path(namespace, name)
         try:
             return validate_group_path(path)
         except InvalidInputError as exc:

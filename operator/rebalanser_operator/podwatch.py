@@ -91,13 +91,11 @@ class Failover:
 
     def _end(self, runtime: GroupRuntime, pod_name: str, nonces: list[str]) -> list[Ended]:
         assert runtime.connect is not None and runtime.path is not None
-        zk = self.ctx.pool.acquire(runtime.connect, runtime.user, runtime.session_timeout, tls=runtime.tls)
+        zk = self.ctx.client(runtime)  # the group's own session: its credentials only
         if not self.ctx.pool.wait_connected(zk, self.ctx.options.connect_wait):
             log.warning("failover: ZooKeeper %s unreachable; pod %s waits for session expiry", runtime.connect,
                         pod_name)
             return []
-        if runtime.credentials is not None:
-            self.ctx.pool.authenticate(zk, runtime.credentials)
         started = time.monotonic()
         try:
             outcomes = end_instances(zk, runtime.path, pod_name, nonces)
@@ -118,6 +116,6 @@ class Failover:
 
 def _configured(runtime: GroupRuntime) -> bool:
     spec = runtime.spec
-    if spec is None or runtime.path is None or runtime.connect is None:
-        return False
+    if spec is None or runtime.path is None or runtime.connect is None or not runtime.owned:
+        return False  # not reconciled, or its path is not this object's
     return spec.zookeeper.credentials_secret is None or runtime.credentials is not None

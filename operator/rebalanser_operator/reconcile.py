@@ -3,7 +3,7 @@
     result = reconcile_group(zk, "/rebalanser/shop/orders", desired={"orders-0", "orders-1"},
                              config=spec.group_config(2.0), acl=group_acl(credentials),
                              owner=OwnerMarker("shop", "orders", uid))
-    delete_group(zk, "/rebalanser/shop/orders")
+    delete_group(zk, "/rebalanser/shop/orders", OwnerMarker("shop", "orders", uid))
 
 Guarantees, given a connected client:
 
@@ -15,8 +15,11 @@ Guarantees, given a connected client:
   flight at once, so 10,000 resources take well under a second on a local ensemble;
 * group znodes get ``acl`` (digest-protected when credentials are given; parents above the group are
   shared and left open); existing group znodes with a different ACL are corrected;
-* the group root records which ResourceGroup owns it, so two ResourceGroups can never fight over one
-  path (:class:`GroupOwnedElsewhereError`).
+* the group root records which ResourceGroup owns it (namespace, name, UID, cluster id), so two
+  ResourceGroups, of one cluster or of two sharing the ensemble, can never fight over one path, and
+  nothing that is not the object's own is ever taken over or deleted (:class:`GroupOwnedElsewhereError`):
+  an existing root is adopted only when it carries the object's marker, or holds no data and nothing but
+  the documented layout (:data:`LAYOUT`); deletion removes only that layout and the root.
 
 Connection failures (``ConnectionLoss``, ``SessionExpired``...) propagate; callers retry.
 """
@@ -52,19 +55,25 @@ _DESCEND_BELOW = 32
 
 
 class GroupOwnedElsewhereError(RuntimeError):
-    """The group path is already managed by another ResourceGroup."""
+    """The group path holds something that is not this ResourceGroup's: another one's group, another
+    cluster's, or data that is not a group at all (it is never taken over)."""
 
 
 @dataclass(frozen=True)
 class OwnerMarker:
-    """Which ResourceGroup manages a group path (stored as JSON in the group root's data)."""
+    """Which ResourceGroup manages a group path (stored as JSON in the group root's data): the object's
+    namespace, name and UID, and the id of the cluster it lives in. A marker whose ``uid`` is empty was
+    released by its object (deleted with the znodes kept): the same namespace and name of the same
+    cluster may take the group back. ``cluster_id`` None: a marker written before cluster ids."""
 
     namespace: str
     name: str
     uid: str = ""
+    cluster_id: str | None = ""
 
     def to_json(self) -> bytes:
-        body = {"resourceGroup": {"namespace": self.namespace, "name": self.name, "uid": self.uid}}
+        body = {"resourceGroup": {"namespace": self.namespace, "name": self.name, "uid": self.uid,
+                                  "clusterId": self.cluster_id or ""}}
         return json.dumps(body, sort_keys=True).encode()
 
     @staticmethod
@@ -77,12 +86,51 @@ class OwnerMarker:
         if not isinstance(owner, dict):
             return None
         namespace, name, uid = owner.get("namespace"), owner.get("name"), owner.get("uid", "")
+        cluster = owner.get("clusterId")
         if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(uid, str)):
             return None
-        return OwnerMarker(namespace, name, uid)
+        if cluster is not None and not isinstance(cluster, str):
+            return None
+        return OwnerMarker(namespace, name, uid, cluster)
+
+    def released(self) -> OwnerMarker:
+        return OwnerMarker(self.namespace, self.name, "", self.cluster_id)
 
     def same_object(self, other: OwnerMarker) -> bool:
-        return (self.namespace, self.name) == (other.namespace, other.name)
+        """Whether ``other`` (found on a group root) lets this object (``self``) manage the group: it is
+        this very object (same namespace, name and UID; the same cluster, or a marker older than cluster
+        ids), or the same namespace and name of the same cluster released it."""
+        if (self.namespace, self.name) != (other.namespace, other.name):
+            return False
+        if self.uid and other.uid == self.uid:
+            return other.cluster_id is None or other.cluster_id == (self.cluster_id or "")
+        return other.uid == "" and other.cluster_id is not None and other.cluster_id == (self.cluster_id or "")
+
+    def describe(self, seen_from: OwnerMarker) -> str:
+        """Who owns the group, as much as ``seen_from``'s tenant may know (another namespace stays unnamed)."""
+        if self.cluster_id is not None and self.cluster_id != (seen_from.cluster_id or ""):
+            return "a ResourceGroup of another cluster"
+        if self.namespace != seen_from.namespace:
+            return "a ResourceGroup of another namespace"
+        if self.name != seen_from.name:
+            return f"ResourceGroup {self.namespace}/{self.name}"
+        return f"an earlier ResourceGroup {self.namespace}/{self.name} (uid {self.uid or '?'})"
+
+
+def layout_names() -> frozenset[str]:
+    """The names of a group root's children in the documented layout (every ``GroupPaths`` property
+    naming a direct child of the root): the only children the operator adopts or deletes."""
+    probe = GroupPaths("/g")
+    names = set()
+    for attribute in dir(GroupPaths):
+        if isinstance(getattr(GroupPaths, attribute), property):
+            value = getattr(probe, attribute)
+            if isinstance(value, str) and value.startswith("/g/") and value.count("/") == 2:
+                names.add(value[3:])
+    return frozenset(names)
+
+
+LAYOUT = layout_names()
 
 
 @dataclass(frozen=True)
@@ -122,11 +170,17 @@ def reconcile_group(
     config: GroupConfig,
     acl: Sequence[ACL],
     owner: OwnerMarker,
+    confine: str | None = None,
     batch_size: int = DEFAULT_BATCH,
 ) -> SyncResult:
-    """Creates the group if needed, syncs ``G/resources`` to ``desired`` and writes ``G/config``."""
+    """Creates the group if needed, syncs ``G/resources`` to ``desired`` and writes ``G/config``.
+
+    ``confine``: the namespace root the group lies in; no node from it down to the group's parent may
+    be another group's root (a group inside another group's znodes is refused)."""
     started = time.monotonic()
     paths = GroupPaths.of(path)
+    if confine is not None:
+        check_not_nested(zk, paths.root, confine, owner)
     fresh = create_new_group(zk, paths, desired, config, acl, owner, batch_size=batch_size)
     if fresh is not None:
         return SyncResult(fresh, 0, len(desired), True, time.monotonic() - started)
@@ -185,7 +239,7 @@ def ensure_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: 
     try:
         zk.create(paths.root, owner.to_json(), acl=list(acl))
     except NodeExistsError:
-        _claim(zk, paths.root, owner)
+        _claim(zk, paths, owner)
     for container in paths.containers():
         if container == paths.root:
             continue
@@ -197,16 +251,51 @@ def ensure_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: 
         _ensure_acl(zk, node, acl)
 
 
-def _claim(zk: KazooClient, root: str, owner: OwnerMarker) -> None:
+def _claim(zk: KazooClient, paths: GroupPaths, owner: OwnerMarker) -> None:
+    """Takes an existing group root only when it is this object's (or released to it), or holds no data
+    and nothing but the documented layout (a group its workers created before the operator's first
+    reconcile); anything else raises :class:`GroupOwnedElsewhereError` and nothing is written."""
+    root = paths.root
     data, stat = zk.get(root)
     current = OwnerMarker.parse(data)
-    if current is not None and not current.same_object(owner):
+    if current is None:
+        if data:
+            raise GroupOwnedElsewhereError(
+                f"znode {root} holds data that is not a ResourceGroup's owner marker (another application's "
+                "znode?); it is left untouched: choose another spec.zookeeper.path")
+        unknown = sorted(set(zk.get_children(root)) - LAYOUT)
+        if unknown:
+            shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise GroupOwnedElsewhereError(
+                f"znode {root} has children that are not a group's ({shown}); it is left untouched: "
+                "choose another spec.zookeeper.path")
+    elif not owner.same_object(current):
         raise GroupOwnedElsewhereError(
-            f"znode {root} is managed by ResourceGroup {current.namespace}/{current.name}; "
-            "choose another spec.zookeeper.path (or delete that ResourceGroup first)"
-        )
+            f"znode {root} is managed by {current.describe(owner)}; choose another spec.zookeeper.path "
+            "(or delete that ResourceGroup first)")
     if current != owner:
         zk.set(root, owner.to_json(), version=stat.version)
+
+
+def check_not_nested(zk: KazooClient, root: str, confine: str, owner: OwnerMarker) -> None:
+    """Raises :class:`GroupOwnedElsewhereError` when a node from ``confine`` (a namespace root, "" for
+    the top of a chroot) down to ``root``'s parent is a group root: ``root`` would lie inside it."""
+    prefix = confine.rstrip("/")
+    rest = root[len(prefix):].strip("/").split("/")[:-1]
+    nodes = [prefix] if prefix else []
+    for segment in rest:
+        prefix = f"{prefix}/{segment}"
+        nodes.append(prefix)
+    for node in nodes:
+        try:
+            data, _ = zk.get(node)
+        except NoNodeError:
+            return
+        marker = OwnerMarker.parse(data)
+        if marker is not None:
+            raise GroupOwnedElsewhereError(
+                f"{root} lies inside the znodes of {marker.describe(owner)} (its root {node}); "
+                "choose another spec.zookeeper.path")
 
 
 def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
@@ -321,20 +410,49 @@ def read_config(zk: KazooClient, path: str) -> GroupConfig | None:
         return None
 
 
-def delete_group(
-    zk: KazooClient, path: str, *, batch_size: int = DEFAULT_BATCH, attempts: int = 5
-) -> int:
-    """Deletes the group root and everything below it; returns how many znodes were deleted.
+@dataclass(frozen=True)
+class Deletion:
+    deleted: int
+    left: tuple[str, ...] = ()  # children of the root outside the layout, left in place with the root
 
-    Live workers may recreate their znodes meanwhile, so the deletion is repeated, up to
-    ``attempts`` passes. Raises :class:`NotEmptyError` if the group still exists after that.
+
+def delete_group(
+    zk: KazooClient, path: str, owner: OwnerMarker, *, batch_size: int = DEFAULT_BATCH, attempts: int = 5
+) -> Deletion:
+    """Deletes the documented layout of a group ``owner`` manages, then its root; returns what it did.
+
+    Raises :class:`GroupOwnedElsewhereError`, deleting nothing, when the root does not carry
+    ``owner``'s marker (another object's, another cluster's, none at all). Children of the root outside
+    the layout (:data:`LAYOUT`) are never deleted: the root then stays, with them and a released marker
+    (the same namespace and name may take it back). Live workers may recreate their znodes meanwhile,
+    so the deletion is repeated, up to ``attempts`` passes; raises :class:`NotEmptyError` if the group
+    still exists after that.
     """
     root = GroupPaths.of(path).root
+    try:
+        data, _ = zk.get(root)
+    except NoNodeError:
+        return Deletion(0)
+    current = OwnerMarker.parse(data)
+    if current is None or not owner.same_object(current):
+        whose = current.describe(owner) if current is not None else "nobody (no owner marker)"
+        raise GroupOwnedElsewhereError(f"znode {root} is managed by {whose}; it was not deleted")
     deleted = 0
     for _ in range(attempts):
-        deleted += delete_tree(zk, root, batch_size=batch_size)
-        if zk.exists(root) is None:
-            return deleted
+        children = set(_children(zk, root))
+        for child in sorted(children & LAYOUT):
+            deleted += delete_tree(zk, f"{root}/{child}", batch_size=batch_size)
+        unknown = tuple(sorted(set(_children(zk, root)) - LAYOUT))
+        if unknown:
+            zk.set(root, owner.released().to_json())
+            return Deletion(deleted, unknown)
+        try:
+            zk.delete(root)
+            return Deletion(deleted + 1)
+        except NoNodeError:
+            return Deletion(deleted)
+        except NotEmptyError:
+            continue
     raise NotEmptyError(f"{root} keeps getting new children; stop the workers and retry")
 
 

@@ -1,7 +1,9 @@
 """In-memory state the kopf handlers and the per-group status loops share.
 
 One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
-connect string, ACL, outcome) and the tuning state. The handlers write it, the status loop reads it;
+connect string, ACL, outcome) and the tuning state. ``owned`` says that the last reconcile found the
+group root to be this object's (or created it): the status loop reads the group, and failover acts on
+it, only while it is set. The handlers write it, the status loop reads it;
 ``lock`` serialises every ZooKeeper write for the group (reconcile, drift repair, config update,
 deletion), so a stale desired set can never undo a newer one.
 """
@@ -16,13 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooState
+from kazoo.client import KazooClient, KazooState
 from kazoo.security import ACL
 
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
+from rebalanser_operator.tenancy import Tenancy
 from rebalanser_operator.tuning import TuningPolicy, TuningState
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 from rebalanser_operator.zktls import TlsMaterial
@@ -73,6 +76,10 @@ class GroupRuntime:
     credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
     tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
     previous_acl: list[ACL] | None = None  # the replaced credentials' digest entries, kept in the ACLs during the grace
+    previous_credentials: DigestCredentials | None = None  # the replaced credentials (this process saw them)
+    owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
+    admitted: bool = False  # counted against the operator's groups-per-namespace limit
+    confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
     grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
     secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
     sync: SyncState | None = None
@@ -111,6 +118,14 @@ class GroupRuntime:
             return policy.min_interval
         return policy.clamp(self.tuning.effective)
 
+    def session_credentials(self) -> tuple[DigestCredentials, ...]:
+        """The credentials this group's ZooKeeper session holds: the current ones, and during a
+        rotation's grace period the previous ones too (never another group's)."""
+        current = (self.credentials,) if self.credentials is not None else ()
+        if self.grace_until is not None and self.previous_credentials is not None:
+            return (*current, self.previous_credentials)
+        return current
+
     def set_waker(self, waker: Callable[[], None] | None) -> None:
         self._waker = waker
 
@@ -132,8 +147,10 @@ class OperatorContext:
         options: LoopOptions | None = None,
         pool: ZooKeeperPool | None = None,
         executor_threads: int = EXECUTOR_THREADS,
+        tenancy: Tenancy | None = None,
     ) -> None:
         self.kube = kube
+        self.tenancy = tenancy if tenancy is not None else Tenancy()
         self.metrics = metrics if metrics is not None else Metrics()
         self.options = options if options is not None else LoopOptions()
         self.pool = pool if pool is not None else ZooKeeperPool(on_state_change=self.on_zookeeper_state)
@@ -151,6 +168,27 @@ class OperatorContext:
                 current = GroupRuntime(namespace, name, uid)
                 self._groups[(namespace, name)] = current
             return current
+
+    def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
+        """The ZooKeeper client of group ``rt``: its connect string and TLS material, authenticated with
+        its own credentials only (:meth:`GroupRuntime.session_credentials`)."""
+        target = connect if connect is not None else rt.connect
+        assert target is not None
+        return self.pool.acquire(target, rt.user, rt.session_timeout, tls=rt.tls,
+                                 credentials=rt.session_credentials())
+
+    def admit(self, rt: GroupRuntime) -> bool:
+        """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""
+        limit = self.tenancy.limits.groups_per_namespace
+        with self._lock:
+            if rt.admitted or not limit:
+                rt.admitted = True
+                return True
+            count = sum(1 for (ns, _), g in self._groups.items() if ns == rt.namespace and g.admitted)
+            if count >= limit:
+                return False
+            rt.admitted = True
+            return True
 
     def is_current(self, runtime: GroupRuntime) -> bool:
         """False once the ResourceGroup was deleted (forgotten) or recreated with another uid."""

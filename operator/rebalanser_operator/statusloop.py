@@ -40,13 +40,22 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import GroupStatus
 
-from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, end_grace, event, hold_grace, resync_secrets
+from rebalanser_operator.actions import (
+    MEMBERS_LEAVE_WAIT_SECONDS,
+    end_grace,
+    event,
+    hold_grace,
+    owner_marker,
+    refuse,
+    resync_secrets,
+)
 from rebalanser_operator.farewell import release_group
 from rebalanser_operator.groupread import Snapshot, read_with_watches
 from rebalanser_operator.models import FINALIZER, Phase
-from rebalanser_operator.reconcile import OwnerMarker, reconcile_group, write_config
+from rebalanser_operator.reconcile import GroupOwnedElsewhereError, OwnerMarker, reconcile_group, write_config
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
+from rebalanser_operator.tenancy import PATH_IN_USE, Refusal
 from rebalanser_operator.tuning import FIXED, QUIET, initial_state, observe
 
 log = logging.getLogger(__name__)
@@ -220,9 +229,17 @@ class StatusLoop:
         if not self.ctx.is_current(rt):
             self.gone = True  # deleted meanwhile: do not reopen its ZooKeeper connection
             return base
-        if rt.connect is None or rt.path is None:
-            return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
-        zk = self.ctx.pool.acquire(rt.connect, rt.user, rt.session_timeout, tls=rt.tls)
+        if rt.connect is None or rt.path is None or not rt.owned:
+            # Not reconciled yet, or refused (another's path, a path or ensemble not allowed): nothing of
+            # what lies at the path is this object's to read, show or act on.
+            self._group, self._pods = None, None
+            sync = rt.sync
+            if sync is not None and not sync.ok and sync.permanent:
+                return _with(base, group=None, pods=None, zk_reason="NotConnected",
+                             zk_message=f"the group was refused ({sync.reason}); see ResourcesSynced")
+            return _with(base, group=None, pods=None, zk_reason="NotConfigured",
+                         zk_message="waiting for the first reconcile")
+        zk = self.ctx.client(rt)
         if not zk.connected and self._was_connected is None:
             # A fresh connection (operator start): give it a moment before calling it unreachable.
             self.ctx.pool.wait_connected(zk, self.options.connect_wait)
@@ -230,6 +247,8 @@ class StatusLoop:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
         try:
             snapshot = read_with_watches(zk, rt.path, self.wake)
+            if not self._still_owned(snapshot):
+                return self._observe(now)  # shows the refusal, and nothing of what is there now
             group = self._repair_drift(zk, snapshot, now)
             self._tune(zk, group, now)
             hold_grace(zk, rt)
@@ -244,6 +263,22 @@ class StatusLoop:
             ever_connected=True, effective_interval=rt.effective_interval(),
             unbalanced_for=0.0 if self._unbalanced_since is None else now - self._unbalanced_since,
         )
+
+    def _still_owned(self, snapshot: Snapshot) -> bool:
+        """The group root still carries this object's marker (or is gone: drift repair re-creates it).
+        Otherwise another object took the path after this one's group was deleted under it: the group
+        is refused, and nothing read there is shown."""
+        if snapshot.root_data is None:
+            return True
+        current = OwnerMarker.parse(snapshot.root_data)
+        owner = owner_marker(self.ctx, self.rt)
+        if current is not None and owner.same_object(current):
+            return True
+        if current is None and not snapshot.root_data:
+            return True  # an unmarked root (workers re-created it): the next repair claims it or refuses
+        whose = current.describe(owner) if current is not None else "data that is not an owner marker"
+        refuse(self.ctx, self.rt, Refusal(PATH_IN_USE, f"znode {self.rt.path} now holds {whose}"))
+        return False
 
     def _disconnected(self, base: Observation, message: str) -> Observation:
         reason = "ConnectionLost" if self._ever_connected else "Unreachable"
@@ -275,12 +310,16 @@ class StatusLoop:
             return group
         self._last_repair = now
         with rt.lock:
-            if rt.spec is None or rt.path is None or rt.acl is None:
+            if rt.spec is None or rt.path is None or rt.acl is None or not rt.owned:
                 return group
-            result = reconcile_group(
-                zk, rt.path, desired=rt.desired, config=rt.spec.group_config(rt.effective_interval()),
-                acl=rt.acl, owner=OwnerMarker(rt.namespace, rt.name, rt.uid),
-            )
+            try:
+                result = reconcile_group(
+                    zk, rt.path, desired=rt.desired, config=rt.spec.group_config(rt.effective_interval()),
+                    acl=rt.acl, owner=owner_marker(self.ctx, rt), confine=rt.confine,
+                )
+            except GroupOwnedElsewhereError as exc:  # re-created meanwhile by something else: not taken
+                refuse(self.ctx, rt, Refusal(PATH_IN_USE, str(exc)))
+                return GroupStatus(path=rt.path, exists=False)
         if result.created or result.deleted:
             event(self.ctx, rt, "Normal", "DriftRepaired",
                   f"ZooKeeper differed from the spec: created {result.created}, deleted {result.deleted}")

@@ -1,17 +1,20 @@
-"""One shared ZooKeeper connection per connect string (and TLS material).
+"""One shared ZooKeeper connection per connect string, TLS material and set of credentials.
 
     pool = ZooKeeperPool(on_state_change=lambda connect, state: ...)
-    zk = pool.acquire("zk-0:2181,zk-1:2181", user="shop/orders")
+    zk = pool.acquire("zk-0:2181,zk-1:2181", user="shop/orders", credentials=(digest,))
     if pool.wait_connected(zk, timeout=5): ...
     pool.release("shop/orders")          # the last user closes the connection
 
-Guarantees: every user of one connect string shares one :class:`KazooClient`; clients are started
-without blocking and reconnect forever with capped exponential backoff, so an unreachable ensemble
-never crashes the operator and a recovered one is used again without a restart. Digest credentials
-added with :meth:`authenticate` are remembered by kazoo and re-sent after every reconnect.
-With ``tls`` (:class:`~rebalanser_operator.zktls.TlsMaterial`), the connection is made over TLS with
-that material, and users with other material (a rotated Secret) get a connection of their own: a user
-whose material changes moves to a new connection, and the old one closes with its last user.
+Guarantees: users share a :class:`KazooClient` only when they connect to the same string with the same
+TLS material and the same digest credentials, so a session never holds one tenant's credentials on
+behalf of another (ZooKeeper grants a session the rights of every credential added to it); users
+without credentials share an anonymous session. The credentials are given to kazoo when the client
+is made, and re-sent after every reconnect. Clients are started without blocking and reconnect
+forever with capped exponential backoff, so an unreachable ensemble never crashes the operator and a
+recovered one is used again without a restart. With ``tls``
+(:class:`~rebalanser_operator.zktls.TlsMaterial`), the connection is made over TLS with that material,
+and users with other material (a rotated Secret) get a connection of their own: a user whose material
+changes moves to a new connection, and the old one closes with its last user.
 ``on_state_change`` runs on kazoo's connection thread: it must only hand work to another thread.
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient, KazooState
@@ -30,8 +33,8 @@ from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
 log = logging.getLogger(__name__)
 
 StateCallback = Callable[[str, KazooState], None]
-#: (connect string, digest of the TLS material or "" for plain TCP)
-Key = tuple[str, str]
+#: (connect string, digest of the TLS material or "" for plain TCP, the credentials)
+Key = tuple[str, str, frozenset["DigestCredentials"]]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class DigestCredentials:
     def auth(self) -> str:
         return f"{self.username}:{self.password}"
 
+    def __repr__(self) -> str:
+        return f"DigestCredentials(username={self.username!r}, password=<redacted>)"
+
 
 @dataclass
 class _Entry:
@@ -52,7 +58,7 @@ class _Entry:
     users: set[str] = field(default_factory=set)
     connected: threading.Event = field(default_factory=threading.Event)
     closing: bool = False
-    auths: set[DigestCredentials] = field(default_factory=set)
+    auths: frozenset[DigestCredentials] = frozenset()
     tls: TlsMaterial | None = None
 
 
@@ -75,15 +81,17 @@ class ZooKeeperPool:
         self._files = TlsFileStore()
 
     def acquire(
-        self, connect: str, user: str, session_timeout: float | None = None, tls: TlsMaterial | None = None
+        self, connect: str, user: str, session_timeout: float | None = None, tls: TlsMaterial | None = None,
+        credentials: Iterable[DigestCredentials] = (),
     ) -> KazooClient:
-        """The shared client for ``connect`` (over TLS with ``tls``), started if new; ``user`` is
-        recorded until released.
+        """The shared client for ``connect`` (over TLS with ``tls``, authenticated with exactly
+        ``credentials``), started if new; ``user`` is recorded until released.
 
-        A user that switches to another connect string or other TLS material releases its previous
-        connection. ``session_timeout`` only applies when this call creates the client.
+        A user that switches to another connect string, other TLS material or other credentials releases
+        its previous connection. ``session_timeout`` only applies when this call creates the client.
         """
-        key = (connect, tls.digest if tls is not None else "")
+        auths = frozenset(credentials)
+        key = (connect, tls.digest if tls is not None else "", auths)
         stale: _Entry | None = None
         with self._lock:
             previous = self._user_connect.get(user)
@@ -91,7 +99,7 @@ class ZooKeeperPool:
                 stale = self._drop_user(user)
             entry = self._entries.get(key)
             if entry is None:
-                entry = self._start(connect, session_timeout or self._default_session_timeout, tls)
+                entry = self._start(connect, session_timeout or self._default_session_timeout, tls, auths)
                 self._entries[key] = entry
             entry.users.add(user)
             self._user_connect[user] = key
@@ -106,18 +114,25 @@ class ZooKeeperPool:
         if stale is not None:
             self._close(stale)
 
-    def users(self, connect: str, tls: TlsMaterial | None = None) -> set[str]:
+    def users(self, connect: str, tls: TlsMaterial | None = None,
+              credentials: Iterable[DigestCredentials] = ()) -> set[str]:
         with self._lock:
-            entry = self._entries.get((connect, tls.digest if tls is not None else ""))
+            entry = self._entries.get((connect, tls.digest if tls is not None else "", frozenset(credentials)))
             return set(entry.users) if entry else set()
+
+    def credentials_of(self, client: KazooClient) -> frozenset[DigestCredentials]:
+        """The credentials ``client``'s session was opened with (empty for an unknown client)."""
+        entry = self._entry_of(client)
+        return entry.auths if entry is not None else frozenset()
 
     def connections(self) -> int:
         with self._lock:
             return len(self._entries)
 
-    def is_connected(self, connect: str, tls: TlsMaterial | None = None) -> bool:
+    def is_connected(self, connect: str, tls: TlsMaterial | None = None,
+                     credentials: Iterable[DigestCredentials] = ()) -> bool:
         with self._lock:
-            entry = self._entries.get((connect, tls.digest if tls is not None else ""))
+            entry = self._entries.get((connect, tls.digest if tls is not None else "", frozenset(credentials)))
         return entry is not None and entry.connected.is_set()
 
     def wait_connected(self, client: KazooClient, timeout: float) -> bool:
@@ -126,14 +141,6 @@ class ZooKeeperPool:
         if entry is None:
             return False
         return entry.connected.wait(timeout)
-
-    def authenticate(self, client: KazooClient, credentials: DigestCredentials) -> None:
-        """Adds digest credentials to the shared session (once per credentials; kazoo re-sends them)."""
-        entry = self._entry_of(client)
-        if entry is None or credentials in entry.auths:
-            return
-        client.add_auth("digest", credentials.auth)
-        entry.auths.add(credentials)
 
     def close(self) -> None:
         with self._lock:
@@ -174,11 +181,14 @@ class ZooKeeperPool:
         # be starting with the same material right now.
         _close(entry.client)
 
-    def _start(self, connect: str, session_timeout: float, tls: TlsMaterial | None) -> _Entry:
+    def _start(self, connect: str, session_timeout: float, tls: TlsMaterial | None,
+               auths: frozenset[DigestCredentials]) -> _Entry:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self._max_reconnect_delay)
         options = self._files.materialise(tls).kazoo_arguments() if tls is not None else {}
-        client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry, **options)
-        entry = _Entry(client=client, tls=tls)
+        auth_data = [("digest", c.auth) for c in sorted(auths, key=lambda c: c.username)]
+        client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry,
+                             auth_data=auth_data or None, **options)
+        entry = _Entry(client=client, tls=tls, auths=auths)
 
         def listener(state: KazooState) -> None:
             if state == KazooState.CONNECTED:

@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from rebalanser.client import Client
 from rebalanser.errors import DuplicateMemberError
 from rebalanser.options import Options
-from rebalanser_operator.reconcile import delete_group
+from rebalanser_operator.reconcile import OwnerMarker, delete_group
 
 from tests.chaos.proxy import FaultProxy
 from tests.integration.conftest import add_resources
@@ -221,7 +221,9 @@ def test_deleting_a_group_under_live_workers_completes_and_it_stays_deleted(
     for member in ("w0", "w1"):
         rb_group.spawn(member)
     rb_group.wait_settled(RESOURCES, timeout=30)
-    delete_group(zk, rb_group.path)
+    owner = OwnerMarker("tests", "tampering", "uid-1")
+    zk.set(rb_group.path, owner.to_json())  # the operator deletes only a group it manages
+    delete_group(zk, rb_group.path, owner)
     wait_for(lambda: all(not w.owned() for w in rb_group.live()), 15, "workers kept working on a deleted group")
     window_end = time.monotonic() + 2 * rb_group.session_timeout
     while time.monotonic() < window_end:  # an observation window: nobody may re-create the group

@@ -14,8 +14,13 @@ from typing import Any
 from rebalanser_operator.kube import CredentialsError, tls_from
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.tenancy import PathRoots, Tenancy
 from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
+
+#: The tests' groups live under /rebalanser-test (the ``group_path`` fixture), a root shared by every
+#: namespace; /another-ensemble stands for a second ensemble (a chroot on the same server).
+TEST_TENANCY = Tenancy(path_roots=PathRoots.parse(["/rebalanser-test", "/another-ensemble"]))
 
 
 def apply_merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:

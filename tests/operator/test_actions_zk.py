@@ -24,7 +24,7 @@ from rebalanser_operator.reconcile import OwnerMarker
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.workers import Group, wait_for
 from tests.support.zk import free_port
 
@@ -40,7 +40,7 @@ def kube() -> RecordingKube:
 
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=1.0))
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=1.0))
     yield context
     context.close()
 

@@ -19,7 +19,7 @@ from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.invariants import overlaps, token_regressions
 from tests.support.workers import Group, Worker, wait_for
 
@@ -37,7 +37,7 @@ def kube() -> RecordingKube:
 
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=5.0))
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=5.0))
     yield context
     context.close()
 

@@ -16,7 +16,7 @@ from rebalanser_operator.models import FINALIZER
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.workers import Group, wait_for
 
 pytestmark = pytest.mark.zk
@@ -29,7 +29,7 @@ def kube() -> RecordingKube:
 
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=1.0))
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=1.0))
     yield context
     context.close()
 

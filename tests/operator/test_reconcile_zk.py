@@ -71,7 +71,7 @@ def test_ten_thousand_resources_reconcile_in_seconds(zk: KazooClient, group_path
     print(f"10,000 -> 5,000 resources: {time.monotonic() - started:.3f}s")
     assert removed.deleted == 5_000
     started = time.monotonic()
-    deleted = delete_group(zk, group_path)
+    deleted = delete_group(zk, group_path, OWNER).deleted
     print(f"group of 5,000 resources deleted in {time.monotonic() - started:.3f}s")
     assert deleted >= 5_000 and zk.exists(group_path) is None
 
@@ -126,22 +126,29 @@ def test_delete_group_removes_every_znode_including_live_ephemerals(
         worker.create(f"{paths.clients}/member-", ephemeral=True, sequence=True)
         worker.ensure_path(f"{paths.assignment}/m1/part-0")
         worker.create(paths.owner("r1"), ephemeral=True)
-        deleted = delete_group(zk, group_path)
+        deleted = delete_group(zk, group_path, OWNER).deleted
         assert zk.exists(group_path) is None
         assert deleted >= 100 + 6
         assert zk.exists(group_path.rsplit("/", 1)[0]) is not None  # shared parents stay
     finally:
         worker.stop()
         worker.close()
-    assert delete_group(zk, group_path) == 0  # idempotent
+    assert delete_group(zk, group_path, OWNER).deleted == 0  # idempotent
 
 
 def test_two_resource_groups_cannot_share_a_path(zk: KazooClient, group_path: str) -> None:
     apply(zk, group_path, spec(resources=["a"]))
-    with pytest.raises(GroupOwnedElsewhereError, match="shop/orders"):
+    with pytest.raises(GroupOwnedElsewhereError, match="a ResourceGroup of another namespace;"):
         apply(zk, group_path, spec(resources=["b"]), owner=OwnerMarker("other", "group", "uid-2"))
+    with pytest.raises(GroupOwnedElsewhereError, match="by ResourceGroup shop/orders;"):
+        apply(zk, group_path, spec(resources=["b"]), owner=OwnerMarker("shop", "payments", "uid-3"))
     assert zk.get_children(GroupPaths.of(group_path).resources) == ["a"]
-    # The same object recreated (new uid) adopts its group.
+    # An object of the same name recreated (new uid) does not take the group of the one before ...
+    with pytest.raises(GroupOwnedElsewhereError, match="earlier ResourceGroup shop/orders"):
+        apply(zk, group_path, spec(resources=["a", "b"]), owner=OwnerMarker("shop", "orders", "uid-9"))
+    assert OwnerMarker.parse(zk.get(group_path)[0]) == OWNER
+    # ... unless that one released it (deleted with its znodes kept).
+    zk.set(group_path, OWNER.released().to_json())
     apply(zk, group_path, spec(resources=["a", "b"]), owner=OwnerMarker("shop", "orders", "uid-9"))
     assert OwnerMarker.parse(zk.get(group_path)[0]) == OwnerMarker("shop", "orders", "uid-9")
 
@@ -179,21 +186,113 @@ def test_digest_acl_lets_only_credential_holders_write(zk: KazooClient, zk_hosts
         # Credentials removed from the spec: the operator opens the group up again.
         apply(admin, group_path, spec(resources=["a", "b"]), credentials=None)
         zk.create(paths.resource("now-allowed"))
-        delete_group(admin, group_path)
+        delete_group(admin, group_path, OWNER)
     finally:
         admin.stop()
         admin.close()
 
 
 @pytest.mark.parametrize("data", [b"[" * 100_000 + b"]" * 100_000, b'{"resourceGroup": {"namespace": 1e999}}',
-                                  b"\xff\xfe"], ids=["deep", "1e999", "not-utf8"])
-def test_foreign_data_in_the_group_root_is_replaced_by_the_owner_marker(
+                                  b"\xff\xfe", b"another application's data"],
+                         ids=["deep", "1e999", "not-utf8", "foreign"])
+def test_foreign_data_in_the_group_root_is_refused_and_left_untouched(
     zk: KazooClient, group_path: str, data: bytes
 ) -> None:
+    """Before: the foreign data was replaced by this object's marker (and its ACL by the group's)."""
     zk.create(group_path, data, makepath=True)
-    apply(zk, group_path, spec(resources=["a"]))
-    assert OwnerMarker.parse(zk.get(group_path)[0]) == OWNER
+    acl_before = zk.get_acls(group_path)[0]
+    with pytest.raises(GroupOwnedElsewhereError, match="not a ResourceGroup's owner marker"):
+        apply(zk, group_path, spec(resources=["a"]), credentials=DigestCredentials("tenant", "pw"))
+    assert zk.get(group_path)[0] == data
+    assert zk.get_acls(group_path)[0] == acl_before
+    assert zk.get_children(group_path) == []
+    with pytest.raises(GroupOwnedElsewhereError):
+        delete_group(zk, group_path, OWNER)
+    assert zk.get(group_path)[0] == data
+
+
+def another_applications_tree(zk: KazooClient, root: str) -> dict[str, bytes]:
+    """A Kafka-like tree without data in its root: what an attacker names as a group path."""
+    nodes = {f"{root}/ids": b"", f"{root}/ids/0": b'{"host": "kafka-0"}', f"{root}/topics": b"",
+             f"{root}/topics/orders": b'{"partitions": 12}', f"{root}/seqid": b"7"}
+    zk.ensure_path(root)
+    for node, data in nodes.items():
+        zk.create(node, data)
+    return {root: b"", **nodes}
+
+
+def tree(zk: KazooClient, root: str) -> dict[str, bytes]:
+    found = {root: zk.get(root)[0]}
+    for child in zk.get_children(root):
+        found.update(tree(zk, f"{root}/{child}"))
+    return found
+
+
+def test_another_applications_tree_is_neither_adopted_nor_deleted(zk: KazooClient, group_path: str) -> None:
+    """Before: its root was taken over (marker written, ACL replaced) and deletion removed all of it."""
+    brokers = f"{group_path}/brokers"
+    before = another_applications_tree(zk, brokers)
+    with pytest.raises(GroupOwnedElsewhereError, match="children that are not a group's"):
+        apply(zk, brokers, spec(resources=["a"]))
+    with pytest.raises(GroupOwnedElsewhereError, match="no owner marker"):
+        delete_group(zk, brokers, OWNER)
+    assert tree(zk, brokers) == before
+
+
+def test_a_group_inside_another_groups_znodes_is_refused(zk: KazooClient, group_path: str) -> None:
+    """Before: a path inside another group (its owners container, or below it) was taken like any other."""
+    victim = f"{group_path}/victim"
+    apply(zk, victim, spec(resources=["r0", "r1"]))
+    attacker = OwnerMarker("shop", "attacker", "uid-a")
+    for inside in (f"{victim}/owners", f"{victim}/owners/r0", f"{victim}/resources/new"):
+        with pytest.raises(GroupOwnedElsewhereError):
+            reconcile_group(zk, inside, desired={"x"}, config=spec().group_config(2.0), acl=group_acl(None),
+                            owner=attacker, confine=group_path)
+    assert zk.get_children(f"{victim}/owners") == []
+    assert sorted(zk.get_children(f"{victim}/resources")) == ["r0", "r1"]
+    assert OwnerMarker.parse(zk.get(victim)[0]) == OWNER
+    # A sibling in the same root is fine.
+    reconcile_group(zk, f"{group_path}/sibling", desired={"x"}, config=spec().group_config(2.0),
+                    acl=group_acl(None), owner=attacker, confine=group_path)
+
+
+def test_two_clusters_on_one_ensemble_never_share_a_group(zk: KazooClient, group_path: str) -> None:
+    """Before: the marker had no cluster id and the uid was ignored: the second cluster's object of the
+    same namespace and name took the first one's group over, and its deletion removed it."""
+    east = OwnerMarker("shop", "orders", "uid-east", "cluster-east")
+    west = OwnerMarker("shop", "orders", "uid-west", "cluster-west")
+    apply(zk, group_path, spec(resources=["a"]), owner=east)
+    with pytest.raises(GroupOwnedElsewhereError, match="another cluster"):
+        apply(zk, group_path, spec(resources=["b"]), owner=west)
+    with pytest.raises(GroupOwnedElsewhereError, match="another cluster"):
+        delete_group(zk, group_path, west)
     assert zk.get_children(f"{group_path}/resources") == ["a"]
+    # A release is per cluster too.
+    zk.set(group_path, east.released().to_json())
+    with pytest.raises(GroupOwnedElsewhereError):
+        apply(zk, group_path, spec(resources=["b"]), owner=west)
+
+
+def test_a_marker_from_before_cluster_ids_is_kept_by_its_own_object(zk: KazooClient, group_path: str) -> None:
+    legacy = b'{"resourceGroup": {"name": "orders", "namespace": "shop", "uid": "uid-1"}}'
+    zk.create(group_path, legacy, makepath=True)
+    ours = OwnerMarker("shop", "orders", "uid-1", "cluster-1")
+    apply(zk, group_path, spec(resources=["a"]), owner=ours)
+    assert OwnerMarker.parse(zk.get(group_path)[0]) == ours
+    zk.set(group_path, legacy)
+    with pytest.raises(GroupOwnedElsewhereError):
+        apply(zk, group_path, spec(resources=["a"]), owner=OwnerMarker("shop", "orders", "uid-2", "cluster-1"))
+
+
+def test_deletion_removes_only_the_groups_layout(zk: KazooClient, group_path: str) -> None:
+    """Before: the subtree was deleted recursively, whatever it held."""
+    apply(zk, group_path, spec(resources=["a", "b"]))
+    zk.create(f"{group_path}/someone-elses/data", b"keep me", makepath=True)
+    deletion = delete_group(zk, group_path, OWNER)
+    assert deletion.left == ("someone-elses",)
+    assert zk.get_children(group_path) == ["someone-elses"]
+    assert zk.get(f"{group_path}/someone-elses/data")[0] == b"keep me"
+    assert OwnerMarker.parse(zk.get(group_path)[0]) == OWNER.released()
 
 
 class CountingClient:
@@ -248,4 +347,5 @@ def test_a_new_group_under_a_missing_parent_with_credentials(zk: KazooClient, gr
             assert set(zk.get_acls(node)[0]) == set(group_acl(credentials)), node
         assert zk.get_acls(parent)[0] != group_acl(credentials)  # shared parents stay open
     finally:
-        delete_group(zk, parent)
+        delete_group(zk, path, OWNER)
+        zk.delete(parent, recursive=True)

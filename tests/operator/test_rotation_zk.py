@@ -19,7 +19,7 @@ from rebalanser_operator.actions import apply_spec, note_secret
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import RecordingKube, status_loop
+from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
 from tests.support.invariants import overlaps, token_regressions
 from tests.support.workers import Group, Worker, wait_for
 from tests.support.zk import admin_client, purge
@@ -64,7 +64,7 @@ def kube() -> RecordingKube:
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
     options = LoopOptions(connect_wait=5.0, period=1.0, credentials_grace=GRACE)
-    context = OperatorContext(kube=kube, options=options)
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=options)
     yield context
     context.close()
 

@@ -21,7 +21,7 @@ from rebalanser_operator.actions import RetryLater, apply_spec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
-from tests.operator.support import RecordingKube, conditions, status_loop
+from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
 from tests.support.zk import free_port, make_cluster
 
 pytestmark = pytest.mark.zk
@@ -37,7 +37,8 @@ def kube() -> RecordingKube:
 
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=2.0, period=2.0, drift_repair_interval=0.5))
+    context = OperatorContext(
+        tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=2.0, period=2.0, drift_repair_interval=0.5))
     yield context
     context.close()
 
@@ -276,7 +277,7 @@ def test_restart_resumes_without_duplicate_work(
 ) -> None:
     spec = {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": ["a", "b"]}
     paths = GroupPaths.of(group_path)
-    first = OperatorContext(kube=kube, options=LoopOptions(period=1.0))
+    first = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(period=1.0))
     try:
         rt = first.group("shop", "orders", "uid-1")
         apply_spec(first, rt, spec, generation=1, body=BODY)
@@ -289,7 +290,7 @@ def test_restart_resumes_without_duplicate_work(
     assert kube.reasons().count("Rebalanced") == 1 and kube.reasons().count("ResourcesSynced") == 1
     published = dict(kube.status)
 
-    restarted = OperatorContext(kube=kube, options=LoopOptions(period=1.0))
+    restarted = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(period=1.0))
     try:
         rt = restarted.group("shop", "orders", "uid-1")
         result = apply_spec(restarted, rt, spec, generation=1, body=BODY,
@@ -386,7 +387,8 @@ def test_an_idle_group_is_not_re_read_every_period_but_still_follows_changes(
 ) -> None:
     """Nothing polls an idle group: its refreshes come from watches (a join shows at once) and the
     namespace check (shared, every period) still notices a namespace being deleted."""
-    ctx = OperatorContext(kube=kube, options=LoopOptions(connect_wait=2.0, period=0.3, idle_period=300.0))
+    ctx = OperatorContext(
+        tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=2.0, period=0.3, idle_period=300.0))
     try:
         rt = setup_group(ctx, zk_hosts, group_path, resources=["a", "b"])
         with status_loop(ctx, rt) as loop:
@@ -433,7 +435,7 @@ def test_a_new_objects_first_status_waits_for_its_first_reconcile(
 def test_a_new_object_not_reconciled_in_time_says_pending(
     kube: RecordingKube, zk_hosts: str, group_path: str
 ) -> None:
-    ctx = OperatorContext(kube=kube, options=LoopOptions(first_publish_hold=0.5, period=0.5))
+    ctx = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(first_publish_hold=0.5, period=0.5))
     try:
         rt = ctx.group("shop", "orders", uuid.uuid4().hex)
         with status_loop(ctx, rt):

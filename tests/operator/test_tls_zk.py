@@ -18,7 +18,7 @@ from rebalanser_operator.actions import RetryLater, apply_spec, end_grace, hold_
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.tls import Pki, bundle, server_log
 from tests.support.zk import ZkCluster, admin_client, purge, serving_cluster
 
@@ -46,7 +46,7 @@ def kube() -> RecordingKube:
 
 @pytest.fixture
 def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=kube, options=LoopOptions(connect_wait=15.0))
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=15.0))
     yield context
     context.close()
 
@@ -206,7 +206,7 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
     raw = {"zookeeper": {"connect": zk_hosts, "path": group_path, "credentialsSecret": "zk-digest"},
            "resources": ["a"]}
     paths = GroupPaths.of(group_path)
-    first = OperatorContext(kube=kube, options=LoopOptions(connect_wait=15.0))
+    first = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=15.0))
     try:
         apply_spec(first, runtime(first), raw, generation=1, body=BODY)
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
@@ -227,7 +227,7 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
                 return False
             return True
 
-    second = OperatorContext(kube=kube, options=LoopOptions(connect_wait=15.0))
+    second = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=15.0))
     try:
         rt = runtime(second)
         apply_spec(second, rt, raw, generation=1, body=BODY)

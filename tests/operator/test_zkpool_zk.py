@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_digest_acl
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 
 from tests.support.zk import free_port, make_cluster
@@ -57,15 +59,33 @@ def test_unreachable_ensemble_never_blocks_and_is_used_once_it_starts(tmp_path: 
         cluster.stop()
 
 
-def test_credentials_are_added_once(zk_hosts: str) -> None:
+def test_each_set_of_credentials_has_a_session_of_its_own(zk_hosts: str) -> None:
+    """Before: one session per connect string, and every group's credentials were added to it: a
+    session holding tenant A's and tenant B's passwords wrote, for A, whatever B's ACL allowed."""
     pool = ZooKeeperPool()
+    tenant_a, tenant_b = DigestCredentials("a", "pa"), DigestCredentials("b", "pb")
     try:
-        client = pool.acquire(zk_hosts, "ns/a")
-        assert pool.wait_connected(client, 15)
-        credentials = DigestCredentials("u", "p")
-        pool.authenticate(client, credentials)
-        pool.authenticate(client, credentials)
-        assert ("digest", "u:p") in client.auth_data and len(client.auth_data) == 1
-        assert "p" not in repr(credentials)
+        a = pool.acquire(zk_hosts, "ns-a/g", credentials=(tenant_a,))
+        a2 = pool.acquire(zk_hosts, "ns-a/h", credentials=(tenant_a,))
+        b = pool.acquire(zk_hosts, "ns-b/g", credentials=(tenant_b,))
+        anonymous = pool.acquire(zk_hosts, "ns-c/g")
+        assert a is a2 and a is not b and anonymous not in (a, b)
+        assert pool.connections() == 3
+        assert {auth for _, auth in a.auth_data} == {"a:pa"}
+        assert {auth for _, auth in b.auth_data} == {"b:pb"}
+        assert not anonymous.auth_data
+        for client in (a, b, anonymous):
+            assert pool.wait_connected(client, 15)
+        # ZooKeeper's view: b's session may not write what only a may.
+        a.create("/pool-tenancy-a", acl=[make_digest_acl("a", "pa", all=True)])
+        try:
+            with pytest.raises(NoAuthError):
+                b.set("/pool-tenancy-a", b"x")
+        finally:
+            a.delete("/pool-tenancy-a")
+        # Credentials changing: the user moves to a new session, the old one closes with its last user.
+        rotated = pool.acquire(zk_hosts, "ns-b/g", credentials=(DigestCredentials("b", "pb2"), tenant_b))
+        assert rotated is not b and pool.connections() == 3
+        assert "pb" not in repr(tenant_b) and "pb2" not in repr(DigestCredentials("b", "pb2"))
     finally:
         pool.close()
