@@ -3,6 +3,14 @@
     rebalanser-operator [--namespace NS]... | --all-namespaces
                         [--metrics-port N] [--liveness URL] [--peering NAME | --standalone]
                         [--log-format json|plain|full] [--verbose | --debug]
+                        [--path-root TEMPLATE]... [--allowed-ensemble HOSTS]... [--cluster-id ID]
+                        [--max-groups-per-namespace N] [--max-resources-per-group N]
+
+Each tenancy setting may also come from the environment (used when the flag is not given):
+REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
+connect strings separated by ',' ';' or white space, '*' for any), REBALANSER_CLUSTER_ID,
+REBALANSER_MAX_GROUPS_PER_NAMESPACE, REBALANSER_MAX_RESOURCES_PER_GROUP. See
+:mod:`rebalanser_operator.tenancy` and docs/operator.md ("Security model").
 
 Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG``. Standalone (no
 kopf peering) is the default: the Helm chart runs exactly one replica with the Recreate strategy.
@@ -14,15 +22,19 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 
 import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
 from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
+from rebalanser_operator.tenancy import DEFAULT_PATH_ROOT, AllowedEnsembles, Limits, PathRoots, SettingError, Tenancy
 
 log = logging.getLogger("rebalanser_operator")
 
@@ -48,6 +60,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--credentials-grace", type=float, default=DEFAULT_CREDENTIALS_GRACE, metavar="SECONDS",
                         help="after a credentials Secret changes, the group's ACLs keep the previous password "
                              f"this long before the new one alone may write (default {DEFAULT_CREDENTIALS_GRACE:g})")
+    tenancy = parser.add_argument_group("tenancy (what a ResourceGroup may name)")
+    tenancy.add_argument("--path-root", action="append", dest="path_roots", metavar="TEMPLATE",
+                         help=f"a root for groups' znodes, {{namespace}} replaced by the group's namespace "
+                              f"(repeatable; the first gives the default path; default {DEFAULT_PATH_ROOT})")
+    tenancy.add_argument("--allowed-ensemble", action="append", dest="allowed_ensembles", metavar="HOSTS",
+                         help="ZooKeeper servers ResourceGroups may name (a connect string; repeatable; '*' for "
+                              "any). Default: none, every ResourceGroup is refused until this is set")
+    tenancy.add_argument("--cluster-id", metavar="ID",
+                         help="this cluster's id in the groups' owner markers (default: the UID of namespace "
+                              "kube-system, else an id kept in a ConfigMap of the operator's namespace)")
+    tenancy.add_argument("--max-groups-per-namespace", type=int, metavar="N",
+                         help="ResourceGroups served per namespace, 0 for no limit (default 0)")
+    tenancy.add_argument("--max-resources-per-group", type=int, metavar="N",
+                         help="resources per ResourceGroup, 0 for the CRD's own limit (default 0)")
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("-v", "--verbose", action="store_true")
     verbosity.add_argument("--debug", action="store_true")
@@ -61,7 +87,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.namespaces = [env_namespace]
     if not 0 <= args.metrics_port <= 65535:
         parser.error("--metrics-port must be within 0..65535")
+    try:
+        args.tenancy = tenancy_settings(args, os.environ)
+    except SettingError as exc:
+        parser.error(str(exc))
     return args
+
+
+def tenancy_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Tenancy:
+    """The tenancy settings from the flags, else the environment, else the defaults (the cluster id is
+    resolved later, from the API server, when neither gives it)."""
+    roots = args.path_roots or [env.get("REBALANSER_PATH_ROOT") or DEFAULT_PATH_ROOT]
+    ensembles = args.allowed_ensembles or [env.get("REBALANSER_ALLOWED_ENSEMBLES", "")]
+    limits = Limits(
+        groups_per_namespace=_count(args.max_groups_per_namespace, env, "REBALANSER_MAX_GROUPS_PER_NAMESPACE"),
+        resources_per_group=_count(args.max_resources_per_group, env, "REBALANSER_MAX_RESOURCES_PER_GROUP"),
+    )
+    return Tenancy(path_roots=PathRoots.parse(roots), ensembles=AllowedEnsembles.parse(ensembles),
+                   cluster_id=args.cluster_id or env.get("REBALANSER_CLUSTER_ID", ""), limits=limits)
+
+
+def _count(flag: int | None, env: Mapping[str, str], name: str) -> int:
+    raw = flag if flag is not None else env.get(name) or 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise SettingError(f"{name.removeprefix('REBALANSER_').lower().replace('_', '-')} must not be negative")
+    return value
 
 
 def load_kubernetes_config() -> k8s.ApiClient:
@@ -86,18 +140,29 @@ def main(argv: list[str] | None = None) -> int:
     except k8s_config.ConfigException as exc:
         print(f"rebalanser-operator: no Kubernetes configuration: {exc}", file=sys.stderr)
         return 2
+    own = os.environ.get("POD_NAMESPACE") or None
+    try:
+        cluster_id = resolve_cluster_id(explicit=args.tenancy.cluster_id, api=k8s.CoreV1Api(api_client),
+                                        own_namespace=own)
+    except ClusterIdUnavailable as exc:
+        print(f"rebalanser-operator: no cluster id: {exc}", file=sys.stderr)
+        return 2
+    tenancy = replace(args.tenancy, cluster_id=cluster_id)
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     ctx = OperatorContext(kube=KubernetesGateway(api_client), metrics=metrics,
-                          options=LoopOptions(credentials_grace=args.credentials_grace))
-    own = os.environ.get("POD_NAMESPACE") or None
+                          options=LoopOptions(credentials_grace=args.credentials_grace), tenancy=tenancy)
     own_namespace = own if own and (args.all_namespaces or own in args.namespaces) else None
     log.info(
-        "starting: namespaces=%s metrics=%s liveness=%s peering=%s",
+        "starting: namespaces=%s metrics=%s liveness=%s peering=%s path roots=%s allowed ensembles=%s "
+        "cluster id=%s limits=%s",
         "*" if args.all_namespaces else args.namespaces, args.metrics_port or "off", args.liveness or "off",
-        args.peering or "standalone",
+        args.peering or "standalone", ",".join(tenancy.path_roots.templates), tenancy.ensembles.describe(),
+        tenancy.cluster_id, tenancy.limits,
     )
+    if not tenancy.ensembles.any and not tenancy.ensembles.servers:
+        log.warning("no --allowed-ensemble (REBALANSER_ALLOWED_ENSEMBLES) is set: every ResourceGroup is refused")
     try:
         kopf.run(
             registry=build_registry(ctx, own_namespace),

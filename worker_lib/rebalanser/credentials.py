@@ -1,6 +1,11 @@
 """ZooKeeper digest credentials whose password lives in a file that may change while the member runs
 (a mounted Kubernetes Secret: the kubelet swaps the files in place).
 
+No password reaches a log or a repr: :class:`DigestState` hides its passwords, and importing this
+module gives the ``kazoo.client`` logger (the one every client here logs through) a filter that
+replaces the secret of each authentication packet kazoo logs at DEBUG level (``Auth(... auth='user:password')``)
+with ``<redacted>`` (:func:`redact_kazoo_auth`).
+
 :class:`PasswordFile` is what :class:`~rebalanser.options.Options` takes instead of a fixed
 ``(user, password)`` pair. The member then re-reads the file every ``poll_interval`` seconds
 (:class:`PasswordWatcher`); when the content changes it adds the new password to its live session,
@@ -16,16 +21,49 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Auth
 from kazoo.security import ACL, make_digest_acl
 
 from rebalanser.errors import InvalidInputError
 
-__all__ = ["DigestState", "PasswordFile", "PasswordFileError", "PasswordWatcher", "read_password"]
+__all__ = ["DigestState", "PasswordFile", "PasswordFileError", "PasswordWatcher", "read_password",
+           "redact_kazoo_auth"]
 
 log = logging.getLogger(__name__)
+
+REDACTED = "<redacted>"
+
+
+class _AuthRedactor(logging.Filter):
+    """Rewrites a log record's arguments so that no kazoo ``Auth`` packet shows its secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(arg, Auth) for arg in args):
+            record.args = tuple(_redacted(arg) for arg in args)
+        elif isinstance(args, Auth):
+            record.args = (_redacted(args),)
+        return True
+
+
+def _redacted(arg: object) -> object:
+    if isinstance(arg, Auth):
+        user = str(arg.auth).partition(":")[0] if arg.scheme == "digest" else ""
+        return Auth(arg.auth_type, arg.scheme, f"{user}:{REDACTED}" if user else REDACTED)
+    return arg
+
+
+def redact_kazoo_auth(logger: logging.Logger | None = None) -> None:
+    """Gives ``logger`` (default ``kazoo.client``) the redacting filter, once."""
+    target = logger if logger is not None else logging.getLogger("kazoo.client")
+    if not any(isinstance(f, _AuthRedactor) for f in target.filters):
+        target.addFilter(_AuthRedactor())
+
+
+redact_kazoo_auth()
 
 
 class PasswordFileError(Exception):
@@ -72,8 +110,8 @@ class DigestState:
     (monotonic) instant until which new nodes still name it. Pure: no I/O, no clock of its own."""
 
     username: str
-    current: str
-    previous: str | None = None
+    current: str = field(repr=False)
+    previous: str | None = field(default=None, repr=False)
     previous_until: float = 0.0
 
     def rotated(self, password: str, now: float, grace: float) -> DigestState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from rebalanser.config import Algorithm
@@ -61,7 +61,7 @@ class Options:
     session_timeout: float = 10.0
     min_interval: float = 2.0
     expiry_policy: ExpiryPolicy = ExpiryPolicy.RECONNECT
-    credentials: tuple[str, str] | PasswordFile | None = None
+    credentials: tuple[str, str] | PasswordFile | None = field(default=None, repr=False)  # see __repr__
     tls: TlsOptions | None = None
     stop_timeout: float = 30.0
     start_timeout: float = 30.0
@@ -74,6 +74,19 @@ class Options:
     pod: str | None = None
     pod_uid: str | None = None
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        """Every field but the password (a fixed pair shows its username only)."""
+        shown = []
+        for item in fields(self):
+            if item.name == "credentials":
+                value: object = self.credentials
+                if isinstance(value, tuple):
+                    value = (value[0], "<redacted>")
+                shown.append(f"credentials={value!r}")
+            elif item.repr:
+                shown.append(f"{item.name}={getattr(self, item.name)!r}")
+        return f"Options({', '.join(shown)})"
 
     def __post_init__(self) -> None:
         if not isinstance(self.hosts, str) or not self.hosts.strip():
