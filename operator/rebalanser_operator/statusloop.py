@@ -229,22 +229,25 @@ class StatusLoop:
         if not self.ctx.is_current(rt):
             self.gone = True  # deleted meanwhile: do not reopen its ZooKeeper connection
             return base
-        if rt.connect is None or rt.path is None or not rt.owned:
-            # Not reconciled yet, or refused (another's path, a path or ensemble not allowed): nothing of
-            # what lies at the path is this object's to read, show or act on.
+        sync = rt.sync
+        if not rt.owned and sync is not None and not sync.ok and sync.permanent:
+            # Refused (another's path, a path or ensemble not allowed...): nothing of what lies at the
+            # path is this object's to read, show or act on, and no connection is needed.
             self._group, self._pods = None, None
-            sync = rt.sync
-            if sync is not None and not sync.ok and sync.permanent:
-                return _with(base, group=None, pods=None, zk_reason="NotConnected",
-                             zk_message=f"the group was refused ({sync.reason}); see ResourcesSynced")
-            return _with(base, group=None, pods=None, zk_reason="NotConfigured",
-                         zk_message="waiting for the first reconcile")
+            return _with(base, group=None, pods=None, zk_reason="NotConnected",
+                         zk_message=f"the group was refused ({sync.reason}); see ResourcesSynced")
+        if rt.connect is None or rt.path is None:
+            return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
         zk = self.ctx.client(rt)
         if not zk.connected and self._was_connected is None:
             # A fresh connection (operator start): give it a moment before calling it unreachable.
             self.ctx.pool.wait_connected(zk, self.options.connect_wait)
         if not zk.connected:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
+        if not rt.owned:  # reachable, but no reconcile has claimed the group yet: nothing is read
+            self._group, self._pods = None, None
+            return _with(base, group=None, pods=None, zk_connected=True,
+                         zk_message=f"connected to {rt.connect}; the group is not claimed yet")
         try:
             snapshot = read_with_watches(zk, rt.path, self.wake)
             if not self._still_owned(snapshot):

@@ -151,7 +151,7 @@ def test_zookeeper_outage_and_recovery_without_restart(
     cluster = make_cluster(tmp_path / "zk", size=1)
     cluster.start()
     try:
-        rt = setup_group(ctx, cluster.hosts, "/outage/g", resources=["a"])
+        rt = setup_group(ctx, cluster.hosts, "/rebalanser-test/outage-g", resources=["a"])
         with status_loop(ctx, rt):
             kube.wait_status(lambda s: conditions(s)["ZooKeeperConnected"]["status"] == "True", 10, "connected")
             cluster.stop()
@@ -368,7 +368,7 @@ def test_a_restarted_operator_that_cannot_reach_zookeeper_keeps_the_view_then_sa
     rt = ctx.group("shop", "orders", uuid.uuid4().hex)
     loop = StatusLoop(ctx, rt, initial_status=published)
     with pytest.raises(RetryLater):
-        apply_spec(ctx, rt, {"zookeeper": {"connect": f"127.0.0.1:{free_port()}", "path": "/g"},
+        apply_spec(ctx, rt, {"zookeeper": {"connect": f"127.0.0.1:{free_port()}", "path": "/rebalanser-test/g"},
                              "resources": ["a", "b"]}, generation=1, body=BODY)
     loop.refresh()
     assert kube.patches == [], "a restarted operator published a view it had not read"

@@ -159,13 +159,18 @@ def test_the_same_path_in_use_shows_nothing_of_the_other_group(
         rt = attacker_ctx.group(victim, "evil", "uid-evil")
         raw = spec(zk_hosts, f"/rebalanser/{victim}/orders")
         with status_loop(attacker_ctx, rt):
-            refused(attacker_ctx, rt, raw, "PathInUse")
+            with pytest.raises(RetryLater):
+                apply_spec(attacker_ctx, rt, raw, generation=1, body=BODY)
             status = kube_of(attacker_ctx).wait_status(
                 lambda s: conditions(s)["ResourcesSynced"]["reason"] == "PathInUse" and s["phase"] == "Error", 30,
                 "PathInUse and phase Error in the status")
+            rt.wake()  # a later refresh (the loop's own) shows nothing either
+            status = kube_of(attacker_ctx).wait_status(
+                lambda s: conditions(s)["ZooKeeperConnected"]["status"] == "False", 30, "not connected")
         assert not [key for key in GROUP_FIELDS if key in status], status
         text = repr(status) + repr(kube_of(attacker_ctx).events)
         assert "victim-worker-0" not in text and "victim-pod-0" not in text, text
+        refused(attacker_ctx, rt, raw, "PathInUse")
     finally:
         attacker_ctx.close()
 
