@@ -267,14 +267,17 @@ def scene(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         source = earlier_operator_source(base / EARLIER)
         if source is None:
             print(f"\n{EARLIER} is not in the repository's history: the earlier CRD runs with this checkout's operator")
-            earlier = OperatorProcess(kubeconfig, kube.env(), base / "operator-earlier.log", namespace=NS)
+            earlier = OperatorProcess(kubeconfig, kube.env(), base / "operator-earlier.log", namespace=NS,
+                                      allowed_ensembles=zookeeper.hosts)
         else:
             env = {**kube.env(), "PYTHONPATH": f"{source / 'worker_lib'}{os.pathsep}{source / 'operator'}"}
             earlier = OperatorProcess(kubeconfig, env, base / "operator-earlier.log", namespace=NS,
-                                      command=(sys.executable, "-m", "rebalanser_operator.main"), cwd=source)
+                                      command=(sys.executable, "-m", "rebalanser_operator.main"), cwd=source,
+                                      allowed_ensembles=zookeeper.hosts)
         earlier.start()
         scene = Scene(kube, zookeeper, zk, earlier, base, plan_dir=base,
-                      upgraded=OperatorProcess(kubeconfig, kube.env(), base / "operator.log", namespace=NS))
+                      upgraded=OperatorProcess(kubeconfig, kube.env(), base / "operator.log", namespace=NS,
+                                               allowed_ensembles=zookeeper.hosts))
         try:
             yield scene
         finally:

@@ -33,6 +33,7 @@ from tests.operator.spec_limits import largest_specs, oversized_specs
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster
 from tests.support.invariants import episodes
 from tests.support.kubectl import Kube
+from tests.support.listener import Listener
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
@@ -44,6 +45,8 @@ CHART = REPO / "charts" / "rebalanser-operator"
 BIN = Path(sys.executable).parent
 GROUP = "orders"
 GROUP_PATH = f"/rebalanser/{NS}/{GROUP}"
+#: The first segment of the largest spec's path (tests.operator.spec_limits): a path root of its own.
+LARGEST_SPEC_ROOT = "/" + "p" * 99
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str], poll: float = 0.2) -> Any:
@@ -118,6 +121,9 @@ class OperatorProcess:
     cwd: Path | None = None
     #: Further options for the operator (e.g. a short ``--credentials-grace``).
     args: tuple[str, ...] = ()
+    #: The ZooKeeper servers ResourceGroups may name (REBALANSER_ALLOWED_ENSEMBLES: an earlier release
+    #: ignores it); the operator refuses every ResourceGroup without it.
+    allowed_ensembles: str = ""
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
@@ -126,7 +132,8 @@ class OperatorProcess:
                  "--metrics-port", str(self.metrics_port),
                  "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz", "--log-format", "full", *self.args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**self.env, "KUBECONFIG": str(self.kubeconfig)}, cwd=self.cwd,
+                env={**self.env, "KUBECONFIG": str(self.kubeconfig),
+                     "REBALANSER_ALLOWED_ENSEMBLES": self.allowed_ensembles}, cwd=self.cwd,
             )
         wait_for(self.live, 60, lambda: f"the operator's liveness endpoint; log:\n{self.text()[-3000:]}")
 
@@ -173,10 +180,13 @@ def service_account_kubeconfig(
 
 
 @pytest.fixture(scope="module")
-def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def operator(
+    installed: Cluster, zookeeper: ZkCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
     base = tmp_path_factory.mktemp("operator")
     running = OperatorProcess(service_account_kubeconfig(installed, base / "kubeconfig"), installed.env(),
-                              base / "operator.log")
+                              base / "operator.log", allowed_ensembles=zookeeper.hosts,
+                              args=("--path-root", "/rebalanser/{namespace}", "--path-root", LARGEST_SPEC_ROOT))
     running.start()
     try:
         yield running
@@ -679,6 +689,72 @@ def test_a_named_workloads_rollout_is_watched(
     deployment_status(replicas=2, updatedReplicas=2, availableReplicas=2, readyReplicas=2)
     installed.run_kubectl("delete", "rg", "rollouts", "-n", NS, "--timeout=120s")
     installed.run_kubectl("delete", "deployment", "web", "-n", NS)
+
+
+def test_a_tenants_attacks_are_refused_with_a_reason_and_touch_nothing(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, zk: KazooClient, workers: Workers
+) -> None:
+    """ResourceGroups naming a parent, another namespace, the inside of a live group, another
+    application's tree, a chroot, or a ZooKeeper outside the allowed list (with a credentials Secret):
+    each is refused (phase Error, the reason as ResourcesSynced's and a Warning Event), deleting it
+    releases the finalizer, and nothing of the victim changes; the ZooKeeper not allowed never sees a
+    connection. Before: all were admitted, and their deletion removed the named trees."""
+    kube = installed
+    kafka = "/brokers-e2e"
+    zk.create(f"{kafka}/ids/0", b'{"host": "kafka-0"}', makepath=True)
+    zk.create(f"{kafka}/topics/orders", b'{"partitions": 12}', makepath=True)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stolen", "namespace": NS},
+              "data": {"username": base64.b64encode(b"victim").decode(),
+                       "password": base64.b64encode(b"victims-password").decode()}}
+    kube.run_kubectl("apply", "-f", "-", input=json.dumps(secret))
+    listener = Listener()
+
+    def snapshot() -> dict[str, Any]:
+        paths = GroupPaths.of(GROUP_PATH)
+        return {"marker": zk.get(GROUP_PATH)[0], "resources": sorted(zk.get_children(paths.resources)),
+                "config": zk.get(paths.config)[0], "acl": zk.get_acls(GROUP_PATH)[0],
+                "kafka": {node: zk.get(node)[0] for node in (kafka, f"{kafka}/ids/0", f"{kafka}/topics/orders")},
+                "parent": zk.get(f"/rebalanser/{NS}")[0]}
+
+    attacks = {  # name -> (zookeeper spec, reason)
+        "parent": ({"connect": zookeeper.hosts, "path": "/rebalanser"}, "PathNotAllowed"),
+        "other-namespace": ({"connect": zookeeper.hosts, "path": "/rebalanser/another-team/orders"},
+                            "PathNotAllowed"),
+        "inside": ({"connect": zookeeper.hosts, "path": f"{GROUP_PATH}/owners"}, "PathInUse"),
+        "same-path": ({"connect": zookeeper.hosts, "path": GROUP_PATH}, "PathInUse"),
+        "kafka": ({"connect": zookeeper.hosts, "path": kafka}, "PathNotAllowed"),
+        "chroot": ({"connect": f"{zookeeper.hosts}/rebalanser/another-team", "path": "/orders"}, "PathNotAllowed"),
+        "exfiltrate": ({"connect": f"127.0.0.1:{listener.port}", "credentialsSecret": "stolen"},
+                       "EnsembleNotAllowed"),
+    }
+    try:
+        before = snapshot()
+        for name, (zookeeper_spec, _) in attacks.items():
+            body = json.loads(manifest(zookeeper.hosts, name=name, resources=["x"]))
+            body["spec"]["zookeeper"] = zookeeper_spec
+            kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
+        for name, (_, reason) in attacks.items():
+            def refused(s: dict[str, Any], reason: str = reason) -> bool:
+                return s.get("phase") == "Error" and condition(s, "ResourcesSynced").get("reason") == reason
+
+            st = wait_status(kube, refused, 60, f"{name}: {reason}", name)
+            assert not [key for key in ("members", "assignments", "pods", "coordinator") if key in st], st
+            reasons = kube.run_kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={name}",
+                                       "-o", "jsonpath={.items[*].reason}").stdout.split()
+            assert reason in reasons, (name, reasons)
+        kube.run_kubectl("delete", "rg", *attacks, "-n", NS, "--wait=true", "--timeout=60s")
+        for name in attacks:
+            assert get_rg(kube, name) is None, f"{name} was not deleted"
+        assert snapshot() == before
+        assert listener.accepted == 0 and b"victims-password" not in listener.received
+        st = wait_status(kube, lambda s: s.get("phase") == "Stable" and s.get("members") == 3, 60,
+                         "the victim still Stable with its 3 members")
+        assert st["assigned"] == 9
+    finally:
+        listener.close()
+        kube.run_kubectl("delete", "rg", *attacks, "-n", NS, "--ignore-not-found", "--wait=false", check=False)
+        kube.run_kubectl("delete", "secret", "stolen", "-n", NS, "--ignore-not-found", check=False)
+        zk.delete(kafka, recursive=True)
 
 
 def test_delete_removes_znodes_and_releases_the_finalizer(

@@ -62,11 +62,14 @@ def installed(kube: Cluster) -> Cluster:
 
 
 @pytest.fixture(scope="module")
-def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def operator(
+    installed: Cluster, zookeeper: ZkCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
     base = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig", NS, SERVICE_ACCOUNT)
     running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS,
-                              args=("--credentials-grace", str(CREDENTIALS_GRACE)))
+                              args=("--credentials-grace", str(CREDENTIALS_GRACE)),
+                              allowed_ensembles=zookeeper.secure_hosts)
     running.start()
     try:
         yield running

@@ -7,8 +7,6 @@ fresh too); the operator has the default path root and allows only the test's Zo
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from rebalanser_operator.tenancy import AllowedEnsembles, Limits, Tenancy
 from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube, conditions, status_loop
+from tests.support.listener import Listener
 
 pytestmark = pytest.mark.zk
 
@@ -218,39 +217,6 @@ def test_two_clusters_on_one_ensemble_keep_their_groups(
     finally:
         east.close()
         west.close()
-
-
-class Listener:
-    """A TCP server that records every connection made to it (and never answers)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self.received = b""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self.accepted += 1
-            conn.settimeout(0.5)
-            try:
-                self.received += conn.recv(65536)
-            except OSError:
-                pass
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.sock.close()
 
 
 def test_an_ensemble_outside_the_allowed_list_is_never_contacted(
