@@ -467,7 +467,7 @@ def delete_znodes(
         return f"nothing to delete ({placed.reason}: {placed.message})"
     keep = annotations.get(KEEP_ZNODES) == "true"
 
-    tls = rt.tls
+    tls = rt.tls if spec.zookeeper.tls is not None else None
     if spec.zookeeper.tls is not None:
         try:
             tls = ctx.kube.read_tls(rt.namespace, spec.zookeeper.tls.secret,

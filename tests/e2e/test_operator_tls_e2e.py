@@ -7,6 +7,7 @@ Tests run in file order and share one ZooKeeper and one operator (module state).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ def operator(
     base = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig", NS, SERVICE_ACCOUNT)
     running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS,
-                              args=("--credentials-grace", str(CREDENTIALS_GRACE)),
+                              args=("--credentials-grace", str(CREDENTIALS_GRACE), "--debug"),
                               allowed_ensembles=zookeeper.secure_hosts)
     running.start()
     try:
@@ -77,7 +78,12 @@ def operator(
         running.stop()
 
 
+#: Every secret this module gives the operator (TLS keys, passwords): none may reach its log.
+SECRETS_GIVEN: list[bytes] = []
+
+
 def apply_secret(kube: Cluster, data: dict[str, str]) -> None:
+    SECRETS_GIVEN.extend(base64.b64decode(value) for key, value in data.items() if key == "tls.key")
     body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": SECRET, "namespace": NS}, "data": data}
     kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
@@ -169,6 +175,7 @@ def test_a_rotated_credentials_secret_becomes_the_groups_acl_without_a_restart(
     pid = operator.proc.pid
 
     def credentials(password: str) -> None:
+        SECRETS_GIVEN.append(password.encode())
         body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "zk-digest", "namespace": NS},
                 "stringData": {"username": "ledger-op", "password": password}}
         kube.run_kubectl("apply", "-f", "-", input=json.dumps(body))
@@ -210,6 +217,19 @@ def test_the_tls_group_is_deleted_over_tls(installed: Cluster, operator: Operato
     installed.run_kubectl("delete", "resourcegroup", GROUP, "-n", NS, "--wait=true", "--timeout=60s")
     with admin_client(zookeeper.hosts) as zk:
         wait_for(lambda: zk.exists(GROUP_PATH) is None, 60, f"{GROUP_PATH} deleted")
+
+
+def test_no_secret_reaches_the_operators_debug_log(operator: OperatorProcess) -> None:
+    """The operator ran with --debug: kazoo logged every request it sent (the Auth packets too), kopf
+    every event. Before: kazoo's lines showed ``Auth(... auth='ledger-op:old-password')``."""
+    text = operator.log.read_bytes()
+    assert len(SECRETS_GIVEN) >= 4, "the tests above gave the operator no secrets to look for"
+    assert b"Sending request" in text, "the log is not at debug level: the check below would prove nothing"
+    for secret in SECRETS_GIVEN:
+        body = b"".join(line for line in secret.splitlines() if line and not line.startswith(b"-----"))
+        for form in {secret.strip(), body[:64], base64.b64encode(secret)[:64]}:
+            assert form not in text, f"a secret ({form[:12]!r}...) is in the operator's log"
+    assert b"ledger-op:<redacted>" in text, "no redacted Auth line: the digest credentials were never sent?"
 
 
 def test_rbac_was_sufficient(operator: OperatorProcess) -> None:
