@@ -367,7 +367,8 @@ class Stack:
         with open(log, "ab") as out, signals_deferred():
             self.operator = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**self.kube.env(), "KUBECONFIG": str(kubeconfig)},
+                env={**self.kube.env(), "KUBECONFIG": str(kubeconfig),
+                     "REBALANSER_ALLOWED_ENSEMBLES": self.hosts},  # the demo's own ZooKeeper, nothing else
             )
             self.registry.record("operator", self.operator.pid)
         if not wait_until(lambda: self._operator_live(liveness), 90, poll=0.3):

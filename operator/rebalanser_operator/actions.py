@@ -160,7 +160,6 @@ def apply_spec(
                 log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
                          "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
     except GroupOwnedElsewhereError as exc:
-        ctx.metrics.reconciles.labels("conflict").inc()
         raise _refused(ctx, rt, Refusal(PATH_IN_USE, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     except NoAuthError as exc:
         message = f"ZooKeeper refused a write under {path}: the group is protected by other credentials"
@@ -240,7 +239,7 @@ def refuse(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal) -> None:
     rt.owned = False
     rt.spec_error = None
     rt.sync = SyncState(False, refusal.reason, refusal.message, permanent=True)
-    ctx.metrics.reconciles.labels("refused").inc()
+    ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
     if changed:
         event(ctx, rt, "Warning", refusal.reason, refusal.message)
     rt.wake()
