@@ -386,6 +386,18 @@ def test_resource_group_creates_znodes_and_config(
     assert condition(st, "ResourcesSynced")["status"] == "True"
 
 
+def test_the_owner_marker_names_the_object_and_the_cluster(
+    installed: Cluster, operator: OperatorProcess, zk: KazooClient
+) -> None:
+    """The group root records the ResourceGroup's UID and the cluster id, which by default is the UID of
+    namespace kube-system (read with the chart's RBAC), as the operator's start line says."""
+    marker = json.loads(zk.get(GROUP_PATH)[0])["resourceGroup"]
+    uid = installed.run_kubectl("get", "rg", GROUP, "-n", NS, "-o", "jsonpath={.metadata.uid}").stdout.strip()
+    cluster = installed.run_kubectl("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}").stdout.strip()
+    assert marker == {"namespace": NS, "name": GROUP, "uid": uid, "clusterId": cluster}
+    assert f"cluster id={cluster}" in operator.text()
+
+
 def test_the_workers_config_map_is_published(
     installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
 ) -> None:
