@@ -78,3 +78,38 @@ def test_orphans_do_not_wait_for_the_interval(
         print(f"{algorithm}: worked again {killed:.2f}s after kill -9 (T 2s), {left:.2f}s after the coordinator left")
     finally:
         group.stop_all()
+
+
+def test_reserved_resources_wait_for_their_member_not_for_the_interval(
+    zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """With a departure grace, a killed member's resources stay reserved (not orphans), and are worked
+    on again as soon as the member is back under a new node, though the 30 s interval has just
+    restarted; a second killed member that stays away has its resources handed out once the grace
+    ends, again without waiting for the interval."""
+    grace = 4.0
+    group = Group(zk_hosts, group_path, tmp_path, min_interval=INTERVAL, session_timeout=2.0,
+                  extra=["--departure-grace", str(grace)])
+    try:
+        add_resources(zk, group_path, sorted(RESOURCES))
+        for name in ("a", "b", "c"):
+            group.spawn(name)
+        group.wait_settled(RESOURCES, 3 * INTERVAL)
+        chief = coordinator(group)
+        back, away = [w for w in group.live() if w is not chief]
+        held, lost = back.owned(), away.owned()
+        back.kill()
+        wait_for(lambda: not any(m.split("-")[1] == back.member_id for m in zk.get_children(f"{group_path}/clients")),
+                 LIVENESS, "the killed member's session never expired")
+        at = time.monotonic_ns()
+        returned = group.spawn(back.member_id)
+        wait_for(lambda: set(worked_again([returned], held, at)) == held, LIVENESS,
+                 lambda: f"the returning member's reserved resources waited: {group.describe(RESOURCES)}")
+        survivors = [w for w in group.live() if w is not away]
+        at = time.monotonic_ns()
+        away.kill()
+        wait_for(lambda: set(worked_again(survivors, lost, at)) == lost, 2.0 + grace + LIVENESS,
+                 lambda: f"resources waited after the grace ended: {group.describe(RESOURCES)}")
+        assert not revoked_since(survivors, at), f"a live member lost resources: {revoked_since(survivors, at)}"
+    finally:
+        group.stop_all()

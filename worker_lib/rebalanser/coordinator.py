@@ -393,20 +393,22 @@ class Coordinator:
 
     def _orphans_waiting(self) -> bool:
         """Whether some resource has no live owner, from the watches' last listings (no I/O): a member
-        whose node is gone and whose resources are not reserved for it, or a resource nobody owns.
-        Orphans the last hand-out could not place (no live member took them) do not count again."""
+        whose node is gone and whose resources are not reserved for it, a member back under a new node
+        (nothing is written for that node yet), or a resource nobody owns. Orphans the last hand-out
+        could not place (no live member took them) do not count again."""
         if self._member_list is None or not self._layout.owners:
             return False
         try:
-            listed = self._member_list.children or []
+            listed = set(self._member_list.children or [])
         except LookupError:
             return False
-        live = {m.member_id for m in map(MemberNode.parse, listed) if m is not None}
-        if not live:
+        if not listed:
             return False
+        listed_ids = {m.member_id for m in map(MemberNode.parse, listed) if m is not None}
+        holding = {m.member_id for m in map(MemberNode.parse, self._layout.written.keys() & listed) if m is not None}
         now, grace = time.monotonic(), self._grace()
-        reserved = {mid for mid, since in self._departed.items() if now < since + grace}
-        found = orphans.orphaned(self._resources(), self._layout.owners, live, reserved)
+        reserved = {mid for mid, since in self._departed.items() if now < since + grace and mid not in listed_ids}
+        found = orphans.orphaned(self._resources(), self._layout.owners, holding, reserved)
         return bool(set(found) - self._unplaceable)
 
     def _startup_window(self) -> float:
