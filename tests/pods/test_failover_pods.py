@@ -91,6 +91,6 @@ def test_sigkill_right_after_the_group_formed_does_not_wait_for_the_interval(sce
     instance = scene.instance(victim)
     kill = scene.signal(victim, "KILL")
     seconds = scene.reworked(group, victim, instance, owned_by(owners, victim), kill.ts, timeout=3 * interval)
-    print(f"\nSIGKILL right after the group formed (interval {interval:g}s): worked again {seconds:.2f}s after the kill")
+    print(f"\nSIGKILL right after the group formed (interval {interval:g}s): worked again {seconds:.2f}s later")
     assert seconds < T, f"resources worked again only {seconds:.1f}s after the kill (interval {interval:g}s, T {T:g}s)"
     assert scene.violations(group) == ([], [])
