@@ -149,7 +149,7 @@ class Broker:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise NoKafka(f"the broker exited ({self.proc.returncode}); see {self.workdir / 'broker.err'}")
@@ -161,10 +161,9 @@ class Broker:
         raise NoKafka(f"the broker did not answer within {timeout:.0f}s; see {self.workdir / 'broker.err'}")
 
     def create_topic(self, name: str, partitions: int, timeout: float = 120.0) -> None:
-        from confluent_kafka import NewTopic
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
         futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         futures[name].result(timeout)
         deadline = time.monotonic() + timeout

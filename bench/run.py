@@ -92,8 +92,10 @@ def kafka_cells(grid: list[tuple[Cell, float]]) -> list[tuple[Cell, float]]:
 def kafka_versions(broker: kafka_broker.Broker) -> dict[str, Any]:
     import confluent_kafka
 
+    client = confluent_kafka.version()
+    client = client[0] if isinstance(client, tuple) else client
     return {"broker": f"Kafka {kafka_broker.VERSION} (KRaft, one combined broker and controller, -Xmx512m)",
-            "client": f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}",
+            "client": f"confluent-kafka {client}, librdkafka {confluent_kafka.libversion()[0]}",
             "broker_settings": {k: v for k, v in broker.settings().items() if k.startswith("group.")}}
 
 
