@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rebalanser.assignment import assign
-from rebalanser.orphans import hand_out, orphaned
+from rebalanser.orphans import any_orphaned, hand_out, orphaned
 
 member_ids = st.lists(st.sampled_from([f"m{i}" for i in range(8)]), min_size=1, max_size=8, unique=True)
 resource_names = st.lists(st.sampled_from([f"r{i}" for i in range(40)]), max_size=40, unique=True)
@@ -102,3 +102,13 @@ def test_a_new_member_waiting_for_the_interval_takes_the_orphans_first() -> None
     plan = hand_out(["a", "b", "new"], list(current), current)
     assert {r for r, m in plan.owners.items() if m == "new"} == {"r6", "r7", "r8"}
     assert all(plan.owners[f"r{i}"] == current[f"r{i}"] for i in range(6))
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_any_orphaned_agrees_with_the_list(scenario: tuple[list[str], list[str], dict[str, str], list[str]]) -> None:
+    members, resources, current, reserved = scenario
+    found = orphaned(resources, current, members, reserved)
+    keepers = set(members) | set(reserved)
+    assert any_orphaned(resources, current, keepers) == bool(found)
+    assert not any_orphaned(resources, current, keepers, known=set(found))

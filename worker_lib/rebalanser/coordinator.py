@@ -396,10 +396,10 @@ class Coordinator:
         whose node is gone and whose resources are not reserved for it, a member back under a new node
         (nothing is written for that node yet), or a resource nobody owns. Orphans the last hand-out
         could not place (no live member took them) do not count again."""
-        if self._member_list is None or not self._layout.owners:
+        if self._member_list is None or self._resource_list is None or not self._layout.owners:
             return False
         try:
-            listed = set(self._member_list.children or [])
+            listed, resources = set(self._member_list.children or []), self._resource_list.children or []
         except LookupError:
             return False
         if not listed:
@@ -408,8 +408,8 @@ class Coordinator:
         holding = {m.member_id for m in map(MemberNode.parse, self._layout.written.keys() & listed) if m is not None}
         now, grace = time.monotonic(), self._grace()
         reserved = {mid for mid, since in self._departed.items() if now < since + grace and mid not in listed_ids}
-        found = orphans.orphaned(self._resources(), self._layout.owners, holding, reserved)
-        return bool(set(found) - self._unplaceable)
+        valid = (r for r in resources if is_valid_resource_name(r))
+        return orphans.any_orphaned(valid, self._layout.owners, holding | reserved, self._unplaceable)
 
     def _startup_window(self) -> float:
         """While nothing is assigned in the group: the end of the start-up window (see startup)."""

@@ -17,7 +17,7 @@ Pure: no I/O, no clock. Deterministic whatever the order of the input collection
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 
 from rebalanser.assignment import Plan
 
@@ -29,6 +29,14 @@ def orphaned(
     id, or not owned at all."""
     keepers = set(live) | set(reserved)
     return sorted(r for r in set(resources) if current.get(r) not in keepers)
+
+
+def any_orphaned(
+    resources: Iterable[str], current: Mapping[str, str], keepers: Set[str], known: Set[str] = frozenset()
+) -> bool:
+    """Whether some resource not in ``known`` is an orphan (its owner in ``current`` is not among
+    ``keepers``, the live and reserved member ids); stops at the first one."""
+    return any(current.get(r) not in keepers and r not in known for r in resources)
 
 
 def hand_out(
