@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
 
-.PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench chaos docs \
+.PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench bench-kafka chaos docs \
         cluster-up cluster-down image docker clean
 
 help:
@@ -17,6 +17,7 @@ help:
 	@echo "make cluster-down  remove it (node container, network, kubeconfig)"
 	@echo "make image         build the Dockerfile into rebalanser:dev (base image made here)"
 	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md, docs/figures/bench-*.svg"
+	@echo "make bench-kafka   Kafka consumer groups (eager, cooperative-sticky, KIP-848) beside rebalanser and kazoo at N=10, R=1,000 (Java, Maven) -> the same report"
 	@echo "make chaos         long randomised fault campaign, then failover faults on the real cluster -> docs/chaos-report.{md,json}, docs/chaos-cluster.json, docs/figures/chaos-timeline.svg"
 	@echo "make docs          the documentation site (MkDocs, API reference from the docstrings) -> .site/"
 
@@ -73,6 +74,12 @@ demo-lite: venv zookeeper
 
 bench: setup
 	$(BIN)/python -m bench.run
+
+# opt-in: a KRaft broker from the released jars (Maven, cached in $(CACHE)) and confluent-kafka consumers;
+# the N=10, R=1,000 cells of every implementation from one run, merged into the report
+bench-kafka: setup
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000" --merge
 
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
 # cluster (tests/chaos/realcluster.py; its section goes into the same report)

@@ -328,12 +328,23 @@ def run_kazoo(args: argparse.Namespace, ids: list[str], stop: threading.Event) -
     return [threading.Thread(target=stopper, args=(w, r), daemon=True) for w, r in zip(workers, runners, strict=True)]
 
 
+# ----------------------------------------------------------------------------------------- kafka
+
+
+def run_kafka(args: argparse.Namespace, ids: list[str], stop: threading.Event) -> list[threading.Thread]:
+    from bench.adapters.kafka_worker import run_kafka as start
+
+    return start(args, ids, OUT.emit)
+
+
 # ------------------------------------------------------------------------------------------ main
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.multiworker")
-    p.add_argument("--impl", choices=["rebalanser", "kazoo"], default="rebalanser")
+    p.add_argument("--impl", choices=["rebalanser", "kazoo", "kafka"], default="rebalanser",
+                   help="kafka: --zk is the broker, --group the topic and group, --algorithm the protocol "
+                   "(bench.adapters.kafka_worker)")
     p.add_argument("--zk", required=True)
     p.add_argument("--group", required=True)
     p.add_argument("--ids", required=True, help="comma-separated member ids")
@@ -367,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         OUT.emit(label, "stats", members=len(ids), cpu=usage.ru_utime + usage.ru_stime, **memory_kb(),
                  **probe.snapshot())
 
-    run = run_rebalanser if args.impl == "rebalanser" else run_kazoo
+    runners = {"rebalanser": run_rebalanser, "kazoo": run_kazoo, "kafka": run_kafka}
+    run = runners[args.impl]
     stoppers = run(args, ids, stop)
     OUT.emit(label, "ready", members=ids)
     # Stats are answered here, once the members run. Answering them from a thread of their own (so a

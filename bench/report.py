@@ -285,13 +285,87 @@ def fault_table(results: dict[str, Any], n: int, r: int) -> list[str]:
     return lines
 
 
+KAFKA_COLUMNS = (("Kafka KIP-848", "kafka-consumer"), ("Kafka cooperative-sticky", "kafka-cooperative"),
+                 ("Kafka eager", "kafka-eager"))
+
+KAFKA_KNOBS = """\
+How each protocol is set up (T = the cell's session timeout; every member is a confluent-kafka
+consumer of one topic with R partitions, one partition per resource; `bench/adapters/kafka_worker.py`):
+
+- **Kafka eager**: the classic group protocol, `partition.assignment.strategy=range`;
+  `session.timeout.ms` = T, `heartbeat.interval.ms` = T/3 (set by the consumer). Every rebalance
+  revokes every partition of every member before the new assignment.
+- **Kafka cooperative-sticky**: the classic protocol with `cooperative-sticky` (incremental: only
+  the moved partitions are revoked, then assigned in a second round); the same timeouts.
+- **Kafka KIP-848**: `group.protocol=consumer`; the broker computes the assignment (its default
+  `uniform` assignor) and owns the session timeout and heartbeat interval: the broker's
+  `group.consumer.session.timeout.ms` = T and `group.consumer.heartbeat.interval.ms` = T/3 (the
+  client refuses them with this protocol).
+- The broker: one KRaft node (broker and controller in one JVM, `-Xmx512m`) on loopback,
+  `group.initial.rebalance.delay.ms=0`, `group.min.session.timeout.ms` lowered to allow T.
+- rebalanser: `min_interval` as in the cell (the interval batches moves between live members; a
+  departed member's resources do not wait for it), lease probe T/10. kazoo: `time_boundary` =
+  `min_interval`.
+- Every Kafka member learns of a rebalance on its next heartbeat (T/3); rebalanser's members are
+  told by ZooKeeper watches. \"worked on\" for a Kafka member is the first pass of its poll loop
+  after the partition is in its `assignment()` (the topic carries no records)."""
+
+
+def side_by_side(results: dict[str, Any]) -> list[str]:
+    """rebalanser, kazoo and Kafka's protocols at each size a Kafka cell ran, from the same run."""
+    sizes = sorted({(c["cell"]["members"], c["cell"]["resources"]) for c in _cells(results, "kafka")},
+                   key=lambda x: (x[1], x[0]))
+    if not sizes:
+        return []
+    kafka = results.get("kafka", {})
+    lines = ["## Side by side: rebalanser, kazoo and Kafka consumer groups", "",
+             f"`make bench-kafka` (`python -m bench.run --kafka`). {kafka.get('broker', '')}; "
+             f"{kafka.get('client', '')}. The Kafka cells ran in the same run as the others, back to back "
+             "on the same shared 2-core machine (other agents' work ran meanwhile: the load averages are "
+             "given per cell).", ""]
+    lines += KAFKA_KNOBS.splitlines()
+    for n, r in sizes:
+        columns = [("rebalanser RB", _find(results, "rebalanser", "resource-barrier", n, r)),
+                   ("rebalanser GB", _find(results, "rebalanser", "global-barrier", n, r)),
+                   *[(title, _find(results, "kafka", protocol, n, r)) for title, protocol in KAFKA_COLUMNS],
+                   ("kazoo", _find(results, "kazoo", None, n, r))]
+        present = [(t, c) for t, c in columns if c is not None]
+        lines += ["", f"### N = {n}, R = {r:,}, T = {present[0][1]['cell']['session_timeout']:g} s", "",
+                  "| fault | metric | " + " | ".join(t for t, _ in present) + " |",
+                  "|" + "---|" * (len(present) + 2)]
+        for fault in ("join", "leave", "kill"):
+            for label, key in (("latency p50", "p50_ms"), ("latency p99", "p99_ms"), ("moved (min)", "moved"),
+                               ("restarted", "restarted")):
+                row = [FAULT_TITLES[fault] if label == "latency p50" else "", label]
+                for _, cell in present:
+                    f = _fault(cell, fault)
+                    if f is None:
+                        row.append("-")
+                    elif key == "moved":
+                        row.append(f"{_num(f['moved'])} ({_num(f['min_moved'])})")
+                    elif key == "restarted":
+                        row.append(_num(f["restarted"]))
+                    else:
+                        row.append(_ms(f.get(key)))
+                lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        for title, cell in present:
+            load = cell.get("loadavg", {})
+            error = f" — **error:** {cell['error']}" if cell.get("error") else ""
+            lines.append(f"- {title}: {cell['cell']['repeats']} repeat(s); load average "
+                         f"{' '.join(f'{x:g}' for x in load.get('start', []))} at its start ({load.get('at', '?')}), "
+                         f"{' '.join(f'{x:g}' for x in load.get('end', []))} at its end{error}")
+    return [*lines, ""]
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results.get("machine", {})
     cfg = results.get("config", {})
     lines = [
         "# Benchmarks",
         "",
-        "Generated by `make bench` (`python -m bench.run`; `--quick` for a small grid). Raw numbers: "
+        "Generated by `make bench` (`python -m bench.run`; `--quick` for a small grid; `make bench-kafka` "
+        "adds Kafka consumer groups beside rebalanser and kazoo at N = 10, R = 1,000). Raw numbers: "
         "`bench/results.json`. Do not edit by hand.",
         "",
         f"Run {results.get('started', '')}, {results.get('elapsed_s', 0):.0f} s in total.",
@@ -331,6 +405,7 @@ def markdown(results: dict[str, Any]) -> str:
                     key=lambda x: (x[1], x[0]))
     for n, r in scales:
         lines += fault_table(results, n, r)
+    lines += side_by_side(results)
     lines += ["## Cost at rest and memory", "", "| cell | idle CPU per member | idle requests/s (server) | "
               "lease probes/s | pings/s | RSS one-member process | RSS multi-member process |",
               "|---|---|---|---|---|---|---|"]

@@ -5,6 +5,8 @@
     python -m bench.run --quick         # a tiny grid (< 60 s) into a temporary directory
     python -m bench.run --only "N=50 "  # cells whose name contains the text
     python -m bench.run --only "global-barrier N=50 " --merge   # re-measure cells into the existing report
+    python -m bench.run --kafka --only "N=10 R=1000" --merge     # make bench-kafka: Kafka consumer groups
+                                        # (three protocols) beside rebalanser and kazoo, from one run
 
 Cells run in order of importance; one that would start after ``--budget`` seconds is skipped and
 listed as skipped (so the whole run stays inside its time limit on a loaded machine).
@@ -25,7 +27,9 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import assignment_bytes, coldstart, failover, operator_idle, report
+from bench import assignment_bytes, coldstart, failover, kafka_broker, operator_idle, report
+from bench.adapters.kafka_worker import PROTOCOLS
+from bench.kafka_cell import KafkaCellRun
 from bench.operator_bench import bench_reconcile, bench_status_lag
 from bench.scenarios import Cell, CellRun
 from bench.zkmon import machine
@@ -73,6 +77,28 @@ SKIPPED = [
 ]
 
 
+KAFKA_MAX_MEMBERS, KAFKA_MAX_RESOURCES = 10, 1_000  # one broker on 2 shared cores
+
+
+def kafka_cells(grid: list[tuple[Cell, float]]) -> list[tuple[Cell, float]]:
+    """``--kafka``: a cell per Kafka protocol at each size the grid's rebalanser cells run, up to N = 10,
+    R = 1,000, with the same T, faults (join, leave, kill -9) and repeats."""
+    sizes = sorted({(c.members, c.resources, c.repeats, c.session_timeout) for c, _ in grid if c.impl == "rebalanser"
+                    and c.members <= KAFKA_MAX_MEMBERS and c.resources <= KAFKA_MAX_RESOURCES})
+    return [(Cell("kafka", protocol, n, r, repeats=k, faults=KILLS, session_timeout=t), 40 + 20 * k)
+            for n, r, k, t in sizes for protocol in PROTOCOLS]
+
+
+def kafka_versions(broker: kafka_broker.Broker) -> dict[str, Any]:
+    import confluent_kafka
+
+    client = confluent_kafka.version()
+    client = client[0] if isinstance(client, tuple) else client
+    return {"broker": f"Kafka {kafka_broker.VERSION} (KRaft, one combined broker and controller, -Xmx512m)",
+            "client": f"confluent-kafka {client}, librdkafka {confluent_kafka.libversion()[0]}",
+            "broker_settings": {k: v for k, v in broker.settings().items() if k.startswith("group.")}}
+
+
 def log(message: str) -> None:
     print(message, flush=True)
 
@@ -86,6 +112,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         grid = [(c, t) for c, t in grid if args.only in c.name]
     if args.repeats:
         grid = [(replace(c, repeats=args.repeats), t) for c, t in grid]
+    if args.max_per_process:
+        grid = [(replace(c, max_per_process=args.max_per_process), t) for c, t in grid]
+    if args.kafka:
+        grid = grid + kafka_cells(grid)
     results: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "quick": args.quick,
         "config": {"zk_heap": HEAP, "budget_s": args.budget}, "cells": [], "operator": {},
@@ -94,6 +124,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log(f"ZooKeeper and workers under {workdir}")
     cluster = start_standalone(workdir / "zk")
     admin = KazooClient(hosts=cluster.hosts, timeout=30)
+    broker: kafka_broker.Broker | None = None
     try:
         admin.start(timeout=30)
         results["machine"] = machine(cluster)
@@ -111,8 +142,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             log(f"{cell.impl:10s} {cell.name} (repeats {cell.repeats})")
             cell_started, load_before, clock = time.monotonic(), os.getloadavg(), time.strftime("%H:%M %Z")
-            result = CellRun(cell, cluster, admin, workdir / "logs" / cell.name.replace(" ", "_"), log).run(
-                deadline=started + args.budget)
+            logs = workdir / "logs" / cell.name.replace(" ", "_")
+            if cell.impl == "kafka":
+                if broker is None:
+                    log("starting a Kafka broker")
+                    broker = kafka_broker.Broker(workdir / "kafka", int(cell.session_timeout * 1000),
+                                                 int(cell.session_timeout * 1000 / 3)).start()
+                    results["kafka"] = kafka_versions(broker)
+                runner: CellRun = KafkaCellRun(cell, cluster, admin, logs, log, broker)
+            else:
+                runner = CellRun(cell, cluster, admin, logs, log)
+            result = runner.run(deadline=started + args.budget)
             result["elapsed_s"] = round(time.monotonic() - cell_started, 1)
             result["loadavg"] = {"start": [round(x, 2) for x in load_before],
                                  "end": [round(x, 2) for x in os.getloadavg()], "at": clock}
@@ -123,6 +163,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.merge:
             results["assignment_bytes"] = run_assignment_bytes(args, cluster.hosts)
     finally:
+        if broker is not None:
+            broker.stop()
         admin.stop()
         admin.close()
         cluster.stop()
@@ -154,6 +196,8 @@ def merged(out: Path, fresh: dict[str, Any]) -> dict[str, Any]:
     key = lambda c: (c["cell"]["impl"], c["name"])  # noqa: E731
     replaced = {key(c) for c in fresh["cells"]}
     results["cells"] = [c for c in results["cells"] if key(c) not in replaced] + fresh["cells"]
+    if "kafka" in fresh:
+        results["kafka"] = fresh["kafka"]
     results["findings"] = list(FINDINGS)
     results["targets"] = report.evaluate(results)
     return results
@@ -299,7 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a tiny grid (< 60 s), output into the work directory")
     p.add_argument("--only", default="", help="run only cells whose name contains this text")
     p.add_argument("--repeats", type=int, default=0, help="override every cell's repeats")
+    p.add_argument("--max-per-process", type=int, default=0,
+                   help="override how many members share a bench process (1: every member a process of its own)")
     p.add_argument("--budget", type=float, default=0.0, help="seconds; cells that would start later are skipped")
+    p.add_argument("--kafka", action="store_true",
+                   help="also run Kafka consumer groups (eager, cooperative-sticky, KIP-848) at the grid's sizes up "
+                   "to N=10, R=1,000 (needs Java and Maven; make bench-kafka)")
     p.add_argument("--skip-operator", action="store_true")
     p.add_argument("--skip-failover", action="store_true", help="skip the real-cluster failover comparison")
     p.add_argument("--skip-coldstart", action="store_true", help="skip the cold start at scale")

@@ -40,8 +40,8 @@ FAULTS = ("join", "leave", "kill", "kill-coordinator")
 
 @dataclass(frozen=True)
 class Cell:
-    impl: str  # rebalanser | kazoo
-    algorithm: str  # resource-barrier | global-barrier (kazoo: n/a)
+    impl: str  # rebalanser | kazoo | kafka
+    algorithm: str  # resource-barrier | global-barrier (kazoo: n/a; kafka: the protocol, bench.adapters.kafka_worker)
     members: int
     resources: int
     repeats: int
@@ -142,7 +142,7 @@ class CellRun:
         see docs/benchmarks.md, findings); kazoo gets its resources first (its partitioner restarts
         on every change of the set)."""
         cell = self.cell
-        resources_first = cell.impl == "kazoo"
+        resources_first = cell.impl in ("kazoo", "kafka")  # a Kafka topic's partitions exist before its consumers
         if resources_first:
             self._create()
         solos = min(cell.members, cell.repeats + 1)

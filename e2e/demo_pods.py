@@ -6,8 +6,11 @@
    Security), with examples/values.yaml: the operator runs as a pod;
 2. examples/resourcegroup.yaml and examples/workers.yaml (three worker pods) in the same namespace;
 3. the same live view as the host demo, from ``kubectl get rg -o json``; after ``--kill-after``
-   seconds the coordinator's process is SIGKILLed (from a tools pod sharing the node's PID namespace),
-   its resources move once its session expires, and the kubelet restarts the container.
+   seconds the coordinator's process is SIGKILLed (from a tools pod sharing the node's PID namespace).
+   The group runs with ``failover: KubeletConfirmed``: once the kubelet reports the container ended,
+   the operator ends its member, its successor hands its resources out at once (whatever the
+   interval the start-up raised), the view says how long that took, and the kubelet restarts the
+   container.
 
 Ctrl-C (or ``--duration``) removes what it installed: workers first (they leave gracefully), then the
 ResourceGroup (the operator deletes its znodes), then the chart and the namespaces.
@@ -22,6 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from e2e.demo_stack import HANDLED, REPO, Interrupted, Say, on_signal
 from e2e.demo_view import Screen, Snapshot, WorkerRow, describe_rebalance, from_resource_group, render
@@ -38,6 +43,7 @@ SELECTOR = "app.kubernetes.io/name=orders-worker"
 EXAMPLES = REPO / "examples"
 CHART = REPO / "charts" / "rebalanser-operator"
 RESTRICTED = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
+FAILOVER = "KubeletConfirmed"  # a dead worker's resources move when the kubelet reports it, not after T
 RG_SOURCE = f"ResourceGroup status (kubectl get rg {GROUP} -n {NAMESPACE} -o json), written by the operator pod"
 
 
@@ -63,11 +69,14 @@ class PodStack:
         self.say(f"operator pod Ready: {', '.join(p['metadata']['name'] for p in operator)}")
         self.say(f"tools pod in {TOOLS_NAMESPACE} (shares the node's PID namespace: it can SIGKILL a worker)")
         self.tools.create()
-        self.kube.kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLES / "resourcegroup.yaml"),
-                          "-f", str(EXAMPLES / "workers.yaml"))
+        group = yaml.safe_load((EXAMPLES / "resourcegroup.yaml").read_text())
+        group["spec"]["failover"] = FAILOVER
+        self.kube.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(group))
+        self.kube.kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLES / "workers.yaml"))
         if self.workers != 3:
             self.kube.kubectl("scale", f"deployment/{WORKERS}", "-n", NAMESPACE, f"--replicas={self.workers}")
-        self.say(f"applied examples/resourcegroup.yaml and examples/workers.yaml ({self.workers} worker pods); "
+        self.say(f"applied examples/resourcegroup.yaml with failover: {FAILOVER} and examples/workers.yaml "
+                 f"({self.workers} worker pods); "
                  f"in another terminal: kubectl -n {NAMESPACE} get rg -w   (KUBECONFIG={self.kube.kubeconfig})")
 
     def snapshot(self) -> Snapshot:
@@ -189,8 +198,9 @@ class PodScenario:
             self.restarts_before = self.stack.restarts(self.victim)
             pids = self.stack.tools.kill_worker(self.victim)
             self.killed_at = self.since()
-            self.event(f"SIGKILL the coordinator {self.victim} (node pid {', '.join(map(str, pids))}): its session "
-                       "expires, its resources move, and the kubelet restarts the container")
+            self.event(f"SIGKILL the coordinator {self.victim} (node pid {', '.join(map(str, pids))}): the kubelet "
+                       f"reports its container ended, the operator ends its member ({FAILOVER}), its resources "
+                       "are handed out at once, and the kubelet restarts the container")
 
 
 def run_pods(args: argparse.Namespace, kube: Kube, say: Say) -> int:

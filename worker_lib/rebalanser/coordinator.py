@@ -26,7 +26,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
-from rebalanser import baddata, departure, startup, wire, write_plan
+from rebalanser import baddata, departure, orphans, startup, wire, write_plan
 from rebalanser.assignment import assign
 from rebalanser.barrier import moves_nothing, takes_nothing_away
 from rebalanser.config import Algorithm, GroupConfig
@@ -125,6 +125,8 @@ class Coordinator:
         self._last_join = 0.0  # monotonic: the last change of G/clients seen
         self._triggers: list[ChildrenTrigger] = []
         self._resource_list: ChildrenTrigger | None = None  # the watch on G/resources: its last listing
+        self._member_list: ChildrenTrigger | None = None  # the watch on G/clients: its last listing
+        self._unplaceable: frozenset[str] = frozenset()  # orphans the last hand-out could not place
         self._roster = Roster(zk, paths, known=known_members)
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
 
@@ -199,6 +201,8 @@ class Coordinator:
             self._triggers.append(trigger)
             if path == self._paths.resources:
                 self._resource_list = trigger
+            else:
+                self._member_list = trigger
             trigger.start()
         if not self._active:  # stopped meanwhile: stop() may have run before the triggers existed
             self._stop_triggers()
@@ -377,13 +381,35 @@ class Coordinator:
                     self._dirty = True
             # Coalesce: whatever arrives before the interval has passed joins this rebalance; the
             # first assignment of a group with none also waits for membership to go quiet.
+            # Orphans (resources no live member owns) do not wait for the interval: see orphans.
             while self._active and not self._fenced_off:
-                start = max(self._last_rebalance + self._interval(), self._not_before, self._startup_window())
-                remaining = start - time.monotonic()
-                if remaining <= 0:
+                unpaced = max(self._not_before, self._startup_window())
+                start = max(self._last_rebalance + self._interval(), unpaced)
+                now = time.monotonic()
+                if start <= now or (unpaced <= now and self._orphans_waiting()):
                     break
-                self._wake.wait(timeout=remaining)
+                self._wake.wait(timeout=start - now)
             self._dirty = False
+
+    def _orphans_waiting(self) -> bool:
+        """Whether some resource has no live owner, from the watches' last listings (no I/O): a member
+        whose node is gone and whose resources are not reserved for it, a member back under a new node
+        (nothing is written for that node yet), or a resource nobody owns. Orphans the last hand-out
+        could not place (no live member took them) do not count again."""
+        if self._member_list is None or self._resource_list is None or not self._layout.owners:
+            return False
+        try:
+            listed, resources = set(self._member_list.children or []), self._resource_list.children or []
+        except LookupError:
+            return False
+        if not listed:
+            return False
+        listed_ids = {m.member_id for m in map(MemberNode.parse, listed) if m is not None}
+        holding = {m.member_id for m in map(MemberNode.parse, self._layout.written.keys() & listed) if m is not None}
+        now, grace = time.monotonic(), self._grace()
+        reserved = {mid for mid, since in self._departed.items() if now < since + grace and mid not in listed_ids}
+        valid = (r for r in resources if is_valid_resource_name(r))
+        return orphans.any_orphaned(valid, self._layout.owners, holding | reserved, self._unplaceable)
 
     def _startup_window(self) -> float:
         """While nothing is assigned in the group: the end of the start-up window (see startup)."""
@@ -438,10 +464,15 @@ class Coordinator:
         started_wall, started = time.time(), time.monotonic()
         standing = self._standing_stop()
         repair = self._barrier_unreadable  # rewritten in this rebalance, whatever else it does
-        proposal = self._propose()
+        early = started < self._last_rebalance + self._interval()  # woken by orphans inside the interval
+        proposal, complete = self._propose_early() if early else (self._propose(), True)
         planned = time.monotonic()
         algorithm = self._algorithm()
         idle = not standing and not repair and moves_nothing(self._layout.written, proposal.desired)
+        if early and not complete:
+            self._defer_balance()  # the moves between live members wait for the interval
+        if early and idle:
+            return  # nothing to hand out (reserved for a departed member, or no live member took it)
         if algorithm is Algorithm.GLOBAL_BARRIER and idle:
             return  # nothing moves: no reason to stop the world (e.g. a member left during the last round)
         self._layout.generation += 1
@@ -469,7 +500,8 @@ class Coordinator:
         previous = self._layout.owners
         changed = sum(1 for r, m in proposal.owners.items() if r in previous and previous[r] != m)
         self._layout.owners = dict(proposal.owners)
-        self._last_rebalance = time.monotonic()
+        if not early:  # a hand-out moved nothing between live members: the interval still runs
+            self._last_rebalance = time.monotonic()
         log.info("rebalance %d: %d moved among %d members; planned in %.0f ms, written in %.0f ms", generation, changed,
                  len(proposal.members), (planned - started) * 1000, (self._last_rebalance - planned) * 1000)
         self._write_state(started_wall, started, generation, changed, len(proposal.members), len(proposal.resources))
@@ -483,6 +515,27 @@ class Coordinator:
         plan = assign(by_id, resources, self._layout.owners, self._reserved(set(by_id)))
         desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
         return Proposal(members, resources, frozenset(m.name for m in listed), dict(plan.owners), desired)
+
+    def _propose_early(self) -> tuple[Proposal, bool]:
+        """Inside the interval, woken by orphans: the full plan when it takes nothing from a live member
+        (it is complete), else the hand-out of the orphans alone (not complete: the rest waits)."""
+        full = self._propose()
+        if takes_nothing_away(self._layout.written, full.desired, full.live):
+            self._unplaceable = frozenset(r for r in full.resources if r not in full.owners)
+            return full, True
+        by_id = {m.member_id: m for m in full.members}
+        reserved = [mid for mid, since in self._departed.items() if time.monotonic() < since + self._grace()]
+        plan = orphans.hand_out(by_id, full.resources, self._layout.owners, reserved)
+        self._unplaceable = frozenset(r for r in full.resources if r not in plan.owners)
+        desired = {by_id[mid].name: tuple(rs) for mid, rs in plan.by_member(by_id).items() if mid in by_id}
+        log.info("%d orphans handed out at once; moves between live members wait for the interval",
+                 sum(1 for r, m in plan.owners.items() if self._layout.owners.get(r) != m))
+        return Proposal(full.members, full.resources, full.live, dict(plan.owners), desired), False
+
+    def _defer_balance(self) -> None:
+        """The full rebalance still owed: the next wait ends once the interval allows it."""
+        with self._wake:
+            self._dirty = True
 
     def _standing_stop(self) -> bool:
         """Whether ``G/barrier`` holds a stop order (ours never stands between rebalances); the next
