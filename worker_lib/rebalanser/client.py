@@ -102,6 +102,7 @@ class Client:
         self._join_deadline = 0.0  # while waiting for another member with our id to go
         self._join_timer: threading.Timer | None = None  # posts a join step at _join_deadline
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
+        self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
@@ -168,11 +169,12 @@ class Client:
             held = self._resources.owned.get(resource)
             if held is None or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
                 return False
-        return self._valid(held)
+        return self._valid(resource, held)
 
-    def _valid(self, held: Ownership) -> bool:
-        _, session, node = held
-        return node != self._deleted_node and self._lease.view.valid(session)
+    def _valid(self, resource: str, held: Ownership) -> bool:
+        token, session, node = held
+        return (node != self._deleted_node and self._lost_claims.get(resource) != token
+                and self._lease.view.valid(session))
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
@@ -183,7 +185,7 @@ class Client:
     def owned(self) -> dict[str, int]:
         with self._lock:
             items = list(self._resources.owned.items())
-        return {r: o[0] for r, o in items if self._valid(o)}
+        return {r: o[0] for r, o in items if self._valid(r, o)}
 
     def start(self, timeout: float | None = None) -> None:
         """Connects and joins the group; returns once this member's znode exists and it has read the
@@ -193,7 +195,8 @@ class Client:
                 return
             self._state = State.JOINING
             self._zk = make_client(self.options)
-            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake)
+            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
+                                     on_lost=self._claim_deleted)
             self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
@@ -248,6 +251,11 @@ class Client:
 
     def _post(self, event: ev.Event) -> None:
         self._events.put(event)
+
+    def _claim_deleted(self, resource: str, token: int) -> None:
+        # kazoo's thread (a claim's watch): owns() is False from now on, before the loop reacts.
+        self._lost_claims[resource] = token
+        self._post(ev.ClaimLost(resource, token))
 
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: never block here, never call ZooKeeper.
@@ -312,6 +320,8 @@ class Client:
                 self._read_barrier()
             case ev.ClaimReleased(resource):
                 self._retry_claim(self._drain_claims(resource))
+            case ev.ClaimLost(resource, token):
+                self._claims_lost({resource: token})
             case ev.LeaseExpired():
                 self._lease_expired()
             case ev.Deposed(seq, reason):
@@ -414,7 +424,32 @@ class Client:
             self._join()  # the connection dropped before the member znode existed (or on standby)
             return
         self._sync_with_group()
-        self._reclaim_owned()
+        if self._me is not None and self._joined_session:
+            self._recheck_claims()
+            self._reclaim_owned()
+
+    def _recheck_claims(self) -> None:
+        """After a reconnection: kazoo dropped the watches on our claims with the connection, and one
+        may have been deleted meanwhile. Each is read again (its watch armed again)."""
+        names = set(self._resources.owned) | set(self._resources.stopping) | self._held_claims()
+        lost = self._book.recheck(sorted(names))
+        if lost:
+            self._handle_lost(lost)
+
+    def _claims_lost(self, tokens: dict[str, int]) -> None:
+        """Someone else deleted these claims of ours (their watches fired)."""
+        lost = {r for r, token in tokens.items() if self._book.forget(r, token)}
+        if lost:
+            self._handle_lost(lost)
+
+    def _handle_lost(self, lost: set[str]) -> None:
+        """Work on them stops at once; each is claimed again, with a new token, through the normal
+        path if the assignment still names it (and when its next holder, if any, releases it)."""
+        log.error("our claims on %s were deleted by someone else: stopping work on them", sorted(lost)[:5])
+        self._report(RebalanserError(f"{len(lost)} claims deleted externally; stopped work on them"))
+        self._step(rs.claims_lost(self._resources, lost))
+        for resource in lost:
+            self._post(ev.ClaimReleased(resource))
 
     def _lease_expired(self) -> None:
         self.options.metrics.lease_expired()
