@@ -323,3 +323,51 @@ def test_a_member_node_left_on_standby_is_deleted_even_when_the_first_attempt_fa
         zk.set_acls(clients, OPEN_ACL_UNSAFE)
         handler.release.set()
         c.stop()
+
+
+def _nodes_of(zk: KazooClient, clients: str, session: int) -> list[str]:
+    nodes = []
+    for name in zk.get_children(clients):
+        stat = zk.exists(f"{clients}/{name}")
+        if stat is not None and stat.ephemeralOwner == session:
+            nodes.append(name)
+    return nodes
+
+
+def test_standby_does_not_end_while_the_member_node_left_on_it_still_exists(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """Issue 19, A: the overrunning callback returns while the member node left on standby could not
+    be deleted yet. Rejoining then would give the session two member nodes (the old one assigned
+    resources nobody works on, and possibly elected). The member rejoins only once the old node is
+    gone; it keeps trying to delete it every T/4."""
+    add_resources(zk, group_path, ["a"])
+    handler = HangingStop()
+    c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
+    c.start()
+    clients = f"{group_path}/clients"
+    try:
+        wait_for(lambda: handler.assigned == [("a",)], 10, "never assigned")
+        session = c.zk.client_id[0]
+        zk.delete(f"{group_path}/resources/a")
+        assert handler.hanging.wait(10), "a was never revoked"
+        zk.set_acls(clients, [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)])
+        zk.create(f"{group_path}/resources/a")
+        wait_for(lambda: "standby" in handler.sessions, 10,
+                 lambda: f"the member never stepped aside: sessions {handler.sessions}")
+        handler.release.set()  # the callback returns; the old member node cannot be deleted yet
+        deadline = time.monotonic() + 3.0  # 1.5 T: several attempts to delete it, and time to rejoin
+        while time.monotonic() < deadline:
+            nodes = _nodes_of(zk, clients, session)
+            assert len(nodes) <= 1, f"two member nodes in one session: {nodes}"
+            assert "rejoining" not in handler.sessions, "rejoined while its old member node still existed"
+            time.sleep(0.05)
+        zk.set_acls(clients, OPEN_ACL_UNSAFE)
+        wait_for(lambda: "rejoining" in handler.sessions, 10,
+                 lambda: f"never rejoined once the old node could go: {handler.sessions}")
+        wait_for(lambda: len(handler.assigned) == 2, 10, lambda: f"no work after rejoining: {handler.assigned}")
+        assert len(_nodes_of(zk, clients, session)) == 1
+    finally:
+        zk.set_acls(clients, OPEN_ACL_UNSAFE)
+        handler.release.set()
+        c.stop()

@@ -124,6 +124,7 @@ class Client:
         self._was_suspended = False
         self._standby = False  # out of the group until every overrunning callback has returned
         self._aside_node = ""  # our member node, left while on standby (deleted again if that failed)
+        self._aside_timer: threading.Timer | None = None  # the next attempt to delete it
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -895,15 +896,19 @@ class Client:
             self._aside_node = ""
             return
         log.info("our member node %s, left on standby, is not deleted yet: trying again", self._aside_node)
-        timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
-        timer.daemon = True
-        timer.start()
+        if self._aside_timer is not None and self._aside_timer.is_alive():
+            return  # one attempt pending is enough
+        self._aside_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
+        self._aside_timer.daemon = True
+        self._aside_timer.start()
 
     def _standby_over(self) -> bool:
-        """On standby: whether it may end (no callback overruns any more). Our old member node is
-        deleted again meanwhile, in case the first attempt failed with the connection."""
+        """On standby: whether it may end: no callback overruns any more, and the member node we left
+        is gone (never two member nodes in one session: the old one would stay in the group, assigned
+        resources nobody works on, and might even be elected). Until it is gone, it is deleted again
+        every T/4."""
         self._leave_aside_node()
-        if self._callbacks.blocked_any():
+        if self._aside_node or self._callbacks.blocked_any():
             return False
         self._standby = False
         log.info("every overrunning callback has returned: joining the group again")
