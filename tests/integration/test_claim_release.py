@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.paths import GroupPaths
@@ -134,3 +135,56 @@ def test_the_deletion_of_a_held_claim_is_reported(
     assert reported.wait(10), "the deletion of a held claim was not reported"
     assert lost == [("r3", tokens["r3"])]
     assert book.forget("r3", tokens["r3"]) and "r3" not in book.held
+
+
+class _ReadsLostAfterCommit:
+    """The member's own client, except that once a transaction has been applied, its next read fails
+    with ConnectionLoss (as if the connection dropped right after the multi's reply)."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self._armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    def transaction(self) -> object:
+        txn = self._client.transaction()
+        commit = txn.commit
+
+        def applied_then_armed() -> object:
+            results = commit()
+            self._armed = True
+            return results
+
+        txn.commit = applied_then_armed
+        return txn
+
+    def _lose(self) -> None:
+        if self._armed:
+            self._armed = False
+            raise ConnectionLoss("injected: the connection dropped after the multi was applied")
+
+    def exists(self, *args: object, **kwargs: object) -> object:
+        self._lose()
+        return self._client.exists(*args, **kwargs)
+
+    def exists_async(self, *args: object, **kwargs: object) -> object:
+        self._lose()
+        return self._client.exists_async(*args, **kwargs)
+
+
+def test_a_batch_whose_token_read_is_lost_is_not_leaked(
+    zk: KazooClient, member: KazooClient, group_path: str
+) -> None:
+    """Issue 19, F: the claim batch is applied, then the read of its token fails (ConnectionLoss). Its
+    claims must stay known as held or uncertain, so that the member's next release deletes them."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.zk = _ReadsLostAfterCommit(member)  # type: ignore[assignment]
+    with pytest.raises(ConnectionLoss):
+        book.claim(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [member.client_id[0]] * 5
+    book.release(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5, "the batch leaked: its claims stay"
+    assert not book.held and not book.uncertain

@@ -267,6 +267,7 @@ class ClaimBook:
             return
         for resource in mine:
             self.held.pop(resource, None)
+            self.uncertain.discard(resource)
 
     def _still_ours(self, batch: list[str]) -> dict[str, int]:
         """resource -> version of each claim in ``batch`` that is still this session's own claim;
