@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from kazoo.protocol.states import KeeperState
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from rebalanser.client import Client, StopTimeoutError
@@ -371,3 +372,72 @@ def test_standby_does_not_end_while_the_member_node_left_on_it_still_exists(
         zk.set_acls(clients, OPEN_ACL_UNSAFE)
         handler.release.set()
         c.stop()
+
+
+class _ReleaseLost:
+    """A claim book's client whose next transaction, once armed, is never sent: ConnectionLoss, as when
+    the connection drops just before it (the member's own client otherwise)."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self.armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    def transaction(self) -> object:
+        txn = self._client.transaction()
+        if self.armed:
+            self.armed = False
+
+            def lost() -> object:
+                raise ConnectionLoss("injected: the connection dropped before the release was sent")
+
+            txn.commit = lost
+        return txn
+
+
+class ArmsOnStandby(HangingStop):
+    """Arms the fault as the member steps aside (this runs on its thread, before it releases)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fault: _ReleaseLost | None = None
+
+    def on_session(self, state: str) -> None:
+        super().on_session(state)
+        if state == "standby" and self.fault is not None:
+            self.fault.armed = True
+
+
+def test_a_claim_whose_release_failed_as_the_member_stepped_aside_is_released_on_standby(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """Issue 19, B (chaos seed 7405: a step-aside just before a connection drop): releasing the claims
+    fails as the member steps aside. It must not keep them while on standby (their next owner would
+    wait for them as long as the callback hangs): it tries again every T/4."""
+    add_resources(zk, group_path, ["a", "b"])
+    handler = ArmsOnStandby()
+    c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
+    c.start()
+    other: Client | None = None
+    try:
+        wait_for(lambda: handler.assigned == [("a", "b")], 10, lambda: f"never assigned: {handler.assigned}")
+        handler.fault = c._book.zk = _ReleaseLost(c.zk)  # type: ignore[assignment]
+        zk.delete(f"{group_path}/resources/a")
+        assert handler.hanging.wait(10), "a was never revoked"
+        zk.create(f"{group_path}/resources/a")
+        wait_for(lambda: "standby" in handler.sessions, 10,
+                 lambda: f"the member never stepped aside: sessions {handler.sessions}")
+        worked = Worked()
+        other = Client(Options(zk_hosts, group_path, member_id="n", session_timeout=2, min_interval=0.1), worked)
+        other.start()
+        wait_for(lambda: worked.owned == {"a", "b"}, 10,
+                 lambda: f"the other member never got to work on everything: {worked.owned}; the claim on b "
+                         f"is held by {zk.exists(f'{group_path}/owners/b')}")
+        assert not handler.fault.armed, "the fault was never hit: the test did not test anything"
+    finally:
+        handler.release.set()
+        c.stop()
+        if other is not None:
+            other.stop()

@@ -29,7 +29,14 @@ from enum import StrEnum
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, wire
@@ -124,7 +131,7 @@ class Client:
         self._was_suspended = False
         self._standby = False  # out of the group until every overrunning callback has returned
         self._aside_node = ""  # our member node, left while on standby (deleted again if that failed)
-        self._aside_timer: threading.Timer | None = None  # the next attempt to delete it
+        self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -504,6 +511,7 @@ class Client:
         self._stop_waiting_for_same_id()
         self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
         self._book.reset(sid, self.paths.client(self._me.name))
+        self._release_pending()  # what an eviction could not release (the same session may hold it)
         self._set_state(State.PENDING_ASSIGNMENT)
         self._sync_with_group()
 
@@ -877,14 +885,30 @@ class Client:
         if self._me is not None:
             self._aside_node = self._me.name
         self._joined_session, self._me = 0, None
-        self._leave_aside_node()
+        self._standby_chores()
         self._set_state(State.JOINING)
         self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
 
+    def _standby_chores(self) -> bool:
+        """What a member on standby must not keep: its claims and the member node it left. Both are
+        deleted; True once both are gone. While either fails (the connection dropped, a leader
+        election), a timer tries again every T/4: a claim kept would leave its resource unworked (its
+        next owner waits for it), the node would keep us in the group, assigned resources we do not
+        work on, and a Global Barrier round would wait its whole timeout for us."""
+        self._release_pending()
+        self._leave_aside_node()
+        if not self._aside_node and rs.pending_release(self._resources) is None:
+            return True
+        log.info("on standby, still to delete: member node %r, %d claims", self._aside_node,
+                 len(self._resources.releasing))
+        if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
+            self._standby_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
+            self._standby_timer.daemon = True
+            self._standby_timer.start()
+        return False
+
     def _leave_aside_node(self) -> None:
-        """Deletes the member node we left on standby. While that fails (the connection dropped, a
-        leader election), a timer tries again every T/4: the node would keep us in the group, assigned
-        resources we do not work on, and a Global Barrier round would wait its whole timeout for us."""
+        """Deletes the member node we left on standby (forgotten once it is seen gone)."""
         if not self._aside_node:
             return
         self._delete_membership(self._aside_node)
@@ -894,21 +918,12 @@ class Client:
             gone = False
         if gone:
             self._aside_node = ""
-            return
-        log.info("our member node %s, left on standby, is not deleted yet: trying again", self._aside_node)
-        if self._aside_timer is not None and self._aside_timer.is_alive():
-            return  # one attempt pending is enough
-        self._aside_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
-        self._aside_timer.daemon = True
-        self._aside_timer.start()
 
     def _standby_over(self) -> bool:
-        """On standby: whether it may end: no callback overruns any more, and the member node we left
-        is gone (never two member nodes in one session: the old one would stay in the group, assigned
-        resources nobody works on, and might even be elected). Until it is gone, it is deleted again
-        every T/4."""
-        self._leave_aside_node()
-        if self._aside_node or self._callbacks.blocked_any():
+        """On standby: whether it may end: no callback overruns any more, every claim is released and
+        the member node we left is gone (never two member nodes in one session: the old one would stay
+        in the group, assigned resources nobody works on, and might even be elected)."""
+        if not self._standby_chores() or self._callbacks.blocked_any():
             return False
         self._standby = False
         log.info("every overrunning callback has returned: joining the group again")
@@ -923,8 +938,11 @@ class Client:
     def _release(self, names: Collection[str]) -> None:
         try:
             self._book.release(sorted(names))
-        except (ConnectionLoss, SessionExpiredError):
-            return  # retried after reconnect; the session's end releases them otherwise
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
+            # They stay to be released (and the claim book remembers them, held or uncertain): retried
+            # at the resync after reconnecting, at the next join in this session, and every T/4 on
+            # standby; the session's end releases them otherwise.
+            return
         self._set_resources(rs.released(self._resources, names))
 
     def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
