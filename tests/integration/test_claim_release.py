@@ -188,3 +188,18 @@ def test_a_batch_whose_token_read_is_lost_is_not_leaked(
     book.release(RESOURCES)
     assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5, "the batch leaked: its claims stay"
     assert not book.held and not book.uncertain
+
+
+def test_joining_again_in_the_same_session_forgets_no_claim(
+    zk: KazooClient, member: KazooClient, group_path: str
+) -> None:
+    """Issue 19, B: after an eviction or standby the member joins again in the same session, with a new
+    member node. That session still holds the claims it could not release: they are released later,
+    never forgotten (a new session's join forgets them: they ended with the old one)."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.claim(RESOURCES)
+    node = member.create(f"{paths.clients}/m0-", b"", ephemeral=True, sequence=True)
+    book.reset(member.client_id[0], node)
+    book.release(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5, "claims of the live session were forgotten"
