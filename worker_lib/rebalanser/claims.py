@@ -253,21 +253,20 @@ class ClaimBook:
         mine = self._still_ours(batch)
         if not mine:
             return
+        # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
+        # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
+        for resource in mine:
+            self.held.pop(resource, None)
+        self.uncertain |= mine.keys()
         txn = self.zk.transaction()
         for resource, version in mine.items():
             txn.delete(self.paths.owner(resource), version=version)
-        try:
-            results = txn.commit()
-        except (ConnectionLoss, OperationTimeoutError):
-            self.uncertain |= set(mine)
-            raise
+        results = txn.commit()
         if any(isinstance(r, Exception) for r in results):
             for resource in mine:  # one changed between the read and the delete: settle one by one
                 self._delete_one(resource)
             return
-        for resource in mine:
-            self.held.pop(resource, None)
-            self.uncertain.discard(resource)
+        self.uncertain -= mine.keys()
 
     def _still_ours(self, batch: list[str]) -> dict[str, int]:
         """resource -> version of each claim in ``batch`` that is still this session's own claim;
@@ -287,7 +286,7 @@ class ClaimBook:
 
     def _delete_one(self, resource: str) -> None:
         stat = self.zk.exists(self.paths.owner(resource))
-        if ephemeral_of(stat, self.session_id):
+        if stat is not None and ephemeral_of(stat, self.session_id):
             try:
                 self.zk.delete(self.paths.owner(resource), version=stat.version)
             except NoNodeError:
