@@ -8,6 +8,7 @@ znodes as the test's own session reads them (the member id in their data, their 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
@@ -31,11 +32,11 @@ def claim_holder(zk: KazooClient, paths: GroupPaths, resource: str) -> str | Non
 
 
 def test_an_owner_whose_claims_are_deleted_stops_and_never_deletes_the_next_owners_claim(
-    zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: object
+    zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path, algorithm: str
 ) -> None:
     """An administrator deletes b's claims, then d joins and one resource moves to d. b must stop at
     once (no overlap with d) and its release must leave d's claim alone (d keeps working under it)."""
-    group = Group(zk_hosts, group_path, tmp_path, algorithm="resource-barrier")  # type: ignore[arg-type]
+    group = Group(zk_hosts, group_path, tmp_path, algorithm=algorithm)
     paths = GroupPaths.of(group_path)
     try:
         add_resources(zk, group_path, sorted(RESOURCES))
