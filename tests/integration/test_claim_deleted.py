@@ -8,9 +8,13 @@ znodes as the test's own session reads them (the member id in their data, their 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from rebalanser.client import Client
+from rebalanser.handler import Handler
+from rebalanser.options import Options
 from rebalanser.paths import GroupPaths
 
 from tests.integration.conftest import add_resources
@@ -60,3 +64,37 @@ def test_an_owner_whose_claims_are_deleted_stops_and_never_deletes_the_next_owne
         assert token_regressions(events) == []
     finally:
         group.stop_all()
+
+
+class Calls(Handler):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, int] | list[str]]] = []
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        self.calls.append(("assigned", dict(resources)))
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        self.calls.append(("revoked", list(resources)))
+
+
+def test_a_deleted_claim_is_stopped_at_once_and_claimed_again_with_a_new_token(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """Still assigned the resource, the member stops it (owns() False first), then claims it anew:
+    a new claim, so a larger token."""
+    add_resources(zk, group_path, ["a"])
+    calls = Calls()
+    client = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1), calls)
+    client.start()
+    try:
+        wait_for(lambda: client.owns("a"), 10, "never owned a")
+        before = client.token("a")
+        assert before is not None
+        zk.delete(GroupPaths.of(group_path).owner("a"))
+        wait_for(lambda: len(calls.calls) == 3, 10, lambda: f"callbacks: {calls.calls}")
+        assert calls.calls[1] == ("revoked", ["a"])
+        kind, tokens = calls.calls[2]
+        assert kind == "assigned" and isinstance(tokens, dict) and tokens["a"] > before, calls.calls
+        assert client.owns("a") and claim_holder(zk, GroupPaths.of(group_path), "a") == "m"
+    finally:
+        client.stop()
