@@ -6,8 +6,10 @@ Guarantees, under the stated assumptions:
    ZooKeeper session holds the resource's claim and the self-fencing lease is valid. Claims are
    exclusive in ZooKeeper; the lease is renewed through the ZooKeeper leader and ends before the
    leader can have expired the session (assuming a session timeout of at least 2 x tickTime and
-   client and server clocks that advance at the same rate; docs/protocol.md). So, if user code
-   checks ``owns`` before each unit of work, no two members work on one resource at the same time.
+   client and server clocks that advance at the same rate; docs/protocol.md). Every claim held is
+   watched: one deleted by someone else (an administrator, the operator's failover) makes ``owns``
+   False as soon as its notification arrives. So, if user code checks ``owns`` before each unit of
+   work, no two members work on one resource at the same time.
 2. Liveness. Given a stable group and a reachable ZooKeeper quorum, every resource is claimed by a
    live member within the session timeout plus the rebalance interval plus the time the previous
    owner's stop callback takes (bounded by ``stop_timeout``), plus ``departure_grace`` if configured.
