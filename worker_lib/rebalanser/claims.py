@@ -29,10 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, UnimplementedError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from rebalanser.containers import ensure_container
+from rebalanser.ephemerals import own_ephemerals
 from rebalanser.paths import GroupPaths
 from rebalanser.zk import ephemeral_of
 
@@ -85,8 +86,7 @@ class ClaimBook:
         claimed: dict[str, int] = {}
         blocked: list[str] = []
         wanted = list(resources)
-        remembered = [r for r in wanted if r in self.held or r in self.uncertain]
-        mine = self._read_own(remembered) if remembered else {}  # never re-taken without reading it
+        mine = self._remembered(wanted)  # never re-taken without reading it
         claimed.update(mine)
         fresh = [r for r in wanted if r not in mine]
         data = json.dumps({"member": self.member_id}).encode()
@@ -150,6 +150,41 @@ class ClaimBook:
             else:
                 self.held.pop(resource, None)
         return mine
+
+    def _remembered(self, wanted: list[str]) -> dict[str, int]:
+        """resource -> token of the remembered claims among ``wanted`` that are still ours (read now:
+        one request for them all, see :meth:`_own_claims`); the others are forgotten. A claim held for
+        certain and still ours is the node we created (we would know of another), so its token and its
+        watch (armed when it was first read, re-armed after every reconnection) stand. An uncertain one
+        is read for its token, arming its watch."""
+        remembered = [r for r in wanted if r in self.held or r in self.uncertain]
+        if not remembered:
+            return {}
+        alive = self._own_claims()
+        if alive is None:
+            return self._read_own(remembered)
+        mine: dict[str, int] = {}
+        for resource in remembered:
+            if resource not in alive:
+                self.held.pop(resource, None)
+                self.uncertain.discard(resource)
+            elif resource not in self.uncertain:
+                mine[resource] = self.held[resource]
+        unsure = [r for r in remembered if r in self.uncertain]
+        if unsure:
+            mine.update(self._read_own(unsure))
+        return mine
+
+    def _own_claims(self) -> set[str] | None:
+        """The resources whose claim this session holds now, in one request whose cost follows our own
+        claims (``getEphemerals``); None when the server cannot answer it (older than 3.6): then each
+        claim is read."""
+        prefix = self.paths.owners + "/"
+        try:
+            paths = own_ephemerals(self.zk, prefix)
+        except UnimplementedError:
+            return None
+        return {p[len(prefix):] for p in paths if p.startswith(prefix)}
 
     def _claim_watch(self, event: WatchedEvent) -> None:
         """The one watcher of every claim of ours (kazoo keeps one callable per path, so re-reading a
@@ -235,12 +270,17 @@ class ClaimBook:
         ConnectionLoss etc. to be retried later: the claims it was deleting stay remembered (``held``
         or ``uncertain``), and each retry reads them again first."""
         ours = [r for r in resources if r in self.held or r in self.uncertain]
+        if not ours:
+            return
+        alive = self._own_claims()
         for start in range(0, len(ours), BATCH):
-            self._delete(ours[start : start + BATCH])
+            self._delete(ours[start : start + BATCH], alive)
 
-    def _delete(self, batch: list[str]) -> None:
-        """Reads each claim of ``batch`` (one pipelined round), then deletes, in one transaction, those
-        whose ``ephemeralOwner`` is this session, each at the version read. The others are forgotten.
+    def _delete(self, batch: list[str], alive: set[str] | None) -> None:
+        """Reads which claims of ``batch`` are this session's (``alive``: read for the whole release in
+        one request; None: each claim is read here, in one pipelined round), then deletes those, in one
+        transaction, each at the version read (claims are never written after their creation: version
+        0). The others are forgotten.
 
         Why the read is needed: someone else (an administrator, the operator's failover) may have
         deleted our claim, and another member may hold the path now; a delete by path alone would end
@@ -250,7 +290,7 @@ class ClaimBook:
         our claim in it and another member claims the path in it too, the versioned delete (claims
         are all version 0) ends that member's new claim. That member watches its claims and stops
         before its next unit of work, then claims again: a spurious handover, never an overlap."""
-        mine = self._still_ours(batch)
+        mine = self._still_ours(batch) if alive is None else self._in(batch, alive)
         if not mine:
             return
         # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
@@ -267,6 +307,18 @@ class ClaimBook:
                 self._delete_one(resource)
             return
         self.uncertain -= mine.keys()
+
+    def _in(self, batch: list[str], alive: set[str]) -> dict[str, int]:
+        """resource -> version (0) of each claim in ``batch`` that ``alive`` says is ours; the others
+        are forgotten."""
+        mine: dict[str, int] = {}
+        for resource in batch:
+            if resource in alive:
+                mine[resource] = 0
+            else:
+                self.held.pop(resource, None)
+                self.uncertain.discard(resource)
+        return mine
 
     def _still_ours(self, batch: list[str]) -> dict[str, int]:
         """resource -> version of each claim in ``batch`` that is still this session's own claim;
