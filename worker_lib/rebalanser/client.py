@@ -44,6 +44,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from rebalanser import baddata, wire
 from rebalanser import member_events as ev
 from rebalanser import resource_state as rs
+from rebalanser import standby as sb
 from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
@@ -131,8 +132,7 @@ class Client:
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._was_suspended = False
-        self._standby = False  # out of the group until every overrunning callback has returned
-        self._aside_node = ""  # our member node, left while on standby (deleted again if that failed)
+        self._aside = sb.IN_GROUP  # out of the group until every overrunning callback has returned
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
 
     # -- public surface ------------------------------------------------------------------------
@@ -495,7 +495,7 @@ class Client:
         if self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
             return
         self._set_state(State.JOINING)
-        if self._standby and not self._standby_over():
+        if self._aside.aside and not self._standby_chores():
             return
         if not ensure_group(self.zk, self.paths, create_root=not self._ever_joined):
             self._await_group()
@@ -880,57 +880,57 @@ class Client:
         once every overrunning callback has returned."""
         log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
         self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
-        self._standby = True
         self._notify("on_session", "standby")
         self._stop_coordinating()
         self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
-        if self._me is not None:
-            self._aside_node = self._me.name
+        self._aside, _ = sb.step_aside(self._aside, self._me.name if self._me is not None else None)
         self._joined_session, self._me = 0, None
         self._standby_chores()
         self._set_state(State.JOINING)
         self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
 
     def _standby_chores(self) -> bool:
-        """What a member on standby must not keep: its claims and the member node it left. Both are
-        deleted; True once both are gone. While either fails (the connection dropped, a leader
-        election), a timer tries again every T/4: a claim kept would leave its resource unworked (its
-        next owner waits for it), the node would keep us in the group, assigned resources we do not
-        work on, and a Global Barrier round would wait its whole timeout for us."""
-        self._release_pending()
-        self._leave_aside_node()
-        if not self._aside_node and rs.pending_release(self._resources) is None:
-            return True
-        log.info("on standby, still to delete: member node %r, %d claims", self._aside_node,
-                 len(self._resources.releasing))
+        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left;
+        True when standby is over. What a member on standby must not keep: its claims and the member
+        node it left. While deleting either fails (the connection dropped, a leader election), a
+        timer tries again every T/4: a claim kept would leave its resource unworked (its next owner
+        waits for it), the node would keep us in the group, assigned resources we do not work on, and
+        a Global Barrier round would wait its whole timeout for us. Never two member nodes in one
+        session: no rejoin while the old one exists."""
+        gone = True
+        for chore in sb.chores(self._aside):
+            match chore:
+                case sb.Release():
+                    self._release_pending()
+                case sb.DeleteNode(name):
+                    gone = self._delete_left_node(name)
+        pending = rs.pending_release(self._resources) is not None
+        self._aside, effects = sb.observed(self._aside, gone, pending, self._callbacks.blocked_any())
+        for effect in effects:
+            match effect:
+                case sb.RetryLater():
+                    log.info("on standby, still to delete: member node %r, %d claims", self._aside.node,
+                             len(self._resources.releasing))
+                    self._retry_standby_later()
+                case sb.Rejoin():
+                    log.info("every overrunning callback has returned: joining the group again")
+                    self._notify("on_session", "rejoining")
+                    return True
+        return False
+
+    def _retry_standby_later(self) -> None:
         if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
             self._standby_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
             self._standby_timer.daemon = True
             self._standby_timer.start()
-        return False
 
-    def _leave_aside_node(self) -> None:
-        """Deletes the member node we left on standby (forgotten once it is seen gone)."""
-        if not self._aside_node:
-            return
-        self._delete_membership(self._aside_node)
+    def _delete_left_node(self, name: str) -> bool:
+        """Deletes the member node left on standby; True once it is seen gone."""
+        self._delete_membership(name)
         try:
-            gone = self.zk.exists(self.paths.client(self._aside_node)) is None
+            return self.zk.exists(self.paths.client(name)) is None
         except KazooException:
-            gone = False
-        if gone:
-            self._aside_node = ""
-
-    def _standby_over(self) -> bool:
-        """On standby: whether it may end: no callback overruns any more, every claim is released and
-        the member node we left is gone (never two member nodes in one session: the old one would stay
-        in the group, assigned resources nobody works on, and might even be elected)."""
-        if not self._standby_chores() or self._callbacks.blocked_any():
             return False
-        self._standby = False
-        log.info("every overrunning callback has returned: joining the group again")
-        self._notify("on_session", "rejoining")
-        return True
 
     def _release_pending(self) -> None:
         pending = rs.pending_release(self._resources)
