@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from kazoo.protocol.states import KeeperState
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from rebalanser.client import Client, StopTimeoutError
@@ -323,3 +324,120 @@ def test_a_member_node_left_on_standby_is_deleted_even_when_the_first_attempt_fa
         zk.set_acls(clients, OPEN_ACL_UNSAFE)
         handler.release.set()
         c.stop()
+
+
+def _nodes_of(zk: KazooClient, clients: str, session: int) -> list[str]:
+    nodes = []
+    for name in zk.get_children(clients):
+        stat = zk.exists(f"{clients}/{name}")
+        if stat is not None and stat.ephemeralOwner == session:
+            nodes.append(name)
+    return nodes
+
+
+def test_standby_does_not_end_while_the_member_node_left_on_it_still_exists(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """Issue 19, A: the overrunning callback returns while the member node left on standby could not
+    be deleted yet. Rejoining then would give the session two member nodes (the old one assigned
+    resources nobody works on, and possibly elected). The member rejoins only once the old node is
+    gone; it keeps trying to delete it every T/4."""
+    add_resources(zk, group_path, ["a"])
+    handler = HangingStop()
+    c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
+    c.start()
+    clients = f"{group_path}/clients"
+    try:
+        wait_for(lambda: handler.assigned == [("a",)], 10, "never assigned")
+        session = c.zk.client_id[0]
+        zk.delete(f"{group_path}/resources/a")
+        assert handler.hanging.wait(10), "a was never revoked"
+        zk.set_acls(clients, [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)])
+        zk.create(f"{group_path}/resources/a")
+        wait_for(lambda: "standby" in handler.sessions, 10,
+                 lambda: f"the member never stepped aside: sessions {handler.sessions}")
+        handler.release.set()  # the callback returns; the old member node cannot be deleted yet
+        deadline = time.monotonic() + 3.0  # 1.5 T: several attempts to delete it, and time to rejoin
+        while time.monotonic() < deadline:
+            nodes = _nodes_of(zk, clients, session)
+            assert len(nodes) <= 1, f"two member nodes in one session: {nodes}"
+            assert "rejoining" not in handler.sessions, "rejoined while its old member node still existed"
+            time.sleep(0.05)
+        zk.set_acls(clients, OPEN_ACL_UNSAFE)
+        wait_for(lambda: "rejoining" in handler.sessions, 10,
+                 lambda: f"never rejoined once the old node could go: {handler.sessions}")
+        wait_for(lambda: len(handler.assigned) == 2, 10, lambda: f"no work after rejoining: {handler.assigned}")
+        assert len(_nodes_of(zk, clients, session)) == 1
+    finally:
+        zk.set_acls(clients, OPEN_ACL_UNSAFE)
+        handler.release.set()
+        c.stop()
+
+
+class _ReleaseLost:
+    """A claim book's client whose next transaction, once armed, is never sent: ConnectionLoss, as when
+    the connection drops just before it (the member's own client otherwise)."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self.armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    def transaction(self) -> object:
+        txn = self._client.transaction()
+        if self.armed:
+            self.armed = False
+
+            def lost() -> object:
+                raise ConnectionLoss("injected: the connection dropped before the release was sent")
+
+            txn.commit = lost
+        return txn
+
+
+class ArmsOnStandby(HangingStop):
+    """Arms the fault as the member steps aside (this runs on its thread, before it releases)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fault: _ReleaseLost | None = None
+
+    def on_session(self, state: str) -> None:
+        super().on_session(state)
+        if state == "standby" and self.fault is not None:
+            self.fault.armed = True
+
+
+def test_a_claim_whose_release_failed_as_the_member_stepped_aside_is_released_on_standby(
+    zk_hosts: str, zk: KazooClient, group_path: str
+) -> None:
+    """Issue 19, B (chaos seed 7405: a step-aside just before a connection drop): releasing the claims
+    fails as the member steps aside. It must not keep them while on standby (their next owner would
+    wait for them as long as the callback hangs): it tries again every T/4."""
+    add_resources(zk, group_path, ["a", "b"])
+    handler = ArmsOnStandby()
+    c = client(zk_hosts, group_path, handler, stop_timeout=0.3)
+    c.start()
+    other: Client | None = None
+    try:
+        wait_for(lambda: handler.assigned == [("a", "b")], 10, lambda: f"never assigned: {handler.assigned}")
+        handler.fault = c._book.zk = _ReleaseLost(c.zk)  # type: ignore[assignment]
+        zk.delete(f"{group_path}/resources/a")
+        assert handler.hanging.wait(10), "a was never revoked"
+        zk.create(f"{group_path}/resources/a")
+        wait_for(lambda: "standby" in handler.sessions, 10,
+                 lambda: f"the member never stepped aside: sessions {handler.sessions}")
+        worked = Worked()
+        other = Client(Options(zk_hosts, group_path, member_id="n", session_timeout=2, min_interval=0.1), worked)
+        other.start()
+        wait_for(lambda: worked.owned == {"a", "b"}, 10,
+                 lambda: f"the other member never got to work on everything: {worked.owned}; the claim on b "
+                         f"is held by {zk.exists(f'{group_path}/owners/b')}")
+        assert not handler.fault.armed, "the fault was never hit: the test did not test anything"
+    finally:
+        handler.release.set()
+        c.stop()
+        if other is not None:
+            other.stop()

@@ -5,10 +5,12 @@ Evidence: the claim znodes and their ``ephemeralOwner``, read by the test's own 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.paths import GroupPaths
@@ -76,3 +78,128 @@ def test_after_the_group_was_deleted_another_members_claim_is_never_released(
         book.release(RESOURCES)
         assert [owner(zk, paths, r) for r in RESOURCES] == [other.client_id[0]] * 5, "another's claim was deleted"
     assert not book.held
+
+
+def test_a_claim_taken_over_after_someone_else_deleted_ours_is_never_released(
+    zk: KazooClient, member: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """An administrator (or the operator's failover) deletes our claim while our member node lives,
+    and another member claims the resource: our release must leave that member's claim alone."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.claim(RESOURCES)
+    zk.delete(paths.owner("r2"))
+    with admin_client(zk_hosts) as other:
+        other.create(paths.owner("r2"), b"", ephemeral=True)
+        book.release(RESOURCES)
+        assert owner(zk, paths, "r2") == other.client_id[0], "another session's claim was deleted"
+    assert [owner(zk, paths, r) for r in RESOURCES if r != "r2"] == [None] * 4
+    assert not book.held
+
+
+def test_a_remembered_claim_is_read_before_it_is_taken_again(
+    zk: KazooClient, member: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """Re-taking a claim (after a lease lapse, at a resync) reads it: one deleted by someone else and
+    held by another session now is blocked, never reported as ours with its old token."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    first = book.claim(RESOURCES).claimed
+    zk.delete(paths.owner("r0"))
+    zk.delete(paths.owner("r1"))
+    with admin_client(zk_hosts) as other:
+        other.create(paths.owner("r0"), b"", ephemeral=True)
+        again = book.claim(RESOURCES)
+        assert again.blocked == ["r0"]
+        assert again.claimed["r1"] > first["r1"], "r1 was re-taken without a new claim"
+        assert {r: again.claimed[r] for r in RESOURCES[2:]} == {r: first[r] for r in RESOURCES[2:]}
+        assert owner(zk, paths, "r1") == member.client_id[0]
+
+
+def test_the_deletion_of_a_held_claim_is_reported(
+    zk: KazooClient, member: KazooClient, group_path: str
+) -> None:
+    """Every claim won is watched: its deletion by someone else is reported with its token."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    lost: list[tuple[str, int]] = []
+    reported = threading.Event()
+
+    def on_lost(resource: str, token: int) -> None:
+        lost.append((resource, token))
+        reported.set()
+
+    book.on_lost = on_lost
+    tokens = book.claim(RESOURCES).claimed
+    zk.delete(paths.owner("r3"))
+    assert reported.wait(10), "the deletion of a held claim was not reported"
+    assert lost == [("r3", tokens["r3"])]
+    assert book.forget("r3", tokens["r3"]) and "r3" not in book.held
+
+
+class _ReadsLostAfterCommit:
+    """The member's own client, except that once a transaction has been applied, its next read fails
+    with ConnectionLoss (as if the connection dropped right after the multi's reply)."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self._armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    def transaction(self) -> object:
+        txn = self._client.transaction()
+        commit = txn.commit
+
+        def applied_then_armed() -> object:
+            results = commit()
+            self._armed = True
+            return results
+
+        txn.commit = applied_then_armed
+        return txn
+
+    def _lose(self) -> None:
+        if self._armed:
+            self._armed = False
+            raise ConnectionLoss("injected: the connection dropped after the multi was applied")
+
+    def exists(self, *args: object, **kwargs: object) -> object:
+        self._lose()
+        return self._client.exists(*args, **kwargs)
+
+    def exists_async(self, *args: object, **kwargs: object) -> object:
+        self._lose()
+        return self._client.exists_async(*args, **kwargs)
+
+
+def test_a_batch_whose_token_read_is_lost_is_not_leaked(
+    zk: KazooClient, member: KazooClient, group_path: str
+) -> None:
+    """Issue 19, F: the claim batch is applied, then the read of its token fails (ConnectionLoss). Its
+    claims must stay known as held or uncertain, so that the member's next release deletes them."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.zk = _ReadsLostAfterCommit(member)  # type: ignore[assignment]
+    with pytest.raises(ConnectionLoss):
+        book.claim(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [member.client_id[0]] * 5
+    book.release(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5, "the batch leaked: its claims stay"
+    assert not book.held and not book.uncertain
+
+
+def test_joining_again_in_the_same_session_forgets_no_claim(
+    zk: KazooClient, member: KazooClient, group_path: str
+) -> None:
+    """Issue 19, B: after an eviction or standby the member joins again in the same session, with a new
+    member node. That session still holds the claims it could not release: they are released later,
+    never forgotten (a new session's join forgets them: they ended with the old one)."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    book.claim(RESOURCES)
+    node = member.create(f"{paths.clients}/m0-", b"", ephemeral=True, sequence=True)
+    book.reset(member.client_id[0], node)
+    book.release(RESOURCES)
+    assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5, "claims of the live session were forgotten"

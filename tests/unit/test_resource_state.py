@@ -98,6 +98,23 @@ def test_a_lost_session_stops_everything_and_leaves_nothing_to_release() -> None
     assert rs.stopped(table, {"a"}) == rs.EMPTY
 
 
+def test_a_claim_deleted_by_someone_else_stops_its_resource_which_is_wanted_again() -> None:
+    table = owning("a", "b")
+    table, effects = rs.claims_lost(table, {"a"})
+    assert table.phases() == {"a": Phase.STOPPING, "b": Phase.OWNED}
+    assert effects == [StopCallback(frozenset({"a"}))]
+    assert rs.stopped(table, {"a"}).phases() == {"a": Phase.WANTED, "b": Phase.OWNED}
+
+
+def test_a_lost_claim_is_not_released_any_more() -> None:
+    table, _ = rs.assign(owning("a", "b"), set(), {"a", "b"})  # both stopping, then to be released
+    table, _ = rs.claims_lost(table, {"a"})
+    table = rs.stopped(table, {"a", "b"})
+    assert table.phases() == {"b": Phase.RELEASING}
+    table, _ = rs.claims_lost(table, {"b"})
+    assert table == rs.EMPTY
+
+
 def test_claim_targets_are_the_wanted_resources_or_those_of_them_just_released() -> None:
     table, _ = rs.assign(rs.EMPTY, {"a", "b"}, set())
     assert rs.claim_targets(table, None) == Claim(frozenset({"a", "b"}))

@@ -1,8 +1,10 @@
 """Exclusive per-resource claims: ``G/owners/<resource>``, ephemeral, created by the owner's session.
 
-ZooKeeper itself enforces that at most one session holds a claim. A claim is released only by the
-session that holds it, or by the server when that session ends; nobody else ever deletes it (not even
-when the resource is deleted). The claim's creation zxid (``czxid``) is the resource's fencing token:
+ZooKeeper itself enforces that at most one session holds a claim. A member deletes only claims of its
+own session, and never the resource's claim when the resource is deleted. Others may delete a claim
+(an administrator, the operator's failover, a group deletion): so every claim a member holds is
+watched, and its deletion is reported (``on_lost``) so the member stops work on it at once. The
+claim's creation zxid (``czxid``) is the resource's fencing token:
 zxids grow with every write to the ensemble, so each new claim of a resource carries a larger token
 than every claim before it, across owners, sessions, and deletion and re-creation of the resource.
 
@@ -13,9 +15,10 @@ if the node has turned into a real claim meanwhile (an ephemeral node cannot hav
 Claims are created and released in ``multi`` batches: one transaction, one zxid, so the resources of
 a batch share one token and their next owners are woken together. Cost: one round trip per batch of
 up to :data:`BATCH` resources; a batch that meets claims still held by others costs one pipelined
-read per resource of the batch, then one read per resource still held (its watch). A release is one
-transaction fenced by the member node (see :meth:`ClaimBook._delete_fenced`); only when that fails
-does it read each claim first.
+read per resource of the batch, then one read per resource still held (its watch). Each claim won is
+read once more (pipelined), which arms the watch on it and gives its token. A remembered claim is
+never re-taken without reading it. A release reads each claim first and deletes only those of this
+session, at the version read (see :meth:`ClaimBook._delete`).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, OperationTimeoutError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, UnimplementedError
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from rebalanser.containers import ensure_container
+from rebalanser.ephemerals import own_ephemerals
 from rebalanser.paths import GroupPaths
 from rebalanser.zk import ephemeral_of
 
@@ -56,14 +60,22 @@ class ClaimBook:
     paths: GroupPaths
     member_id: str
     session_id: int = 0
-    member_path: str = ""  # the member node this session joined with; every claim in ``held`` is newer
+    member_path: str = ""  # the member node this session joined with (for diagnostics)
     held: dict[str, int] = field(default_factory=dict)
     uncertain: set[str] = field(default_factory=set)
     on_fake: Callable[[str], None] | None = None  # told of each persistent node removed from a claim path
+    # Told (on kazoo's thread: never block, never call ZooKeeper) that a watched claim of ours was
+    # deleted: ``(resource, token)``, the token being the one held when the watch fired.
+    on_lost: Callable[[str, int], None] | None = None
 
     def reset(self, session_id: int, member_path: str = "") -> None:
-        """A new join: ``session_id`` and the member node it created (empty: always release carefully)."""
-        self.session_id, self.member_path, self.held, self.uncertain = session_id, member_path, {}, set()
+        """A new join: ``session_id`` and the member node it created. A join in a new session forgets
+        every claim (they ended with the old session). A join again in the same session (after
+        standby, or an eviction) forgets nothing: that session may still hold them, and they are
+        released, or re-taken after reading them, like any other."""
+        if session_id != self.session_id:
+            self.held, self.uncertain = {}, set()
+        self.session_id, self.member_path = session_id, member_path
 
     # -- claiming ------------------------------------------------------------------------------
 
@@ -73,14 +85,10 @@ class ClaimBook:
         longer name them (claiming them would be a write to undo)."""
         claimed: dict[str, int] = {}
         blocked: list[str] = []
-        fresh = []
-        for resource in resources:
-            if resource in self.uncertain:
-                self._verify(resource)
-            if resource in self.held:
-                claimed[resource] = self.held[resource]
-            else:
-                fresh.append(resource)
+        wanted = list(resources)
+        mine = self._remembered(wanted)  # never re-taken without reading it
+        claimed.update(mine)
+        fresh = [r for r in wanted if r not in mine]
         data = json.dumps({"member": self.member_id}).encode()
         for start in range(0, len(fresh), BATCH):
             if start and abandon is not None and abandon():
@@ -105,9 +113,13 @@ class ClaimBook:
                 raise
             failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
             if failed is None:
-                token = self._token_of(batch[0])
-                self.held.update(dict.fromkeys(batch, token))
-                claimed.update(dict.fromkeys(batch, token))
+                try:
+                    won = self._read_own(batch)  # the token, and the watch on each new claim
+                except (ConnectionLoss, OperationTimeoutError):
+                    self.uncertain |= set(batch) - self.held.keys()  # created, but unread: settled later
+                    raise
+                claimed.update(won)
+                blocked.extend(r for r in batch if r not in won)  # deleted at once by someone else
                 return
             if isinstance(results[failed], NoNodeError):
                 if not ensure_container(self.zk, self.paths.owners):
@@ -122,17 +134,91 @@ class ClaimBook:
                 blocked.extend(batch)
                 return
 
-    def _token_of(self, resource: str) -> int:
-        stat = self.zk.exists(self.paths.owner(resource))
-        if not ephemeral_of(stat, self.session_id):
-            raise KazooException(f"claim on {resource} vanished right after it was created")
-        return int(stat.czxid)
+    def _read_own(self, resources: list[str]) -> dict[str, int]:
+        """Reads the claims on ``resources`` (one pipelined round), arming the deletion watch on each:
+        resource -> token of those that are this session's. The others are forgotten (someone else
+        deleted them, or they belong to another session now). A read by our own session after our own
+        write sees that write, so a claim we just created is found. Raises ConnectionLoss etc. with
+        nothing forgotten that was not read."""
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in resources]
+        mine: dict[str, int] = {}
+        for resource, result in pending:
+            stat: ZnodeStat | None = result.get()
+            self.uncertain.discard(resource)
+            if stat is not None and ephemeral_of(stat, self.session_id):
+                mine[resource] = self.held[resource] = int(stat.czxid)
+            else:
+                self.held.pop(resource, None)
+        return mine
+
+    def _remembered(self, wanted: list[str]) -> dict[str, int]:
+        """resource -> token of the remembered claims among ``wanted`` that are still ours (read now:
+        one request for them all, see :meth:`_own_claims`); the others are forgotten. A claim held for
+        certain and still ours is the node we created (we would know of another), so its token and its
+        watch (armed when it was first read, re-armed after every reconnection) stand. An uncertain one
+        is read for its token, arming its watch."""
+        remembered = [r for r in wanted if r in self.held or r in self.uncertain]
+        if not remembered:
+            return {}
+        alive = self._own_claims()
+        if alive is None:
+            return self._read_own(remembered)
+        mine: dict[str, int] = {}
+        for resource in remembered:
+            if resource not in alive:
+                self.held.pop(resource, None)
+                self.uncertain.discard(resource)
+            elif resource not in self.uncertain:
+                mine[resource] = self.held[resource]
+        unsure = [r for r in remembered if r in self.uncertain]
+        if unsure:
+            mine.update(self._read_own(unsure))
+        return mine
+
+    def _own_claims(self) -> set[str] | None:
+        """The resources whose claim this session holds now, in one request whose cost follows our own
+        claims (``getEphemerals``); None when the server cannot answer it (older than 3.6): then each
+        claim is read."""
+        prefix = self.paths.owners + "/"
+        try:
+            paths = own_ephemerals(self.zk, prefix)
+        except UnimplementedError:
+            return None
+        return {p[len(prefix):] for p in paths if p.startswith(prefix)}
+
+    def _claim_watch(self, event: WatchedEvent) -> None:
+        """The one watcher of every claim of ours (kazoo keeps one callable per path, so re-reading a
+        claim adds nothing). Only a deletion counts: claims' data never changes, and a dropped
+        connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`)."""
+        if event.type != EventType.DELETED or self.on_lost is None:
+            return
+        resource = event.path.rsplit("/", 1)[-1]
+        token = self.held.get(resource)
+        if token is not None:
+            self.on_lost(resource, token)
+
+    def recheck(self, resources: Iterable[str]) -> set[str]:
+        """Re-reads the claims this session holds among ``resources`` (after a reconnection: kazoo
+        drops every watch with the connection), arming their watches again; returns those that are no
+        longer ours (forgotten)."""
+        known = [r for r in resources if r in self.held or r in self.uncertain]
+        before = {r for r in known if r in self.held}
+        mine = self._read_own(known)
+        return before - mine.keys()
+
+    def forget(self, resource: str, token: int) -> bool:
+        """Our claim on ``resource`` of ``token`` was deleted by someone else; False if we no longer
+        held that claim anyway."""
+        if self.held.get(resource) != token:
+            return False
+        del self.held[resource]
+        return True
 
     def _taken(self, batch: list[str]) -> set[str]:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the
         group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources)."""
-        pending = [(r, self.zk.exists_async(self.paths.owner(r))) for r in batch]
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in batch]
         taken: set[str] = set()
         for resource, result in pending:
             stat = result.get()
@@ -168,16 +254,6 @@ class ClaimBook:
             self.on_fake(path)
         return True
 
-    def _verify(self, resource: str) -> bool:
-        """Settles an uncertain claim by ``ephemeralOwner``; True if it is ours."""
-        self.uncertain.discard(resource)
-        stat = self.zk.exists(self.paths.owner(resource))
-        if ephemeral_of(stat, self.session_id):
-            self.held[resource] = int(stat.czxid)
-            return True
-        self.held.pop(resource, None)
-        return False
-
     def watch_releases(self, resources: list[str], on_release: Callable[[str], None]) -> list[str]:
         """Arms one-shot watches on other sessions' claims; returns those already gone."""
 
@@ -191,63 +267,58 @@ class ClaimBook:
 
     def release(self, resources: Iterable[str]) -> None:
         """Deletes this session's claims on ``resources``; never another session's. Raises
-        ConnectionLoss etc. to be retried later (each retry re-checks ownership first)."""
-        wanted = [r for r in resources if r in self.held or r in self.uncertain]
-        for resource in [r for r in wanted if r in self.uncertain]:
-            self._verify(resource)
-        ours = [r for r in wanted if r in self.held]
-        for start in range(0, len(ours), BATCH):
-            self._delete(ours[start : start + BATCH])
-
-    def _delete(self, batch: list[str]) -> None:
-        """Deletes the claims of ``batch`` that this session still holds: in one transaction fenced by
-        our member node when that node still exists, else carefully (:meth:`_delete_checked`)."""
-        if self.member_path and self._delete_fenced(batch):
-            for resource in batch:
-                self.held.pop(resource, None)
+        ConnectionLoss etc. to be retried later: the claims it was deleting stay remembered (``held``
+        or ``uncertain``), and each retry reads them again first."""
+        ours = [r for r in resources if r in self.held or r in self.uncertain]
+        if not ours:
             return
-        self._delete_checked(batch)
+        alive = self._own_claims()
+        for start in range(0, len(ours), BATCH):
+            self._delete(ours[start : start + BATCH], alive)
 
-    def _delete_fenced(self, batch: list[str]) -> bool:
-        """One transaction: our member node exists, and each claim of ``batch`` is deleted. Every
-        claim in ``held`` was created after that node, in this session; the node exists only while
-        neither the session nor the group has ended since (deleting the group deletes it, and it is
-        never created again under the same name). So each path still holds the claim we made: no
-        read is needed first, and a releasing owner frees its resources one round trip sooner. False
-        when the transaction failed as a whole (nothing was deleted)."""
-        txn = self.zk.transaction()
-        txn.check(self.member_path, -1)
-        for resource in batch:
-            txn.delete(self.paths.owner(resource))
-        try:
-            results = txn.commit()
-        except (ConnectionLoss, OperationTimeoutError):
-            self.uncertain |= set(batch)
-            raise
-        return not any(isinstance(r, Exception) for r in results)
+    def _delete(self, batch: list[str], alive: set[str] | None) -> None:
+        """Reads which claims of ``batch`` are this session's (``alive``: read for the whole release in
+        one request; None: each claim is read here, in one pipelined round), then deletes those, in one
+        transaction, each at the version read (claims are never written after their creation: version
+        0). The others are forgotten.
 
-    def _delete_checked(self, batch: list[str]) -> None:
-        """Deletes the claims of ``batch`` that this session still holds. Each claim is read first
-        (one pipelined round) and deleted only if its ``ephemeralOwner`` is this session and its
-        ``czxid`` is the token we hold, at the version read: a claim path deleted by someone else
-        (an administrator deleting the group) and re-created by another member is never touched."""
-        mine = self._still_ours(batch)
+        Why the read is needed: someone else (an administrator, the operator's failover) may have
+        deleted our claim, and another member may hold the path now; a delete by path alone would end
+        its claim. Another session cannot create a node at the path while ours exists, and our own
+        read after our own write sees our claim, so a claim read as ours was ours when it was read.
+        What is left is the one round trip between that read and the delete: if someone else deletes
+        our claim in it and another member claims the path in it too, the versioned delete (claims
+        are all version 0) ends that member's new claim. That member watches its claims and stops
+        before its next unit of work, then claims again: a spurious handover, never an overlap."""
+        mine = self._still_ours(batch) if alive is None else self._in(batch, alive)
         if not mine:
             return
+        # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
+        # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
+        for resource in mine:
+            self.held.pop(resource, None)
+        self.uncertain |= mine.keys()
         txn = self.zk.transaction()
         for resource, version in mine.items():
             txn.delete(self.paths.owner(resource), version=version)
-        try:
-            results = txn.commit()
-        except (ConnectionLoss, OperationTimeoutError):
-            self.uncertain |= set(mine)
-            raise
+        results = txn.commit()
         if any(isinstance(r, Exception) for r in results):
             for resource in mine:  # one changed between the read and the delete: settle one by one
                 self._delete_one(resource)
             return
-        for resource in mine:
-            self.held.pop(resource, None)
+        self.uncertain -= mine.keys()
+
+    def _in(self, batch: list[str], alive: set[str]) -> dict[str, int]:
+        """resource -> version (0) of each claim in ``batch`` that ``alive`` says is ours; the others
+        are forgotten."""
+        mine: dict[str, int] = {}
+        for resource in batch:
+            if resource in alive:
+                mine[resource] = 0
+            else:
+                self.held.pop(resource, None)
+                self.uncertain.discard(resource)
+        return mine
 
     def _still_ours(self, batch: list[str]) -> dict[str, int]:
         """resource -> version of each claim in ``batch`` that is still this session's own claim;
@@ -256,19 +327,21 @@ class ClaimBook:
         mine: dict[str, int] = {}
         for resource, result in pending:
             stat = result.get()
-            if ephemeral_of(stat, self.session_id) and stat.czxid == self.held.get(resource):
+            if ephemeral_of(stat, self.session_id):
                 mine[resource] = int(stat.version)
             else:
-                if stat is not None and stat.ephemeralOwner != self.session_id:
-                    log.warning("claim on %s is no longer ours (the group was re-created?): not released", resource)
+                if stat is not None:
+                    log.warning("the claim on %s is no longer ours (deleted by someone else?): not released", resource)
                 self.held.pop(resource, None)
+                self.uncertain.discard(resource)
         return mine
 
     def _delete_one(self, resource: str) -> None:
         stat = self.zk.exists(self.paths.owner(resource))
-        if ephemeral_of(stat, self.session_id):
+        if stat is not None and ephemeral_of(stat, self.session_id):
             try:
                 self.zk.delete(self.paths.owner(resource), version=stat.version)
             except NoNodeError:
                 pass
         self.held.pop(resource, None)
+        self.uncertain.discard(resource)

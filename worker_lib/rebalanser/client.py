@@ -6,8 +6,10 @@ Guarantees, under the stated assumptions:
    ZooKeeper session holds the resource's claim and the self-fencing lease is valid. Claims are
    exclusive in ZooKeeper; the lease is renewed through the ZooKeeper leader and ends before the
    leader can have expired the session (assuming a session timeout of at least 2 x tickTime and
-   client and server clocks that advance at the same rate; docs/protocol.md). So, if user code
-   checks ``owns`` before each unit of work, no two members work on one resource at the same time.
+   client and server clocks that advance at the same rate; docs/protocol.md). Every claim held is
+   watched: one deleted by someone else (an administrator, the operator's failover) makes ``owns``
+   False as soon as its notification arrives. So, if user code checks ``owns`` before each unit of
+   work, no two members work on one resource at the same time.
 2. Liveness. Given a stable group and a reachable ZooKeeper quorum, every resource is claimed by a
    live member within the session timeout plus the rebalance interval plus the time the previous
    owner's stop callback takes (bounded by ``stop_timeout``), plus ``departure_grace`` if configured.
@@ -29,12 +31,20 @@ from enum import StrEnum
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, wire
 from rebalanser import member_events as ev
 from rebalanser import resource_state as rs
+from rebalanser import standby as sb
 from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
@@ -102,6 +112,7 @@ class Client:
         self._join_deadline = 0.0  # while waiting for another member with our id to go
         self._join_timer: threading.Timer | None = None  # posts a join step at _join_deadline
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
+        self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
@@ -121,8 +132,8 @@ class Client:
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._was_suspended = False
-        self._standby = False  # out of the group until every overrunning callback has returned
-        self._aside_node = ""  # our member node, left while on standby (deleted again if that failed)
+        self._aside = sb.IN_GROUP  # out of the group until every overrunning callback has returned
+        self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -168,11 +179,12 @@ class Client:
             held = self._resources.owned.get(resource)
             if held is None or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
                 return False
-        return self._valid(held)
+        return self._valid(resource, held)
 
-    def _valid(self, held: Ownership) -> bool:
-        _, session, node = held
-        return node != self._deleted_node and self._lease.view.valid(session)
+    def _valid(self, resource: str, held: Ownership) -> bool:
+        token, session, node = held
+        return (node != self._deleted_node and self._lost_claims.get(resource) != token
+                and self._lease.view.valid(session))
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
@@ -183,7 +195,7 @@ class Client:
     def owned(self) -> dict[str, int]:
         with self._lock:
             items = list(self._resources.owned.items())
-        return {r: o[0] for r, o in items if self._valid(o)}
+        return {r: o[0] for r, o in items if self._valid(r, o)}
 
     def start(self, timeout: float | None = None) -> None:
         """Connects and joins the group; returns once this member's znode exists and it has read the
@@ -193,7 +205,8 @@ class Client:
                 return
             self._state = State.JOINING
             self._zk = make_client(self.options)
-            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake)
+            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
+                                     on_lost=self._claim_deleted)
             self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
@@ -248,6 +261,11 @@ class Client:
 
     def _post(self, event: ev.Event) -> None:
         self._events.put(event)
+
+    def _claim_deleted(self, resource: str, token: int) -> None:
+        # kazoo's thread (a claim's watch): owns() is False from now on, before the loop reacts.
+        self._lost_claims[resource] = token
+        self._post(ev.ClaimLost(resource, token))
 
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: never block here, never call ZooKeeper.
@@ -312,6 +330,8 @@ class Client:
                 self._read_barrier()
             case ev.ClaimReleased(resource):
                 self._retry_claim(self._drain_claims(resource))
+            case ev.ClaimLost(resource, token):
+                self._claims_lost({resource: token})
             case ev.LeaseExpired():
                 self._lease_expired()
             case ev.Deposed(seq, reason):
@@ -414,7 +434,32 @@ class Client:
             self._join()  # the connection dropped before the member znode existed (or on standby)
             return
         self._sync_with_group()
-        self._reclaim_owned()
+        if self._me is not None and self._joined_session:
+            self._recheck_claims()
+            self._reclaim_owned()
+
+    def _recheck_claims(self) -> None:
+        """After a reconnection: kazoo dropped the watches on our claims with the connection, and one
+        may have been deleted meanwhile. Each is read again (its watch armed again)."""
+        names = set(self._resources.owned) | set(self._resources.stopping) | self._held_claims()
+        lost = self._book.recheck(sorted(names))
+        if lost:
+            self._handle_lost(lost)
+
+    def _claims_lost(self, tokens: dict[str, int]) -> None:
+        """Someone else deleted these claims of ours (their watches fired)."""
+        lost = {r for r, token in tokens.items() if self._book.forget(r, token)}
+        if lost:
+            self._handle_lost(lost)
+
+    def _handle_lost(self, lost: set[str]) -> None:
+        """Work on them stops at once; each is claimed again, with a new token, through the normal
+        path if the assignment still names it (and when its next holder, if any, releases it)."""
+        log.error("our claims on %s were deleted by someone else: stopping work on them", sorted(lost)[:5])
+        self._report(RebalanserError(f"{len(lost)} claims deleted externally; stopped work on them"))
+        self._step(rs.claims_lost(self._resources, lost))
+        for resource in lost:
+            self._post(ev.ClaimReleased(resource))
 
     def _lease_expired(self) -> None:
         self.options.metrics.lease_expired()
@@ -450,7 +495,7 @@ class Client:
         if self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
             return
         self._set_state(State.JOINING)
-        if self._standby and not self._standby_over():
+        if self._aside.aside and not self._standby_chores():
             return
         if not ensure_group(self.zk, self.paths, create_root=not self._ever_joined):
             self._await_group()
@@ -468,6 +513,7 @@ class Client:
         self._stop_waiting_for_same_id()
         self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
         self._book.reset(sid, self.paths.client(self._me.name))
+        self._release_pending()  # what an eviction could not release (the same session may hold it)
         self._set_state(State.PENDING_ASSIGNMENT)
         self._sync_with_group()
 
@@ -834,46 +880,57 @@ class Client:
         once every overrunning callback has returned."""
         log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
         self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
-        self._standby = True
         self._notify("on_session", "standby")
         self._stop_coordinating()
         self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
-        if self._me is not None:
-            self._aside_node = self._me.name
+        self._aside, _ = sb.step_aside(self._aside, self._me.name if self._me is not None else None)
         self._joined_session, self._me = 0, None
-        self._leave_aside_node()
+        self._standby_chores()
         self._set_state(State.JOINING)
         self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
 
-    def _leave_aside_node(self) -> None:
-        """Deletes the member node we left on standby. While that fails (the connection dropped, a
-        leader election), a timer tries again every T/4: the node would keep us in the group, assigned
-        resources we do not work on, and a Global Barrier round would wait its whole timeout for us."""
-        if not self._aside_node:
-            return
-        self._delete_membership(self._aside_node)
-        try:
-            gone = self.zk.exists(self.paths.client(self._aside_node)) is None
-        except KazooException:
-            gone = False
-        if gone:
-            self._aside_node = ""
-            return
-        log.info("our member node %s, left on standby, is not deleted yet: trying again", self._aside_node)
-        timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
-        timer.daemon = True
-        timer.start()
+    def _standby_chores(self) -> bool:
+        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left;
+        True when standby is over. What a member on standby must not keep: its claims and the member
+        node it left. While deleting either fails (the connection dropped, a leader election), a
+        timer tries again every T/4: a claim kept would leave its resource unworked (its next owner
+        waits for it), the node would keep us in the group, assigned resources we do not work on, and
+        a Global Barrier round would wait its whole timeout for us. Never two member nodes in one
+        session: no rejoin while the old one exists."""
+        gone = True
+        for chore in sb.chores(self._aside):
+            match chore:
+                case sb.Release():
+                    self._release_pending()
+                case sb.DeleteNode(name):
+                    gone = self._delete_left_node(name)
+        pending = rs.pending_release(self._resources) is not None
+        self._aside, effects = sb.observed(self._aside, gone, pending, self._callbacks.blocked_any())
+        for effect in effects:
+            match effect:
+                case sb.RetryLater():
+                    log.info("on standby, still to delete: member node %r, %d claims", self._aside.node,
+                             len(self._resources.releasing))
+                    self._retry_standby_later()
+                case sb.Rejoin():
+                    log.info("every overrunning callback has returned: joining the group again")
+                    self._notify("on_session", "rejoining")
+                    return True
+        return False
 
-    def _standby_over(self) -> bool:
-        """On standby: whether it may end (no callback overruns any more). Our old member node is
-        deleted again meanwhile, in case the first attempt failed with the connection."""
-        self._leave_aside_node()
-        if self._callbacks.blocked_any():
+    def _retry_standby_later(self) -> None:
+        if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
+            self._standby_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
+            self._standby_timer.daemon = True
+            self._standby_timer.start()
+
+    def _delete_left_node(self, name: str) -> bool:
+        """Deletes the member node left on standby; True once it is seen gone."""
+        self._delete_membership(name)
+        try:
+            return self.zk.exists(self.paths.client(name)) is None
+        except KazooException:
             return False
-        self._standby = False
-        log.info("every overrunning callback has returned: joining the group again")
-        self._notify("on_session", "rejoining")
-        return True
 
     def _release_pending(self) -> None:
         pending = rs.pending_release(self._resources)
@@ -883,8 +940,11 @@ class Client:
     def _release(self, names: Collection[str]) -> None:
         try:
             self._book.release(sorted(names))
-        except (ConnectionLoss, SessionExpiredError):
-            return  # retried after reconnect; the session's end releases them otherwise
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
+            # They stay to be released (and the claim book remembers them, held or uncertain): retried
+            # at the resync after reconnecting, at the next join in this session, and every T/4 on
+            # standby; the session's end releases them otherwise.
+            return
         self._set_resources(rs.released(self._resources, names))
 
     def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:

@@ -44,6 +44,7 @@ from rebalanser.writer import FencedWriteError, FencedWriter
 log = logging.getLogger(__name__)
 
 MAX_FAILED_REBALANCES = 5  # in a row; then the coordinator resigns and the next term starts afresh
+DROP_ATTEMPTS = 3  # fenced deletes of stale chunks, those already gone left out in between
 ROUND_WRITE_ATTEMPTS = 3  # writes of one Global Barrier round's assignments, re-planned in between
 
 
@@ -631,14 +632,24 @@ class Coordinator:
         self._drop_parts(plan.stale_parts)
 
     def _drop_parts(self, stale: list[str]) -> None:
-        """Deletes the chunks no header names any more: all requests in flight at once (one after
-        another, a join at N = 200 spent a round trip per changed member here)."""
-        pending = [self._zk.delete_async(f"{self._paths.assignment}/{rel}") for rel in stale]
-        for result in pending:
+        """Deletes the chunks no header names any more, fenced like every other write (one ``multi``
+        per batch of deletes): a deposed coordinator deletes nothing. Chunk names follow their
+        content, so a successor may already have written a header that names one of them again. A
+        batch that fails because a chunk is gone already is tried again with those still there."""
+        paths = [f"{self._paths.assignment}/{rel}" for rel in stale]
+        for _ in range(DROP_ATTEMPTS):
+            if not paths:
+                return
+            writer = self._writer()
+            for path in paths:
+                writer.delete(path)
             try:
-                result.get()
-            except NoNodeError:
-                pass
+                writer.commit()
+                return
+            except FencedWriteError:
+                checks = [(path, self._zk.exists_async(path)) for path in paths]
+                paths = [path for path, check in checks if check.get() is not None]
+        log.warning("%d stale assignment chunks could not be deleted: left behind", len(paths))
 
     def _global_barrier(self, generation: int, proposal: Proposal) -> Proposal:
         self._own_stop = (generation, self._epoch)
@@ -697,9 +708,12 @@ class Coordinator:
                 return
             self._zk.get_children(self._paths.clients, watch=lambda e: changed.set())
             changed.wait(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
-        if self._active:
-            log.warning("global barrier %d: not every member stopped within %.1fs; going on",
-                        generation, self._options.barrier_timeout)
+        if not self._active:
+            # Stopped in the middle of the round: it is abandoned, never finished without the stop
+            # markers. The stop order stands until the next coordinator ends it (a standing stop).
+            raise NotCoordinatorError(f"stopped in the middle of global barrier round {generation}")
+        log.warning("global barrier %d: not every member stopped within %.1fs; going on",
+                    generation, self._options.barrier_timeout)
 
     def _drop_old_generations(self, generation: int) -> None:
         try:

@@ -44,6 +44,14 @@ class ClaimReleased:
 
 
 @dataclass(frozen=True)
+class ClaimLost:
+    """Our claim on ``resource`` (of fencing token ``token``) was deleted by someone else."""
+
+    resource: str
+    token: int
+
+
+@dataclass(frozen=True)
 class LeaseExpired:
     """The self-fencing lease ran out."""
 
@@ -81,9 +89,9 @@ class StopRequested:
 
 
 Event = (
-    SessionChanged | ElectionChanged | AssignmentChanged | BarrierChanged | ClaimReleased | LeaseExpired
+    SessionChanged | ElectionChanged | AssignmentChanged | BarrierChanged | ClaimReleased | ClaimLost | LeaseExpired
     | CoordinatorEpoch | Deposed | OwnNodeChanged | BadData | JoinStep | StopRequested
 )
 
 # Posted by a watch or a timer of the session that joined: dropped when that session is not current.
-SESSION_BOUND = (ElectionChanged, AssignmentChanged, BarrierChanged, ClaimReleased, OwnNodeChanged)
+SESSION_BOUND = (ElectionChanged, AssignmentChanged, BarrierChanged, ClaimReleased, ClaimLost, OwnNodeChanged)

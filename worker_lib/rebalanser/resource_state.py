@@ -200,6 +200,20 @@ def released(table: Resources, names: Collection[str]) -> Resources:
     return Resources(table.wanted, table.owned, table.stopping, table.releasing - frozenset(names))
 
 
+def claims_lost(table: Resources, names: Collection[str]) -> Step:
+    """Someone else deleted our claims on ``names``: owned ones stop at once and become wanted again
+    (claimed anew, with a new token, if the assignment still names them); nothing of them is left to
+    release (a stop already under way that was to release one now releases nothing)."""
+    names = frozenset(names)
+    gone = frozenset(r for r in table.owned if r in names)
+    owned, stopping = _stop(table, gone, After.WANTED)
+    for name in names & (stopping.keys() - gone):
+        if stopping[name] is After.RELEASING:
+            stopping[name] = After.NOTHING
+    effects: list[Effect] = [StopCallback(gone)] if gone else []
+    return Resources(table.wanted, owned, stopping, table.releasing - names), effects
+
+
 def session_ended(table: Resources) -> Step:
     """The session is gone, and every claim with it: stop all work; nothing is left to release."""
     table, effects = stop_all(table, After.NOTHING)
