@@ -111,7 +111,7 @@ def run_worker(args: argparse.Namespace) -> int:
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace, initial_quiet=args.initial_quiet,
         credentials=_credentials(args), tls=tls_options(args), termination_log=args.termination_log or None,
         pod_namespace=_env("POD_NAMESPACE"), pod=_env("POD_NAME"), pod_uid=_env("POD_UID"),
-        container=_env("CONTAINER_NAME"),
+        container=_env("REBALANSER_CONTAINER"),
         metrics=_metrics(args.metrics_port),
     )
     log = EventLog(options.member_id, args.json)
@@ -159,7 +159,7 @@ def _exhaust_memory() -> None:
 
 def _env(variable: str) -> str | None:
     """The pod and container recorded in the member node come from the downward API's environment:
-    ``POD_NAMESPACE``, ``POD_NAME``, ``POD_UID``, and ``CONTAINER_NAME`` (the container's name is no
+    ``POD_NAMESPACE``, ``POD_NAME``, ``POD_UID``, and ``REBALANSER_CONTAINER`` (the container's name is no
     downward API field: the pod spec sets it as a plain value). Never guessed from the hostname."""
     return os.environ.get(variable) or None
 
@@ -341,7 +341,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--termination-log", metavar="PATH",
                    help="write this start's instance nonce here (a pod's /dev/termination-log) and record its "
                         "digest in the member node, for kubelet-confirmed failover (with POD_NAMESPACE, POD_NAME, "
-                        "POD_UID and CONTAINER_NAME set)")
+                        "POD_UID and REBALANSER_CONTAINER set)")
     w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
     w.add_argument("--zk-password-file",
                    help="file holding the digest password (or REBALANSER_ZK_PASSWORD_FILE; REBALANSER_ZK_PASSWORD "
