@@ -120,8 +120,8 @@ def test_a_late_request_of_the_dead_session_changes_nothing_after_an_interrupted
                 raise Killed(method)
             writes.append(method)
 
-        on_operator_client(monkeypatch, (dead, alive, zk), ("transaction", "delete_async", "create_async"),  # delete() calls delete_async()
-                           killed_after_the_first_write)
+        writers = ("transaction", "delete_async", "create_async")  # delete() and create() call these
+        on_operator_client(monkeypatch, (dead, alive, zk), writers, killed_after_the_first_write)
         with pytest.raises(Killed):
             asyncio.run(Failover(ctx).handle_pod(pod_body(nonce), groups))
         monkeypatch.undo()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rebalanser.errors import CorruptDataError, InvalidInputError
-from pathlib import Path
-
 from rebalanser.instance import (
-    begin_instance, instance_digest, is_digest, new_instance, parse_termination_message, termination_record,
+    begin_instance,
+    instance_digest,
+    is_digest,
+    new_instance,
+    parse_termination_message,
+    termination_record,
 )
 from rebalanser.options import Options
 from rebalanser.wire import MemberRecord, decode_member, encode_member
