@@ -89,6 +89,8 @@ class Failover:
             runtime = next((g for g in self.ctx.groups() if (g.namespace, g.name) == (namespace, name)), None)
             if runtime is not None and _configured(runtime):
                 return runtime
+            if runtime is not None and runtime.sync is not None and runtime.sync.permanent:
+                return None  # e.g. PathInUse: no waiting makes this group's path its own
             if time.monotonic() > deadline:
                 return None
             await asyncio.sleep(0.2)

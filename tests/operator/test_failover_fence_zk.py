@@ -177,6 +177,14 @@ def test_a_group_in_another_namespace_cannot_aim_the_failover_at_a_victim(
         forged = pod_body(nonce, namespace="attacker", uid="uid-of-the-attackers-pod")
         assert asyncio.run(Failover(ctx).handle_pod(forged, entry.values())) == []
         assert zk.exists(node) is not None and "r0" in claims(zk, group_path)
+        # The attacker's group reconciled at a path of its own, then the spec names the victim's path: the
+        # runtime holds that path before the reconcile finds it taken. Even the victim's own pod report
+        # ends nothing through the attacker's group: the failover checks the marker in ZooKeeper.
+        groups = reconcile(ctx, zk_hosts, f"{group_path}-attacker", namespace="attacker", uid="uid-attacker")
+        ctx.group("attacker", "orders", "uid-attacker").path = group_path
+        assert asyncio.run(Failover(ctx).handle_pod(pod_body(nonce, namespace="attacker"), groups)) == []
+        assert zk.exists(node) is not None and "r0" in claims(zk, group_path)
+    zk.delete(f"{group_path}-attacker", recursive=True)
 
 
 @pytest.mark.ensemble
