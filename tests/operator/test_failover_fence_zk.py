@@ -25,6 +25,7 @@ from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
 from tests.operator.support import RecordingKube
 from tests.support.partition import partitionable_ensemble
+from tests.support.workers import wait_for
 from tests.support.zk import admin_client
 
 pytestmark = pytest.mark.zk
@@ -187,20 +188,43 @@ def test_a_group_in_another_namespace_cannot_aim_the_failover_at_a_victim(
     zk.delete(f"{group_path}-attacker", recursive=True)
 
 
+def run_while_isolated(ensemble: Any, ctx: OperatorContext, body: dict[str, Any], groups: Any,
+                       monkeypatch: pytest.MonkeyPatch, others: tuple[KazooClient, ...]) -> list[Any]:
+    """Runs the failover for ``body`` with its follower cut off; heals the cut once the run has sent a request
+    that needs the leader (a sync or a write), or has finished without one."""
+    needs_leader = threading.Event()
+    on_operator_client(monkeypatch, others, ("sync", "sync_async", "transaction", "delete_async"),
+                       lambda _: needs_leader.set())
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            run = pool.submit(asyncio.run, Failover(ctx).handle_pod(body, groups))
+            wait_for(lambda: needs_leader.is_set() or run.done(), 60,
+                     "the failover neither finished nor sent a request that needs the leader")
+            ensemble.heal()
+            return list(run.result(timeout=60))
+    finally:
+        monkeypatch.undo()
+
+
 @pytest.mark.ensemble
 def test_the_failover_reads_what_the_leader_committed(ctx: OperatorContext, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 19 C: the operator's session is on a follower cut from the leader (for less than syncLimit x
-    tickTime, so it stays a follower). The dead worker released r1 just before it died and a live member
-    claimed it; the follower still shows r1 owned by the dead session. The live member's claim survives."""
+    tickTime, so it stays a follower).
+
+    1. The dead worker released r1 just before it died and a live member claimed it; the follower still shows
+       r1 owned by the dead session. The live member's claim survives; the dead session's r0 goes.
+    2. Another worker joined and died while the follower was cut off: the follower does not show its member
+       node yet. The failover still finds and ends it."""
     with partitionable_ensemble(tmp_path, tick_ms=500, sync_limit=20) as ensemble:
         leader, (follower, _) = ensemble.leader(), ensemble.followers()
         path = "/rebalanser-test/c"
         groups = reconcile(ctx, follower.address, path)
         paths = GroupPaths.of(path)
-        nonce = new_instance()
+        nonce, later = new_instance(), new_instance()
         with admin_client(leader.address) as dead, admin_client(leader.address) as alive, \
-                admin_client(leader.address) as admin:
+                admin_client(leader.address) as dead_later, admin_client(leader.address) as admin:
+            others = (dead, alive, dead_later, admin)
             node = dead_member(dead, path, nonce, ["r0", "r1"])
             with admin_client(follower.address) as probe:
                 probe.sync("/")
@@ -212,17 +236,14 @@ def test_the_failover_reads_what_the_leader_committed(ctx: OperatorContext, tmp_
             release.commit()
             alive.create(paths.owner("r1"), b"", ephemeral=True)
             taken = claims(admin, path)["r1"]
-            needs_leader = threading.Event()
-            on_operator_client(monkeypatch, (dead, alive, admin),
-                               ("sync", "sync_async", "transaction", "delete", "delete_async"),
-                               lambda _: needs_leader.set())
-            with ThreadPoolExecutor(1) as pool:
-                run = pool.submit(asyncio.run, Failover(ctx).handle_pod(pod_body(nonce), groups))
-                assert needs_leader.wait(60), "the failover never sent a request that needs the leader"
-                ensemble.heal()
-                outcomes = run.result(timeout=60)
-            monkeypatch.undo()
+            outcomes = run_while_isolated(ensemble, ctx, pod_body(nonce), groups, monkeypatch, others)
             assert [o.member_node for o in outcomes] == [node.rsplit("/", 1)[1]]
             now = claims(admin, path)
             assert now.get("r1") == taken, f"the live member's claim on r1 was deleted: {taken} -> {now.get('r1')}"
             assert "r0" not in now and admin.exists(node) is None
+
+            ensemble.isolate(follower.myid)
+            late_node = dead_member(dead_later, path, later, ["r2"])
+            outcomes = run_while_isolated(ensemble, ctx, pod_body(later), groups, monkeypatch, others)
+            assert [o.member_node for o in outcomes] == [late_node.rsplit("/", 1)[1]], "a stale scan missed it"
+            assert admin.exists(late_node) is None and "r2" not in claims(admin, path)
