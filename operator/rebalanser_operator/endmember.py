@@ -12,7 +12,8 @@ member node ``M`` chosen by :func:`failover.members_to_end`, with ``S`` its sess
    claims is a ``multi`` that starts with ``check(M)``, so a late request of the dead process that
    reaches the server from now on changes nothing.
 2. ``sync`` again, then every claim under ``G/owners`` and every stop marker whose ``ephemeralOwner``
-   is ``S`` is deleted, each on its own, at the version read.
+   is ``S`` is deleted at the version read (in ``multi`` batches; a batch in which one went or changed
+   meanwhile is done again one by one, leaving that one alone).
 
 A run interrupted between 1 and 2 leaves ``S``'s remaining claims to session expiry (as without the
 failover); the fence is already in place. Nothing is decided from memory (docs/protocol.md,
@@ -35,6 +36,9 @@ from rebalanser.wire import MemberRecord, decode_member
 from rebalanser_operator.failover import EndedInstance, PodRef, members_to_end
 
 log = logging.getLogger(__name__)
+
+#: Deletes per multi (claims are small; ZooKeeper caps a request at 1 MiB).
+BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -145,15 +149,25 @@ def _owned_children(zk: KazooClient, parents: list[str], session: int) -> dict[s
 
 
 def _delete_owned(zk: KazooClient, parents: list[str], session: int) -> int:
-    """Deletes, each on its own and at the version read, the children of ``parents`` that ``session``
-    owns. One that went meanwhile (or changed) is left alone. Returns how many this run deleted."""
-    pending = [(path, zk.delete_async(path, version=version))
-               for path, version in _owned_children(zk, parents, session).items()]
+    """Deletes, at the version read, the children of ``parents`` that ``session`` owns: in ``multi``
+    batches (one round trip and one transaction per :data:`BATCH`), and a batch that fails because one
+    of them went or changed meanwhile one by one, leaving that one alone. Returns how many this run
+    deleted."""
+    owned = list(_owned_children(zk, parents, session).items())
     deleted = 0
-    for path, reply in pending:
-        try:
-            reply.get()
-            deleted += 1
-        except (NoNodeError, BadVersionError):
-            log.info("%s went or changed meanwhile: left alone", path)
+    for start in range(0, len(owned), BATCH):
+        batch = owned[start:start + BATCH]
+        tx = zk.transaction()
+        for path, version in batch:
+            tx.delete(path, version=version)
+        if not any(isinstance(r, Exception) for r in tx.commit()):
+            deleted += len(batch)
+            continue
+        pending = [(path, zk.delete_async(path, version=version)) for path, version in batch]
+        for path, reply in pending:
+            try:
+                reply.get()
+                deleted += 1
+            except (NoNodeError, BadVersionError):
+                log.info("%s went or changed meanwhile: left alone", path)
     return deleted

@@ -19,6 +19,7 @@ from rebalanser.instance import new_instance, termination_record
 from rebalanser.paths import GroupPaths, member_prefix
 from rebalanser.wire import MemberRecord, encode_member
 from rebalanser.zk import new_guid
+from rebalanser_operator import endmember
 from rebalanser_operator.actions import apply_spec
 from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
@@ -204,6 +205,27 @@ def run_while_isolated(ensemble: Any, ctx: OperatorContext, body: dict[str, Any]
             return list(run.result(timeout=60))
     finally:
         monkeypatch.undo()
+
+
+def test_a_claim_that_went_meanwhile_holds_back_no_other(zk: KazooClient, zk_hosts: str, group_path: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dead session's claims go in a batch; one deleted by someone else between the read and the batch
+    fails the batch, and the others still go, one by one."""
+    paths = GroupPaths.of(group_path)
+    zk.ensure_path(paths.owners)
+    with admin_client(zk_hosts) as dead, admin_client(zk_hosts) as admin:
+        for resource in RESOURCES:
+            dead.create(paths.owner(resource), b"", ephemeral=True)
+        read = endmember._owned_children
+
+        def then_r1_goes(*args: Any) -> dict[str, int]:
+            found = read(*args)
+            admin.delete(paths.owner("r1"))
+            return found
+
+        monkeypatch.setattr(endmember, "_owned_children", then_r1_goes)
+        assert endmember._delete_owned(zk, [paths.owners], dead.client_id[0]) == 2
+        assert claims(zk, group_path) == {}
 
 
 @pytest.mark.ensemble
