@@ -1,28 +1,39 @@
 """Confirmed-death failover, the ZooKeeper part: ends the member nodes of a dead container instance.
 
-    outcomes = end_instances(zk, "/rebalanser/shop/orders", "orders-0", {"3f…"})
+    outcomes = end_instances(zk, "/rebalanser/shop/orders", pod, ended, owned=marker_is_ours)
 
-For each member node ``M`` chosen by :func:`failover.members_to_end`, with ``S`` its session
-(``ephemeralOwner``): the claims under ``G/owners`` owned by ``S`` go in ``multi`` batches that each
-start with ``check(M)``; then ``S``'s stop markers and ``M`` itself in one ``multi`` that starts with
-``check(M)``. Every step is idempotent and decided from what ZooKeeper holds, so a run interrupted at
-any point is completed by the next one (docs/protocol.md, "Confirmed-death failover").
+A run first ``sync``s the group, so that it reads what the leader has committed (a lagging follower
+may still show a claim the dead session released and a live member took since), and checks the
+group root's owner marker (``owned``): it acts only in a group its ResourceGroup owns. Then, for each
+member node ``M`` chosen by :func:`failover.members_to_end`, with ``S`` its session
+(``ephemeralOwner``):
+
+1. ``M`` is deleted first, at the version read. This fences ``S``: every write a member makes to its
+   claims is a ``multi`` that starts with ``check(M)``, so a late request of the dead process that
+   reaches the server from now on changes nothing.
+2. ``sync`` again, then every claim under ``G/owners`` and every stop marker whose ``ephemeralOwner``
+   is ``S`` is deleted at the version read (in ``multi`` batches; a batch in which one went or changed
+   meanwhile is done again one by one, leaving that one alone).
+
+A run interrupted between 1 and 2 leaves ``S``'s remaining claims to session expiry (as without the
+failover); the fence is already in place. Nothing is decided from memory (docs/protocol.md,
+"Confirmed-death failover").
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.wire import MemberRecord, decode_member
 
-from rebalanser_operator.failover import members_to_end
+from rebalanser_operator.failover import EndedInstance, PodRef, members_to_end
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +43,22 @@ BATCH = 500
 
 @dataclass(frozen=True)
 class Ended:
-    """What ending one member node did: claims and stop markers deleted, and whether ``M`` went now."""
+    """What ending one member node did: its session, the instance it recorded, claims and stop
+    markers deleted."""
 
     member_node: str
     session: int
+    instance: EndedInstance
     claims: int
     markers: int
-    ended: bool
 
 
 class MemberChanged(Exception):
-    """``M`` is gone or changed under the run (another run finished first): nothing more to do."""
+    """``M`` is gone or changed under the run (another run or the session's end came first)."""
+
+
+class NotOwned(Exception):
+    """The group root does not carry this ResourceGroup's owner marker (or does not exist)."""
 
 
 def read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, MemberRecord | None]:
@@ -67,36 +83,45 @@ def read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, MemberRecord |
     return records
 
 
-def end_instances(zk: KazooClient, group: str, pod_name: str, nonces: Iterable[str]) -> list[Ended]:
-    """Ends every member node of ``group`` that records ``pod_name`` and one of ``nonces``."""
+def end_instances(
+    zk: KazooClient, group: str, pod: PodRef, ended: Iterable[EndedInstance], *, owned: Callable[[bytes], bool],
+) -> list[Ended]:
+    """Ends every member node of ``group`` that records ``pod`` and one of its ``ended`` instances,
+    after a ``sync`` and only if ``owned(<group root's data>)``; raises :class:`NotOwned` otherwise."""
     paths = GroupPaths.of(group)
-    chosen = members_to_end(pod_name, nonces, read_members(zk, paths))
+    zk.sync(paths.root)
+    try:
+        data, _ = zk.get(paths.root)
+    except NoNodeError as exc:
+        raise NotOwned(paths.root) from exc
+    if not owned(data):
+        raise NotOwned(paths.root)
+    chosen = members_to_end(pod, ended, read_members(zk, paths))
     outcomes = []
-    for name in chosen:
+    for name, instance in chosen.items():
         try:
-            outcomes.append(end_member(zk, paths, name))
+            outcomes.append(end_member(zk, paths, name, instance))
         except MemberChanged:
             log.info("member node %s went meanwhile", paths.client(name))
     return outcomes
 
 
-def end_member(zk: KazooClient, paths: GroupPaths, name: str) -> Ended:
-    """Deletes the claims and stop markers of ``M``'s session, then ``M``; see the module docstring."""
+def end_member(zk: KazooClient, paths: GroupPaths, name: str, instance: EndedInstance) -> Ended:
+    """Fences ``M``'s session by deleting ``M``, then deletes that session's claims and stop markers."""
     member_path = paths.client(name)
     stat = zk.exists(member_path)
     if stat is None or not stat.ephemeralOwner:
         raise MemberChanged(member_path)
     session = int(stat.ephemeralOwner)
-    claims = _owned_children(zk, [paths.owners], session)
-    for start in range(0, len(claims), BATCH):
-        _commit(zk, member_path, stat.version, [("delete", p) for p in claims[start:start + BATCH]])
-    markers = _owned_children(zk, _generation_dirs(zk, paths), session)
-    ops = [("delete", p) for p in markers] + [("delete", member_path)]
-    for start in range(0, len(ops), BATCH):
-        _commit(zk, member_path, stat.version, ops[start:start + BATCH])
-    log.info("ended member node %s (session 0x%x): %d claims, %d stop markers", member_path, session,
-             len(claims), len(markers))
-    return Ended(name, session, len(claims), len(markers), True)
+    try:
+        zk.delete(member_path, version=stat.version)
+    except (NoNodeError, BadVersionError, NotEmptyError) as exc:
+        raise MemberChanged(member_path) from exc
+    zk.sync(paths.owners)
+    claims = _delete_owned(zk, [paths.owners], session)
+    markers = _delete_owned(zk, _generation_dirs(zk, paths), session)
+    log.info("ended member node %s (session 0x%x): %d claims, %d stop markers", member_path, session, claims, markers)
+    return Ended(name, session, instance, claims, markers)
 
 
 def _generation_dirs(zk: KazooClient, paths: GroupPaths) -> list[str]:
@@ -106,8 +131,8 @@ def _generation_dirs(zk: KazooClient, paths: GroupPaths) -> list[str]:
         return []
 
 
-def _owned_children(zk: KazooClient, parents: list[str], session: int) -> list[str]:
-    """Children of ``parents`` that are ephemeral nodes of ``session`` (pipelined ``exists``)."""
+def _owned_children(zk: KazooClient, parents: list[str], session: int) -> dict[str, int]:
+    """path -> version of each child of ``parents`` that is an ephemeral node of ``session`` (pipelined)."""
     pending: list[tuple[str, Any]] = []
     for parent in parents:
         try:
@@ -115,30 +140,34 @@ def _owned_children(zk: KazooClient, parents: list[str], session: int) -> list[s
         except NoNodeError:
             continue
         pending.extend((f"{parent}/{c}", zk.exists_async(f"{parent}/{c}")) for c in children)
-    owned = []
+    owned = {}
     for path, reply in pending:
         stat = reply.get()
         if stat is not None and stat.ephemeralOwner == session:
-            owned.append(path)
+            owned[path] = int(stat.version)
     return owned
 
 
-def _commit(zk: KazooClient, member_path: str, version: int, ops: list[tuple[str, str]]) -> None:
-    """One ``multi``: ``check(M)`` then the deletes. A delete of a node gone meanwhile is retried without
-    it; a failed check means ``M`` changed (:class:`MemberChanged`)."""
-    remaining = [path for _, path in ops]
-    while remaining:
+def _delete_owned(zk: KazooClient, parents: list[str], session: int) -> int:
+    """Deletes, at the version read, the children of ``parents`` that ``session`` owns: in ``multi``
+    batches (one round trip and one transaction per :data:`BATCH`), and a batch that fails because one
+    of them went or changed meanwhile one by one, leaving that one alone. Returns how many this run
+    deleted."""
+    owned = list(_owned_children(zk, parents, session).items())
+    deleted = 0
+    for start in range(0, len(owned), BATCH):
+        batch = owned[start:start + BATCH]
         tx = zk.transaction()
-        tx.check(member_path, version)
-        for path in remaining:
-            tx.delete(path)
-        results = tx.commit()
-        failed = [i for i, r in enumerate(results) if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-        if not failed:
-            return
-        if failed[0] == 0:
-            raise MemberChanged(member_path)
-        gone = {remaining[i - 1] for i in failed if isinstance(results[i], NoNodeError)}
-        if not gone:
-            raise results[failed[0]]
-        remaining = [p for p in remaining if p not in gone]
+        for path, version in batch:
+            tx.delete(path, version=version)
+        if not any(isinstance(r, Exception) for r in tx.commit()):
+            deleted += len(batch)
+            continue
+        pending = [(path, zk.delete_async(path, version=version)) for path, version in batch]
+        for path, reply in pending:
+            try:
+                reply.get()
+                deleted += 1
+            except (NoNodeError, BadVersionError):
+                log.info("%s went or changed meanwhile: left alone", path)
+    return deleted

@@ -3,10 +3,13 @@
 ``failover_index`` (a kopf index of ResourceGroups by namespace) names the groups that opted in with
 ``spec.failover: KubeletConfirmed``; kopf fills it before any handler runs, so a pod event seen right
 after the operator starts is not lost. :func:`handle_pod` waits (bounded) until the group's runtime has
-been reconciled (connect string, path, credentials), then ends, in a worker thread, every member
-node that the pod's terminated container instances prove dead (:mod:`endmember`). A run that cannot
-finish (ZooKeeper unreachable, credentials missing) ends nothing: the group falls back to session
-expiry, and the next pod event or operator start tries again.
+been reconciled successfully (connect string, path, credentials, and the group root's owner marker
+verified as this ResourceGroup's: a group in ``PathInUse`` gets no failover), then ends, in a worker
+thread, every member node that the pod's terminated container instances prove dead
+(:mod:`endmember`, which checks the marker again after its ``sync``). A run that cannot finish
+(ZooKeeper unreachable, credentials missing) ends nothing: the group falls back to session expiry,
+and the next pod event or operator start tries again. An instance counts as handled (later events
+about it are skipped) only once a run has found and ended its member node.
 """
 
 from __future__ import annotations
@@ -14,15 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from rebalanser_operator.endmember import Ended, end_instances
-from rebalanser_operator.failover import ended_instances
+from rebalanser_operator.endmember import Ended, NotOwned, end_instances
+from rebalanser_operator.failover import EndedInstance, PodRef, ended_instances
 from rebalanser_operator.models import FailoverMode, PodSelector
+from rebalanser_operator.reconcile import OwnerMarker
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 
 log = logging.getLogger(__name__)
@@ -58,26 +62,26 @@ class Failover:
         self._done: dict[tuple[str, str], None] = {}
 
     async def handle_pod(self, pod: Mapping[str, Any], opted_in: Iterable[OptedIn]) -> list[Ended]:
-        nonces = ended_instances(pod)
-        meta = pod.get("metadata") or {}
-        namespace, pod_name, labels = meta.get("namespace"), meta.get("name"), meta.get("labels")
-        if not nonces or not namespace or not pod_name:
+        ended = ended_instances(pod)
+        ref = PodRef.of(pod)
+        if not ended or ref is None:
             return []
-        ended: list[Ended] = []
+        labels = (pod.get("metadata") or {}).get("labels")
+        outcomes: list[Ended] = []
         for group in opted_in:
             if group.selector is not None and not group.selector.selects(labels):
                 continue
-            runtime = await self._ready(namespace, group.name)
+            runtime = await self._ready(ref.namespace, group.name)
             if runtime is None or runtime.path is None:
                 log.warning("failover: %s/%s is not reconciled; pod %s waits for session expiry",
-                            namespace, group.name, pod_name)
+                            ref.namespace, group.name, ref.name)
                 continue
             if runtime.spec is None or runtime.spec.failover is not FailoverMode.KUBELET_CONFIRMED:
                 continue
-            fresh = [n for n in sorted(nonces) if (runtime.path, n) not in self._done]
+            fresh = [e for e in sorted(ended) if (runtime.path, e.nonce) not in self._done]
             if fresh:
-                ended.extend(await asyncio.to_thread(self._end, runtime, pod_name, fresh))
-        return ended
+                outcomes.extend(await asyncio.to_thread(self._end, runtime, ref, fresh))
+        return outcomes
 
     async def _ready(self, namespace: str, name: str) -> GroupRuntime | None:
         deadline = time.monotonic() + READY_WAIT
@@ -85,37 +89,59 @@ class Failover:
             runtime = next((g for g in self.ctx.groups() if (g.namespace, g.name) == (namespace, name)), None)
             if runtime is not None and _configured(runtime):
                 return runtime
+            if runtime is not None and runtime.sync is not None and runtime.sync.permanent:
+                return None  # e.g. PathInUse: no waiting makes this group's path its own
             if time.monotonic() > deadline:
                 return None
             await asyncio.sleep(0.2)
 
-    def _end(self, runtime: GroupRuntime, pod_name: str, nonces: list[str]) -> list[Ended]:
+    def _end(self, runtime: GroupRuntime, pod: PodRef, ended: list[EndedInstance]) -> list[Ended]:
         assert runtime.connect is not None and runtime.path is not None
+        path = runtime.path
         zk = self.ctx.client(runtime)  # the group's own session: its credentials only
         if not self.ctx.pool.wait_connected(zk, self.ctx.options.connect_wait):
             log.warning("failover: ZooKeeper %s unreachable; pod %s waits for session expiry", runtime.connect,
-                        pod_name)
+                        pod.name)
             return []
         started = time.monotonic()
         try:
-            outcomes = end_instances(zk, runtime.path, pod_name, nonces)
+            outcomes = end_instances(zk, path, pod, ended, owned=owned_by(self.ctx, runtime))
+        except NotOwned:
+            log.warning("failover: %s does not carry the owner marker of ResourceGroup %s/%s; pod %s waits for "
+                        "session expiry", path, runtime.namespace, runtime.name, pod.name)
+            return []
         except KazooException as exc:
             log.warning("failover: ending the members of pod %s in %s failed (%s: %s); the next event retries",
-                        pod_name, runtime.path, type(exc).__name__, exc)
+                        pod.name, path, type(exc).__name__, exc)
             return []
-        for nonce in nonces:
-            self._done[(runtime.path, nonce)] = None
+        for outcome in outcomes:  # handled only once its member node was found and ended
+            self._done[(path, outcome.instance.nonce)] = None
         while len(self._done) > DONE_LIMIT:
             del self._done[next(iter(self._done))]
         for outcome in outcomes:
-            log.info("failover: pod %s's ended instance: member node %s/clients/%s ended in %.0f ms "
-                     "(%d claims, %d stop markers)", pod_name, runtime.path, outcome.member_node,
-                     (time.monotonic() - started) * 1000, outcome.claims, outcome.markers)
+            log.info("failover: pod %s's ended instance of container %s: member node %s/clients/%s ended in "
+                     "%.0f ms (%d claims, %d stop markers)", pod.name, outcome.instance.container, path,
+                     outcome.member_node, (time.monotonic() - started) * 1000, outcome.claims, outcome.markers)
         return outcomes
 
 
+def owned_by(ctx: OperatorContext, runtime: GroupRuntime) -> Callable[[bytes], bool]:
+    """Whether a group root's data is the owner marker of this very ResourceGroup object: its namespace,
+    name and UID, written in this cluster (a released marker is nobody's to fail over)."""
+    ours = OwnerMarker(runtime.namespace, runtime.name, runtime.uid, ctx.tenancy.cluster_id)
+
+    def check(data: bytes) -> bool:
+        marker = OwnerMarker.parse(data)
+        return marker is not None and bool(ours.uid) and marker.uid == ours.uid and ours.same_object(marker)
+
+    return check
+
+
 def _configured(runtime: GroupRuntime) -> bool:
+    """Reconciled: the last reconcile of the current spec went through (so it verified the marker)."""
     spec = runtime.spec
     if spec is None or runtime.path is None or runtime.connect is None or not runtime.owned:
         return False  # not reconciled, or its path is not this object's
+    if runtime.sync is None or not runtime.sync.ok:
+        return False
     return spec.zookeeper.credentials_secret is None or runtime.credentials is not None

@@ -769,6 +769,63 @@ def test_a_tenants_attacks_are_refused_with_a_reason_and_touch_nothing(
         zk.delete(kafka, recursive=True)
 
 
+def test_a_pods_ended_container_instance_is_failed_over_by_its_uid(
+    installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster, zk: KazooClient, tmp_path: Path,
+) -> None:
+    """spec.failover: KubeletConfirmed through the API server: the member node records the Pod object's
+    real UID (no kubelet here: the pod's status is written by hand, as the kubelet would, from the killed
+    worker's termination-message file). Its member node and claims go long before its session expires."""
+    path = f"/rebalanser/{NS}/confirmed"
+    installed.run_kubectl("apply", "-f", "-", input=manifest(
+        zookeeper.hosts, name="confirmed", resources=["a", "b", "c", "d"], failover="KubeletConfirmed",
+        podSelector={"matchLabels": {"app": "confirmed-worker"}}, rebalance={"minIntervalSeconds": 0.5}))
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "confirmed-0", "namespace": NS, "labels": {"app": "confirmed-worker"}},
+           "spec": {"containers": [{"name": "worker", "image": "none"}]}}
+    installed.run_kubectl("apply", "-f", "-", input=json.dumps(pod))
+    created = installed.run_kubectl("get", "pod", "confirmed-0", "-n", NS, "-o", "json").stdout
+    uid = json.loads(created)["metadata"]["uid"]
+    wait_for(lambda: zk.exists(GroupPaths.of(path).resource("d")), 120, "the group's znodes")
+    log = tmp_path / "termination-log"
+    env = {**os.environ, "POD_NAMESPACE": NS, "POD_NAME": "confirmed-0", "POD_UID": uid,
+           "REBALANSER_CONTAINER": "worker"}
+    session_timeout = 30
+    procs = [subprocess.Popen(
+        [str(BIN / "rebalanser"), "worker", "--zk", zookeeper.hosts, "--group", path, "--id", member,
+         "--session-timeout", str(session_timeout), "--json", *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env if extra else None,
+    ) for member, extra in (("victim", ["--termination-log", str(log)]), ("survivor", []))]
+    try:
+        paths = GroupPaths.of(path)
+        wait_for(lambda: len(children(zk, paths.clients)) == 2 and log.exists(), 60, "two members")
+        victim = next(n for n in children(zk, paths.clients) if "-victim-" in n)
+        session = zk.exists(paths.client(victim)).ephemeralOwner
+        wait_for(lambda: any(zk.exists(paths.owner(r)).ephemeralOwner == session
+                             for r in children(zk, paths.owners)), 60, "the victim to claim")
+        procs[0].kill()
+        procs[0].wait(10)
+        killed = time.monotonic()
+        status_patch = {"status": {"containerStatuses": [{
+            "name": "worker", "image": "none", "imageID": "", "ready": False, "restartCount": 1,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 137, "reason": "Error", "message": log.read_text()}}}]}}
+        installed.run_kubectl("patch", "pod", "confirmed-0", "-n", NS, "--subresource=status", "--type=merge",
+                              "-p", json.dumps(status_patch))
+        wait_for(lambda: zk.exists(paths.client(victim)) is None, session_timeout / 2,
+                 lambda: f"the victim's member node is still there; operator log:\n{operator.text()[-3000:]}")
+        owners = {zk.exists(paths.owner(r)).ephemeralOwner for r in children(zk, paths.owners)}
+        assert session not in owners, "the victim's claims outlived its member node"
+        assert time.monotonic() - killed < session_timeout
+        assert "failover: pod confirmed-0" in operator.text()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        installed.run_kubectl("delete", "pod", "confirmed-0", "-n", NS, "--wait=false")
+        installed.run_kubectl("delete", "rg", "confirmed", "-n", NS, "--timeout=120s")
+
+
 def test_delete_removes_znodes_and_releases_the_finalizer(
     installed: Cluster, operator: OperatorProcess, zk: KazooClient, workers: Workers
 ) -> None:

@@ -4,17 +4,18 @@ pod's status is built from the dead worker's own termination-message file, as th
 from __future__ import annotations
 
 import asyncio
-import socket
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from rebalanser.instance import instance_digest, parse_termination_message
 from rebalanser.paths import GroupPaths
-from rebalanser_operator import endmember
 from rebalanser_operator.actions import apply_spec
 from rebalanser_operator.endmember import end_instances
+from rebalanser_operator.failover import EndedInstance, PodRef
 from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
@@ -26,7 +27,6 @@ from tests.support.workers import Group, Worker, wait_for
 pytestmark = pytest.mark.zk
 
 RESOURCES = {f"r{i}" for i in range(6)}
-POD = socket.gethostname()  # what a worker records as its pod without POD_NAME
 T = 20.0  # session timeout: far longer than any step below may take
 
 
@@ -42,14 +42,36 @@ def ctx(kube: RecordingKube) -> Iterator[OperatorContext]:
     context.close()
 
 
+def pod_env(member_id: str) -> dict[str, str]:
+    """The downward API's environment of the worker's pod (workers.yaml)."""
+    return {"POD_NAMESPACE": "shop", "POD_NAME": f"pod-{member_id}", "POD_UID": f"uid-{member_id}",
+            "REBALANSER_CONTAINER": "worker"}
+
+
 def spawn(group: Group, tmp_path: Path, member_id: str, *extra: str) -> Worker:
-    return group.spawn(member_id, "--termination-log", str(tmp_path / f"{member_id}.termination-log"), *extra)
+    return group.spawn(member_id, "--termination-log", str(tmp_path / f"{member_id}.termination-log"), *extra,
+                       env=pod_env(member_id))
 
 
-def pod_of(tmp_path: Path, member_id: str, name: str = POD) -> dict[str, Any]:
+def ended_of(tmp_path: Path, member_id: str, container: str = "worker") -> set[EndedInstance]:
+    nonce = parse_termination_message((tmp_path / f"{member_id}.termination-log").read_text())
+    assert nonce is not None
+    return {EndedInstance(container, nonce)}
+
+
+def pod_ref(member_id: str) -> PodRef:
+    return PodRef("shop", f"pod-{member_id}", f"uid-{member_id}")
+
+
+def anyone(_: bytes) -> bool:
+    return True  # these groups are made by the test, without an owner marker
+
+
+def pod_of(tmp_path: Path, member_id: str) -> dict[str, Any]:
     """The pod status the kubelet writes once the worker's container instance has ended."""
     message = (tmp_path / f"{member_id}.termination-log").read_text()
-    return {"metadata": {"name": name, "namespace": "shop", "labels": {"app": "w"}},
+    return {"metadata": {"name": f"pod-{member_id}", "namespace": "shop", "uid": f"uid-{member_id}",
+                         "labels": {"app": "w"}},
             "status": {"containerStatuses": [{"name": "worker", "state": {"running": {}},
                                               "lastState": {"terminated": {"exitCode": 137, "message": message}}}]}}
 
@@ -91,53 +113,53 @@ def test_a_killed_members_node_and_claims_go_at_once(zk: KazooClient, zk_hosts: 
         w2_claims = claims_of(zk, group_path, before[next(n for n in before if "-w2-" in n)])
         held = w1.owned()
         w1.kill()
-        nonces = {(tmp_path / "w1.termination-log").read_text().strip().split("=", 1)[1]}
-        # Another pod's report of the same nonce, and a report without it, end nothing.
-        assert end_instances(zk, group_path, "another-pod", nonces) == []
-        assert end_instances(zk, group_path, POD, {"0" * 32}) == []
-        outcomes = end_instances(zk, group_path, POD, nonces)
+        ended = ended_of(tmp_path, "w1")
+        # Another pod's report of the same nonce (same name, another UID), another container's, and a
+        # report without the nonce end nothing.
+        assert end_instances(zk, group_path, PodRef("shop", "pod-w1", "uid-x"), ended, owned=anyone) == []
+        assert end_instances(zk, group_path, pod_ref("w1"), ended_of(tmp_path, "w1", "sidecar"), owned=anyone) == []
+        assert end_instances(zk, group_path, pod_ref("w1"), {EndedInstance("worker", "0" * 32)}, owned=anyone) == []
+        outcomes = end_instances(zk, group_path, pod_ref("w1"), ended, owned=anyone)
         assert [(o.member_node, o.claims) for o in outcomes] == [(w1_node, len(held))]
         assert w1_node not in member_sessions(zk, group_path)
         assert claims_of(zk, group_path, before[w1_node]) == set()
         assert claims_of(zk, group_path, before[next(n for n in before if "-w2-" in n)]) >= w2_claims
         # Long before w1's session could expire, w2 works on everything.
         wait_for(lambda: w2.owned() == RESOURCES, T / 2, lambda: f"w2 owns {sorted(w2.owned())}")
-        assert end_instances(zk, group_path, POD, nonces) == []  # a re-run finds nothing to do
+        assert end_instances(zk, group_path, pod_ref("w1"), ended, owned=anyone) == []  # a re-run: nothing to do
         events = group.events()
         assert overlaps(events) == [] and token_regressions(events) == []
     finally:
         group.stop_all()
 
 
-def test_an_interrupted_run_is_completed_by_the_next(zk: KazooClient, zk_hosts: str, group_path: str,
-                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_member_node_records_only_the_digest_of_a_fresh_nonce(zk: KazooClient, zk_hosts: str, group_path: str,
+                                                                  tmp_path: Path) -> None:
+    """Issue 19 E, H, K: each start of the worker draws a new nonce that only the termination-message file
+    holds; the member node records its digest and the pod from the downward API, never a hostname."""
     seed(zk, group_path)
     group = Group(zk_hosts, group_path, tmp_path, session_timeout=T)
+    paths = GroupPaths.of(group_path)
+
+    def record() -> dict[str, Any]:
+        (name,) = zk.get_children(paths.clients)
+        return dict(json.loads(zk.get(paths.client(name))[0]))
+
     try:
-        w1, w2 = spawn(group, tmp_path, "w1"), spawn(group, tmp_path, "w2")
+        w1 = spawn(group, tmp_path, "w1")
         group.wait_settled(RESOURCES, 60)
-        w1_node = next(n for n in member_sessions(zk, group_path) if "-w1-" in n)
-        w1.kill()
-        nonces = {(tmp_path / "w1.termination-log").read_text().strip().split("=", 1)[1]}
-        real_commit, calls = endmember._commit, []
-
-        def dies_after_one_batch(*args: Any) -> None:
-            calls.append(args)
-            if len(calls) > 1:
-                raise SystemExit("the operator is killed")
-            real_commit(*args)
-
-        monkeypatch.setattr(endmember, "BATCH", 1)
-        monkeypatch.setattr(endmember, "_commit", dies_after_one_batch)
-        with pytest.raises(SystemExit):
-            end_instances(zk, group_path, POD, nonces)
-        assert w1_node in member_sessions(zk, group_path), "the member node goes last"
-        monkeypatch.setattr(endmember, "_commit", real_commit)
-        outcomes = end_instances(zk, group_path, POD, nonces)
-        assert [o.member_node for o in outcomes] == [w1_node]
-        wait_for(lambda: w2.owned() == RESOURCES, T / 2, lambda: f"w2 owns {sorted(w2.owned())}")
-        events = group.events()
-        assert overlaps(events) == [] and token_regressions(events) == []
+        first = next(iter(ended_of(tmp_path, "w1"))).nonce
+        assert record() == {"id": "w1", "joined": record()["joined"], "instanceDigest": instance_digest(first),
+                            "podNamespace": "shop", "pod": "pod-w1", "podUid": "uid-w1", "container": "worker"}
+        assert w1.terminate() == 0  # a graceful leave
+        spawn(group, tmp_path, "w1")  # the container restarted: a new instance
+        group.wait_settled(RESOURCES, 60)
+        second = next(iter(ended_of(tmp_path, "w1"))).nonce
+        assert second != first and record()["instanceDigest"] == instance_digest(second)
+        group.stop_all()
+        group.spawn("w1", "--termination-log", str(tmp_path / "bare.termination-log"))  # no downward API
+        group.wait_settled(RESOURCES, 60)
+        assert set(record()) == {"id", "joined", "instanceDigest"}
     finally:
         group.stop_all()
 

@@ -108,8 +108,7 @@ def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0
     container = doc["spec"]["template"]["spec"]["containers"][0]
     container["image"] = IMAGE
     container.pop("envFrom", None)  # the group's own ConfigMap would do; the explicit arguments say it here
-    container["env"] = [*container["env"], {"name": "POD_NAMESPACE",
-                                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    assert {"POD_NAMESPACE", "POD_UID", "REBALANSER_CONTAINER"} <= {e["name"] for e in container["env"]}
     container["args"] = [
         f"--zk={ZK_CONNECT}", f"--group=/rebalanser/$(POD_NAMESPACE)/{group}", "--id=$(POD_NAME)",
         f"--session-timeout={session_timeout:g}", "--stop-timeout=10", f"--tick={tick:g}", "--metrics-port=9100",

@@ -38,6 +38,7 @@ class Worker:
     args: list[str]
     log_dir: Path
     module: str = "rebalanser.cli"  # or "bench.adapters.kazoo_worker": the same CLI contract
+    env: dict[str, str] = field(default_factory=dict)  # added to the test's environment
     proc: subprocess.Popen[str] | None = None
     events: list[Event] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -47,7 +48,7 @@ class Worker:
         err = open(self.log_dir / f"{self.member_id}.{len(self.events)}.err", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", self.module, *self.args], stdout=subprocess.PIPE, stderr=err,
-            stdin=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdin=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
         self._reader.start()
@@ -132,8 +133,9 @@ class Group:
     workers: dict[str, Worker] = field(default_factory=dict)
     retired: list[Worker] = field(default_factory=list)
 
-    def spawn(self, member_id: str, *extra: str, hosts: str | None = None) -> Worker:
-        """Starts a worker; ``hosts`` overrides the group's connect string for this one worker."""
+    def spawn(self, member_id: str, *extra: str, hosts: str | None = None, env: dict[str, str] | None = None) -> Worker:
+        """Starts a worker; ``hosts`` overrides the group's connect string for this one worker, ``env`` is
+        added to its environment."""
         args = [
             "worker", "--zk", hosts or self.hosts, "--group", self.path, "--id", member_id, "--json",
             "--algorithm", self.algorithm, "--session-timeout", str(self.session_timeout),
@@ -142,7 +144,7 @@ class Group:
         ]
         if member_id in self.workers:
             self.retired.append(self.workers[member_id])
-        worker = Worker(member_id, args, self.log_dir, module=self.module).start()
+        worker = Worker(member_id, args, self.log_dir, module=self.module, env=dict(env or {})).start()
         self.workers[member_id] = worker
         return worker
 

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rebalanser.errors import CorruptDataError, InvalidInputError
-from rebalanser.instance import new_instance, parse_termination_message, termination_record
+from rebalanser.instance import (
+    begin_instance,
+    instance_digest,
+    is_digest,
+    new_instance,
+    parse_termination_message,
+    termination_record,
+)
 from rebalanser.options import Options
 from rebalanser.wire import MemberRecord, decode_member, encode_member
-from rebalanser_operator.failover import ended_instances, members_to_end
+from rebalanser_operator.failover import EndedInstance, PodRef, ended_instances, members_to_end
 from rebalanser_operator.models import FailoverMode, PodSelector, ResourceGroupSpec
 
 A, B = new_instance(), new_instance()
 
 
+UID = "0b1e6c5a-1111-4222-8333-444455556666"
+POD = PodRef("shop", "w-0", UID)
+
+
 def pod(*containers: dict[str, Any], name: str = "w-0") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "shop"}, "status": {"containerStatuses": list(containers)}}
+    return {"metadata": {"name": name, "namespace": "shop", "uid": UID},
+            "status": {"containerStatuses": list(containers)}}
+
+
+def member(nonce: str | None, *, uid: str | None = UID, namespace: str | None = "shop",
+           container: str | None = "worker", joined: float = 1.0) -> MemberRecord:
+    """A member node's record as the library writes it now: the nonce's digest, never the nonce."""
+    return MemberRecord("w-0", joined, pod="w-0", pod_uid=uid, pod_namespace=namespace, container=container,
+                        instance_digest=instance_digest(nonce) if nonce else None)
 
 
 def terminated(message: str | None) -> dict[str, Any]:
@@ -38,9 +58,10 @@ def test_only_an_exact_record_line_is_evidence() -> None:
 def test_ended_instances_reads_state_and_last_state_of_every_container() -> None:
     body = pod({"name": "worker", "state": terminated(termination_record(A)),
                 "lastState": terminated(termination_record(B))})
-    assert ended_instances(body) == {A, B}
-    restarted = pod({"name": "worker", "state": {"running": {}}, "lastState": terminated(termination_record(B))})
-    assert ended_instances(restarted) == {B}
+    assert ended_instances(body) == {EndedInstance("worker", A), EndedInstance("worker", B)}
+    restarted = pod({"name": "worker", "state": {"running": {}}, "lastState": terminated(termination_record(B))},
+                    {"name": "sidecar", "state": terminated(termination_record(A))})
+    assert ended_instances(restarted) == {EndedInstance("worker", B), EndedInstance("sidecar", A)}
 
 
 @pytest.mark.parametrize("status", [
@@ -55,33 +76,66 @@ def test_nothing_else_is_evidence(status: dict[str, Any]) -> None:
     assert ended_instances({"metadata": {"name": "x"}}) == frozenset()
 
 
-def test_a_member_is_ended_only_for_its_own_pod_and_nonce() -> None:
+def test_a_member_is_ended_only_for_its_own_pod_uid_namespace_container_and_nonce() -> None:
+    """Issue 19 E and K: the pod's name (or a hostname) is no identity; the UID, namespace and container are."""
     members = {
-        "g1-w-0-0000000001": MemberRecord("w-0", 1.0, A, "w-0"),  # the dead instance
-        "g2-w-0-0000000002": MemberRecord("w-0", 2.0, B, "w-0"),  # the restarted instance
-        "g3-w-1-0000000003": MemberRecord("w-1", 3.0, A, "w-1"),  # the nonce under another pod's name
-        "g4-w-0-0000000004": MemberRecord("w-0", 4.0),  # no nonce recorded
-        "g5-w-0-0000000005": None,  # unreadable data
+        "g1-w-0-0000000001": member(A),  # the dead instance
+        "g2-w-0-0000000002": member(B, joined=2.0),  # the restarted instance
+        "g3-w-0-0000000003": member(A, uid="another-pod-of-the-same-name"),
+        "g4-w-0-0000000004": member(A, namespace="victim"),  # the same UID can't be in two namespaces
+        "g5-w-0-0000000005": member(A, container="sidecar"),
+        "g6-w-0-0000000006": member(A, uid=None),  # no UID recorded: never ended
+        "g7-w-0-0000000007": member(None),  # no nonce recorded
+        "g8-w-0-0000000008": None,  # unreadable data
     }
-    assert members_to_end("w-0", {A}, members) == ["g1-w-0-0000000001"]
-    assert members_to_end("w-0", set(), members) == []
-    assert members_to_end("w-9", {A, B}, members) == []
+    dead = EndedInstance("worker", A)
+    assert members_to_end(POD, {dead}, members) == {"g1-w-0-0000000001": dead}
+    assert members_to_end(POD, set(), members) == {}
+    assert members_to_end(PodRef("victim", "w-0", UID), {dead}, members) == {"g4-w-0-0000000004": dead}
+    assert members_to_end(POD, {EndedInstance("other", A)}, members) == {}
+    assert members_to_end(PodRef("shop", "w-0", "x"), {dead}, members) == {}
+
+
+def test_a_member_node_written_before_the_digest_is_matched_by_its_nonce_and_pod_uid() -> None:
+    old = MemberRecord("w-0", 1.0, A, "w-0", UID)  # nonce in clear, no namespace or container recorded
+    assert members_to_end(POD, {EndedInstance("worker", A)}, {"g": old}) == {"g": EndedInstance("worker", A)}
+    assert members_to_end(POD, {EndedInstance("worker", B)}, {"g": old}) == {}
+    assert members_to_end(POD, {EndedInstance("worker", A)}, {"g": MemberRecord("w-0", 1.0, A, "w-0")}) == {}
+
+
+def test_a_pod_without_a_uid_is_no_evidence() -> None:
+    body = pod({"name": "worker", "state": terminated(termination_record(A))})
+    assert PodRef.of(body) == POD
+    del body["metadata"]["uid"]
+    assert PodRef.of(body) is None
 
 
 def test_member_record_round_trip_and_compatibility() -> None:
-    record = MemberRecord("w-0", 12.5, A, "w-0")
+    record = member(A)
     assert decode_member(encode_member(record)) == record
+    assert A not in encode_member(record).decode() and instance_digest(A).encode() in encode_member(record)
     assert decode_member(b'{"id": "w-0", "joined": 3.0}') == MemberRecord("w-0", 3.0)  # written before the field
+    assert decode_member(f'{{"id": "w-0", "joined": 3.0, "instance": "{A}"}}'.encode()).instance == A
     with pytest.raises(CorruptDataError):
         decode_member(b"[1]")
     with pytest.raises(CorruptDataError):
         decode_member(b'{"id": "w", "instance": 7}')
 
 
-def test_options_validate_the_instance() -> None:
-    assert Options(hosts="h:1", group="/g", instance=A, pod="w-0").instance == A
+def test_the_library_draws_a_fresh_nonce_per_start_and_records_only_its_digest(tmp_path: Path) -> None:
+    """Issue 19 H: the caller cannot choose the nonce; every start writes a new one to the file."""
+    log = tmp_path / "termination-log"
+    first = begin_instance(str(log))
+    nonce = parse_termination_message(log.read_text())
+    assert nonce is not None and first == instance_digest(nonce) and is_digest(first)
+    second = begin_instance(str(log))
+    assert second != first and second == instance_digest(parse_termination_message(log.read_text()) or "")
+    assert begin_instance(None) is None
+    with pytest.raises(TypeError):
+        Options(hosts="h:1", group="/g", instance=A)  # type: ignore[call-arg]
     with pytest.raises(InvalidInputError):
-        Options(hosts="h:1", group="/g", instance="not-a-nonce")
+        Options(hosts="h:1", group="/g", termination_log="")
+    assert Options(hosts="h:1", group="/g", termination_log=str(log), pod_namespace="shop", container="worker")
 
 
 def test_spec_failover_is_opt_in() -> None:

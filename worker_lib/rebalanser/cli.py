@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -25,7 +24,6 @@ from rebalanser.config import Algorithm
 from rebalanser.credentials import PasswordFile, PasswordFileError, read_password
 from rebalanser.errors import InvalidInputError
 from rebalanser.handler import Handler
-from rebalanser.instance import new_instance, write_termination_record
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
 from rebalanser.tls import TlsOptions
@@ -106,14 +104,14 @@ class SimulatedWork(Notifications, Handler):
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    instance, pod = _instance(args)
     options = Options(
         hosts=args.zk, group=args.group, member_id=args.id or os.environ.get("POD_NAME") or default_member_id(),
         algorithm=Algorithm.parse(args.algorithm), session_timeout=args.session_timeout,
         min_interval=args.min_interval, expiry_policy=ExpiryPolicy(args.expiry_policy),
         stop_timeout=args.stop_timeout, departure_grace=args.departure_grace, initial_quiet=args.initial_quiet,
-        credentials=_credentials(args), tls=tls_options(args), instance=instance, pod=pod,
-        pod_uid=os.environ.get("POD_UID") or None,
+        credentials=_credentials(args), tls=tls_options(args), termination_log=args.termination_log or None,
+        pod_namespace=_env("POD_NAMESPACE"), pod=_env("POD_NAME"), pod_uid=_env("POD_UID"),
+        container=_env("REBALANSER_CONTAINER"),
         metrics=_metrics(args.metrics_port),
     )
     log = EventLog(options.member_id, args.json)
@@ -159,15 +157,11 @@ def _exhaust_memory() -> None:
         hog.append(bytearray(b"x" * (16 << 20)))
 
 
-def _instance(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """The instance nonce and the pod's name recorded in the member node. With ``--termination-log``: a
-    fresh nonce, written to that file before joining, and the pod's name (``POD_NAME``, else the
-    hostname). Without: no nonce, and the pod's name when ``POD_NAME`` is set (the downward API)."""
-    if not args.termination_log:
-        return None, os.environ.get("POD_NAME") or None
-    nonce = new_instance()
-    write_termination_record(args.termination_log, nonce)
-    return nonce, os.environ.get("POD_NAME") or socket.gethostname()
+def _env(variable: str) -> str | None:
+    """The pod and container recorded in the member node come from the downward API's environment:
+    ``POD_NAMESPACE``, ``POD_NAME``, ``POD_UID``, and ``REBALANSER_CONTAINER`` (the container's name is no
+    downward API field: the pod spec sets it as a plain value). Never guessed from the hostname."""
+    return os.environ.get(variable) or None
 
 
 def _metrics(port: int) -> Metrics:
@@ -345,8 +339,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the first assignment of a group with none waits until no member joined for this long")
     w.add_argument("--metrics-port", type=int, default=0)
     w.add_argument("--termination-log", metavar="PATH",
-                   help="write this start's instance nonce here (a pod's /dev/termination-log) and record it "
-                        "in the member node, for kubelet-confirmed failover")
+                   help="write this start's instance nonce here (a pod's /dev/termination-log) and record its "
+                        "digest in the member node, for kubelet-confirmed failover (with POD_NAMESPACE, POD_NAME, "
+                        "POD_UID and REBALANSER_CONTAINER set)")
     w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
     w.add_argument("--zk-password-file",
                    help="file holding the digest password (or REBALANSER_ZK_PASSWORD_FILE; REBALANSER_ZK_PASSWORD "

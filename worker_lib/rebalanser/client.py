@@ -54,6 +54,7 @@ from rebalanser.coordinator import Coordinator
 from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
 from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.handler import Handler
+from rebalanser.instance import begin_instance
 from rebalanser.lease import Lease
 from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id, watch_predecessor
 from rebalanser.options import ExpiryPolicy, Options
@@ -98,6 +99,7 @@ class Client:
         self._state_listeners: list[Callable[[State], object]] = []
         self._state_now = State.NOT_STARTED
         self._lease = Lease(options.lease_fraction)
+        self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
         self._role = "none"
         self._epoch = 0
@@ -204,6 +206,7 @@ class Client:
             if self._thread is not None:
                 return
             self._state = State.JOINING
+            self._instance_digest = begin_instance(self.options.termination_log)  # before any member node
             self._zk = make_client(self.options)
             self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
                                      on_lost=self._claim_deleted)
@@ -505,7 +508,8 @@ class Client:
         try:
             self._me = create_member_node(
                 self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk),
-                instance=self.options.instance, pod=self.options.pod, pod_uid=self.options.pod_uid)
+                instance_digest=self._instance_digest, pod=self.options.pod, pod_uid=self.options.pod_uid,
+                pod_namespace=self.options.pod_namespace, container=self.options.container)
         except NoNodeError:
             self._await_group()
             return

@@ -85,12 +85,17 @@ def list_members(zk: KazooClient, paths: GroupPaths) -> list[MemberNode]:
 
 def create_member_node(
     zk: KazooClient, paths: GroupPaths, member_id: str, deadline: float,
-    instance: str | None = None, pod: str | None = None, pod_uid: str | None = None,
+    *, instance_digest: str | None = None, pod: str | None = None, pod_uid: str | None = None,
+    pod_namespace: str | None = None, container: str | None = None,
 ) -> MemberNode:
     """Creates this member's znode exactly once, even when a create is retried after ConnectionLoss.
-    Its data records ``instance`` and ``pod`` when given (confirmed-death failover)."""
+    Its data records the instance nonce's digest and the pod's namespace, name, UID and container
+    when given (confirmed-death failover; never the nonce itself)."""
     prefix = member_prefix(new_guid(), member_id)
-    data = encode_member(MemberRecord(member_id, time.time(), instance, pod, pod_uid))
+    data = encode_member(MemberRecord(
+        member_id, time.time(), pod=pod, pod_uid=pod_uid, instance_digest=instance_digest,
+        pod_namespace=pod_namespace, container=container,
+    ))
     # A missing G/clients is made again, but never G itself: the group may be being deleted.
     name = create_protected(
         zk, paths.clients, prefix, data, deadline=deadline, on_no_parent=lambda: ensure_container(zk, paths.clients)

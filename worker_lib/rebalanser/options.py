@@ -10,7 +10,6 @@ from enum import StrEnum
 from rebalanser.config import Algorithm
 from rebalanser.credentials import PasswordFile
 from rebalanser.errors import InvalidInputError
-from rebalanser.instance import validate_instance
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.paths import validate_group_path, validate_member_id
 from rebalanser.tls import TlsOptions
@@ -44,11 +43,13 @@ class Options:
     :class:`~rebalanser.credentials.PasswordFile` whose password the member re-reads while it runs
     (a rotated Secret takes effect without a restart).
     ``tls``: connect over TLS with these files (:class:`~rebalanser.tls.TlsOptions`); None: plain TCP.
-    ``instance``: this container instance's nonce (:mod:`rebalanser.instance`), recorded with ``pod``
-    (the pod's name) in every member node, so the operator can end the member as soon as the kubelet
-    reports the instance terminated (docs/protocol.md, "Confirmed-death failover"). None: not recorded.
-    ``pod`` and ``pod_uid``: the worker's pod (name and UID, from the downward API), recorded in the member
-    node so that the ResourceGroup's status shows which pod each member is. None: not recorded.
+    ``termination_log``: the container's termination-message file (a pod's ``/dev/termination-log``).
+    Each :meth:`Client.start` draws a fresh instance nonce, writes it there and records its digest in
+    every member node, so the operator can end the member as soon as the kubelet reports the instance
+    terminated (:mod:`rebalanser.instance`; docs/protocol.md, "Confirmed-death failover"). None: no nonce.
+    ``pod_namespace``, ``pod``, ``pod_uid`` and ``container``: the worker's pod (from the downward API)
+    and container, recorded in the member node: the status shows which pod each member is, and the
+    failover ends a member only for an instance of that very container. None: not recorded.
     ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
     :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
     with the ``rebalanser[metrics]`` extra.
@@ -70,9 +71,11 @@ class Options:
     departure_grace: float = 0.0
     initial_quiet: float = 0.5
     initial_max_wait: float = 5.0
-    instance: str | None = None
+    termination_log: str | None = None
     pod: str | None = None
     pod_uid: str | None = None
+    pod_namespace: str | None = None
+    container: str | None = None
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
 
     def __repr__(self) -> str:
@@ -109,12 +112,12 @@ class Options:
             raise InvalidInputError("credentials must be a (username, password) pair of non-empty strings")
         if self.tls is not None and not isinstance(self.tls, TlsOptions):
             raise InvalidInputError("tls must be a rebalanser.tls.TlsOptions")
-        if self.instance is not None:
-            validate_instance(self.instance)
-        if self.pod is not None and (not isinstance(self.pod, str) or not 0 < len(self.pod) <= 253):
-            raise InvalidInputError("pod must be a pod name (1 to 253 characters)")
-        if self.pod_uid is not None and (not isinstance(self.pod_uid, str) or not 0 < len(self.pod_uid) <= 128):
-            raise InvalidInputError("pod_uid must be a pod's UID (1 to 128 characters)")
+        if self.termination_log is not None and (not isinstance(self.termination_log, str) or not self.termination_log):
+            raise InvalidInputError("termination_log must be a file path")
+        for what, value, longest in (("pod", self.pod, 253), ("pod_uid", self.pod_uid, 128),
+                                     ("pod_namespace", self.pod_namespace, 63), ("container", self.container, 63)):
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= longest):
+                raise InvalidInputError(f"{what} must be a string of 1 to {longest} characters")
         if not isinstance(self.algorithm, Algorithm) or not isinstance(self.expiry_policy, ExpiryPolicy):
             raise InvalidInputError("algorithm and expiry_policy must be enum members")
         if not isinstance(self.metrics, Metrics):

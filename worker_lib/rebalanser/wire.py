@@ -507,25 +507,31 @@ def _assignment(payload: bytes, path: str) -> MemberAssignment:
 
 @dataclass(frozen=True)
 class MemberRecord:
-    """A member node's data, written once when the node is created. ``instance`` (the container
-    instance's nonce, :mod:`rebalanser.instance`) and ``pod`` are None for a worker started without a
-    termination-message file (docs/protocol.md, "Confirmed-death failover")."""
+    """A member node's data, written once when the node is created. ``instance_digest`` (the SHA-256 of
+    the container instance's nonce, :mod:`rebalanser.instance`) is None for a worker started without a
+    termination-message file; ``pod_namespace``, ``pod``, ``pod_uid`` and ``container`` name the worker's
+    container when known (docs/protocol.md, "Confirmed-death failover"). ``instance`` is the nonce in
+    clear that member nodes written before the digest carried; it is read, never written."""
 
     member_id: str
     joined: float
     instance: str | None = None
     pod: str | None = None
     pod_uid: str | None = None
+    instance_digest: str | None = None
+    pod_namespace: str | None = None
+    container: str | None = None
+
+
+_MEMBER_TEXT = (("instance", "instance"), ("instanceDigest", "instance_digest"), ("pod", "pod"),
+                ("podUid", "pod_uid"), ("podNamespace", "pod_namespace"), ("container", "container"))
 
 
 def encode_member(record: MemberRecord) -> bytes:
     value: dict[str, Json] = {"id": record.member_id, "joined": record.joined}
-    if record.instance is not None:
-        value["instance"] = record.instance
-    if record.pod is not None:
-        value["pod"] = record.pod
-    if record.pod_uid is not None:
-        value["podUid"] = record.pod_uid
+    for key, attribute in _MEMBER_TEXT:
+        if getattr(record, attribute) is not None:
+            value[key] = getattr(record, attribute)
     return _dumps(value)
 
 
@@ -534,7 +540,5 @@ def decode_member(data: bytes, *, path: str = "") -> MemberRecord:
     return MemberRecord(
         member_id=fields.text("id"),
         joined=fields.optional_number("joined") or 0.0,
-        instance=fields.optional_text("instance"),
-        pod=fields.optional_text("pod"),
-        pod_uid=fields.optional_text("podUid"),
+        **{attribute: fields.optional_text(key) for key, attribute in _MEMBER_TEXT},
     )
