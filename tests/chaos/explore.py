@@ -59,7 +59,7 @@ from tests.support.zk import ZkCluster, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = Settings(workers=2, resources=6, session_timeout=2.0, interval=0.5, tick=0.1,
-                    stop_timeout=0.3, slow_delay=3.0, slack=4.0)
+                    stop_timeout=0.3, slow_delay=5.0, slack=4.0)
 
 
 # -- scenarios -------------------------------------------------------------------------------------
@@ -280,8 +280,13 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
         for actor in scenario.actors:
             run.taps[actor] = run.proxy(actor).tap(tap_for(actor)) or RequestTap()
         trigger_ns = time.monotonic_ns()
-        scenario.trigger(run)
-        point.violations = check(run, scenario, trigger_ns)
+        watch = ClaimWatch(run)
+        watch.start()
+        try:
+            scenario.trigger(run)
+            point.violations = check(run, scenario, trigger_ns)
+        finally:
+            point.violations += watch.stop()
         states = [e.get("state") for e in fleet.ledger.events_of({"session"}) if e["ts"] >= trigger_ns]
         point.notes += [f"session states after the trigger: {states}"] if states else []
     finally:
@@ -310,6 +315,74 @@ class ExploreFleet(Fleet):
 
 
 # -- checks ----------------------------------------------------------------------------------------
+
+
+class ClaimWatch:
+    """Samples ZooKeeper's claims every 0.2 s from the trigger to the end of the checks: a claim held by
+    a session whose process does not work on the resource (or by a session no process of the fleet
+    has) for longer than T + interval (plus one observation window, the evidence's own delay) is a
+    violation. Sessions are told apart by what the proxies saw in each connect reply, not by what the
+    library says."""
+
+    PERIOD = 0.2
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        settings = run.fleet.settings
+        self.limit_ns = int((settings.session_timeout + settings.interval + settings.window) * 1e9)
+        self.since: dict[tuple[str, int], int] = {}
+        self.found: list[list[str]] = []
+        self._reported: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="claim-watch")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[list[str]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.found
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.PERIOD):
+            with contextlib.suppress(KazooException, self.run.fleet.zk.handler.timeout_exception):
+                self.sample()
+
+    def _sessions(self) -> dict[int, str]:
+        out = {}
+        for name, proxy in list(self.run.fleet.proxies.items()):
+            if proxy.session is not None:
+                out[proxy.session[0]] = name
+        return out
+
+    def sample(self) -> None:
+        fleet = self.run.fleet
+        zk, paths = fleet.zk, GroupPaths.of(fleet.group)
+        now = time.monotonic_ns()
+        ticks = fleet.ledger.ticks_between(now - int(fleet.settings.window * 1e9), now)
+        worked = {(e["id"], e.get("_pid"), e["resource"]) for e in ticks}
+        sessions = self._sessions()
+        held: set[tuple[str, int]] = set()
+        for resource in zk.get_children(paths.owners):
+            stat = zk.exists(paths.owner(resource))
+            if stat is None:
+                continue
+            key = (resource, int(stat.ephemeralOwner))
+            held.add(key)
+            holder = sessions.get(key[1])
+            worker = fleet.workers.get(holder or "")
+            if worker is not None and (worker.member_id, worker.pid, resource) in worked:
+                self.since.pop(key, None)
+                continue
+            first = self.since.setdefault(key, now)
+            if now - first > self.limit_ns and key not in self._reported:
+                self._reported.add(key)
+                who = f"{holder}'s session" if holder else f"session {key[1]:#x} (no worker's)"
+                self.found.append(["claims", f"claim {resource} held by {who} for over "
+                                             f"{self.limit_ns / 1e9:.1f} s without its process working on it"])
+        for key in [k for k in self.since if k not in held]:
+            del self.since[key]
 
 
 def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
