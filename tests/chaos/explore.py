@@ -58,6 +58,7 @@ from tests.chaos.proxy import FAULTS, FaultProxy, RequestTap
 from tests.support.zk import ZkCluster, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
+FLAP = 2.5  # a flap fault drops every request for this many T (reconnects keep the session alive)
 SETTINGS = Settings(workers=2, resources=6, session_timeout=2.0, interval=0.5, tick=0.1,
                     stop_timeout=0.3, slow_delay=5.0, slack=4.0)
 
@@ -95,6 +96,7 @@ class Scenario:
     trigger: Callable[[Run], None]
     target: str = "resource-barrier"
     slow: tuple[str, ...] = ()  # members whose stop callback overruns the stop timeout (standby)
+    resources: int = SETTINGS.resources  # at the start
     until: str = ""  # a session state (e.g. ``rejoining``) to wait for after the trigger before the checks
 
 
@@ -154,8 +156,23 @@ def _standby(member: str) -> Callable[[Run], None]:
     return trigger
 
 
+def _claim_race(run: Run) -> None:
+    """A resource is created, and deleted again as soon as a member has claimed it: the plan takes it
+    back while its claimer may still be finishing the claim."""
+    name = run.fleet.pool[run.fleet.settings.resources]
+    claim = GroupPaths.of(run.fleet.group).owner(name)
+    run.fleet.add_resource(name)
+    deadline = time.monotonic() + 30
+    while run.fleet.zk.exists(claim) is None:
+        if time.monotonic() > deadline:
+            run.notes.append(f"{name} was never claimed")
+            break
+        time.sleep(0.01)
+    run.fleet.delete_resource(name)
+
+
 def _add_resource(run: Run) -> None:
-    run.fleet.add_resource(run.fleet.pool[SETTINGS.resources])
+    run.fleet.add_resource(run.fleet.pool[run.fleet.settings.resources])
 
 
 def _failover(member: str) -> Callable[[Run], None]:
@@ -203,6 +220,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              _kill("w0")),
     Scenario("commit", "the coordinator commits a plan for a new resource", ("w0", "w1"), ("w0", "w1"),
              _add_resource),
+    Scenario("claim-race", "a new resource is deleted again as soon as it is claimed", ("w0", "w1"),
+             ("w1", "w0"), _claim_race, resources=5),
     Scenario("global-barrier", "a Global Barrier round", ("w0", "w1"), ("w0", "w1", "w2"), _spawn("w2"),
              target="global-barrier"),
     Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover",),
@@ -236,7 +255,8 @@ class Point:
 
 
 def _settings(scenario: Scenario) -> Settings:
-    return Settings(**{**asdict(SETTINGS), "target": scenario.target, "workers": len(scenario.members)})
+    return Settings(**{**asdict(SETTINGS), "target": scenario.target, "workers": len(scenario.members),
+                       "resources": scenario.resources})
 
 
 def _expire_session(hosts: str) -> Callable[[int, bytes], None]:
@@ -505,7 +525,7 @@ class Explorer:
         def tap_for(name: str) -> RequestTap:
             if name != actor:
                 return RequestTap()
-            return RequestTap(fault, local, self.expire)
+            return RequestTap(fault, local, self.expire, flap=FLAP * SETTINGS.session_timeout)
 
         point = Point(scenario.name, request, fault, actor, local, operation)
         run_point(self.cluster, scenario, self._dir(f"{scenario.name}-{request}-{fault}"), tap_for, point)

@@ -47,7 +47,7 @@ OTHER_OPS = {-11: "closeSession", 6: "getACL", 13: "check", 22: "multiRead"}
 #: Requests a tap does not count: the connection's keep-alive, the lease prober's periodic ``sync`` (how
 #: many of them fall into a scenario depends on timing alone), and what kazoo sends inside a reconnect.
 BACKGROUND_OPS = {11: "ping", 9: "sync", 100: "auth", 101: "setWatches", 105: "setWatches2"}
-FAULTS = ("drop", "lose-reply", "expire")
+FAULTS = ("drop", "lose-reply", "expire", "flap")
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -132,16 +132,21 @@ class RequestTap:
     - ``drop``: the request never reaches the server;
     - ``lose-reply``: the server receives and applies it, but its reply is lost;
     - ``expire``: the request is held while ``expire(session id, password)`` ends the session on the
-      server, then dropped (the session expires there).
+      server, then dropped (the session expires there);
+    - ``flap``: like ``drop``, and every request sent in the next ``flap`` seconds is dropped the same
+      way (the client reconnects each time, in the same session): a link that keeps failing for a
+      while, as during a leader election, so that a step's retry fails as well as its first attempt.
     """
 
     fault: str | None = None
     index: int = -1
     expire: Callable[[int, bytes], None] | None = None
     hold: float = 0.05  # seconds the server gets to apply a delivered request before the reset
+    flap: float = 0.0  # seconds after the first ``flap`` fault during which every request is dropped
     seen: list[str] = field(default_factory=list)
     fired: threading.Event = field(default_factory=threading.Event)
     fired_ns: int = 0
+    sabotaged: int = 0  # requests sabotaged (more than one only with ``flap``)
     error: str = ""
 
     def count(self, opcode: int) -> bool:
@@ -149,7 +154,11 @@ class RequestTap:
         if opcode in BACKGROUND_OPS:
             return False
         self.seen.append(op_name(opcode))
-        return self.fault is not None and len(self.seen) - 1 == self.index and not self.fired.is_set()
+        if self.fault is None:
+            return False
+        if self.fired.is_set():
+            return self.fault == "flap" and time.monotonic_ns() - self.fired_ns < self.flap * 1e9
+        return len(self.seen) - 1 == self.index
 
 
 class _Pipe:
@@ -236,7 +245,9 @@ class _Pipe:
 
     def _sabotage(self, tap: RequestTap, frame: bytes) -> None:
         assert self.upstream is not None
-        tap.fired_ns = time.monotonic_ns()
+        if not tap.fired.is_set():
+            tap.fired_ns = time.monotonic_ns()
+        tap.sabotaged += 1
         if tap.fault == "lose-reply":
             self.mute_replies = True
             self._send(self.upstream, frame)
