@@ -307,8 +307,8 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
             point.violations = check(run, scenario, trigger_ns)
         finally:
             point.violations += watch.stop()
-        states = [e.get("state") for e in fleet.ledger.events_of({"session"}) if e["ts"] >= trigger_ns]
-        point.notes += [f"session states after the trigger: {states}"] if states else []
+        states = [str(e.get("state")) for e in fleet.ledger.events_of({"session"}) if e["ts"] >= trigger_ns]
+        point.notes += [f"session states after the trigger: {_runs(states)}"] if states else []
     finally:
         for actor, tap in run.taps.items():
             point.seen[actor] = list(tap.seen)
@@ -322,6 +322,17 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
             run.failover_proxy.close()
     point.seconds = round(time.monotonic() - began, 1)
     return point
+
+
+def _runs(states: list[str]) -> str:
+    """``a a b a`` -> ``a*2 b a``."""
+    out: list[list[Any]] = []
+    for state in states:
+        if out and out[-1][0] == state:
+            out[-1][1] += 1
+        else:
+            out.append([state, 1])
+    return " ".join(s if n == 1 else f"{s}*{n}" for s, n in out)
 
 
 class ExploreFleet(Fleet):
