@@ -513,12 +513,19 @@ class Explorer:
         self.cluster, self.workdir = cluster, workdir
         self.expire = _expire_session(cluster.hosts)
         self._runs = 0
+        self._recordings: dict[str, Recording] = {}
 
     def _dir(self, label: str) -> Path:
         self._runs += 1
         path = self.workdir / f"{self._runs:04d}-{label}"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def recording(self, name: str) -> Recording:
+        """The scenario's recording, made once per explorer."""
+        if name not in self._recordings:
+            self._recordings[name] = self.record(SCENARIOS[name])
+        return self._recordings[name]
 
     def record(self, scenario: Scenario) -> Recording:
         point = run_point(self.cluster, scenario, self._dir(f"{scenario.name}-record"),
@@ -546,6 +553,15 @@ class Explorer:
         if not point.fired:
             point.notes.append("the request was not reached this time: no fault injected")
         return point
+
+
+def nth_request(recording: Recording, actor: str, operation: str, n: int = 1, after: int = -1) -> int:
+    """The global index of ``actor``'s ``n``-th ``operation`` (1-based) after global index ``after``."""
+    found = [i for i, (a, _, op) in enumerate(recording.requests) if a == actor and op == operation and i > after]
+    if len(found) < n:
+        raise LookupError(f"{recording.scenario}: {actor} sent fewer than {n} {operation} after #{after}: "
+                          f"{recording.requests}")
+    return found[n - 1]
 
 
 def describe(point: Point) -> str:
