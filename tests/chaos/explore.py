@@ -579,7 +579,7 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
     points: list[Point] = []
     for name in names:
         scenario = SCENARIOS[name]
-        recording = explorer.record(scenario)
+        recording = explorer.recording(name)
         ops = ", ".join(f"{a}[{i}] {op}" for a, i, op in recording.requests)
         print(f"== {name} ({scenario.path}): {len(recording.requests)} requests: {ops}", flush=True)
         if recording.violations:
@@ -608,6 +608,66 @@ def summary(points: list[Point]) -> dict[str, Any]:
     return by_scenario
 
 
+def result_doc(recordings: dict[str, Recording], points: list[Point], seconds: float) -> dict[str, Any]:
+    return {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(seconds),
+        "faults": list(FAULTS),
+        "flap_T": FLAP,
+        "scenarios": {
+            name: {"path": SCENARIOS[name].path, "requests": [list(r) for r in rec.requests],
+                   "recording_violations": rec.violations}
+            for name, rec in recordings.items()
+        },
+        "summary": summary(points),
+        "points": [p.to_dict() for p in points],
+    }
+
+
+def markdown_lines(doc: dict[str, Any]) -> list[str]:
+    """The explorer's section of docs/chaos-report.md."""
+    points = doc.get("points", [])
+    bad = [p for p in points if p["violations"]]
+    lines = [
+        "## Every-request explorer", "",
+        f"Generated {doc['generated']} by `python -m tests.chaos.explore` ({doc['seconds']} s). Each point is one "
+        f"scenario run with one fault at one request (faults: {', '.join(doc['faults'])}; a flap drops every "
+        f"request for {doc['flap_T']} T). How it works: docs/chaos.md, \"The every-request explorer\".", "",
+        f"**{len(points)} points explored, {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
+        "",
+        "| scenario | path | requests | points | reached | with violations | by category |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for name, s in doc["summary"].items():
+        scenario = doc["scenarios"].get(name, {})
+        cats = ", ".join(f"{c} {n}" for c, n in sorted(s["categories"].items())) or "-"
+        lines.append(f"| {name} | {scenario.get('path', '')} | {len(scenario.get('requests', []))} | {s['points']} | "
+                     f"{s['reached']} | {s['violating']} | {cats} |")
+    if bad:
+        lines += ["", "Points with violations (replay: `python -m tests.chaos.explore --scenario S --request N "
+                      "--fault F`):", ""]
+        for p in bad[:60]:
+            first = p["violations"][0]
+            lines.append(f"- {p['scenario']} #{p['request']} {p['fault']} ({p['actor']}[{p['local']}] "
+                         f"{p['operation']}): {', '.join(sorted({c for c, _ in p['violations']}))}; "
+                         f"{first[1][:160]}")
+        if len(bad) > 60:
+            lines.append(f"- ... and {len(bad) - 60} more (docs/chaos-explore.json)")
+    return [*lines, ""]
+
+
+def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
+    """Writes ``chaos-explore.json``, then docs/chaos-report.md again with the explorer's section."""
+    path = report_dir / "chaos-explore.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    report = report_dir / "chaos-report.json"
+    if report.exists():
+        from tests.chaos.report import write_report as write_campaign_report
+
+        write_campaign_report(report_dir, json.loads(report.read_text()).get("targets", {}), merge=False)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.chaos.explore", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -619,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="only record the scenarios and list their requests")
     p.add_argument("--workdir", type=Path)
     p.add_argument("--out", type=Path, help="JSON lines, one per point (default: <workdir>/points.jsonl)")
+    p.add_argument("--report", action="store_true",
+                   help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md")
+    p.add_argument("--report-dir", type=Path, default=REPO / "docs")
     args = p.parse_args(argv)
     if not (args.all or args.list or (args.scenario and args.request is not None)):
         p.error("give --scenario S --request N [--fault F], or --all, or --list")
@@ -641,9 +704,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name}: " + ", ".join(f"#{n} {a}[{i}] {op}" for n, (a, i, op)
                                                   in enumerate(recording.requests)), flush=True)
                 return 0
+            began = time.monotonic()
             points = explore(explorer, names, faults, None if args.all else args.request, out)
     finally:
         cluster.stop()
+    if args.report:
+        doc = result_doc({n: explorer.recording(n) for n in names}, points, time.monotonic() - began)
+        print(f"report: {write_report(args.report_dir, doc)}")
     total = summary(points)
     print(json.dumps(total, indent=1))
     bad = sum(1 for pt in points if pt.violations)
