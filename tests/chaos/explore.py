@@ -351,9 +351,9 @@ class ExploreFleet(Fleet):
 class ClaimWatch:
     """Samples ZooKeeper's claims every 0.2 s from the trigger to the end of the checks: a claim held by
     a session whose process does not work on the resource (or by a session no process of the fleet
-    has) for longer than T + interval (plus one observation window, the evidence's own delay) is a
-    violation. Sessions are told apart by what the proxies saw in each connect reply, not by what the
-    library says."""
+    has) for longer than T + interval (plus one observation window, the evidence's own delay) after
+    the fault ended is a violation. Sessions are told apart by what the proxies saw in each connect
+    reply, not by what the library says."""
 
     PERIOD = 0.2
 
@@ -379,6 +379,12 @@ class ClaimWatch:
         while not self._stop.wait(self.PERIOD):
             with contextlib.suppress(KazooException, self.run.fleet.zk.handler.timeout_exception):
                 self.sample()
+
+    def _healed_ns(self) -> int:
+        """When the injected fault ended (a flap lasts a while; no write can succeed during it)."""
+        ends = [t.fired_ns + int(t.flap * 1e9 if t.fault == "flap" else 0)
+                for t in list(self.run.taps.values()) if t.fired.is_set()]
+        return max(ends, default=0)
 
     def _sessions(self) -> dict[int, str]:
         out = {}
@@ -406,7 +412,7 @@ class ClaimWatch:
             if worker is not None and (worker.member_id, worker.pid, resource) in worked:
                 self.since.pop(key, None)
                 continue
-            first = self.since.setdefault(key, now)
+            first = max(self.since.setdefault(key, now), self._healed_ns())
             if now - first > self.limit_ns and key not in self._reported:
                 self._reported.add(key)
                 who = f"{holder}'s session" if holder else f"session {key[1]:#x} (no worker's)"
