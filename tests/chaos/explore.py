@@ -662,6 +662,26 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def doc_from_files(files: list[Path]) -> dict[str, Any]:
+    """A report document from the JSON lines of earlier runs (``points.jsonl``: a recording line per
+    scenario, then a line per point); a later point of the same (scenario, request, fault) wins."""
+    recordings: dict[str, Recording] = {}
+    points: dict[tuple[str, int, str], Point] = {}
+    for path in files:
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if "recording" in record:
+                r = record["recording"]
+                recordings.setdefault(r["scenario"], Recording(r["scenario"], [tuple(x) for x in r["requests"]],
+                                                               r["violations"]))
+            else:
+                point = Point(**record)
+                points[(point.scenario, point.request, point.fault)] = point
+    ordered = [points[k] for k in sorted(points, key=lambda k: (list(SCENARIOS).index(k[0]), k[1],
+                                                                 FAULTS.index(k[2])))]
+    return result_doc(recordings, ordered, sum(p.seconds for p in ordered))
+
+
 def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
     """Writes ``chaos-explore.json``, then docs/chaos-report.md again with the explorer's section."""
     path = report_dir / "chaos-explore.json"
@@ -688,7 +708,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", action="store_true",
                    help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md")
     p.add_argument("--report-dir", type=Path, default=REPO / "docs")
+    p.add_argument("--summarise", type=Path, nargs="+", metavar="POINTS_JSONL",
+                   help="no run: the report of earlier runs' points files (with --report: written to docs/)")
     args = p.parse_args(argv)
+    if args.summarise:
+        doc = doc_from_files(args.summarise)
+        print("\n".join(markdown_lines(doc)))
+        if args.report:
+            print(f"report: {write_report(args.report_dir, doc)}")
+        return 0
     if not (args.all or args.list or (args.scenario and args.request is not None)):
         p.error("give --scenario S --request N [--fault F], or --all, or --list")
     if shutil.which("java") is None:
