@@ -682,15 +682,21 @@ def doc_from_files(files: list[Path]) -> dict[str, Any]:
     return result_doc(recordings, ordered, sum(p.seconds for p in ordered))
 
 
+SECTION = "## Every-request explorer"
+
+
 def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
-    """Writes ``chaos-explore.json``, then docs/chaos-report.md again with the explorer's section."""
+    """Writes ``chaos-explore.json``, and the explorer's section of ``chaos-report.md`` (in place of the
+    one there; the campaign's own sections unchanged)."""
     path = report_dir / "chaos-explore.json"
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    report = report_dir / "chaos-report.json"
-    if report.exists():
-        from tests.chaos.report import write_report as write_campaign_report
-
-        write_campaign_report(report_dir, json.loads(report.read_text()).get("targets", {}), merge=False)
+    md = report_dir / "chaos-report.md"
+    before = md.read_text() if md.exists() else "# Chaos campaign report\n"
+    if SECTION in before:
+        head, _, rest = before.partition(SECTION)
+        following = rest.find("\n## ")
+        before = head + (rest[following + 1:] if following >= 0 else "")
+    md.write_text(before.rstrip("\n") + "\n\n" + "\n".join(markdown_lines(doc)))
     return path
 
 

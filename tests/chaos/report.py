@@ -136,7 +136,7 @@ def explore_section(report_dir: Path) -> str:
     path = report_dir / "chaos-explore.json"
     if not path.exists():
         return ""
-    return "\n" + "\n".join(markdown_lines(json.loads(path.read_text()))) + "\n"
+    return "\n" + "\n".join(markdown_lines(json.loads(path.read_text())))
 
 
 def _share(t: dict[str, Any]) -> str:
