@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import random
 import shutil
 import sys
@@ -728,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("java") is None:
         print("java is required (a real ZooKeeper server)", file=sys.stderr)
         return 2
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the failover's and the harness's clients reconnect noisily
     names = args.scenario or list(SCENARIOS)
     faults = args.fault or list(FAULTS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rebalanser-explore-"))
