@@ -42,7 +42,7 @@ def _member_node(fleet: Fleet, member_id: str) -> str | None:
     for name in fleet.zk.get_children(paths.clients):
         parsed = MemberNode.parse(name)
         if parsed is not None and parsed.member_id == member_id:
-            return name
+            return str(name)
     return None
 
 

@@ -125,7 +125,7 @@ def _member_node(zk: KazooClient, group: str, member: str) -> str | None:
     for name in zk.get_children(paths.clients):
         parsed = MemberNode.parse(name)
         if parsed is not None and parsed.member_id == member:
-            return name
+            return str(name)
     return None
 
 
