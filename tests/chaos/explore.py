@@ -98,7 +98,8 @@ class Scenario:
     target: str = "resource-barrier"
     slow: tuple[str, ...] = ()  # members whose stop callback overruns the stop timeout (standby)
     resources: int = SETTINGS.resources  # at the start
-    until: str = ""  # a session state (e.g. ``rejoining``) to wait for after the trigger before the checks
+    until: str = ""  # a session state (e.g. ``rejoining``) to wait for after the trigger before the checks,
+    began: str = ""  # once this one (e.g. ``standby``) was reported
 
 
 def _spawn(member: str) -> Callable[[Run], None]:
@@ -214,7 +215,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("leave", "graceful leave", ("w0", "w1", "w2"), ("w2", "w0"), _leave("w2")),
     Scenario("move", "resources move from live members to a new one", ("w0", "w1"), ("w1", "w0"), _spawn("w2")),
     Scenario("standby", "standby and rejoin", ("w0", "w1"), ("w1",), _standby("w1"), slow=("w1",),
-             until="rejoining"),
+             until="rejoining", began="standby"),
     Scenario("evict", "eviction (member node deleted from outside)", ("w0", "w1", "w2"), ("w2", "w0"),
              _evict("w2")),
     Scenario("take-office", "a coordinator dies, the next takes office", ("w0", "w1", "w2"), ("w1",),
@@ -427,10 +428,10 @@ def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
     fleet, settings = run.fleet, run.fleet.settings
     bound = settings.bound + settings.session_timeout  # a fault may cost one session, then the bound
     found: list[list[str]] = []
-    if scenario.until:
+    if scenario.until:  # only once the path began (a fault before it may keep the path from being taken)
         deadline = time.monotonic() + settings.slow_delay + bound
-        while not [e for e in fleet.ledger.events_of({"session"})
-                   if e["ts"] >= trigger_ns and e.get("state") == scenario.until]:
+        while scenario.began in _states_since(fleet, trigger_ns) and scenario.until not in _states_since(
+                fleet, trigger_ns):
             if time.monotonic() > deadline:
                 found.append(["liveness", f"no member reported {scenario.until!r} within "
                                           f"{settings.slow_delay + bound:.1f} s"])
@@ -447,6 +448,10 @@ def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
     if fleet.coordinator() is None or fleet.coordinator() not in fleet.running():
         found.append(["coordinator", f"no live member in office within {bound:.1f} s of the trigger"])
     return found
+
+
+def _states_since(fleet: Fleet, since_ns: int) -> set[str]:
+    return {str(e.get("state")) for e in fleet.ledger.events_of({"session"}) if e["ts"] >= since_ns}
 
 
 def _settled(read: Callable[[], list[list[str]]], patience: float) -> list[list[str]]:
