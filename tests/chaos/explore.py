@@ -429,6 +429,9 @@ def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
     bound = settings.bound + settings.session_timeout  # a fault may cost one session, then the bound
     found: list[list[str]] = []
     if scenario.until:  # only once the path began (a fault before it may keep the path from being taken)
+        start_by = time.monotonic() + settings.interval + 2.0
+        while scenario.began not in _states_since(fleet, trigger_ns) and time.monotonic() < start_by:
+            time.sleep(0.05)
         deadline = time.monotonic() + settings.slow_delay + bound
         while scenario.began in _states_since(fleet, trigger_ns) and scenario.until not in _states_since(
                 fleet, trigger_ns):
