@@ -39,6 +39,7 @@ import json
 import logging
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -709,6 +710,10 @@ def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
+def _interrupted(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.chaos.explore", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -737,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("java") is None:
         print("java is required (a real ZooKeeper server)", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupted)  # end the workers and the server on the way out
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the failover's and the harness's clients reconnect noisily
     names = args.scenario or list(SCENARIOS)
     faults = args.fault or list(FAULTS)
