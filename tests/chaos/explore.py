@@ -760,9 +760,12 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out or workdir / "points.jsonl", "a") as out:
             if args.list:
                 for name in names:
-                    recording = explorer.record(SCENARIOS[name])
+                    recording = explorer.recording(name)
+                    out.write(json.dumps({"recording": asdict(recording)}) + "\n")
                     print(f"{name}: " + ", ".join(f"#{n} {a}[{i}] {op}" for n, (a, i, op)
                                                   in enumerate(recording.requests)), flush=True)
+                    if recording.violations:
+                        print(f"   the fault-free run itself: {recording.violations}", flush=True)
                 return 0
             began = time.monotonic()
             points = explore(explorer, names, faults, None if args.all else args.request, out)
