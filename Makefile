@@ -86,6 +86,7 @@ bench-kafka: setup
 chaos: setup image cluster-up
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
 	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
+	$(BIN)/python -m tests.chaos.explore --all --report
 
 # strict: a warning (a broken link, an unresolvable reference) fails the build
 docs: venv

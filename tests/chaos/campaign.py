@@ -44,6 +44,8 @@ WEIGHTS = {
     # all faults.
     "reconnect-tamper": 14, "tamper-group": 9, "tamper-resources": 9, "tamper-epoch": 9, "tamper-garbage": 17,
     "tamper-stale": 14, "fake-member": 8, "fake-claim": 8, "duplicate-id": 5, "zk-follower-isolate": 8,
+    # Someone other than a claim's session deletes it under a live member (an administrator, the failover).
+    "outside-deleter": 8,
 }
 assert set(WEIGHTS) == set(STEP_KINDS)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 
+from tests.chaos.deleter import outside_deleter
 from tests.chaos.fleet import ChaosWorker, Fleet
 from tests.chaos.proxy import WriteTrap
 from tests.chaos.step import Action, FaultRecord, StepResult, run_actions
@@ -438,10 +439,10 @@ COMPOSABLE = (
     "expiry-storm",
     "zk-restart", "zk-leader-kill", "zk-follower-kill", "zk-follower-isolate", "resource-churn", "compound",
 )
-PROCEDURES = ("rolling-restart", "connloss-mid-write", "stop-slow", "stop-fail", "stop-hang")
+PROCEDURES = ("rolling-restart", "connloss-mid-write", "stop-slow", "stop-fail", "stop-hang", "outside-deleter")
 STEP_KINDS = COMPOSABLE + PROCEDURES + TAMPER_KINDS + TAMPER_PROCEDURES
 # The fault classes added to find what an administrator's hands, reconnects and duplicate ids do.
-NEW_CLASSES = frozenset((*TAMPER_KINDS, *TAMPER_PROCEDURES, "zk-follower-isolate"))
+NEW_CLASSES = frozenset((*TAMPER_KINDS, *TAMPER_PROCEDURES, "zk-follower-isolate", "outside-deleter"))
 
 
 def base_kind(kind: str) -> tuple[str, str]:
@@ -483,6 +484,8 @@ def run_step(fleet: Fleet, kind: str, index: int, phase: str, seed: str) -> Step
         records = reconnect_tamper(fleet, rng, result, variant)
     elif kind == "duplicate-id":
         records = duplicate_id(fleet, rng, result)
+    elif kind == "outside-deleter":
+        records = outside_deleter(fleet, rng, result, variant)
     else:
         actions = plan(kind, fleet, rng, variant)
         result.verifiers += [a.verify for a in actions if a.verify is not None]

@@ -19,6 +19,10 @@ Faults:
   ``ConnectionLoss`` in the middle of a write whose outcome the client cannot know.
   :meth:`FaultProxy.arm_trap` does the same to the next request of any of the given opcodes (e.g. a
   read, :data:`READ_OPS`): a ``ConnectionLoss`` at a chosen step of a client's protocol.
+- :meth:`FaultProxy.tap` — counts the client's requests (all but :data:`BACKGROUND_OPS`) from now on,
+  by name, and optionally sabotages the one with a given index: dropped before it is sent, delivered
+  with its reply lost, or held while the session is expired (see :class:`RequestTap`; the every-request
+  explorer, ``tests/chaos/explore.py``, is built on it).
 
 It parses only ZooKeeper's framing (a 4-byte length, then xid and opcode) in the client-to-server
 direction, to recognise write requests. Nothing here fakes ZooKeeper.
@@ -39,6 +43,11 @@ WRITE_OPS = {
     16: "reconfig", 19: "createContainer", 20: "deleteContainer", 21: "createTTL",
 }
 READ_OPS = {3: "exists", 4: "getData", 8: "getChildren", 12: "getChildren2"}
+OTHER_OPS = {-11: "closeSession", 6: "getACL", 13: "check", 22: "multiRead"}
+#: Requests a tap does not count: the connection's keep-alive, the lease prober's periodic ``sync`` (how
+#: many of them fall into a scenario depends on timing alone), and what kazoo sends inside a reconnect.
+BACKGROUND_OPS = {11: "ping", 9: "sync", 100: "auth", 101: "setWatches", 105: "setWatches2"}
+FAULTS = ("drop", "lose-reply", "expire", "flap")
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -98,6 +107,60 @@ class WriteTrap:
         return WRITE_OPS.get(self.opcode) or READ_OPS.get(self.opcode) or str(self.opcode)
 
 
+def op_name(opcode: int) -> str:
+    return (WRITE_OPS.get(opcode) or READ_OPS.get(opcode) or OTHER_OPS.get(opcode)
+            or BACKGROUND_OPS.get(opcode) or str(opcode))
+
+
+def parse_connect_reply(frame: bytes) -> tuple[int, bytes] | None:
+    """(session id, password) from a ConnectResponse frame (length, protocol version, timeout, session
+    id, password), or None if the frame is too short to be one."""
+    if len(frame) < 24:
+        return None
+    session = struct.unpack(">q", frame[12:20])[0]
+    (size,) = struct.unpack(">i", frame[20:24])
+    return session, frame[24:24 + max(size, 0)]
+
+
+@dataclass
+class RequestTap:
+    """Counts the requests of a proxied client (not :data:`BACKGROUND_OPS`), by name, in order.
+
+    With ``fault`` (one of :data:`FAULTS`), the request with index ``index`` is sabotaged and the
+    connection is reset right after:
+
+    - ``drop``: the request never reaches the server;
+    - ``lose-reply``: the server receives and applies it, but its reply is lost;
+    - ``expire``: the request is held while ``expire(session id, password)`` ends the session on the
+      server, then dropped (the session expires there);
+    - ``flap``: like ``drop``, and every request sent in the next ``flap`` seconds is dropped the same
+      way (the client reconnects each time, in the same session): a link that keeps failing for a
+      while, as during a leader election, so that a step's retry fails as well as its first attempt.
+    """
+
+    fault: str | None = None
+    index: int = -1
+    expire: Callable[[int, bytes], None] | None = None
+    hold: float = 0.05  # seconds the server gets to apply a delivered request before the reset
+    flap: float = 0.0  # seconds after the first ``flap`` fault during which every request is dropped
+    seen: list[str] = field(default_factory=list)
+    fired: threading.Event = field(default_factory=threading.Event)
+    fired_ns: int = 0
+    sabotaged: int = 0  # requests sabotaged (more than one only with ``flap``)
+    error: str = ""
+
+    def count(self, opcode: int) -> bool:
+        """Records one request; True if it is the one to sabotage."""
+        if opcode in BACKGROUND_OPS:
+            return False
+        self.seen.append(op_name(opcode))
+        if self.fault is None:
+            return False
+        if self.fired.is_set():
+            return self.fault == "flap" and time.monotonic_ns() - self.fired_ns < self.flap * 1e9
+        return len(self.seen) - 1 == self.index
+
+
 class _Pipe:
     """One client connection and its upstream connection, pumped by two threads."""
 
@@ -108,6 +171,7 @@ class _Pipe:
         self.upstream: socket.socket | None = None
         self.closed = threading.Event()
         self.mute_replies = False
+        self.session: tuple[int, bytes] | None = None  # from the server's connect reply
 
     def start(self) -> None:
         threading.Thread(target=self._connect_and_pump, daemon=True, name="proxy-pipe").start()
@@ -162,6 +226,10 @@ class _Pipe:
         while True:
             frame = read_frame(self.client)
             opcode = struct.unpack(">i", frame[8:12])[0] if len(frame) >= 12 else 0
+            tap = self.proxy._tap
+            if tap is not None and tap.count(opcode):
+                self._sabotage(tap, frame)
+                return
             trap = self.proxy._take_trap(opcode)
             if trap is None:
                 self._send(self.upstream, frame)
@@ -175,8 +243,34 @@ class _Pipe:
             self.close(abrupt=not trap.deliver)
             return
 
+    def _sabotage(self, tap: RequestTap, frame: bytes) -> None:
+        assert self.upstream is not None
+        if not tap.fired.is_set():
+            tap.fired_ns = time.monotonic_ns()
+        tap.sabotaged += 1
+        if tap.fault == "lose-reply":
+            self.mute_replies = True
+            self._send(self.upstream, frame)
+            time.sleep(tap.hold)
+        elif tap.fault == "expire":
+            if self.session is None or tap.expire is None:
+                tap.error = "no session to expire"
+            else:
+                try:
+                    tap.expire(*self.session)
+                except Exception as exc:  # reported by the explorer as a harness error
+                    tap.error = f"could not expire the session: {exc!r}"
+        tap.fired.set()
+        self.close(abrupt=True)
+
     def _server_to_client(self) -> None:
         assert self.upstream is not None
+        first = read_frame(self.upstream)  # the connect reply: remember the session it names
+        self.session = parse_connect_reply(first)
+        if self.session is not None:
+            self.proxy.session = self.session
+        if not self.mute_replies:
+            self._send(self.client, first, down=True)
         while True:
             data = self.upstream.recv(65536)
             if not data:
@@ -197,6 +291,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._pipes: set[_Pipe] = set()
         self._trap: WriteTrap | None = None
+        self._tap: RequestTap | None = None
+        self.session: tuple[int, bytes] | None = None  # (id, password) of the latest connect reply
         self._closed = False
         self._listeners: list[socket.socket] = []
         addresses = []
@@ -241,6 +337,11 @@ class FaultProxy:
         with self._lock:
             self._trap = trap
         return trap
+
+    def tap(self, tap: RequestTap | None) -> RequestTap | None:
+        """Counts (and maybe sabotages) every request from now on; None stops counting."""
+        self._tap = tap
+        return tap
 
     def disarm(self) -> None:
         with self._lock:

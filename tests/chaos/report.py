@@ -112,7 +112,7 @@ def write_report(report_dir: Path, results: dict[str, dict[str, Any]], merge: bo
     doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "targets": {t: targets[t] for t in order}}
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
-    md_path.write_text(render_markdown(doc) + cluster_section(report_dir))
+    md_path.write_text(render_markdown(doc) + cluster_section(report_dir) + explore_section(report_dir))
     from tests.chaos.figures import render  # matplotlib: only when a campaign writes its report
 
     render(doc, report_dir / "figures")
@@ -127,6 +127,16 @@ def cluster_section(report_dir: Path) -> str:
     if not path.exists():
         return ""
     return "\n" + "\n".join(markdown_lines(json.loads(path.read_text()))) + "\n"
+
+
+def explore_section(report_dir: Path) -> str:
+    """The every-request explorer's part (``tests.chaos.explore``), from ``chaos-explore.json``."""
+    from tests.chaos.explore import markdown_lines
+
+    path = report_dir / "chaos-explore.json"
+    if not path.exists():
+        return ""
+    return "\n" + "\n".join(markdown_lines(json.loads(path.read_text())))
 
 
 def _share(t: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
-from tests.chaos.proxy import FaultProxy
+from tests.chaos.proxy import FaultProxy, RequestTap
 from tests.support.workers import wait_for
 from tests.support.zk import ZkCluster, admin_client
 
@@ -79,5 +79,35 @@ def test_a_write_trap_loses_the_reply_or_the_request(proxy: FaultProxy, deliver:
         wait_for(lambda: zk.connected or done.is_set(), 10, "no reconnection after the trap")
         assert (zk.exists(path) is not None) is deliver
     finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_tap_counts_requests_and_sabotages_the_chosen_one(proxy: FaultProxy, chaos_single: ZkCluster) -> None:
+    """Request index 2 (not counting keep-alives or syncs) is applied, its reply lost; the next one
+    dropped before it is sent would never reach the server; the counts name each request."""
+    states: list[str] = []
+    zk = client(proxy.hosts, states)
+    try:
+        base = f"/proxy-test/{uuid.uuid4().hex}"
+        zk.ensure_path(base)
+        tap = proxy.tap(RequestTap("lose-reply", 2))
+        assert tap is not None
+        zk.exists(base)
+        zk.sync(base)  # background: not counted
+        zk.get_children(base)
+        with pytest.raises(ConnectionLoss):
+            zk.create(f"{base}/applied")
+        assert tap.fired.is_set()
+        assert tap.seen == ["exists", "getChildren", "create"]
+        assert zk.exists(f"{base}/applied") is not None, "a lose-reply request must be applied"
+        drop = proxy.tap(RequestTap("drop", 0))
+        assert drop is not None
+        with pytest.raises(ConnectionLoss):
+            zk.create(f"{base}/dropped")
+        assert zk.exists(f"{base}/dropped") is None, "a dropped request must never reach the server"
+        assert proxy.session is not None and proxy.session[0] == zk.client_id[0]
+    finally:
+        proxy.tap(None)
         zk.stop()
         zk.close()

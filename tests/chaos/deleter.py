@@ -1,0 +1,101 @@
+"""The "outside deleter" fault class: someone other than a claim's own session deletes it while its
+member lives.
+
+Two deleters (``outside-deleter@admin`` / ``outside-deleter@failover``; without a variant, one is drawn):
+
+- ``admin``: an administrator deletes one to three claims under ``G/owners`` held by live members
+  (unversioned, as ``zkCli.sh delete`` does); then, half of the time, a member restarts gracefully, so
+  that the plan moves resources while the owners of the deleted claims may still believe they hold them.
+- ``failover``: the operator's confirmed-death failover (``end_member`` from
+  ``rebalanser_operator.endmember``, called directly) ends the member node of a live member with its
+  claims, as it would for a pod whose container it wrongly believes dead (a lagging follower, a late
+  request of a dead incarnation, a foreign ResourceGroup: findings C, D, E of issue 19).
+
+The step's checks are the campaign's own (no overlap, token order, recovery within the bound, no
+leaked node). Until an owner notices that its claim is gone (finding G), this class produces overlaps.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from kazoo.exceptions import NoNodeError
+from rebalanser.paths import GroupPaths, MemberNode
+
+from tests.chaos.fleet import Fleet
+from tests.chaos.step import FaultRecord, StepResult
+
+VARIANTS = ("admin", "failover")
+
+
+def _live_claims(fleet: Fleet) -> list[str]:
+    paths = GroupPaths.of(fleet.group)
+    try:
+        return sorted(fleet.zk.get_children(paths.owners))
+    except NoNodeError:
+        return []
+
+
+def _member_node(fleet: Fleet, member_id: str) -> str | None:
+    paths = GroupPaths.of(fleet.group)
+    for name in fleet.zk.get_children(paths.clients):
+        parsed = MemberNode.parse(name)
+        if parsed is not None and parsed.member_id == member_id:
+            return str(name)
+    return None
+
+
+def admin_deletes(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
+    paths = GroupPaths.of(fleet.group)
+    claims = _live_claims(fleet)
+    if not claims:
+        result.notes.append("no claim to delete")
+        return []
+    records = []
+    for resource in rng.sample(claims, min(len(claims), rng.randint(1, 3))):
+        start = time.monotonic_ns()
+        try:
+            fleet.zk.delete(paths.owner(resource))
+        except NoNodeError:
+            continue
+        records.append(FaultRecord("outside-deleter", resource, start, time.monotonic_ns(),
+                                   "an administrator deleted the claim"))
+    if records and rng.random() < 0.5 and len(fleet.running()) > 1:
+        worker = rng.choice(fleet.running())
+        start = time.monotonic_ns()
+        code = worker.terminate(timeout=fleet.settings.bound + 10)
+        if code is None:
+            result.violations.append(("shutdown", f"{worker.member_id} did not exit after SIGTERM"))
+        fleet.spawn(worker.member_id, worker.behaviour)
+        records.append(FaultRecord("outside-deleter", worker.member_id, start, time.monotonic_ns(),
+                                   f"then a graceful restart moves resources (exit {code})"))
+    return records
+
+
+def failover_ends(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
+    from rebalanser_operator.endmember import MemberChanged, end_member
+
+    candidates = [w for w in fleet.running() if fleet.owned_by(w)] or fleet.running()
+    if not candidates:
+        result.notes.append("no live member to end")
+        return []
+    worker = rng.choice(candidates)
+    name = _member_node(fleet, worker.member_id)
+    if name is None:
+        result.notes.append(f"{worker.member_id} has no member node now")
+        return []
+    start = time.monotonic_ns()
+    try:
+        ended = end_member(fleet.zk, GroupPaths.of(fleet.group), name)
+        detail = f"the failover ended live {name}: {ended.claims} claims"
+    except MemberChanged:
+        detail = f"the failover found {name} gone"
+    return [FaultRecord("outside-deleter", worker.member_id, start, time.monotonic_ns(), detail)]
+
+
+def outside_deleter(fleet: Fleet, rng: random.Random, result: StepResult, variant: str) -> list[FaultRecord]:
+    variant = variant or rng.choice(VARIANTS)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown outside-deleter variant {variant!r}: one of {VARIANTS}")
+    return admin_deletes(fleet, rng, result) if variant == "admin" else failover_ends(fleet, rng, result)

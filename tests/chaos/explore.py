@@ -1,0 +1,785 @@
+"""The every-request explorer: each protocol path, each ZooKeeper request on it, each fault point.
+
+A *scenario* drives one protocol path (a join, a graceful leave, a move, standby and rejoin, an
+eviction, taking office, a commit, a Global Barrier round, the failover's end of a member) with real
+worker processes (the ``rebalanser worker`` CLI, each behind its own :class:`~tests.chaos.proxy.FaultProxy`)
+on a real ZooKeeper server. Its *actors* are the processes whose requests it enumerates: the members
+the path involves, their coordinator, or the operator's failover (``end_member``, called directly, on a
+client behind a proxy of its own).
+
+1. A fault-free *recording* run counts every request the actors send from the trigger on (a
+   :class:`~tests.chaos.proxy.RequestTap` per actor; keep-alives, the lease prober's periodic ``sync``
+   and what kazoo sends inside a reconnect are not counted). Request index ``N`` is the ``N``-th of
+   them, actor by actor in the scenario's order.
+2. For each index and each fault of :data:`~tests.chaos.proxy.FAULTS` — ``drop`` (the connection drops
+   before the request is sent), ``lose-reply`` (applied, reply lost), ``expire`` (the session expires
+   there) — the scenario runs again from scratch with that one fault, then the checks read the
+   evidence: the workers' JSON events and ZooKeeper's state.
+
+Checks (``Point.violations``, by category):
+
+- ``overlap`` / ``token``: no two workers work on a resource at once; tokens never go back;
+- ``liveness``: every resource worked on by exactly one live member, balanced, within the bound;
+- ``claims``: no claim left held by a session past T + interval unless its member works on it
+  (nor by a session that is no live member's, nor a resource unclaimed);
+- ``members``: exactly one member node per live session, and one per live worker;
+- ``coordinator``: a live member in office within the bound.
+
+Replay one point: ``python -m tests.chaos.explore --scenario standby --request 4 --fault lose-reply``;
+all of them: ``--all`` (the report goes to ``docs/chaos-report.md``'s explorer section with
+``--report``). The same point replays the same fault at the same request; timing still varies, since
+the processes and the server are real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.retry import KazooRetry
+from rebalanser.paths import GroupPaths, MemberNode
+
+from tests.chaos.checks import window_owners
+from tests.chaos.fleet import Fleet, Settings
+from tests.chaos.proxy import FAULTS, FaultProxy, RequestTap
+from tests.support.zk import ZkCluster, make_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+FLAP = 2.5  # a flap fault drops every request for this many T (reconnects keep the session alive)
+SETTINGS = Settings(workers=2, resources=6, session_timeout=2.0, interval=0.5, tick=0.1,
+                    stop_timeout=0.3, slow_delay=5.0, slack=4.0)
+
+
+# -- scenarios -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One run of a scenario: the fleet, the actors' proxies, and what the trigger left to check."""
+
+    fleet: Fleet
+    cluster: ZkCluster
+    taps: dict[str, RequestTap] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    failover_proxy: FaultProxy | None = None
+
+    def proxy(self, actor: str) -> FaultProxy:
+        if actor == "failover":
+            if self.failover_proxy is None:
+                self.failover_proxy = FaultProxy([s.address for s in self.cluster.servers])
+            return self.failover_proxy
+        proxy = self.fleet.proxies.get(actor)
+        if proxy is None:  # a worker not started yet: its proxy is made now, so that it is tapped from its start
+            proxy = self.fleet.proxies[actor] = FaultProxy([s.address for s in self.cluster.servers])
+        return proxy
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str  # the protocol path it drives
+    members: tuple[str, ...]  # started (in this order, the first one in office) before the trigger
+    actors: tuple[str, ...]  # whose requests are enumerated, in this order
+    trigger: Callable[[Run], None]
+    target: str = "resource-barrier"
+    slow: tuple[str, ...] = ()  # members whose stop callback overruns the stop timeout (standby)
+    resources: int = SETTINGS.resources  # at the start
+    until: str = ""  # a session state (e.g. ``rejoining``) to wait for after the trigger before the checks,
+    began: str = ""  # once this one (e.g. ``standby``) was reported
+
+
+def _spawn(member: str) -> Callable[[Run], None]:
+    def trigger(run: Run) -> None:
+        run.fleet.spawn(member, "normal")
+    return trigger
+
+
+def _leave(member: str) -> Callable[[Run], None]:
+    def trigger(run: Run) -> None:
+        worker = run.fleet.workers[member]
+        threading.Thread(target=worker.terminate, args=(30.0,), daemon=True).start()
+    return trigger
+
+
+def _kill(member: str) -> Callable[[Run], None]:
+    def trigger(run: Run) -> None:
+        run.fleet.workers[member].kill()
+    return trigger
+
+
+def _member_node(zk: KazooClient, group: str, member: str) -> str | None:
+    paths = GroupPaths.of(group)
+    for name in zk.get_children(paths.clients):
+        parsed = MemberNode.parse(name)
+        if parsed is not None and parsed.member_id == member:
+            return str(name)
+    return None
+
+
+def _evict(member: str) -> Callable[[Run], None]:
+    """An administrator (or a group deletion in progress) deletes a live member's node."""
+    def trigger(run: Run) -> None:
+        name = _member_node(run.fleet.zk, run.fleet.group, member)
+        if name is None:
+            raise RuntimeError(f"{member} has no member node to evict")
+        run.fleet.zk.delete(GroupPaths.of(run.fleet.group).client(name))
+    return trigger
+
+
+def _standby(member: str) -> Callable[[Run], None]:
+    """One of the member's resources is deleted (its stop callback overruns the stop timeout, and goes
+    on running), then created again: assigned back to the member while that callback still runs, it
+    steps aside (standby), and rejoins once the callback has returned."""
+    def trigger(run: Run) -> None:
+        worker = run.fleet.workers[member]
+        victim = min(run.fleet.owned_by(worker))
+        claim = GroupPaths.of(run.fleet.group).owner(victim)
+        run.fleet.delete_resource(victim)
+        deadline = time.monotonic() + 30
+        while run.fleet.zk.exists(claim) is not None:  # released once the stop timeout ran out
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{member} never released {victim}")
+            time.sleep(0.02)
+        run.fleet.add_resource(victim)
+    return trigger
+
+
+def _claim_race(run: Run) -> None:
+    """A resource is created, and deleted again as soon as a member has claimed it: the plan takes it
+    back while its claimer may still be finishing the claim."""
+    name = run.fleet.pool[run.fleet.settings.resources]
+    claim = GroupPaths.of(run.fleet.group).owner(name)
+    run.fleet.add_resource(name)
+    deadline = time.monotonic() + 30
+    while run.fleet.zk.exists(claim) is None:
+        if time.monotonic() > deadline:
+            run.notes.append(f"{name} was never claimed")
+            break
+        time.sleep(0.01)
+    run.fleet.delete_resource(name)
+
+
+def _add_resource(run: Run) -> None:
+    run.fleet.add_resource(run.fleet.pool[run.fleet.settings.resources])
+
+
+def _failover(member: str) -> Callable[[Run], None]:
+    """The member's container is confirmed dead (SIGKILL): the operator's failover ends its member node
+    before its session expires, on a client of its own behind the ``failover`` proxy. An attempt that
+    fails (its connection or session lost) is run again on a fresh client, as the operator's next pass
+    over the pod would."""
+    def trigger(run: Run) -> None:
+        from rebalanser_operator.endmember import MemberChanged, end_member
+
+        name = _member_node(run.fleet.zk, run.fleet.group, member)
+        run.fleet.workers[member].kill()
+        if name is None:
+            raise RuntimeError(f"{member} has no member node")
+        proxy = run.proxy("failover")
+        for attempt in range(2):
+            zk = KazooClient(hosts=proxy.hosts, timeout=SETTINGS.session_timeout * 5,
+                             connection_retry=KazooRetry(max_tries=3, delay=0.05))
+            try:
+                zk.start(timeout=10)
+                end_member(zk, GroupPaths.of(run.fleet.group), name)
+                run.notes.append(f"failover attempt {attempt + 1} ended {name}")
+                return
+            except MemberChanged:
+                run.notes.append(f"failover attempt {attempt + 1}: {name} already gone")
+                return
+            except (KazooException, run.fleet.zk.handler.timeout_exception) as exc:
+                run.notes.append(f"failover attempt {attempt + 1} failed: {exc!r}")
+            finally:
+                with contextlib.suppress(Exception):
+                    zk.stop()
+                    zk.close()
+    return trigger
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
+    Scenario("join", "a member joins", ("w0", "w1"), ("w2",), _spawn("w2")),
+    Scenario("leave", "graceful leave", ("w0", "w1", "w2"), ("w2", "w0"), _leave("w2")),
+    Scenario("move", "resources move from live members to a new one", ("w0", "w1"), ("w1", "w0"), _spawn("w2")),
+    Scenario("standby", "standby and rejoin", ("w0", "w1"), ("w1",), _standby("w1"), slow=("w1",),
+             until="rejoining", began="standby"),
+    Scenario("evict", "eviction (member node deleted from outside)", ("w0", "w1", "w2"), ("w2", "w0"),
+             _evict("w2")),
+    Scenario("take-office", "a coordinator dies, the next takes office", ("w0", "w1", "w2"), ("w1",),
+             _kill("w0")),
+    Scenario("commit", "the coordinator commits a plan for a new resource", ("w0", "w1"), ("w0", "w1"),
+             _add_resource),
+    Scenario("claim-race", "a new resource is deleted again as soon as it is claimed", ("w0", "w1"),
+             ("w1", "w0"), _claim_race, resources=5),
+    Scenario("global-barrier", "a Global Barrier round", ("w0", "w1"), ("w0", "w1", "w2"), _spawn("w2"),
+             target="global-barrier"),
+    Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover",),
+             _failover("w1")),
+]}
+
+
+# -- one run ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    scenario: str
+    request: int  # -1: the recording run
+    fault: str  # "" for the recording run
+    actor: str = ""
+    local: int = -1  # index among the actor's own requests
+    operation: str = ""
+    fired: bool = False
+    violations: list[list[str]] = field(default_factory=list)  # [category, message]
+    seen: dict[str, list[str]] = field(default_factory=dict)  # actor -> its requests, in order
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({c for c, _ in self.violations})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _settings(scenario: Scenario) -> Settings:
+    return Settings(**{**asdict(SETTINGS), "target": scenario.target, "workers": len(scenario.members),
+                       "resources": scenario.resources})
+
+
+def _expire_session(hosts: str) -> Callable[[int, bytes], None]:
+    """Ends a session on the server: a second client attaches to it (same id and password) and closes it."""
+    def expire(session: int, password: bytes) -> None:
+        other = KazooClient(hosts=hosts, client_id=(session, password), timeout=10)
+        other.start(timeout=10)
+        other.stop()
+        other.close()
+    return expire
+
+
+def _start_members(run: Run, scenario: Scenario) -> None:
+    """The first member alone (so that it takes office), then the rest; waits until all settled."""
+    fleet = run.fleet
+    for name in fleet.pool[: fleet.settings.resources]:
+        fleet.add_resource(name)
+    started = time.monotonic_ns()
+    first, *rest = scenario.members
+    fleet.spawn(first, "slow" if first in scenario.slow else "normal")
+    deadline = time.monotonic() + 60
+    while fleet.coordinator() is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{first} never took office")
+        time.sleep(0.05)
+    for member in rest:
+        fleet.spawn(member, "slow" if member in scenario.slow else "normal")
+    settled = fleet.wait_recovered(started, cap=60)
+    if not settled.ok:
+        raise RuntimeError(f"the fleet never settled before the trigger: {settled.problems}")
+
+
+def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Callable[[str], RequestTap],
+              point: Point) -> Point:
+    began = time.monotonic()
+    settings = _settings(scenario)
+    fleet = ExploreFleet(cluster, settings, workdir, random.Random(0))
+    run = Run(fleet, cluster)
+    try:
+        _start_members(run, scenario)
+        for actor in scenario.actors:
+            run.taps[actor] = run.proxy(actor).tap(tap_for(actor)) or RequestTap()
+        trigger_ns = time.monotonic_ns()
+        watch = ClaimWatch(run)
+        watch.start()
+        try:
+            scenario.trigger(run)
+            point.violations = check(run, scenario, trigger_ns)
+        finally:
+            point.violations += watch.stop()
+        states = [str(e.get("state")) for e in fleet.ledger.events_of({"session"}) if e["ts"] >= trigger_ns]
+        point.notes += [f"session states after the trigger: {_runs(states)}"] if states else []
+    except (RuntimeError, KazooException, TimeoutError, fleet.zk.handler.timeout_exception) as exc:
+        # The harness could not drive the scenario (e.g. the fleet never settled on an overloaded host):
+        # reported as its own category, never as the library's violation, and the exploration goes on.
+        point.violations.append(["harness", f"the scenario could not be driven: {exc!r}"])
+    finally:
+        for actor, tap in run.taps.items():
+            point.seen[actor] = list(tap.seen)
+            if tap.fired.is_set():
+                point.fired = True
+            if tap.error:
+                point.notes.append(f"{actor}: {tap.error}")
+        point.notes += run.notes
+        fleet.discard()
+        if run.failover_proxy is not None:
+            run.failover_proxy.close()
+    point.seconds = round(time.monotonic() - began, 1)
+    return point
+
+
+def _runs(states: list[str]) -> str:
+    """``a a b a`` -> ``a*2 b a``."""
+    out: list[list[Any]] = []
+    for state in states:
+        if out and out[-1][0] == state:
+            out[-1][1] += 1
+        else:
+            out.append([state, 1])
+    return " ".join(s if n == 1 else f"{s}*{n}" for s, n in out)
+
+
+class ExploreFleet(Fleet):
+    """A fleet that ends with SIGKILL (its group is thrown away; a graceful leave only costs time)."""
+
+    def discard(self) -> None:
+        for worker in self.workers.values():
+            if worker.alive:
+                worker.kill()
+        self.close()
+
+
+# -- checks ----------------------------------------------------------------------------------------
+
+
+class ClaimWatch:
+    """Samples ZooKeeper's claims every 0.2 s from the trigger to the end of the checks: a claim held by
+    a session whose process does not work on the resource (or by a session no process of the fleet
+    has) for longer than T + interval (plus one observation window, the evidence's own delay) after
+    the fault ended is a violation. Sessions are told apart by what the proxies saw in each connect
+    reply, not by what the library says."""
+
+    PERIOD = 0.2
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        settings = run.fleet.settings
+        self.limit_ns = int((settings.session_timeout + settings.interval + settings.window) * 1e9)
+        self.since: dict[tuple[str, int], int] = {}
+        self.found: list[list[str]] = []
+        self._reported: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="claim-watch")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[list[str]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.found
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.PERIOD):
+            with contextlib.suppress(KazooException, self.run.fleet.zk.handler.timeout_exception):
+                self.sample()
+
+    def _healed_ns(self) -> int:
+        """When the injected fault ended (a flap lasts a while; no write can succeed during it)."""
+        ends = [t.fired_ns + int(t.flap * 1e9 if t.fault == "flap" else 0)
+                for t in list(self.run.taps.values()) if t.fired.is_set()]
+        return max(ends, default=0)
+
+    def _sessions(self) -> dict[int, str]:
+        out = {}
+        for name, proxy in list(self.run.fleet.proxies.items()):
+            if proxy.session is not None:
+                out[proxy.session[0]] = name
+        return out
+
+    def sample(self) -> None:
+        fleet = self.run.fleet
+        zk, paths = fleet.zk, GroupPaths.of(fleet.group)
+        now = time.monotonic_ns()
+        ticks = fleet.ledger.ticks_between(now - int(fleet.settings.window * 1e9), now)
+        worked = {(e["id"], e.get("_pid"), e["resource"]) for e in ticks}
+        sessions = self._sessions()
+        held: set[tuple[str, int]] = set()
+        for resource in zk.get_children(paths.owners):
+            stat = zk.exists(paths.owner(resource))
+            if stat is None:
+                continue
+            key = (resource, int(stat.ephemeralOwner))
+            held.add(key)
+            holder = sessions.get(key[1])
+            worker = fleet.workers.get(holder or "")
+            if worker is not None and (worker.member_id, worker.pid, resource) in worked:
+                self.since.pop(key, None)
+                continue
+            first = max(self.since.setdefault(key, now), self._healed_ns())
+            if now - first > self.limit_ns and key not in self._reported:
+                self._reported.add(key)
+                who = f"{holder}'s session" if holder else f"session {key[1]:#x} (no worker's)"
+                self.found.append(["claims", f"claim {resource} held by {who} for over "
+                                             f"{self.limit_ns / 1e9:.1f} s without its process working on it"])
+        for key in [k for k in self.since if k not in held]:
+            del self.since[key]
+
+
+def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
+    fleet, settings = run.fleet, run.fleet.settings
+    bound = settings.bound + settings.session_timeout  # a fault may cost one session, then the bound
+    found: list[list[str]] = []
+    if scenario.until:  # only once the path began (a fault before it may keep the path from being taken)
+        start_by = time.monotonic() + settings.interval + 2.0
+        while scenario.began not in _states_since(fleet, trigger_ns) and time.monotonic() < start_by:
+            time.sleep(0.05)
+        deadline = time.monotonic() + settings.slow_delay + bound
+        while scenario.began in _states_since(fleet, trigger_ns) and scenario.until not in _states_since(
+                fleet, trigger_ns):
+            if time.monotonic() > deadline:
+                found.append(["liveness", f"no member reported {scenario.until!r} within "
+                                          f"{settings.slow_delay + bound:.1f} s"])
+                break
+            time.sleep(0.05)
+        trigger_ns = time.monotonic_ns()
+    recovery = fleet.wait_recovered(trigger_ns, cap=bound + 2 * settings.window)
+    if not recovery.ok:
+        found += [["liveness", p] for p in recovery.problems[:5]]
+    found += [["overlap", p] for p in fleet.ledger.overlaps()]
+    found += [["token", p] for p in fleet.ledger.token_regressions()]
+    grace = settings.session_timeout + settings.interval  # T + interval
+    found += _settled(lambda: _zk_problems(fleet), grace + settings.slack)
+    if fleet.coordinator() is None or fleet.coordinator() not in fleet.running():
+        found.append(["coordinator", f"no live member in office within {bound:.1f} s of the trigger"])
+    return found
+
+
+def _states_since(fleet: Fleet, since_ns: int) -> set[str]:
+    return {str(e.get("state")) for e in fleet.ledger.events_of({"session"}) if e["ts"] >= since_ns}
+
+
+def _settled(read: Callable[[], list[list[str]]], patience: float) -> list[list[str]]:
+    """``read()`` until it finds nothing, for up to ``patience`` seconds; its last findings."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            found = read()
+        except KazooException as exc:
+            found = [["harness", f"could not read ZooKeeper: {exc!r}"]]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def _zk_problems(fleet: Fleet) -> list[list[str]]:
+    """ZooKeeper's state against the evidence: member nodes per session and per live worker, and every
+    claim held by a live member that works on it."""
+    zk, paths = fleet.zk, GroupPaths.of(fleet.group)
+    live = fleet.in_group()
+    found: list[list[str]] = []
+    by_session: dict[int, list[str]] = {}
+    for name in zk.get_children(paths.clients):
+        stat = zk.exists(paths.client(name))
+        if stat is not None and stat.ephemeralOwner:
+            by_session.setdefault(int(stat.ephemeralOwner), []).append(name)
+    member_of: dict[int, str] = {}
+    for session, names in by_session.items():
+        if len(names) > 1:
+            found.append(["members", f"session {session:#x} has {len(names)} member nodes: {sorted(names)}"])
+        parsed = MemberNode.parse(names[0])
+        member_of[session] = parsed.member_id if parsed else names[0]
+    ids = sorted(member_of.values())
+    if ids != sorted(live):
+        found.append(["members", f"member nodes of {ids} != live workers in the group {sorted(live)}"])
+    end = time.monotonic_ns()
+    ticks = fleet.ledger.ticks_between(end - int(fleet.settings.window * 1e9), end)
+    workers = window_owners(ticks, fleet.resources)
+    for resource in sorted(zk.get_children(paths.owners)):
+        try:
+            stat = zk.exists(paths.owner(resource))
+        except NoNodeError:
+            continue
+        if stat is None:
+            continue
+        holder = member_of.get(int(stat.ephemeralOwner))
+        working = workers.get(resource, ("", 0))[0]
+        if holder is None:
+            found.append(["claims", f"claim {resource} held by session {stat.ephemeralOwner:#x}, no live member's"])
+        elif working != holder:
+            found.append(["claims", f"claim {resource} held by {holder}'s session, but "
+                                    f"{working or 'nobody'} works on it"])
+    unclaimed = sorted(fleet.resources - set(zk.get_children(paths.owners)))
+    if unclaimed:
+        found.append(["claims", f"resources unclaimed: {unclaimed}"])
+    return found
+
+
+# -- exploring -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recording:
+    scenario: str
+    requests: list[tuple[str, int, str]]  # (actor, index among its own, operation), actor by actor
+    violations: list[list[str]]
+
+
+class Explorer:
+    def __init__(self, cluster: ZkCluster, workdir: Path) -> None:
+        self.cluster, self.workdir = cluster, workdir
+        self.expire = _expire_session(cluster.hosts)
+        self._runs = 0
+        self._recordings: dict[str, Recording] = {}
+
+    def _dir(self, label: str) -> Path:
+        self._runs += 1
+        path = self.workdir / f"{self._runs:04d}-{label}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def recording(self, name: str) -> Recording:
+        """The scenario's recording, made once per explorer."""
+        if name not in self._recordings:
+            self._recordings[name] = self.record(SCENARIOS[name])
+        return self._recordings[name]
+
+    def record(self, scenario: Scenario) -> Recording:
+        point = run_point(self.cluster, scenario, self._dir(f"{scenario.name}-record"),
+                          lambda actor: RequestTap(), Point(scenario.name, -1, ""))
+        requests = [(actor, i, op) for actor in scenario.actors for i, op in enumerate(point.seen.get(actor, []))]
+        return Recording(scenario.name, requests, point.violations)
+
+    def point(self, scenario: Scenario, recording: Recording, request: int, fault: str) -> Point:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}: one of {FAULTS}")
+        if not 0 <= request < len(recording.requests):
+            raise ValueError(f"{scenario.name} has requests 0..{len(recording.requests) - 1}")
+        actor, local, operation = recording.requests[request]
+
+        def tap_for(name: str) -> RequestTap:
+            if name != actor:
+                return RequestTap()
+            return RequestTap(fault, local, self.expire, flap=FLAP * SETTINGS.session_timeout)
+
+        point = Point(scenario.name, request, fault, actor, local, operation)
+        run_point(self.cluster, scenario, self._dir(f"{scenario.name}-{request}-{fault}"), tap_for, point)
+        got = point.seen.get(actor, [])
+        if local < len(got) and got[local] != operation:
+            point.notes.append(f"request {local} of {actor} was {got[local]} this time (recorded: {operation})")
+        if not point.fired:
+            point.notes.append("the request was not reached this time: no fault injected")
+        return point
+
+
+def nth_request(recording: Recording, actor: str, operation: str, n: int = 1, after: int = -1) -> int:
+    """The global index of ``actor``'s ``n``-th ``operation`` (1-based) after global index ``after``."""
+    found = [i for i, (a, _, op) in enumerate(recording.requests) if a == actor and op == operation and i > after]
+    if len(found) < n:
+        raise LookupError(f"{recording.scenario}: {actor} sent fewer than {n} {operation} after #{after}: "
+                          f"{recording.requests}")
+    return found[n - 1]
+
+
+def describe(point: Point) -> str:
+    head = (f"{point.scenario} #{point.request} {point.fault}: {point.actor}[{point.local}] {point.operation}"
+            f" ({point.seconds:.0f}s)")
+    if not point.fired:
+        head += " [not reached]"
+    if not point.violations:
+        return head + " ok"
+    return head + "".join(f"\n    {c}: {m[:300]}" for c, m in point.violations[:6])
+
+
+def explore(explorer: Explorer, names: list[str], faults: list[str], requests: list[int] | None,
+            out: Any) -> list[Point]:
+    points: list[Point] = []
+    for name in names:
+        scenario = SCENARIOS[name]
+        recording = explorer.recording(name)
+        ops = ", ".join(f"{a}[{i}] {op}" for a, i, op in recording.requests)
+        print(f"== {name} ({scenario.path}): {len(recording.requests)} requests: {ops}", flush=True)
+        if recording.violations:
+            print(f"   the fault-free run itself: {recording.violations}", flush=True)
+        out.write(json.dumps({"recording": asdict(recording)}) + "\n")
+        indices = requests if requests is not None else list(range(len(recording.requests)))
+        for index in indices:
+            for fault in faults:
+                point = explorer.point(scenario, recording, index, fault)
+                points.append(point)
+                out.write(json.dumps(point.to_dict()) + "\n")
+                out.flush()
+                print(describe(point), flush=True)
+    return points
+
+
+def summary(points: list[Point]) -> dict[str, Any]:
+    by_scenario: dict[str, dict[str, Any]] = {}
+    for p in points:
+        s = by_scenario.setdefault(p.scenario, {"points": 0, "reached": 0, "violating": 0, "categories": {}})
+        s["points"] += 1
+        s["reached"] += int(p.fired)
+        s["violating"] += int(bool(p.violations))
+        for c in p.categories:
+            s["categories"][c] = s["categories"].get(c, 0) + 1
+    return by_scenario
+
+
+def result_doc(recordings: dict[str, Recording], points: list[Point], seconds: float) -> dict[str, Any]:
+    return {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(seconds),
+        "faults": list(FAULTS),
+        "flap_T": FLAP,
+        "scenarios": {
+            name: {"path": SCENARIOS[name].path, "requests": [list(r) for r in rec.requests],
+                   "recording_violations": rec.violations}
+            for name, rec in recordings.items()
+        },
+        "summary": summary(points),
+        "points": [p.to_dict() for p in points],
+    }
+
+
+def markdown_lines(doc: dict[str, Any]) -> list[str]:
+    """The explorer's section of docs/chaos-report.md."""
+    points = doc.get("points", [])
+    bad = [p for p in points if p["violations"]]
+    lines = [
+        "## Every-request explorer", "",
+        f"Generated {doc['generated']} by `python -m tests.chaos.explore` ({doc['seconds']} s). Each point is one "
+        f"scenario run with one fault at one request (faults: {', '.join(doc['faults'])}; a flap drops every "
+        f"request for {doc['flap_T']} T). How it works: docs/chaos.md, \"The every-request explorer\".", "",
+        f"**{len(points)} points explored, {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
+        "",
+        "| scenario | path | requests | points | reached | with violations | by category |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for name, s in doc["summary"].items():
+        scenario = doc["scenarios"].get(name, {})
+        cats = ", ".join(f"{c} {n}" for c, n in sorted(s["categories"].items())) or "-"
+        lines.append(f"| {name} | {scenario.get('path', '')} | {len(scenario.get('requests', []))} | {s['points']} | "
+                     f"{s['reached']} | {s['violating']} | {cats} |")
+    if bad:
+        lines += ["", "Points with violations (replay: `python -m tests.chaos.explore --scenario S --request N "
+                      "--fault F`):", ""]
+        for p in bad[:60]:
+            first = p["violations"][0]
+            lines.append(f"- {p['scenario']} #{p['request']} {p['fault']} ({p['actor']}[{p['local']}] "
+                         f"{p['operation']}): {', '.join(sorted({c for c, _ in p['violations']}))}; "
+                         f"{first[1][:160]}")
+        if len(bad) > 60:
+            lines.append(f"- ... and {len(bad) - 60} more (docs/chaos-explore.json)")
+    return [*lines, ""]
+
+
+def doc_from_files(files: list[Path]) -> dict[str, Any]:
+    """A report document from the JSON lines of earlier runs (``points.jsonl``: a recording line per
+    scenario, then a line per point); a later point of the same (scenario, request, fault) wins."""
+    recordings: dict[str, Recording] = {}
+    points: dict[tuple[str, int, str], Point] = {}
+    for path in files:
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if "recording" in record:
+                r = record["recording"]
+                recordings.setdefault(r["scenario"], Recording(r["scenario"], [tuple(x) for x in r["requests"]],
+                                                               r["violations"]))
+            else:
+                point = Point(**record)
+                points[(point.scenario, point.request, point.fault)] = point
+    ordered = [points[k] for k in sorted(points, key=lambda k: (list(SCENARIOS).index(k[0]), k[1],
+                                                                 FAULTS.index(k[2])))]
+    return result_doc(recordings, ordered, sum(p.seconds for p in ordered))
+
+
+SECTION = "## Every-request explorer"
+
+
+def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
+    """Writes ``chaos-explore.json``, and the explorer's section of ``chaos-report.md`` (in place of the
+    one there; the campaign's own sections unchanged)."""
+    path = report_dir / "chaos-explore.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    md = report_dir / "chaos-report.md"
+    before = md.read_text() if md.exists() else "# Chaos campaign report\n"
+    if SECTION in before:
+        head, _, rest = before.partition(SECTION)
+        following = rest.find("\n## ")
+        before = head + (rest[following + 1:] if following >= 0 else "")
+    md.write_text(before.rstrip("\n") + "\n\n" + "\n".join(markdown_lines(doc)))
+    return path
+
+
+def _interrupted(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.chaos.explore", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
+                   help="a scenario (repeatable); default with --all: every one")
+    p.add_argument("--request", type=int, action="append", help="request index (repeatable)")
+    p.add_argument("--fault", action="append", choices=FAULTS, help="fault (repeatable); default all three")
+    p.add_argument("--all", action="store_true", help="every request of the scenarios, every fault")
+    p.add_argument("--list", action="store_true", help="only record the scenarios and list their requests")
+    p.add_argument("--workdir", type=Path)
+    p.add_argument("--out", type=Path, help="JSON lines, one per point (default: <workdir>/points.jsonl)")
+    p.add_argument("--report", action="store_true",
+                   help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md")
+    p.add_argument("--report-dir", type=Path, default=REPO / "docs")
+    p.add_argument("--summarise", type=Path, nargs="+", metavar="POINTS_JSONL",
+                   help="no run: the report of earlier runs' points files (with --report: written to docs/)")
+    args = p.parse_args(argv)
+    if args.summarise:
+        doc = doc_from_files(args.summarise)
+        print("\n".join(markdown_lines(doc)))
+        if args.report:
+            print(f"report: {write_report(args.report_dir, doc)}")
+        return 0
+    if not (args.all or args.list or (args.scenario and args.request is not None)):
+        p.error("give --scenario S --request N [--fault F], or --all, or --list")
+    if shutil.which("java") is None:
+        print("java is required (a real ZooKeeper server)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupted)  # end the workers and the server on the way out
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the failover's and the harness's clients reconnect noisily
+    names = args.scenario or list(SCENARIOS)
+    faults = args.fault or list(FAULTS)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rebalanser-explore-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = make_cluster(workdir / "zk", 1)
+    cluster.start()
+    print(f"explorer: scenarios {names}, faults {faults}, workdir {workdir}", flush=True)
+    try:
+        explorer = Explorer(cluster, workdir / "runs")
+        with open(args.out or workdir / "points.jsonl", "a") as out:
+            if args.list:
+                for name in names:
+                    recording = explorer.recording(name)
+                    out.write(json.dumps({"recording": asdict(recording)}) + "\n")
+                    print(f"{name}: " + ", ".join(f"#{n} {a}[{i}] {op}" for n, (a, i, op)
+                                                  in enumerate(recording.requests)), flush=True)
+                    if recording.violations:
+                        print(f"   the fault-free run itself: {recording.violations}", flush=True)
+                return 0
+            began = time.monotonic()
+            points = explore(explorer, names, faults, None if args.all else args.request, out)
+    finally:
+        cluster.stop()
+    if args.report:
+        doc = result_doc({n: explorer.recording(n) for n in names}, points, time.monotonic() - began)
+        print(f"report: {write_report(args.report_dir, doc)}")
+    total = summary(points)
+    print(json.dumps(total, indent=1))
+    bad = sum(1 for pt in points if pt.violations)
+    print(f"{len(points)} points explored ({sum(pt.fired for pt in points)} reached), {bad} with violations")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
