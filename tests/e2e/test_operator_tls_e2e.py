@@ -66,7 +66,7 @@ def operator(installed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
     base = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig", NS, SERVICE_ACCOUNT)
     running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS,
-                              args=("--credentials-grace", str(CREDENTIALS_GRACE)))
+                              args=("--credentials-grace", str(CREDENTIALS_GRACE), "--secret-poll", "2"))
     running.start()
     try:
         yield running
