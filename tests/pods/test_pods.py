@@ -451,7 +451,7 @@ def test_helm_uninstall_keeps_the_crd_and_resource_groups(scene: Scene) -> None:
     wait_until(lambda: not scene.operator_pods(), 120, "operator pods still there after helm uninstall")
     assert _gone(scene, "deployment", FULLNAME, "-n", NS)
     assert _gone(scene, "service", f"{FULLNAME}-metrics", "-n", NS)
-    assert _gone(scene, "clusterrole", f"{FULLNAME}-scanning")
+    assert _gone(scene, "clusterrole", f"{NS}-{FULLNAME}-scanning")
     assert not _gone(scene, "crd", "resourcegroups.rebalanser.io")
     rg = scene.rg()
     assert rg["status"]["phase"] == "Stable" and "rebalanser.io/finalizer" in rg["metadata"]["finalizers"]
