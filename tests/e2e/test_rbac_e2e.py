@@ -116,3 +116,21 @@ def test_the_service_account_replaces_only_config_maps_the_operator_made(cluster
     assert not labels, f"the foreign ConfigMap was changed: {labels}"
     own = replace_as_operator("orders-rebalanser", {"app.kubernetes.io/managed-by": "rebalanser-operator"})
     assert own.returncode == 0, own.stderr
+
+
+def test_the_operator_refuses_to_replace_a_foreign_config_map(cluster: Cluster) -> None:
+    """The operator's own check, without the admission policy (as an administrator, whom the policy
+    does not bind): a ConfigMap of the workers' ConfigMap's name that it did not create is left alone."""
+    from kubernetes import config as k8s_config
+    from rebalanser_operator.kube import ForeignConfigMap, KubernetesGateway
+
+    gateway = KubernetesGateway(k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    cluster.run_kubectl("apply", "-f", "-", input=config_map("billing-rebalanser", {}))
+    with pytest.raises(ForeignConfigMap, match="not created by the operator"):
+        gateway.publish_config(TENANT, "billing-rebalanser", {"REBALANSER_ZK": "elsewhere:2181"}, None)
+    data = json.loads(cluster.run_kubectl("get", "configmap", "billing-rebalanser", "-n", TENANT, "-o", "json").stdout)
+    assert data["data"] == {"k": "v"}
+    gateway.publish_config(TENANT, "shipping-rebalanser", {"REBALANSER_ZK": "zk:2181"}, None)  # created
+    gateway.publish_config(TENANT, "shipping-rebalanser", {"REBALANSER_ZK": "zk2:2181"}, None)  # its own: replaced
+    data = json.loads(cluster.run_kubectl("get", "configmap", "shipping-rebalanser", "-n", TENANT, "-o", "json").stdout)
+    assert data["data"] == {"REBALANSER_ZK": "zk2:2181"}
