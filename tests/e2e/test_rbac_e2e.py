@@ -124,7 +124,7 @@ def test_the_operator_refuses_to_replace_a_foreign_config_map(cluster: Cluster) 
     from kubernetes import config as k8s_config
     from rebalanser_operator.kube import ForeignConfigMap, KubernetesGateway
 
-    gateway = KubernetesGateway(k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    gateway = KubernetesGateway(k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig)))  # type: ignore[no-untyped-call]
     cluster.run_kubectl("apply", "-f", "-", input=config_map("billing-rebalanser", {}))
     with pytest.raises(ForeignConfigMap, match="not created by the operator"):
         gateway.publish_config(TENANT, "billing-rebalanser", {"REBALANSER_ZK": "elsewhere:2181"}, None)
