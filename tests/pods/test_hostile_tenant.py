@@ -50,7 +50,7 @@ VICTIM_ROOT = f"/rebalanser/{VICTIM}"
 VICTIM_GROUP = f"{VICTIM_ROOT}/{GROUP}"
 OTHER_APP = f"/{PREFIX}-brokers"  # another application's tree (Kafka's /brokers, say), unique to this test
 OTHER_APP_NODES = ["ids", "ids/0", "ids/1", "topics", "topics/payments"]
-SECRET = "orders-zk"
+SECRET, PASSWORD = "orders-zk", "victim-password-7f3a9c"
 WORKERS = "orders-worker"
 SELECTOR = f"app.kubernetes.io/name={WORKERS}"
 LISTENER_PORT = 2181
@@ -58,7 +58,7 @@ LISTENER_PORT = 2181
 SNAPSHOT_SCRIPT = """
 import base64, json, sys
 from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=10)
+zk = KazooClient(hosts=sys.argv[1], timeout=10, auth_data=[("digest", sys.argv[2])])
 zk.start(timeout=30)
 out = {}
 def walk(path):
@@ -73,7 +73,7 @@ def walk(path):
                  "acl": sorted(f"{a.id.scheme}:{a.id.id}:{a.perms}" for a in acl)}
     for child in children:
         walk(path.rstrip("/") + "/" + child)
-for root in sys.argv[2:]:
+for root in sys.argv[3:]:
     walk(root)
 zk.stop()
 print(json.dumps(out))
@@ -167,8 +167,8 @@ class Hostile:
         self.kube.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects))
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = json.loads(self.tools.python(SNAPSHOT_SCRIPT, ZK_CONNECT, VICTIM_ROOT,
-                                                                      OTHER_APP))
+        out: dict[str, dict[str, Any]] = json.loads(self.tools.python(SNAPSHOT_SCRIPT, ZK_CONNECT, f"orders:{PASSWORD}",
+                                                                      VICTIM_ROOT, OTHER_APP))
         return out
 
     def status(self, namespace: str, name: str) -> dict[str, Any]:
@@ -260,7 +260,7 @@ def changed(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]])
 def test_a_hostile_tenant_cannot_touch_another_tenants_group(hostile: Hostile) -> None:
     started = time.monotonic()
     h = hostile
-    h.apply(secret(VICTIM, SECRET, "orders", "victim-password-7f3a9c"),
+    h.apply(secret(VICTIM, SECRET, "orders", PASSWORD),
             secret(ATTACKER, "attacker-zk", "attacker", "attacker-password"))
     group = resource_group(VICTIM, GROUP, {"connect": ZK_CONNECT, "credentialsSecret": SECRET})
     group["spec"]["failover"] = "SessionExpiry"
@@ -322,5 +322,5 @@ def test_the_victims_credentials_never_reach_the_attackers_status(hostile: Hosti
     """Nothing of the victim's group shows in the attacker's objects (a refused group shows nothing of
     the other): checked on the Events of the attacker's namespace, which outlive the deleted groups."""
     events = json.dumps(hostile.kube.json("get", "events", "-n", ATTACKER))
-    for leak in ("victim-password-7f3a9c", f"{WORKERS}-"):
+    for leak in (PASSWORD, f"{WORKERS}-"):
         assert leak not in events, f"{leak!r} appears in the attacker's Events"
