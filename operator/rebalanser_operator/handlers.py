@@ -5,10 +5,12 @@
 * create / update (``spec`` only) / resume  -> :func:`actions.apply_spec`
 * delete (holds the ``rebalanser.io/finalizer``) -> :func:`actions.delete_znodes`
 * one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`
-* Secret events: a change to a Secret a ResourceGroup references (credentials, TLS) marks the group for
-  re-applying by its status loop (:func:`actions.resync_secrets`), with no restart and no spec change
-* pod events (terminated container instances) -> :class:`podwatch.Failover` for the groups that opted in
-  to ``spec.failover: KubeletConfirmed`` (a kopf index of them by namespace)
+* Secrets are never listed or watched: :mod:`secretpoll` re-reads the ones ResourceGroups reference, by
+  name, every ``secret_poll`` seconds; a change marks the group for re-applying by its status loop
+  (:func:`actions.resync_secrets`), with no restart and no spec change
+* only with ``watch_pods`` (the chart's ``failover.enabled``): pod events (terminated container
+  instances) -> :class:`podwatch.Failover` for the groups that opted in to
+  ``spec.failover: KubeletConfirmed`` (a kopf index of them by namespace)
 * login via the official client, a liveness probe, cleanup of ZooKeeper connections;
 * on shutdown, when the operator's own namespace is being deleted, :mod:`farewell` releases that
   namespace's ResourceGroups (nobody else would).
@@ -29,7 +31,7 @@ from typing import Any
 
 import kopf
 
-from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes, note_secret
+from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover import ended_instances
 from rebalanser_operator.farewell import release_terminating_namespace
@@ -37,6 +39,7 @@ from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.rollout import rolling_out
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
+from rebalanser_operator.secretpoll import DEFAULT_INTERVAL, poll_forever
 from rebalanser_operator.statusloop import StatusLoop
 
 #: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
@@ -77,9 +80,20 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> kopf.OperatorRegistry:
-    """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`)."""
+def build_registry(
+    ctx: OperatorContext, own_namespace: str | None = None, *, watch_pods: bool = True,
+    secret_poll: float = DEFAULT_INTERVAL,
+) -> kopf.OperatorRegistry:
+    """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`).
+    ``watch_pods``: register the pod watch for ``spec.failover: KubeletConfirmed`` (the chart's RBAC
+    grants pods only with ``failover.enabled``). ``secret_poll``: seconds between re-reads of the
+    referenced Secrets."""
     registry = kopf.OperatorRegistry()
+    poller: list[asyncio.Task[None]] = []
+
+    @kopf.on.startup(id="secrets", registry=registry)
+    async def start_secret_poll(**_: Any) -> None:
+        poller.append(asyncio.create_task(poll_forever(ctx, ctx.kube.secret_data, secret_poll)))
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -101,6 +115,8 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
         except Exception:
             logger.exception("could not release the ResourceGroups of namespace %s", own_namespace)
         finally:
+            for task in poller:
+                task.cancel()
             ctx.close()
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
@@ -159,15 +175,6 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
         finally:
             waker.cancel()
 
-    def referenced(namespace: str | None, name: str, **_: Any) -> bool:
-        return bool(ctx.groups_referencing(namespace or "", name))
-
-    @kopf.on.event("", "v1", "secrets", id="rotation", when=referenced, registry=registry)
-    def secret_event(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
-        if event.get("type") == "DELETED":
-            return  # connections keep what they have; the next reconcile reports the missing Secret
-        note_secret(ctx, namespace or "", name, body.get("data"))
-
     failover = Failover(ctx)
 
     @kopf.index(GROUP, VERSION, PLURAL, id="failover_groups", registry=registry)
@@ -177,12 +184,14 @@ def build_registry(ctx: OperatorContext, own_namespace: str | None = None) -> ko
     def reports_ended_instance(body: kopf.Body, **_: Any) -> bool:
         return bool(ended_instances(body))
 
-    @kopf.on.event("", "v1", "pods", id="failover", when=reports_ended_instance, registry=registry)
     async def pod_event(body: kopf.Body, namespace: str | None, **kwargs: Any) -> None:
         index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
         opted_in = list(index.get(namespace or "", ()))
         if opted_in:
             await failover.handle_pod(body, opted_in)
+
+    if watch_pods:
+        kopf.on.event("", "v1", "pods", id="failover", when=reports_ended_instance, registry=registry)(pod_event)
 
     def named_by_a_group(kind: str) -> Any:
         """Only the workloads some ResourceGroup names (``spec.workload``) reach the handler."""

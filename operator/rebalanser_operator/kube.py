@@ -29,6 +29,14 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT = (5.0, 20.0)
 
 
+#: The label on every ConfigMap the operator creates; it replaces no other ConfigMap.
+MANAGED_BY = ("app.kubernetes.io/managed-by", "rebalanser-operator")
+
+
+class ForeignConfigMap(RuntimeError):
+    """A ConfigMap of the workers' ConfigMap's name exists and was not created by the operator."""
+
+
 class CredentialsError(RuntimeError):
     """The referenced Secret is missing or lacks what it must hold (``username``/``password``, or
     valid TLS keys)."""
@@ -72,11 +80,15 @@ class KubeGateway(Protocol):
     def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
         """Reads ``ca.crt``/``tls.crt``/``tls.key`` from a Secret; raises :class:`CredentialsError`."""
 
+    def secret_data(self, namespace: str, secret: str) -> dict[str, str] | None:
+        """A Secret's ``data`` (base64 values) read by name; None when it cannot be read."""
+
     def publish_config(
         self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
     ) -> None:
         """Creates or replaces the ConfigMap ``name`` holding ``data``, owned by ``owner`` (an object
-        reference) when given; raises on failure."""
+        reference) when given; raises on failure. A ConfigMap of that name the operator did not
+        create (without its ``managed-by`` label) is never replaced: :class:`ForeignConfigMap`."""
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         """True while the Deployment/StatefulSet rolls out; None when it cannot be read."""
@@ -123,6 +135,13 @@ class KubernetesGateway:
     def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
         return tls_from(self._secret_data(namespace, secret), f"{namespace}/{secret}", verify_hostname=verify_hostname)
 
+    def secret_data(self, namespace: str, secret: str) -> dict[str, str] | None:
+        try:
+            return self._secret_data(namespace, secret)
+        except CredentialsError as exc:
+            log.debug("%s", exc)
+            return None
+
     def _secret_data(self, namespace: str, secret: str) -> dict[str, str]:
         try:
             obj = self._core.read_namespaced_secret(secret, namespace, _request_timeout=REQUEST_TIMEOUT)
@@ -141,7 +160,7 @@ class KubernetesGateway:
         body = k8s.V1ConfigMap(
             metadata=k8s.V1ObjectMeta(
                 name=name, namespace=namespace, owner_references=references,
-                labels={"app.kubernetes.io/managed-by": "rebalanser-operator"},
+                labels=dict([MANAGED_BY]),
             ),
             data=dict(data),
         )
@@ -150,6 +169,14 @@ class KubernetesGateway:
         except ApiException as exc:
             if exc.status != 409:
                 raise
+            existing: Any = self._core.read_namespaced_config_map(name, namespace, _request_timeout=REQUEST_TIMEOUT)
+            labels = (existing.metadata.labels or {}) if existing.metadata is not None else {}
+            if labels.get(MANAGED_BY[0]) != MANAGED_BY[1]:
+                raise ForeignConfigMap(
+                    f"ConfigMap {namespace}/{name} exists and was not created by the operator "
+                    f"(no label {MANAGED_BY[0]}={MANAGED_BY[1]}); it is left alone") from exc
+            # Replaced only as read: a concurrent change fails with 409 and the caller retries.
+            body.metadata.resource_version = existing.metadata.resource_version  # type: ignore[union-attr]
             self._core.replace_namespaced_config_map(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:

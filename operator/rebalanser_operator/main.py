@@ -34,6 +34,7 @@ from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
+from rebalanser_operator.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.tenancy import DEFAULT_PATH_ROOT, AllowedEnsembles, Limits, PathRoots, SettingError, Tenancy
 
 log = logging.getLogger("rebalanser_operator")
@@ -74,12 +75,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          help="ResourceGroups served per namespace, 0 for no limit (default 0)")
     tenancy.add_argument("--max-resources-per-group", type=int, metavar="N",
                          help="resources per ResourceGroup, 0 for the CRD's own limit (default 0)")
+    parser.add_argument("--failover-pods", action="store_true",
+                        help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
+                             "on pods: the chart's failover.enabled); without it no pod is watched")
+    parser.add_argument("--secret-poll", type=float, default=DEFAULT_SECRET_POLL, metavar="SECONDS",
+                        help="re-read the Secrets ResourceGroups reference (by name; Secrets are never listed or "
+                             f"watched) this often, to apply a rotation (default {DEFAULT_SECRET_POLL:g})")
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("-v", "--verbose", action="store_true")
     verbosity.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
     if not 0 <= args.credentials_grace <= 86400:
         parser.error("--credentials-grace must lie in [0, 86400] seconds")
+    if not 1 <= args.secret_poll <= 3600:
+        parser.error("--secret-poll must lie in [1, 3600] seconds")
     if not args.all_namespaces and not args.namespaces:
         env_namespace = os.environ.get("POD_NAMESPACE")
         if not env_namespace:
@@ -165,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("no --allowed-ensemble (REBALANSER_ALLOWED_ENSEMBLES) is set: every ResourceGroup is refused")
     try:
         kopf.run(
-            registry=build_registry(ctx, own_namespace),
+            registry=build_registry(ctx, own_namespace, watch_pods=args.failover_pods,
+                                    secret_poll=args.secret_poll),
             settings=operator_settings(),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,

@@ -310,7 +310,7 @@ def names(prefix: str, count: int) -> list[str]:
 def test_chart_installs_crd_rbac_and_service_account(installed: Cluster) -> None:
     kube = installed
     kube.run_kubectl("get", "serviceaccount", SERVICE_ACCOUNT, "-n", NS)
-    kube.run_kubectl("get", "role,rolebinding", SERVICE_ACCOUNT, "-n", NS)
+    kube.run_kubectl("get", "role,rolebinding", f"{NS}-{SERVICE_ACCOUNT}", "-n", NS)
     who = f"--as=system:serviceaccount:{NS}:{SERVICE_ACCOUNT}"
 
     def can(*args: str) -> str:
@@ -320,7 +320,9 @@ def test_chart_installs_crd_rbac_and_service_account(installed: Cluster) -> None
     assert can("patch", "resourcegroups.rebalanser.io", "--subresource=status", "-n", NS) == "yes"
     assert can("create", "events", "-n", NS) == "yes"
     assert can("get", "secrets", "-n", NS) == "yes"
-    assert can("watch", "secrets", "-n", NS) == "yes"  # rotation of referenced Secrets
+    assert can("watch", "secrets", "-n", NS) == "no"  # read by name only (a rotation by re-reading)
+    assert can("list", "secrets", "-n", NS) == "no"
+    assert can("watch", "pods", "-n", NS) == "no"  # only with failover.enabled
     # ResourceGroups are granted cluster-wide (a namespace deletion must not strand a finalizer);
     # everything else only in the served namespaces.
     assert can("patch", "resourcegroups.rebalanser.io", "-n", "default") == "yes"

@@ -69,7 +69,7 @@ def operator(
     base = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(installed, base / "kubeconfig", NS, SERVICE_ACCOUNT)
     running = OperatorProcess(kubeconfig, installed.env(), base / "operator.log", namespace=NS,
-                              args=("--credentials-grace", str(CREDENTIALS_GRACE), "--debug"),
+                              args=("--credentials-grace", str(CREDENTIALS_GRACE), "--secret-poll", "2", "--debug"),
                               allowed_ensembles=zookeeper.secure_hosts)
     running.start()
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import threading
 import time
@@ -73,6 +74,13 @@ class RecordingKube:
         if secret not in self.tls_secrets:
             raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found")
         return tls_from(self.tls_secrets[secret], f"{namespace}/{secret}", verify_hostname=verify_hostname)
+
+    def secret_data(self, namespace: str, secret: str) -> dict[str, str] | None:
+        if secret in self.secrets:
+            creds = self.secrets[secret]
+            return {key: base64.b64encode(value.encode()).decode()
+                    for key, value in (("username", creds.username), ("password", creds.password))}
+        return dict(self.tls_secrets[secret]) if secret in self.tls_secrets else None
 
     def publish_config(
         self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None

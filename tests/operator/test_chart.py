@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 from rebalanser_operator import crdgen
+
+from tests.support import rbactable
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "rebalanser-operator"
@@ -74,32 +77,32 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     assert {d["kind"] for d in docs} == {
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"}
     assert len(by_kind(docs, "ClusterRoleBinding")) == 2
+    docs = [d for d in docs if not d["metadata"]["name"].endswith(("-view", "-edit"))]  # aggregated, bound to nobody
     (role,) = by_kind(docs, "Role")
     assert role["metadata"]["namespace"] == "ops"
     assert rules_of(role) == {
         "/events": {"create"},
-        "/configmaps": {"create", "update"},  # the workers' ConfigMap per ResourceGroup
-        "/secrets": {"get", "list", "watch"},  # referenced Secrets are watched for rotation
+        "/configmaps": {"get", "create", "update"},  # the workers' ConfigMap per ResourceGroup (only its own)
+        "/secrets": {"get"},  # referenced Secrets, by name: never listed or watched
         "apps/deployments": {"get", "list", "watch"},  # spec.workload: rollouts are watched
         "apps/statefulsets": {"get", "list", "watch"},
-        "/pods": {"get", "list", "watch"},  # spec.failover: KubeletConfirmed
-    }
+    }  # no pods: only with failover.enabled
     cluster_roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
     assert cluster_roles == {
-        "rel-rebalanser-operator-scanning": {
+        "ops-rel-rebalanser-operator-scanning": {
             "apiextensions.k8s.io/customresourcedefinitions": {"list", "watch"},
             "/namespaces": {"get", "list", "watch"},
         },
         # Cluster-wide, so a ResourceGroup deleted with its namespace (and the namespace's RoleBindings)
         # can still have its finalizer released.
-        "rel-rebalanser-operator-resourcegroups": {
+        "ops-rel-rebalanser-operator-resourcegroups": {
             "rebalanser.io/resourcegroups": {"get", "list", "watch", "patch"},
             "rebalanser.io/resourcegroups/status": {"get", "patch"},
         },
     }
     bindings = {b["metadata"]["name"]: b for b in by_kind(docs, "ClusterRoleBinding")}
-    groups = bindings["rel-rebalanser-operator-resourcegroups"]
-    assert groups["roleRef"]["name"] == "rel-rebalanser-operator-resourcegroups"
+    groups = bindings["ops-rel-rebalanser-operator-resourcegroups"]
+    assert groups["roleRef"]["name"] == "ops-rel-rebalanser-operator-resourcegroups"
     assert groups["subjects"] == [
         {"kind": "ServiceAccount", "name": "rel-rebalanser-operator", "namespace": "ops"}]
     (deployment,) = by_kind(docs, "Deployment")
@@ -112,9 +115,10 @@ def test_cluster_wide_option(helm: Path) -> None:
     docs = render(helm, "--set", "rbac.clusterWide=true")
     assert not by_kind(docs, "Role")
     roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
-    assert set(roles) == {"rel-rebalanser-operator", "rel-rebalanser-operator-scanning"}
-    assert "rebalanser.io/resourcegroups/status" in roles["rel-rebalanser-operator"]
-    assert "/secrets" in roles["rel-rebalanser-operator"]
+    assert set(roles) == {"ops-rel-rebalanser-operator", "ops-rel-rebalanser-operator-scanning",
+                          "ops-rel-rebalanser-operator-view", "ops-rel-rebalanser-operator-edit"}
+    assert "rebalanser.io/resourcegroups/status" in roles["ops-rel-rebalanser-operator"]
+    assert roles["ops-rel-rebalanser-operator"]["/secrets"] == {"get"}
     container = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
     assert "--all-namespaces" in container["args"]
 
@@ -183,3 +187,171 @@ def test_more_than_one_replica_is_refused_with_a_reason(helm: Path) -> None:
     )
     assert proc.returncode != 0 and "exactly one replica" in proc.stderr, proc.stderr
     assert by_kind(render(helm, "--set", "replicas=0"), "Deployment")[0]["spec"]["replicas"] == 0
+
+
+# ------------------------------------------------------------------------- least privilege (issue 20)
+
+SA = "system:serviceaccount:ops:rel-rebalanser-operator"
+
+
+def granted(docs: list[dict[str, Any]], namespace: str) -> dict[str, frozenset[str]]:
+    """What the rendered Roles and ClusterRoles bound to the operator's ServiceAccount grant in
+    ``namespace``, as ``{plural[.group][/sub]: verbs}`` (the shape of tests/support/rbactable.py)."""
+    bound = {(b["roleRef"]["kind"], b["roleRef"]["name"], b["metadata"].get("namespace"))
+             for b in docs if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
+             and any(s.get("name") == "rel-rebalanser-operator" for s in b["subjects"])}
+    out: dict[str, set[str]] = {}
+    for role in docs:
+        if role["kind"] == "ClusterRole" and ("ClusterRole", role["metadata"]["name"], None) not in bound:
+            continue
+        if role["kind"] == "Role" and (role["metadata"]["namespace"] != namespace or
+                                       ("Role", role["metadata"]["name"], namespace) not in bound):
+            continue
+        if role["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    name, _, sub = resource.partition("/")
+                    key = (f"{name}.{group}" if group else name) + (f"/{sub}" if sub else "")
+                    out.setdefault(key, set()).update(rule["verbs"])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("enabled", [(), ("failover.enabled",), ("failover.enabled", "operator.peering"),
+                                     ("rbac.clusterWide", "operator.peering")])
+def test_the_chart_grants_exactly_the_docs_rbac_table(helm: Path, enabled: tuple[str, ...]) -> None:
+    sets = {"failover.enabled": "failover.enabled=true", "operator.peering": "operator.peering=rb",
+            "rbac.clusterWide": "rbac.clusterWide=true"}
+    args = ["--set", "rbac.watchNamespaces={shop}"]
+    for value in enabled:
+        args += ["--set", sets[value]]
+    docs = render(helm, *args)
+    rows = rbactable.table_rows()
+    for namespace, served in (("shop", True), ("ops", False), ("other", False)):
+        assert granted(docs, namespace) == rbactable.expected(rows, served=served, enabled=enabled), namespace
+
+
+def test_cluster_scoped_names_are_unique_per_release_namespace(helm: Path) -> None:
+    def names(namespace: str) -> set[str]:
+        proc = subprocess.run([str(helm), "template", "rel", str(CHART), "--namespace", namespace],
+                              capture_output=True, text=True, check=True)
+        docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+        return {d["metadata"]["name"] for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")}
+
+    first, second = names("team-a"), names("team-b")
+    assert first and not first & second, (first, second)
+    assert all(name.startswith("team-a-rel-") for name in first), first
+
+
+def test_resource_groups_join_the_view_and_edit_roles(helm: Path) -> None:
+    roles = {r["metadata"]["name"]: r for r in by_kind(render(helm), "ClusterRole")}
+    view, edit = roles["ops-rel-rebalanser-operator-view"], roles["ops-rel-rebalanser-operator-edit"]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert rules_of(view) == {"rebalanser.io/resourcegroups": {"get", "list", "watch"},
+                              "rebalanser.io/resourcegroups/status": {"get", "list", "watch"}}
+    labels = edit["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == labels[
+        "rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert {"create", "update", "patch", "delete"} <= rules_of(edit)["rebalanser.io/resourcegroups"]
+    bindings = {b["roleRef"]["name"] for b in by_kind(render(helm), "ClusterRoleBinding")}
+    assert not bindings & {view["metadata"]["name"], edit["metadata"]["name"]}, "aggregated roles are bound to nobody"
+    off = render(helm, "--set", "rbac.aggregateToDefaultRoles=false")
+    assert not [r for r in by_kind(off, "ClusterRole") if r["metadata"]["name"].endswith(("-view", "-edit"))]
+
+
+def test_an_existing_service_account_must_be_named(helm: Path) -> None:
+    proc = subprocess.run([str(helm), "template", "rel", str(CHART), "--set", "serviceAccount.create=false"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "serviceAccount.name" in proc.stderr, proc.stderr
+    docs = render(helm, "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=rb-operator")
+    assert not by_kind(docs, "ServiceAccount")
+    assert by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["serviceAccountName"] == "rb-operator"
+    subjects = [s for b in docs if b["kind"].endswith("Binding") for s in b["subjects"]]
+    assert subjects and all(s["name"] == "rb-operator" for s in subjects), subjects
+
+
+def test_pods_are_watched_only_with_failover(helm: Path) -> None:
+    def args_and_rules(*extra: str) -> tuple[list[str], dict[str, set[str]]]:
+        docs = render(helm, *extra)
+        return (by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"],
+                rules_of(by_kind(docs, "Role")[0]))
+
+    args, rules = args_and_rules()
+    assert "--failover-pods" not in args and "/pods" not in rules
+    args, rules = args_and_rules("--set", "failover.enabled=true")
+    assert "--failover-pods" in args and rules["/pods"] == {"get", "list", "watch"}
+
+
+def test_the_config_map_policy_binds_the_operator_to_its_own_config_maps(helm: Path) -> None:
+    assert not by_kind(render(helm), "ValidatingAdmissionPolicy"), "only where the API server serves it"
+    docs = render(helm, "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+    (policy,) = by_kind(docs, "ValidatingAdmissionPolicy")
+    (binding,) = by_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert SA in policy["spec"]["matchConditions"][0]["expression"]
+    assert "rebalanser-operator" in policy["spec"]["validations"][0]["expression"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rules[0]["resources"] == ["configmaps"] and "UPDATE" in rules[0]["operations"]
+
+
+def test_tenancy_settings_reach_the_operator_as_environment(helm: Path) -> None:
+    def env(*extra: str) -> dict[str, str]:
+        container = by_kind(render(helm, *extra), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value") for e in container["env"]}
+
+    assert not {k for k in env() if k.startswith("REBALANSER_")}, "unset values are not passed"
+    got = env("--set", "operator.pathRoot=/rebalanser/{namespace}", "--set",
+              "operator.allowedEnsembles={zk-0:2181\\,zk-1:2181,other:2181}", "--set", "operator.clusterId=east",
+              "--set", "operator.limits.groupsPerNamespace=20", "--set", "operator.limits.resourcesPerGroup=5000")
+    assert got["REBALANSER_PATH_ROOT"] == "/rebalanser/{namespace}"
+    assert got["REBALANSER_ALLOWED_ENSEMBLES"] == "zk-0:2181,zk-1:2181;other:2181"
+    assert got["REBALANSER_CLUSTER_ID"] == "east"
+    assert got["REBALANSER_MAX_GROUPS_PER_NAMESPACE"] == "20"
+    assert got["REBALANSER_MAX_RESOURCES_PER_GROUP"] == "5000"
+
+
+def test_network_policies_are_opt_in_and_confine_traffic(helm: Path) -> None:
+    assert not by_kind(render(helm), "NetworkPolicy")
+    zk_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "zookeeper"}}}
+    docs = render(helm, "--set", "networkPolicy.operator.enabled=true", "--set", "networkPolicy.workers.enabled=true",
+                  "--set-json", f"networkPolicy.zookeeper.to=[{json.dumps(zk_peer)}]",
+                  "--set-json", 'networkPolicy.workers.podSelector={"matchLabels":{"app":"orders"}}',
+                  "--set", "rbac.watchNamespaces={shop,pay}")
+    policies = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in by_kind(docs, "NetworkPolicy")}
+    operator = policies[("ops", "rel-rebalanser-operator")]
+    assert operator["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert operator["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "rel"
+    assert {p["port"] for rule in operator["spec"]["ingress"] for p in rule["ports"]} == {8080, 8081}
+    egress = operator["spec"]["egress"]
+    assert any(rule.get("to") == [zk_peer] and {p["port"] for p in rule["ports"]} == {2181, 2281} for rule in egress)
+    assert all(rule.get("ports") for rule in egress), "every egress rule is limited to its ports"
+    for namespace in ("shop", "pay"):
+        workers = policies[(namespace, "ops-rel-rebalanser-operator-workers")]
+        assert workers["spec"]["podSelector"] == {"matchLabels": {"app": "orders"}}
+        assert workers["spec"]["policyTypes"] == ["Egress"]
+        assert any(rule.get("to") == [zk_peer] for rule in workers["spec"]["egress"])
+    proc = subprocess.run([str(helm), "template", "rel", str(CHART), "--set", "networkPolicy.workers.enabled=true"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "podSelector" in proc.stderr, "an empty selector would cut every pod's egress"
+
+
+def test_notes_warn_when_the_operator_serves_its_own_namespace(helm: Path, tmp_path: Path) -> None:
+    # `helm template` leaves NOTES.txt out: render a copy of the chart in which it is an ordinary template
+    # (a YAML block scalar, as helm parses what templates render).
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    text = (chart / "templates" / "NOTES.txt").read_text()
+    (chart / "templates" / "notes-as-template.txt").write_text(
+        "notes: |\n" + "".join(f"  {line}\n" for line in text.splitlines()))
+
+    def notes(*extra: str) -> str:
+        proc = subprocess.run([str(helm), "template", "rel", str(chart), "--namespace", "ops", "--show-only",
+                               "templates/notes-as-template.txt", *extra], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return str(yaml.safe_load(proc.stdout)["notes"])
+
+    assert "WARNING: the operator serves its own namespace" in notes()
+    assert "WARNING: operator.allowedEnsembles is empty" in notes()
+    quiet = notes("--set", "rbac.watchNamespaces={shop}", "--set", "operator.allowedEnsembles={zk:2181}")
+    assert "WARNING" not in quiet, quiet

@@ -5,7 +5,6 @@ grace period and after it. Evidence comes from the workers' JSON event streams a
 
 from __future__ import annotations
 
-import base64
 import os
 import time
 from collections.abc import Iterator
@@ -15,8 +14,9 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import apply_spec, note_secret
+from rebalanser_operator.actions import apply_spec
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
+from rebalanser_operator.secretpoll import poll_once
 from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.zk
 RESOURCES = {f"r{i}" for i in range(6)}
 GRACE = 8.0  # the operator's grace period here (300 s by default)
 ROTATED = "ZooKeeper digest credentials of op rotated"
-SECRET_DATA = {"username": base64.b64encode(b"op").decode(), "password": base64.b64encode(b"new-password").decode()}
 
 
 class MountedSecret:
@@ -123,10 +122,11 @@ def test_workers_move_to_a_rotated_password_without_a_restart(
             group.wait_settled(RESOURCES, 20)
             pids = {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None}
 
-            # The Secret changes: the operator's Secret watch notes it and the status loop re-applies it
-            # (and keeps the grace period); the kubelet updates the mounted file.
+            # The Secret changes: the operator's Secret poll (a read by name) notes it and the status loop
+            # re-applies it (and keeps the grace period); the kubelet updates the mounted file.
+            assert poll_once(ctx, kube.secret_data) == 0, "an unchanged Secret marked the group"
             kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-            assert note_secret(ctx, "shop", "zk-digest", SECRET_DATA) == 1
+            assert poll_once(ctx, kube.secret_data) == 1
             wait_for(lambda: rt.grace_until is not None, 10, "the status loop did not apply the new Secret")
             rotated_at = time.monotonic()
             secret.write("new-password")

@@ -137,7 +137,7 @@ class Scene:
         self.kube.kubectl("apply", "-n", namespace, "-f", "-", input=workers)
 
     def helm_install(self, release: str, namespace: str, *extra: str) -> None:
-        """helm install the chart with examples/values.yaml (only the image; the image under test)."""
+        """helm install the chart with examples/values.yaml (the image, the allowed ensemble; the image under test)."""
         self.kube.helm("upgrade", "--install", release, str(CHART), "-n", namespace, "-f",
                        str(EXAMPLES / "values.yaml"), "--set", f"image.repository={IMAGE_REPOSITORY}",
                        "--set", f"image.tag={IMAGE_TAG}", *extra, "--wait", "--timeout", "240s", timeout=300)

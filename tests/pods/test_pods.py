@@ -31,6 +31,7 @@ from tests.pods.scene import (
     RESTRICTED,
     SELECTOR,
     WORKERS,
+    ZK_CONNECT,
     ZK_NAMESPACE,
     Bound,
     Scene,
@@ -138,8 +139,9 @@ def reassigned_within(scene: Scene, resources: set[str], after: int, excluded: t
 def test_chart_installs_in_a_restricted_namespace(scene: Scene) -> None:
     started = time.monotonic()
     values = example("values.yaml")
-    assert set(values) == {"image"} and set(values["image"]) == {"repository", "tag", "pullPolicy"}, (
-        "examples/values.yaml must override only the image")
+    assert set(values) == {"image", "operator"} and set(values["image"]) == {"repository", "tag", "pullPolicy"}, (
+        "examples/values.yaml must override only the image and the allowed ensemble")
+    assert values["operator"] == {"allowedEnsembles": [ZK_CONNECT]}
     scene.helm_install(RELEASE, NS)
     scene.follow_operators()
     namespace = scene.kube.json("get", "namespace", NS)
@@ -451,7 +453,7 @@ def test_helm_uninstall_keeps_the_crd_and_resource_groups(scene: Scene) -> None:
     wait_until(lambda: not scene.operator_pods(), 120, "operator pods still there after helm uninstall")
     assert _gone(scene, "deployment", FULLNAME, "-n", NS)
     assert _gone(scene, "service", f"{FULLNAME}-metrics", "-n", NS)
-    assert _gone(scene, "clusterrole", f"{FULLNAME}-scanning")
+    assert _gone(scene, "clusterrole", f"{NS}-{FULLNAME}-scanning")
     assert not _gone(scene, "crd", "resourcegroups.rebalanser.io")
     rg = scene.rg()
     assert rg["status"]["phase"] == "Stable" and "rebalanser.io/finalizer" in rg["metadata"]["finalizers"]

@@ -227,7 +227,7 @@ def scene(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsS
                 secret(CA_ONLY_SECRET, {"ca.crt": b64(s.pki.trusted.certificate.read_bytes())}))
         kube.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS, "-f", str(EXAMPLES / "values.yaml"),
                   "--set", f"image.repository={IMAGE_REPOSITORY}", "--set", f"image.tag={IMAGE_TAG}",
-                  "--wait", "--timeout", "240s", timeout=300)
+                  "--set", f"operator.allowedEnsembles={{{ZK_CONNECT}}}", "--wait", "--timeout", "240s", timeout=300)
         kube.kubectl("rollout", "status", "deployment/zk-tls", "-n", NS, "--timeout=180s", timeout=200)
         s.apply(group_manifest())
         tls_dir = wait_until(lambda: s.config().get("REBALANSER_ZK_TLS_DIR"), 120,

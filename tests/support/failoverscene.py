@@ -146,7 +146,7 @@ class FailoverScene:
         self.kube.kubectl("apply", "-f", "-", input=json.dumps(meta))
         self.kube.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS, "-f", str(EXAMPLES / "values.yaml"),
                        "--set", f"image.repository={IMAGE_REPOSITORY}", "--set", f"image.tag={IMAGE_TAG}",
-                       "--wait", "--timeout", "240s", timeout=300)
+                       "--set", "failover.enabled=true", "--wait", "--timeout", "240s", timeout=300)
         self.operator_log = PodLogs(self.kube, namespace=NS, selector=OPERATOR_SELECTOR,
                                     dir=self.out / "logs" / "operator", container="operator").start()
         return self

@@ -30,12 +30,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: rebalanser
 {{- end -}}
 
+{{/* The operator's ServiceAccount. With serviceAccount.create=false a name is required: falling back to
+     the namespace's "default" ServiceAccount would grant the operator's rights to every pod that runs
+     without a ServiceAccount of its own. */}}
 {{- define "rebalanser-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "rebalanser-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else if .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name -}}
 {{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- fail "serviceAccount.name: with serviceAccount.create=false, name the ServiceAccount the operator runs as (a dedicated one; the namespace's default ServiceAccount is never used)" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Cluster-scoped objects (ClusterRoles, ClusterRoleBindings) carry the release's namespace in their
+     name: two releases of the same name in different namespaces must not share them. */}}
+{{- define "rebalanser-operator.clusterName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "rebalanser-operator.fullname" .) -}}
 {{- end -}}
 
 {{/* Namespaces served when not cluster-wide (a JSON list). */}}
@@ -60,7 +71,9 @@ app.kubernetes.io/part-of: rebalanser
   verbs: ["get", "patch"]
 {{- end -}}
 
-{{/* RBAC rules on what the operator reads and writes beside ResourceGroups, per served namespace. */}}
+{{/* RBAC rules on what the operator reads and writes beside ResourceGroups, per served namespace.
+     docs/operator.md ("Security model", "RBAC") lists the same rules; tests/pods/test_rbac_pods.py
+     checks the table against `kubectl auth can-i --list`. */}}
 {{- define "rebalanser-operator.namespaceRules" -}}
 - apiGroups: [""]
   resources: ["events"]
@@ -68,22 +81,26 @@ app.kubernetes.io/part-of: rebalanser
 - apiGroups: [""]
   resources: ["configmaps"]
   # <name>-rebalanser: what the workers of a ResourceGroup need (connect string, group path), for envFrom.
-  verbs: ["create", "update"]
+  # Only ConfigMaps labelled app.kubernetes.io/managed-by=rebalanser-operator are ever replaced (the
+  # operator reads the existing one by name first and refuses a foreign one; the chart's
+  # ValidatingAdmissionPolicy enforces the same on the API server).
+  verbs: ["get", "create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
-  # spec.zookeeper.credentialsSecret (digest ACL credentials) and spec.zookeeper.tls.secret: read by
-  # name, and watched so that a rotated Secret is applied without a restart (only Secrets a
-  # ResourceGroup names are acted on; nothing is ever written to a Secret).
-  verbs: ["get", "list", "watch"]
+  # spec.zookeeper.credentialsSecret and spec.zookeeper.tls.secret, read by name only: no list, no
+  # watch (a rotation is noticed by re-reading them every operator.secretPollSeconds); never written.
+  verbs: ["get"]
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets"]
   # spec.workload: rollout-aware tuning watches the workloads ResourceGroups name (and reads one by name
   # until the watch has reported on it).
   verbs: ["get", "list", "watch"]
+{{- if .Values.failover.enabled }}
 - apiGroups: [""]
   resources: ["pods"]
   # spec.failover: KubeletConfirmed: the kubelet's reports of terminated worker containers.
   verbs: ["get", "list", "watch"]
+{{- end }}
 {{- if .Values.operator.peering }}
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
