@@ -8,20 +8,35 @@ fn threads() -> usize {
     std::env::var("MODEL_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2)
 }
 
+/// The bounds: (algorithm, faults per run, zxid bound, extras). `check` runs in `make model` (part of
+/// `make test`), `deep` in `make model-deep` (part of `make chaos`).
 fn bounds(deep: bool) -> Vec<(String, Cfg)> {
+    use Algo::{GlobalBarrier as GB, ResourceBarrier as RB};
+    let shallow = [(RB, 1, 9, false), (GB, 1, 8, false), (RB, 2, 6, false)];
+    let deeper = [(RB, 2, 8, false), (GB, 1, 9, false), (GB, 2, 7, false), (RB, 2, 8, true)];
     let mut out = vec![];
-    for algo in [Algo::ResourceBarrier, Algo::GlobalBarrier] {
+    for &(algo, faults, zxid, extra) in if deep { &deeper[..] } else { &shallow[..] } {
         let mut c = Cfg::small(algo);
-        if deep {
-            c.max_zxid = 12;
+        c.faults = faults;
+        c.max_zxid = zxid;
+        if extra {
+            // a slow clock, a stop callback that overruns, a graceful leave; T grows to keep L + drift < T
             c.t = 4;
             c.drift = 1;
             c.standbys = 1;
             c.leaves = 1;
         }
         let label = format!(
-            "{:?}: {} members, {} resources, zxid <= {}, T={} L={} drift {}",
-            algo, c.members, c.resources, c.max_zxid, c.t, c.l, c.drift
+            "{:?}: {} members, {} resources, {} fault(s) per run, zxid <= {}, T={} L={} drift {}{}",
+            algo,
+            c.members,
+            c.resources,
+            c.faults,
+            c.max_zxid,
+            c.t,
+            c.l,
+            c.drift,
+            if extra { ", standby and leave" } else { "" }
         );
         out.push((label, c));
     }

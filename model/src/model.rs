@@ -192,6 +192,8 @@ pub struct Ghost {
     pub stale_write: bool,
     pub failover_wrong: bool,
     pub release_foreign: bool,
+    /// Resources whose claim an administrator deleted by hand (not with the whole group).
+    pub admin_deleted: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -213,6 +215,7 @@ pub enum Act {
     // ZooKeeper
     Deliver(u8),
     FollowerSync,
+    FollowerGivesUp(u8),
     Tick,
     TickLagging(u8),
     // operator
@@ -264,6 +267,9 @@ impl fmt::Display for Act {
             Act::WritePlan(m) => write!(f, "coordinator {}: fenced write of the plan", name(m)),
             Act::Deliver(i) => write!(f, "server: a release batch in flight (#{}) reaches the leader", i),
             Act::FollowerSync => write!(f, "server: the follower catches up with the leader"),
+            Act::FollowerGivesUp(m) => {
+                write!(f, "server: {}'s follower gives up on the leader, closes its connections", name(m))
+            }
             Act::Tick => write!(f, "clock: one tick"),
             Act::TickLagging(m) => write!(f, "clock: one tick, member {}'s clock lags", name(m)),
             Act::FailoverScan(m) => write!(f, "operator: kubelet reports {}'s container ended; scans its claims", name(m)),
@@ -508,11 +514,18 @@ impl Proto {
                 out.push(Act::Reconnect(m));
                 continue;
             }
-            let turn = x.joined || (0..mi).all(|k| s.mem[k].joined);
-            if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn {
+            if x.cut {
+                // a follower cut off from the leader answers reads but forwards no write or sync,
+                // and closes its client connections after syncLimit x tickTime
+                out.push(Act::FollowerGivesUp(m));
+            }
+            let x = &Mem { cut: false, ..*x };
+            let cut = s.mem[mi].cut;
+            let turn = x.joined || (0..mi).all(|k| s.mem[k].joined || !s.mem[k].alive);
+            if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn && !cut {
                 out.push(Act::Join(m));
             }
-            if x.node != 0 {
+            if x.node != 0 && !cut {
                 out.push(Act::ReadAssignment(m));
                 if c.algo == Algo::GlobalBarrier {
                     out.push(Act::ReadBarrier(m));
@@ -530,10 +543,10 @@ impl Proto {
                     }
                 }
             }
-            if x.coord != 0 && writes_ok {
+            if x.coord != 0 && writes_ok && !cut {
                 out.push(Act::WritePlan(m));
             }
-            if x.node != 0 {
+            if x.node != 0 && !cut {
                 if bounded && s.budget.standbys < c.standbys {
                     out.push(Act::Standby(m));
                 }
@@ -851,7 +864,7 @@ impl Proto {
                 for r in bits(q.mask, self.r()) {
                     if let Some(cl) = n.claims[r] {
                         let foreign = cl.sess != q.sess;
-                        if foreign {
+                        if foreign && n.ghost.admin_deleted & (1 << r) == 0 {
                             n.ghost.release_foreign = true;
                         }
                         n.delete_claim(r, foreign, &rules);
@@ -860,6 +873,11 @@ impl Proto {
             }
             Act::FollowerSync => {
                 n.follower = n.claims;
+            }
+            Act::FollowerGivesUp(m) => {
+                let x = &mut n.mem[m as usize];
+                x.connected = false;
+                x.cut = false;
             }
             Act::Tick | Act::TickLagging(_) => {
                 let lag = if let Act::TickLagging(m) = a { Some(m as usize) } else { None };
@@ -956,6 +974,7 @@ impl Proto {
             }
             Act::AdminDeleteClaim(r) => {
                 n.budget.admin_deletes += 1;
+                n.ghost.admin_deleted |= 1 << r;
                 n.zxid += 1;
                 n.delete_claim(r as usize, true, &rules);
             }
