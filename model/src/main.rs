@@ -5,7 +5,10 @@ use rebalanser_model::run::{check, controls, run_control};
 use std::process::ExitCode;
 
 fn threads() -> usize {
-    std::env::var("MODEL_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2)
+    std::env::var("MODEL_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
 }
 
 /// The bounds: (algorithm, faults per run, zxid bound, extras). `check` runs in `make model` (part of
@@ -13,7 +16,12 @@ fn threads() -> usize {
 fn bounds(deep: bool) -> Vec<(String, Cfg)> {
     use Algo::{GlobalBarrier as GB, ResourceBarrier as RB};
     let shallow = [(RB, 1, 9, false), (GB, 1, 8, false), (RB, 2, 6, false)];
-    let deeper = [(RB, 2, 8, false), (GB, 1, 9, false), (GB, 2, 7, false), (RB, 2, 8, true)];
+    let deeper = [
+        (RB, 2, 8, false),
+        (GB, 1, 9, false),
+        (GB, 2, 7, false),
+        (RB, 2, 8, true),
+    ];
     let mut out = vec![];
     for &(algo, faults, zxid, extra) in if deep { &deeper[..] } else { &shallow[..] } {
         let mut c = Cfg::small(algo);
@@ -51,7 +59,11 @@ fn main() -> ExitCode {
             for (label, cfg) in bounds(mode == "deep") {
                 failed += check(&label, cfg, threads()).len();
             }
-            if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         "probe" => {
             let env = |k: &str, d: u8| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
@@ -65,7 +77,11 @@ fn main() -> ExitCode {
         }
         "negative" => {
             let missed = controls().iter().filter(|c| !run_control(c, threads())).count();
-            if missed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            if missed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         _ => {
             eprintln!("usage: rebalanser-model check|deep|negative");

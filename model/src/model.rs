@@ -134,13 +134,13 @@ pub struct Mem {
     pub assigned: u8,    // resources its assignment names (bitmask)
     pub held: u8,        // claims it believes it holds
     pub tokens: [u8; MAX_R],
-    pub working: u8, // resources it works on (owns() true)
-    pub coord: u8,   // epoch its coordinator instance took office with (0: not coordinator)
-    pub cnode: u8,   // the member node its coordinator instance took office as
+    pub working: u8,  // resources it works on (owns() true)
+    pub coord: u8,    // epoch its coordinator instance took office with (0: not coordinator)
+    pub cnode: u8,    // the member node its coordinator instance took office as
     pub marker: bool, // stopped for the Global Barrier's stop order
     pub standby: bool,
     pub left: bool,
-    pub behind: u8, // ticks its clock lags the leader's
+    pub behind: u8,   // ticks its clock lags the leader's
     pub joined: bool, // has joined at least once (members first join in index order: symmetry)
 }
 
@@ -148,7 +148,12 @@ pub struct Mem {
 pub enum Op {
     Idle,
     /// Scanned for dead member `member`: its node `node`, session `sess`, claims in `mask`.
-    Scanned { member: u8, node: u8, sess: u8, mask: u8 },
+    Scanned {
+        member: u8,
+        node: u8,
+        sess: u8,
+        mask: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -254,7 +259,11 @@ impl fmt::Display for Act {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Act::Join(m) => write!(f, "member {}: joins (creates its member node)", name(m)),
-            Act::ReadAssignment(m) => write!(f, "member {}: reads its assignment; stops and releases what left it", name(m)),
+            Act::ReadAssignment(m) => write!(
+                f,
+                "member {}: reads its assignment; stops and releases what left it",
+                name(m)
+            ),
             Act::Claim(m, r) => write!(f, "member {}: claims r{} (creates G/owners/r{})", name(m), r, r),
             Act::Start(m, r) => write!(f, "member {}: starts work on r{}", name(m), r),
             Act::Renew(m) => write!(f, "member {}: renews its lease", name(m)),
@@ -268,11 +277,19 @@ impl fmt::Display for Act {
             Act::Deliver(i) => write!(f, "server: a release batch in flight (#{}) reaches the leader", i),
             Act::FollowerSync => write!(f, "server: the follower catches up with the leader"),
             Act::FollowerGivesUp(m) => {
-                write!(f, "server: {}'s follower gives up on the leader, closes its connections", name(m))
+                write!(
+                    f,
+                    "server: {}'s follower gives up on the leader, closes its connections",
+                    name(m)
+                )
             }
             Act::Tick => write!(f, "clock: one tick"),
             Act::TickLagging(m) => write!(f, "clock: one tick, member {}'s clock lags", name(m)),
-            Act::FailoverScan(m) => write!(f, "operator: kubelet reports {}'s container ended; scans its claims", name(m)),
+            Act::FailoverScan(m) => write!(
+                f,
+                "operator: kubelet reports {}'s container ended; scans its claims",
+                name(m)
+            ),
             Act::FailoverDelete => write!(f, "operator: multi(check(M), delete the scanned claims, delete M)"),
             Act::RecreateGroup => write!(f, "operator: re-creates the group"),
             Act::Crash(m) => write!(f, "fault: member {}'s process dies", name(m)),
@@ -294,8 +311,14 @@ fn bits(mask: u8, n: usize) -> impl Iterator<Item = usize> {
 
 impl Budget {
     fn total(&self) -> u8 {
-        self.crashes + self.disconnects + self.cuts + self.admin_deletes + self.group_deletes + self.standbys
-            + self.leaves + self.drift
+        self.crashes
+            + self.disconnects
+            + self.cuts
+            + self.admin_deletes
+            + self.group_deletes
+            + self.standbys
+            + self.leaves
+            + self.drift
     }
 }
 
@@ -428,9 +451,7 @@ impl Proto {
     /// The checks every fenced coordinator write starts with.
     fn fenced_ok(&self, s: &St, m: usize) -> bool {
         let x = &s.mem[m];
-        s.group
-            && s.epoch == x.coord
-            && (!self.cfg.rules.fenced_check_member_node || s.node_exists(x.cnode))
+        s.group && s.epoch == x.coord && (!self.cfg.rules.fenced_check_member_node || s.node_exists(x.cnode))
     }
 
     fn goal_coordinator(&self, s: &St) -> bool {
@@ -483,9 +504,12 @@ impl Proto {
                 .copied()
                 .filter(|a| !a.is_fault() && !matches!(a, Act::Tick | Act::Renew(_)))
                 .find(|a| self.next_state_inner(&cur, *a, false).map_or(false, |n| n != cur))
-                .or_else(|| acts.iter().copied().find(|a| matches!(a, Act::Renew(_))).filter(|a| {
-                    self.next_state_inner(&cur, *a, false).map_or(false, |n| n != cur)
-                }))
+                .or_else(|| {
+                    acts.iter()
+                        .copied()
+                        .find(|a| matches!(a, Act::Renew(_)))
+                        .filter(|a| self.next_state_inner(&cur, *a, false).map_or(false, |n| n != cur))
+                })
                 .or(Some(Act::Tick));
             match pick.and_then(|a| self.next_state_inner(&cur, a, false)) {
                 Some(n) => cur = n,
@@ -622,7 +646,11 @@ impl Proto {
             Act::Join(m) => {
                 let mi = m as usize;
                 let seq = n.next_zxid();
-                n.nodes.push(Node { seq, member: m, sess: n.mem[mi].sess });
+                n.nodes.push(Node {
+                    seq,
+                    member: m,
+                    sess: n.mem[mi].sess,
+                });
                 let x = &mut n.mem[mi];
                 x.node = seq;
                 x.joined = true;
@@ -642,7 +670,12 @@ impl Proto {
                 x.working &= x.assigned;
                 if gone != 0 {
                     x.held &= !gone;
-                    let q = Release { member: m, sess: x.sess, node: x.node, mask: gone };
+                    let q = Release {
+                        member: m,
+                        sess: x.sess,
+                        node: x.node,
+                        mask: gone,
+                    };
                     n.net.push(q);
                 }
             }
@@ -650,7 +683,10 @@ impl Proto {
                 let mi = m as usize;
                 let r = r as usize;
                 let z = n.next_zxid();
-                n.claims[r] = Some(Claim { sess: n.mem[mi].sess, czxid: z });
+                n.claims[r] = Some(Claim {
+                    sess: n.mem[mi].sess,
+                    czxid: z,
+                });
                 n.mem[mi].held |= 1 << r;
                 n.mem[mi].tokens[r] = z;
             }
@@ -743,7 +779,12 @@ impl Proto {
                 }
                 // stop all work, release every claim, delete the assignment node, then the member node
                 if x.held != 0 {
-                    n.net.push(Release { member: m, sess: x.sess, node: x.node, mask: x.held });
+                    n.net.push(Release {
+                        member: m,
+                        sess: x.sess,
+                        node: x.node,
+                        mask: x.held,
+                    });
                 }
                 n.assign[mi] = None;
                 n.zxid += 1;
@@ -791,7 +832,12 @@ impl Proto {
                 for &(member, mask) in &plan {
                     let mu = member as usize;
                     let seq = n.mem[mu].node;
-                    let seq = n.nodes.iter().find(|nd| nd.member == member).map(|nd| nd.seq).unwrap_or(seq);
+                    let seq = n
+                        .nodes
+                        .iter()
+                        .find(|nd| nd.member == member)
+                        .map(|nd| nd.seq)
+                        .unwrap_or(seq);
                     let old = match n.assign[mu] {
                         Some((s0, m0)) if s0 == seq => m0,
                         _ => 0,
@@ -802,7 +848,12 @@ impl Proto {
                     for &(other, omask) in &plan {
                         if other != member {
                             let o = other as usize;
-                            let oseq = n.nodes.iter().find(|nd| nd.member == other).map(|nd| nd.seq).unwrap_or(0);
+                            let oseq = n
+                                .nodes
+                                .iter()
+                                .find(|nd| nd.member == other)
+                                .map(|nd| nd.seq)
+                                .unwrap_or(0);
                             if let Some((s1, m1)) = n.assign[o] {
                                 if s1 == oseq && m1 & mask & !omask != 0 {
                                     handover = true;
@@ -811,9 +862,8 @@ impl Proto {
                         }
                     }
                 }
-                let stale_assign = (0..self.m()).any(|mu| {
-                    n.assign[mu].is_some() && !plan.iter().any(|&(member, _)| member as usize == mu)
-                });
+                let stale_assign = (0..self.m())
+                    .any(|mu| n.assign[mu].is_some() && !plan.iter().any(|&(member, _)| member as usize == mu));
                 if !changed && !stale_assign && !n.barrier_stop {
                     return None;
                 }
@@ -839,7 +889,12 @@ impl Proto {
                     n.assign[mu] = None;
                 }
                 for &(member, mask) in &plan {
-                    let seq = n.nodes.iter().find(|nd| nd.member == member).map(|nd| nd.seq).unwrap_or(0);
+                    let seq = n
+                        .nodes
+                        .iter()
+                        .find(|nd| nd.member == member)
+                        .map(|nd| nd.seq)
+                        .unwrap_or(0);
                     n.assign[member as usize] = Some((seq, mask));
                 }
                 n.barrier_stop = false;
@@ -880,7 +935,11 @@ impl Proto {
                 x.cut = false;
             }
             Act::Tick | Act::TickLagging(_) => {
-                let lag = if let Act::TickLagging(m) = a { Some(m as usize) } else { None };
+                let lag = if let Act::TickLagging(m) = a {
+                    Some(m as usize)
+                } else {
+                    None
+                };
                 if lag.is_some() {
                     n.budget.drift += 1;
                 }
@@ -908,9 +967,7 @@ impl Proto {
                         n.mem[mi].behind += 1;
                         continue;
                     }
-                    let renewed = x.connected
-                        && n.sess_alive(x.sess)
-                        && (!x.cut || !rules.lease_through_leader);
+                    let renewed = x.connected && n.sess_alive(x.sess) && (!x.cut || !rules.lease_through_leader);
                     if renewed {
                         // the prober's sync (or, without the rule, any read) is answered: renewed
                         n.mem[mi].lease = c.l;
@@ -933,10 +990,17 @@ impl Proto {
                         mask |= 1 << r;
                     }
                 }
-                n.op = Op::Scanned { member: m, node: x.node, sess: x.sess, mask };
+                n.op = Op::Scanned {
+                    member: m,
+                    node: x.node,
+                    sess: x.sess,
+                    mask,
+                };
             }
             Act::FailoverDelete => {
-                let Op::Scanned { node, sess, mask, .. } = n.op else { return None };
+                let Op::Scanned { node, sess, mask, .. } = n.op else {
+                    return None;
+                };
                 n.op = Op::Idle;
                 if !n.node_exists(node) {
                     return Some(n); // check(M) failed: M went meanwhile
@@ -1006,7 +1070,10 @@ impl Proto {
             // allowed only for the documented window: all but the newest holder lost their claim to an
             // outside deletion while they could not hear of it (bounded by their lease)
             let newest = *workers.iter().max_by_key(|&&m| s.mem[m].tokens[r]).unwrap();
-            if workers.iter().any(|&m| m != newest && s.ghost.window[r] & (1 << m) == 0) {
+            if workers
+                .iter()
+                .any(|&m| m != newest && s.ghost.window[r] & (1 << m) == 0)
+            {
                 return false;
             }
         }
@@ -1039,7 +1106,14 @@ impl Model for Proto {
         for m in 0..c.members {
             let sess = m as u8 * SESS_PER_MEMBER + 1;
             s.ttl[(sess - 1) as usize] = c.t;
-            s.mem[m] = Mem { alive: true, sess, sessions: 1, connected: true, lease: c.l, ..Mem::default() };
+            s.mem[m] = Mem {
+                alive: true,
+                sess,
+                sessions: 1,
+                connected: true,
+                lease: c.l,
+                ..Mem::default()
+            };
         }
         vec![s]
     }
@@ -1068,21 +1142,29 @@ impl Model for Proto {
             Property::always("never_two_workers", |p, s| p.overlap_ok(s)),
             Property::always("tokens_strictly_increase", |_, s: &St| !s.ghost.token_regressed),
             Property::always("one_member_node_per_session", |_, s: &St| {
-                s.nodes.iter().all(|a| s.nodes.iter().filter(|b| b.sess == a.sess).count() == 1)
+                s.nodes
+                    .iter()
+                    .all(|a| s.nodes.iter().filter(|b| b.sess == a.sess).count() == 1)
             }),
             Property::always("only_the_current_coordinator_writes", |_, s: &St| !s.ghost.stale_write),
-            Property::always("failover_ends_only_the_dead_instance", |_, s: &St| !s.ghost.failover_wrong),
+            Property::always("failover_ends_only_the_dead_instance", |_, s: &St| {
+                !s.ghost.failover_wrong
+            }),
             Property::always("release_deletes_only_own_claims", |_, s: &St| !s.ghost.release_foreign),
         ];
         if !self.cfg.liveness {
             return props;
         }
         props.extend([
-            Property::always("coordinator_eventually", |p: &Proto, s: &St| p.quiet_reaches(s, Proto::goal_coordinator)),
+            Property::always("coordinator_eventually", |p: &Proto, s: &St| {
+                p.quiet_reaches(s, Proto::goal_coordinator)
+            }),
             Property::always("every_resource_claimed_eventually", |p: &Proto, s: &St| {
                 p.quiet_reaches(s, Proto::goal_claimed)
             }),
-            Property::sometimes("all_resources_worked", |p: &Proto, s: &St| p.goal_claimed(s) && s.nodes.len() >= 2),
+            Property::sometimes("all_resources_worked", |p: &Proto, s: &St| {
+                p.goal_claimed(s) && s.nodes.len() >= 2
+            }),
         ]);
         props
     }

@@ -23,7 +23,12 @@ pub fn check(label: &str, cfg: Cfg, threads: usize) -> Vec<&'static str> {
     for p in props {
         let found = checker.discovery(p.name);
         let ok = p.expectation.discovery_is_failure() != found.is_some();
-        println!("  {:<40} {:?}: {}", p.name, p.expectation, if ok { "holds" } else { "FAILS" });
+        println!(
+            "  {:<40} {:?}: {}",
+            p.name,
+            p.expectation,
+            if ok { "holds" } else { "FAILS" }
+        );
         if !ok {
             failed.push(p.name);
             if let Some(path) = found {
@@ -54,8 +59,14 @@ fn summary(model: &Proto, s: &St) -> String {
         out.push(format!(
             "{}: works {:?} holds {:?}{}{}",
             (b'A' + m as u8) as char,
-            (0..model.cfg.resources).filter(|r| x.working & (1 << r) != 0).map(|r| format!("r{r}")).collect::<Vec<_>>(),
-            (0..model.cfg.resources).filter(|r| x.held & (1 << r) != 0).map(|r| format!("r{r}")).collect::<Vec<_>>(),
+            (0..model.cfg.resources)
+                .filter(|r| x.working & (1 << r) != 0)
+                .map(|r| format!("r{r}"))
+                .collect::<Vec<_>>(),
+            (0..model.cfg.resources)
+                .filter(|r| x.held & (1 << r) != 0)
+                .map(|r| format!("r{r}"))
+                .collect::<Vec<_>>(),
             if x.alive { "" } else { " (dead)" },
             if x.connected { "" } else { " (disconnected)" },
         ));

@@ -3,7 +3,10 @@
 use rebalanser_model::run::{controls, run_control};
 
 fn control(name: &str) {
-    let c = controls().into_iter().find(|c| c.name == name).expect("a control of that name");
+    let c = controls()
+        .into_iter()
+        .find(|c| c.name == name)
+        .expect("a control of that name");
     assert!(run_control(&c, 2), "no counterexample with the rule `{name}` removed");
 }
 
