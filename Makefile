@@ -7,7 +7,7 @@ CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
 
 .PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench bench-kafka chaos docs \
-        cluster-up cluster-down image docker clean
+        cluster-up cluster-down image docker clean model model-negative model-deep
 
 help:
 	@echo "make demo          the demo on the local cluster: operator and workers as pods (host processes without it)"
@@ -53,8 +53,19 @@ lint: venv
 crds: venv
 	$(BIN)/python -m rebalanser_operator.crdgen
 
-test: venv zookeeper cluster-prereqs setup lint
+test: venv zookeeper cluster-prereqs setup lint model model-negative
 	$(BIN)/pytest -q tests
+
+# The protocol's model (model/, docs/protocol.md "What is checked"): bounded exhaustive checks with
+# every rule on; each protected rule removed in turn (a counterexample each); deeper bounds (chaos).
+model:
+	cd model && cargo run --release --locked -q -- check
+
+model-negative:
+	cd model && cargo test --release --locked -q --test negative -- --nocapture --test-threads=1
+
+model-deep:
+	cd model && cargo run --release --locked -q -- deep
 
 unit: venv
 	$(BIN)/pytest -q tests/unit
@@ -83,7 +94,7 @@ bench-kafka: setup
 
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
 # cluster (tests/chaos/realcluster.py; its section goes into the same report)
-chaos: setup image cluster-up
+chaos: setup image cluster-up model-deep
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
 	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
 	$(BIN)/python -m tests.chaos.explore --all --report

@@ -1,0 +1,4 @@
+//! The Rebalanser protocol as a checked model (docs/protocol.md, "What is checked").
+
+pub mod model;
+pub mod run;

@@ -1,0 +1,91 @@
+//! `rebalanser-model check|deep|negative`: see docs/protocol.md, "What is checked".
+
+use rebalanser_model::model::{Algo, Cfg};
+use rebalanser_model::run::{check, controls, run_control};
+use std::process::ExitCode;
+
+fn threads() -> usize {
+    std::env::var("MODEL_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+/// The bounds: (algorithm, faults per run, zxid bound, extras). `check` runs in `make model` (part of
+/// `make test`), `deep` in `make model-deep` (part of `make chaos`).
+fn bounds(deep: bool) -> Vec<(String, Cfg)> {
+    use Algo::{GlobalBarrier as GB, ResourceBarrier as RB};
+    let shallow = [(RB, 1, 9, false), (GB, 1, 8, false), (RB, 2, 6, false)];
+    let deeper = [
+        (RB, 2, 8, false),
+        (GB, 1, 9, false),
+        (GB, 2, 7, false),
+        (RB, 2, 8, true),
+    ];
+    let mut out = vec![];
+    for &(algo, faults, zxid, extra) in if deep { &deeper[..] } else { &shallow[..] } {
+        let mut c = Cfg::small(algo);
+        c.faults = faults;
+        c.max_zxid = zxid;
+        if extra {
+            // a slow clock, a stop callback that overruns, a graceful leave; T grows to keep L + drift < T
+            c.t = 4;
+            c.drift = 1;
+            c.standbys = 1;
+            c.leaves = 1;
+        }
+        let label = format!(
+            "{:?}: {} members, {} resources, {} fault(s) per run, zxid <= {}, T={} L={} drift {}{}",
+            algo,
+            c.members,
+            c.resources,
+            c.faults,
+            c.max_zxid,
+            c.t,
+            c.l,
+            c.drift,
+            if extra { ", standby and leave" } else { "" }
+        );
+        out.push((label, c));
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "check".into());
+    match mode.as_str() {
+        "check" | "deep" => {
+            let mut failed = 0;
+            for (label, cfg) in bounds(mode == "deep") {
+                failed += check(&label, cfg, threads()).len();
+            }
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        "probe" => {
+            let env = |k: &str, d: u8| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+            let mut c = Cfg::small(Algo::ResourceBarrier);
+            c.members = env("M", 3) as usize;
+            c.max_zxid = env("Z", 9);
+            c.faults = env("F", 2);
+            c.liveness = env("LIVE", 0) == 1;
+            check("probe", c, threads());
+            ExitCode::SUCCESS
+        }
+        "negative" => {
+            let missed = controls().iter().filter(|c| !run_control(c, threads())).count();
+            if missed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        _ => {
+            eprintln!("usage: rebalanser-model check|deep|negative");
+            ExitCode::from(2)
+        }
+    }
+}

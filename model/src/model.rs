@@ -1,0 +1,1171 @@
+//! The Rebalanser protocol (docs/protocol.md) as a finite model for stateright's exhaustive checker.
+//!
+//! One state holds what the ZooKeeper leader stores (member nodes, claims, assignments, `G/epoch`,
+//! the Global Barrier's stop order), what one lagging follower answers reads from, the requests still
+//! in flight on the network, each member's local view (session, connection, lease, claims it holds,
+//! what it works on, coordinator office), the operator's failover, and history ("ghost") variables
+//! that the invariants read. Every action is one step of one actor; `format_action` prints it.
+
+use stateright::{Model, Property};
+use std::fmt;
+
+pub const MAX_M: usize = 3;
+pub const MAX_R: usize = 2;
+/// Sessions per member: the first one and one after an expiry (policy `reconnect`).
+pub const SESS_PER_MEMBER: u8 = 2;
+
+/// The protected rules (each can be removed for a negative control) and modelled assumptions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rules {
+    /// Owners watch their own claims: a claim deleted from outside stops its owner at once.
+    pub owners_watch_claims: bool,
+    /// The failover `sync`s before it scans, so its scan reads the leader's state.
+    pub failover_syncs: bool,
+    /// Fenced writes (coordinator writes, release batches) `check` the writer's member node.
+    pub fenced_check_member_node: bool,
+    /// The lease is renewed only by a `sync` answered through the leader (not by any read).
+    pub lease_through_leader: bool,
+    /// Assumption: a dead process's requests land (or die) before the kubelet reports it ended.
+    pub late_requests_before_report: bool,
+}
+
+impl Rules {
+    pub const ALL: Rules = Rules {
+        owners_watch_claims: true,
+        failover_syncs: true,
+        fenced_check_member_node: true,
+        lease_through_leader: true,
+        late_requests_before_report: true,
+    };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algo {
+    ResourceBarrier,
+    GlobalBarrier,
+}
+
+/// The model's parameters: sizes, budgets (bounds) and rules.
+#[derive(Clone, Debug)]
+pub struct Cfg {
+    pub members: usize,
+    pub resources: usize,
+    pub algo: Algo,
+    pub rules: Rules,
+    /// Session timeout T and lease length L, in ticks of the leader's clock (L < T).
+    pub t: u8,
+    pub l: u8,
+    /// Bound on ZooKeeper writes (zxid) explored.
+    pub max_zxid: u8,
+    /// Fault budgets.
+    pub crashes: u8,
+    pub disconnects: u8,
+    pub cuts: u8,
+    pub admin_deletes: u8,
+    pub group_deletes: u8,
+    pub standbys: u8,
+    pub leaves: u8,
+    /// Faults of all kinds together in one run.
+    pub faults: u8,
+    /// Ticks a member's clock may fall behind the leader's (bounded drift).
+    pub drift: u8,
+    /// Steps of the fault-free continuation the liveness checks allow.
+    pub quiet_steps: usize,
+    /// Whether the liveness properties are checked (they cost a continuation per state).
+    pub liveness: bool,
+}
+
+impl Cfg {
+    pub fn small(algo: Algo) -> Cfg {
+        Cfg {
+            members: 3,
+            resources: 2,
+            algo,
+            rules: Rules::ALL,
+            t: 3,
+            l: 2,
+            max_zxid: 9,
+            crashes: 1,
+            disconnects: 1,
+            cuts: 1,
+            admin_deletes: 1,
+            group_deletes: 1,
+            standbys: 0,
+            leaves: 0,
+            drift: 0,
+            faults: 2,
+            quiet_steps: 200,
+            liveness: true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Claim {
+    pub sess: u8,
+    pub czxid: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub seq: u8,
+    pub member: u8,
+    pub sess: u8,
+}
+
+/// A release batch in flight: `multi(check(member node)?, delete(G/owners/r) for r in mask)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Release {
+    pub member: u8,
+    pub sess: u8,
+    pub node: u8,
+    pub mask: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Mem {
+    pub alive: bool,     // the process runs
+    pub sess: u8,        // its session (0: none yet); session id = member * SESS_PER_MEMBER + n + 1
+    pub sessions: u8,    // sessions made so far
+    pub connected: bool, // the connection is up
+    pub cut: bool,       // its server is a follower cut off from the leader (reads answered, syncs not)
+    pub node: u8,        // the member node it joined with (seq; 0: none)
+    pub lease: u8,       // lease ticks left (0: lapsed)
+    pub assigned: u8,    // resources its assignment names (bitmask)
+    pub held: u8,        // claims it believes it holds
+    pub tokens: [u8; MAX_R],
+    pub working: u8,  // resources it works on (owns() true)
+    pub coord: u8,    // epoch its coordinator instance took office with (0: not coordinator)
+    pub cnode: u8,    // the member node its coordinator instance took office as
+    pub marker: bool, // stopped for the Global Barrier's stop order
+    pub standby: bool,
+    pub left: bool,
+    pub behind: u8,   // ticks its clock lags the leader's
+    pub joined: bool, // has joined at least once (members first join in index order: symmetry)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Idle,
+    /// Scanned for dead member `member`: its node `node`, session `sess`, claims in `mask`.
+    Scanned {
+        member: u8,
+        node: u8,
+        sess: u8,
+        mask: u8,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct St {
+    pub zxid: u8,
+    pub group: bool,
+    pub epoch: u8, // version of G/epoch (0: missing)
+    pub barrier_stop: bool,
+    pub nodes: Vec<Node>, // sorted by seq
+    pub claims: [Option<Claim>; MAX_R],
+    pub follower: [Option<Claim>; MAX_R], // a follower's copy, behind until it catches up
+    pub assign: [Option<(u8, u8)>; MAX_M], // per member: (member node written for, mask)
+    pub ttl: [u8; MAX_M * SESS_PER_MEMBER as usize], // per session: ticks left at the leader (0: ended)
+    pub net: Vec<Release>,
+    pub mem: [Mem; MAX_M],
+    pub op: Op,
+    pub budget: Budget,
+    pub ghost: Ghost,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Budget {
+    pub crashes: u8,
+    pub disconnects: u8,
+    pub cuts: u8,
+    pub admin_deletes: u8,
+    pub group_deletes: u8,
+    pub standbys: u8,
+    pub leaves: u8,
+    pub drift: u8,
+}
+
+/// History the invariants read; never read by the protocol's actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Ghost {
+    /// Per resource, members whose claim was deleted from outside while they could not hear of it.
+    pub window: [u8; MAX_R],
+    pub last_token: [u8; MAX_R],
+    pub last_worker: [u8; MAX_R], // member + 1
+    pub token_regressed: bool,
+    pub stale_write: bool,
+    pub failover_wrong: bool,
+    pub release_foreign: bool,
+    /// Resources whose claim an administrator deleted by hand (not with the whole group).
+    pub admin_deleted: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Act {
+    // members
+    Join(u8),
+    ReadAssignment(u8),
+    Claim(u8, u8),
+    Start(u8, u8),
+    Renew(u8),
+    ReadBarrier(u8),
+    Reconnect(u8),
+    Standby(u8),
+    Rejoin(u8),
+    Leave(u8),
+    // coordinator
+    TakeOffice(u8),
+    WritePlan(u8),
+    // ZooKeeper
+    Deliver(u8),
+    FollowerSync,
+    FollowerGivesUp(u8),
+    Tick,
+    TickLagging(u8),
+    // operator
+    FailoverScan(u8),
+    FailoverDelete,
+    RecreateGroup,
+    // faults and outsiders
+    Crash(u8),
+    Disconnect(u8),
+    Cut(u8),
+    AdminDeleteClaim(u8),
+    DeleteGroup,
+}
+
+impl Act {
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Act::Crash(_)
+                | Act::Disconnect(_)
+                | Act::Cut(_)
+                | Act::AdminDeleteClaim(_)
+                | Act::DeleteGroup
+                | Act::Standby(_)
+                | Act::Leave(_)
+                | Act::TickLagging(_)
+        )
+    }
+}
+
+fn name(m: u8) -> char {
+    (b'A' + m) as char
+}
+
+impl fmt::Display for Act {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Act::Join(m) => write!(f, "member {}: joins (creates its member node)", name(m)),
+            Act::ReadAssignment(m) => write!(
+                f,
+                "member {}: reads its assignment; stops and releases what left it",
+                name(m)
+            ),
+            Act::Claim(m, r) => write!(f, "member {}: claims r{} (creates G/owners/r{})", name(m), r, r),
+            Act::Start(m, r) => write!(f, "member {}: starts work on r{}", name(m), r),
+            Act::Renew(m) => write!(f, "member {}: renews its lease", name(m)),
+            Act::ReadBarrier(m) => write!(f, "member {}: reads G/barrier", name(m)),
+            Act::Reconnect(m) => write!(f, "member {}: reconnects (re-arms watches, re-reads)", name(m)),
+            Act::Standby(m) => write!(f, "member {}: a stop callback overruns: steps aside (standby)", name(m)),
+            Act::Rejoin(m) => write!(f, "member {}: callbacks returned: rejoins from standby", name(m)),
+            Act::Leave(m) => write!(f, "member {}: leaves gracefully", name(m)),
+            Act::TakeOffice(m) => write!(f, "coordinator {}: predecessor gone, takes the next epoch", name(m)),
+            Act::WritePlan(m) => write!(f, "coordinator {}: fenced write of the plan", name(m)),
+            Act::Deliver(i) => write!(f, "server: a release batch in flight (#{}) reaches the leader", i),
+            Act::FollowerSync => write!(f, "server: the follower catches up with the leader"),
+            Act::FollowerGivesUp(m) => {
+                write!(
+                    f,
+                    "server: {}'s follower gives up on the leader, closes its connections",
+                    name(m)
+                )
+            }
+            Act::Tick => write!(f, "clock: one tick"),
+            Act::TickLagging(m) => write!(f, "clock: one tick, member {}'s clock lags", name(m)),
+            Act::FailoverScan(m) => write!(
+                f,
+                "operator: kubelet reports {}'s container ended; scans its claims",
+                name(m)
+            ),
+            Act::FailoverDelete => write!(f, "operator: multi(check(M), delete the scanned claims, delete M)"),
+            Act::RecreateGroup => write!(f, "operator: re-creates the group"),
+            Act::Crash(m) => write!(f, "fault: member {}'s process dies", name(m)),
+            Act::Disconnect(m) => write!(f, "fault: member {}'s connection drops", name(m)),
+            Act::Cut(m) => write!(f, "fault: member {}'s server is cut off from the leader", name(m)),
+            Act::AdminDeleteClaim(r) => write!(f, "administrator: deletes G/owners/r{}", r),
+            Act::DeleteGroup => write!(f, "administrator: deletes the whole group G"),
+        }
+    }
+}
+
+pub struct Proto {
+    pub cfg: Cfg,
+}
+
+fn bits(mask: u8, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).filter(move |i| mask & (1 << i) != 0)
+}
+
+impl Budget {
+    fn total(&self) -> u8 {
+        self.crashes
+            + self.disconnects
+            + self.cuts
+            + self.admin_deletes
+            + self.group_deletes
+            + self.standbys
+            + self.leaves
+            + self.drift
+    }
+}
+
+impl St {
+    fn sess_alive(&self, s: u8) -> bool {
+        s != 0 && self.ttl[(s - 1) as usize] > 0
+    }
+    fn node_exists(&self, seq: u8) -> bool {
+        seq != 0 && self.nodes.iter().any(|n| n.seq == seq)
+    }
+    /// Can the member hear of changes at once (connected through a server that reaches the leader)?
+    fn hears(&self, m: usize) -> bool {
+        let x = &self.mem[m];
+        x.alive && x.connected && !x.cut
+    }
+    fn next_zxid(&mut self) -> u8 {
+        self.zxid += 1;
+        self.zxid
+    }
+    fn owner_member(&self, sess: u8) -> usize {
+        ((sess - 1) / SESS_PER_MEMBER) as usize
+    }
+
+    /// Deletes the claim on `r` (someone other than its session did it when `outside`): the owner's
+    /// claim watch fires if it has one and can hear of it; otherwise the documented window opens.
+    fn delete_claim(&mut self, r: usize, outside: bool, rules: &Rules) {
+        let Some(c) = self.claims[r].take() else { return };
+        let m = self.owner_member(c.sess);
+        if !outside || self.mem[m].sess != c.sess {
+            return;
+        }
+        if rules.owners_watch_claims && self.hears(m) {
+            self.mem[m].held &= !(1 << r);
+            self.mem[m].working &= !(1 << r);
+        } else if self.mem[m].working & (1 << r) != 0 || self.mem[m].held & (1 << r) != 0 {
+            if !self.hears(m) {
+                self.ghost.window[r] |= 1 << m;
+            }
+        }
+    }
+
+    /// The member node of `m` is gone while `m` hears of it: it revokes all work and rejoins.
+    fn evict_if_hears(&mut self, m: usize) {
+        if self.hears(m) {
+            let x = &mut self.mem[m];
+            x.working = 0;
+            x.node = 0;
+            x.coord = 0;
+            x.marker = false;
+        }
+    }
+
+    fn end_session(&mut self, s: u8, rules: &Rules) {
+        self.ttl[(s - 1) as usize] = 0;
+        for r in 0..MAX_R {
+            if self.claims[r].map(|c| c.sess) == Some(s) {
+                self.delete_claim(r, false, rules);
+            }
+        }
+        self.nodes.retain(|n| n.sess != s);
+    }
+}
+
+impl Proto {
+    pub fn new(cfg: Cfg) -> Proto {
+        Proto { cfg }
+    }
+
+    fn m(&self) -> usize {
+        self.cfg.members
+    }
+    fn r(&self) -> usize {
+        self.cfg.resources
+    }
+    fn all_res(&self) -> u8 {
+        ((1u16 << self.r()) - 1) as u8
+    }
+
+    /// Balanced (max - min <= 1), sticky plan over the live member nodes (in seq order).
+    fn plan(&self, s: &St) -> Vec<(u8, u8)> {
+        let live: Vec<&Node> = s.nodes.iter().collect();
+        let n = live.len();
+        if n == 0 {
+            return vec![];
+        }
+        let q = self.r() / n;
+        let extra = self.r() % n;
+        let mut cur: Vec<u8> = live
+            .iter()
+            .map(|nd| match s.assign[nd.member as usize] {
+                Some((seq, mask)) if seq == nd.seq => mask,
+                _ => 0,
+            })
+            .collect();
+        // resolve duplicates: the first member in order keeps a resource
+        let mut taken = 0u8;
+        for c in cur.iter_mut() {
+            *c &= !taken;
+            taken |= *c;
+        }
+        // members holding most get the q+1 quotas
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(cur[i].count_ones()));
+        let mut quota = vec![q; n];
+        for &i in order.iter().take(extra) {
+            quota[i] = q + 1;
+        }
+        let mut free = self.all_res() & !taken;
+        for i in 0..n {
+            while cur[i].count_ones() as usize > quota[i] {
+                let hi = 7 - cur[i].leading_zeros() as u8;
+                cur[i] &= !(1 << hi);
+                free |= 1 << hi;
+            }
+        }
+        for i in 0..n {
+            while (cur[i].count_ones() as usize) < quota[i] && free != 0 {
+                let lo = free.trailing_zeros() as u8;
+                free &= !(1 << lo);
+                cur[i] |= 1 << lo;
+            }
+        }
+        live.iter().zip(cur).map(|(nd, mask)| (nd.member, mask)).collect()
+    }
+
+    fn lowest_node(&self, s: &St) -> Option<Node> {
+        s.nodes.first().copied()
+    }
+
+    /// The checks every fenced coordinator write starts with.
+    fn fenced_ok(&self, s: &St, m: usize) -> bool {
+        let x = &s.mem[m];
+        s.group && s.epoch == x.coord && (!self.cfg.rules.fenced_check_member_node || s.node_exists(x.cnode))
+    }
+
+    fn goal_coordinator(&self, s: &St) -> bool {
+        match self.lowest_node(s) {
+            Some(n) => s.mem[n.member as usize].coord == s.epoch && s.epoch != 0,
+            None => !self.any_can_join(s),
+        }
+    }
+
+    fn any_can_join(&self, s: &St) -> bool {
+        (0..self.m()).any(|m| {
+            let x = &s.mem[m];
+            x.alive && !x.left && (s.sess_alive(x.sess) || x.sessions < SESS_PER_MEMBER)
+        })
+    }
+
+    fn goal_claimed(&self, s: &St) -> bool {
+        if !s.group {
+            return false;
+        }
+        let live_members: Vec<usize> = (0..self.m())
+            .filter(|&m| s.mem[m].alive && s.mem[m].node != 0 && s.node_exists(s.mem[m].node))
+            .collect();
+        if live_members.is_empty() {
+            return !self.any_can_join(s);
+        }
+        (0..self.r()).all(|r| match s.claims[r] {
+            Some(c) => {
+                let m = s.owner_member(c.sess);
+                live_members.contains(&m) && s.mem[m].working & (1 << r) != 0
+            }
+            None => false,
+        })
+    }
+
+    /// A fault-free continuation chosen by a fixed priority order (the fairness the liveness checks
+    /// assume: every enabled protocol step is eventually taken, and the clock ticks only when no
+    /// protocol step is enabled). Returns whether `goal` is reached within `quiet_steps`.
+    fn quiet_reaches(&self, s: &St, goal: fn(&Proto, &St) -> bool) -> bool {
+        let mut cur = s.clone();
+        let mut acts = Vec::new();
+        for _ in 0..self.cfg.quiet_steps {
+            if goal(self, &cur) {
+                return true;
+            }
+            acts.clear();
+            self.actions_inner(&cur, &mut acts, false);
+            let pick = acts
+                .iter()
+                .copied()
+                .filter(|a| !a.is_fault() && !matches!(a, Act::Tick | Act::Renew(_)))
+                .find(|a| self.next_state_inner(&cur, *a, false).map_or(false, |n| n != cur))
+                .or_else(|| {
+                    acts.iter()
+                        .copied()
+                        .find(|a| matches!(a, Act::Renew(_)))
+                        .filter(|a| self.next_state_inner(&cur, *a, false).map_or(false, |n| n != cur))
+                })
+                .or(Some(Act::Tick));
+            match pick.and_then(|a| self.next_state_inner(&cur, a, false)) {
+                Some(n) => cur = n,
+                None => return goal(self, &cur),
+            }
+        }
+        goal(self, &cur)
+    }
+
+    fn actions_inner(&self, s: &St, out: &mut Vec<Act>, bounded: bool) {
+        let c = &self.cfg;
+        let writes_ok = !bounded || s.zxid < c.max_zxid;
+        for mi in 0..self.m() {
+            let m = mi as u8;
+            let x = &s.mem[mi];
+            if !x.alive {
+                continue;
+            }
+            if x.standby {
+                if x.connected {
+                    out.push(Act::Rejoin(m));
+                }
+                continue;
+            }
+            if !x.connected {
+                out.push(Act::Reconnect(m));
+                continue;
+            }
+            if x.cut {
+                // a follower cut off from the leader answers reads but forwards no write or sync,
+                // and closes its client connections after syncLimit x tickTime
+                out.push(Act::FollowerGivesUp(m));
+            }
+            let x = &Mem { cut: false, ..*x };
+            let cut = s.mem[mi].cut;
+            let turn = x.joined || (0..mi).all(|k| s.mem[k].joined || !s.mem[k].alive);
+            if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn && !cut {
+                out.push(Act::Join(m));
+            }
+            if x.node != 0 && !cut {
+                out.push(Act::ReadAssignment(m));
+                if c.algo == Algo::GlobalBarrier {
+                    out.push(Act::ReadBarrier(m));
+                }
+                if writes_ok {
+                    for r in bits(x.assigned & !x.held, self.r()) {
+                        if s.claims[r].is_none() && x.lease > 0 {
+                            out.push(Act::Claim(m, r as u8));
+                        }
+                    }
+                }
+                if x.coord == 0 && writes_ok && s.group && x.node != 0 {
+                    if self.lowest_node(s).map(|n| n.seq) == Some(x.node) {
+                        out.push(Act::TakeOffice(m));
+                    }
+                }
+            }
+            if x.coord != 0 && writes_ok && !cut {
+                out.push(Act::WritePlan(m));
+            }
+            if x.node != 0 && !cut {
+                if bounded && s.budget.standbys < c.standbys {
+                    out.push(Act::Standby(m));
+                }
+                if bounded && s.budget.leaves < c.leaves {
+                    out.push(Act::Leave(m));
+                }
+            }
+            for r in bits(x.held & x.assigned & !x.working, self.r()) {
+                if x.lease > 0 && !x.marker {
+                    out.push(Act::Start(m, r as u8));
+                }
+            }
+        }
+        for mi in 0..self.m() {
+            let x = &s.mem[mi];
+            if !bounded {
+                break;
+            }
+            if x.alive && s.budget.crashes < c.crashes {
+                out.push(Act::Crash(mi as u8));
+            }
+            if x.alive && x.connected && s.budget.disconnects < c.disconnects {
+                out.push(Act::Disconnect(mi as u8));
+            }
+            if x.alive && x.connected && !x.cut && s.budget.cuts < c.cuts {
+                out.push(Act::Cut(mi as u8));
+            }
+            if x.alive && s.budget.drift < c.drift {
+                out.push(Act::TickLagging(mi as u8));
+            }
+        }
+        for i in 0..s.net.len() {
+            out.push(Act::Deliver(i as u8));
+        }
+        if s.follower != s.claims {
+            out.push(Act::FollowerSync);
+        }
+        out.push(Act::Tick);
+        if s.op == Op::Idle && writes_ok {
+            for mi in 0..self.m() {
+                let x = &s.mem[mi];
+                let report = !x.alive && !x.left && x.node != 0 && s.node_exists(x.node);
+                let flushed = !c.rules.late_requests_before_report || !s.net.iter().any(|q| q.sess == x.sess);
+                if report && flushed {
+                    out.push(Act::FailoverScan(mi as u8));
+                }
+            }
+        } else if s.op != Op::Idle && writes_ok {
+            out.push(Act::FailoverDelete);
+        }
+        if !s.group && writes_ok {
+            out.push(Act::RecreateGroup);
+        }
+        if bounded && writes_ok {
+            if s.budget.admin_deletes < c.admin_deletes {
+                for r in 0..self.r() {
+                    if s.claims[r].is_some() {
+                        out.push(Act::AdminDeleteClaim(r as u8));
+                    }
+                }
+            }
+            if s.group && s.budget.group_deletes < c.group_deletes {
+                out.push(Act::DeleteGroup);
+            }
+        }
+    }
+
+    fn next_state_inner(&self, s: &St, a: Act, _bounded: bool) -> Option<St> {
+        let c = &self.cfg;
+        let rules = c.rules;
+        let mut n = s.clone();
+        match a {
+            Act::Join(m) => {
+                let mi = m as usize;
+                let seq = n.next_zxid();
+                n.nodes.push(Node {
+                    seq,
+                    member: m,
+                    sess: n.mem[mi].sess,
+                });
+                let x = &mut n.mem[mi];
+                x.node = seq;
+                x.joined = true;
+                x.assigned = 0;
+                x.marker = false;
+            }
+            Act::ReadAssignment(m) => {
+                let mi = m as usize;
+                let node = n.mem[mi].node;
+                if let Some((seq, mask)) = n.assign[mi] {
+                    if seq == node {
+                        n.mem[mi].assigned = mask;
+                    }
+                }
+                let x = &mut n.mem[mi];
+                let gone = x.held & !x.assigned;
+                x.working &= x.assigned;
+                if gone != 0 {
+                    x.held &= !gone;
+                    let q = Release {
+                        member: m,
+                        sess: x.sess,
+                        node: x.node,
+                        mask: gone,
+                    };
+                    n.net.push(q);
+                }
+            }
+            Act::Claim(m, r) => {
+                let mi = m as usize;
+                let r = r as usize;
+                let z = n.next_zxid();
+                n.claims[r] = Some(Claim {
+                    sess: n.mem[mi].sess,
+                    czxid: z,
+                });
+                n.mem[mi].held |= 1 << r;
+                n.mem[mi].tokens[r] = z;
+            }
+            Act::Start(m, r) => {
+                let mi = m as usize;
+                let r = r as usize;
+                let tok = n.mem[mi].tokens[r];
+                let g = &mut n.ghost;
+                let same = g.last_worker[r] == m + 1;
+                if tok < g.last_token[r] || (!same && tok == g.last_token[r]) {
+                    g.token_regressed = true;
+                }
+                g.last_token[r] = g.last_token[r].max(tok);
+                g.last_worker[r] = m + 1;
+                g.window[r] &= !(1 << mi);
+                n.mem[mi].working |= 1 << r;
+            }
+            Act::Renew(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                if !n.sess_alive(x.sess) {
+                    return None;
+                }
+                if x.cut && rules.lease_through_leader {
+                    return None; // the sync is never answered
+                }
+                n.mem[mi].lease = c.l;
+                n.mem[mi].behind = 0;
+            }
+            Act::ReadBarrier(m) => {
+                let mi = m as usize;
+                let x = &mut n.mem[mi];
+                if n.barrier_stop && !x.marker {
+                    x.working = 0;
+                    x.marker = true;
+                } else if !n.barrier_stop {
+                    x.marker = false;
+                }
+            }
+            Act::Reconnect(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                if n.sess_alive(x.sess) {
+                    n.mem[mi].connected = true;
+                    n.mem[mi].cut = false;
+                    // re-arm watches and re-read what they guard
+                    if !n.node_exists(x.node) {
+                        // evicted while away: revokes all work and rejoins; its coordinator instance
+                        // (if any) learns only when its next fenced write fails
+                        n.mem[mi].node = 0;
+                        n.mem[mi].working = 0;
+                        n.mem[mi].marker = false;
+                    }
+                    if rules.owners_watch_claims {
+                        for r in bits(x.held, self.r()) {
+                            if n.claims[r].map(|cl| cl.sess) != Some(x.sess) {
+                                n.mem[mi].held &= !(1 << r);
+                                n.mem[mi].working &= !(1 << r);
+                            }
+                        }
+                    }
+                    // a handshake proves the session at once
+                    n.mem[mi].lease = c.l;
+                    n.mem[mi].behind = 0;
+                } else {
+                    // the session expired: policy `reconnect` makes a new one
+                    if x.sessions >= SESS_PER_MEMBER {
+                        return None;
+                    }
+                    let sess = m * SESS_PER_MEMBER + x.sessions + 1;
+                    n.ttl[(sess - 1) as usize] = c.t;
+                    n.mem[mi] = Mem {
+                        alive: true,
+                        joined: true,
+                        sess,
+                        sessions: x.sessions + 1,
+                        connected: true,
+                        lease: c.l,
+                        ..Mem::default()
+                    };
+                }
+            }
+            Act::Standby(m) | Act::Leave(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                if matches!(a, Act::Standby(_)) {
+                    n.budget.standbys += 1;
+                } else {
+                    n.budget.leaves += 1;
+                }
+                // stop all work, release every claim, delete the assignment node, then the member node
+                if x.held != 0 {
+                    n.net.push(Release {
+                        member: m,
+                        sess: x.sess,
+                        node: x.node,
+                        mask: x.held,
+                    });
+                }
+                n.assign[mi] = None;
+                n.zxid += 1;
+                n.nodes.retain(|nd| nd.seq != x.node);
+                let y = &mut n.mem[mi];
+                y.working = 0;
+                y.held = 0;
+                y.node = 0;
+                y.coord = 0;
+                y.assigned = 0;
+                y.marker = false;
+                if matches!(a, Act::Standby(_)) {
+                    y.standby = true;
+                } else {
+                    y.left = true;
+                    y.alive = false;
+                    y.connected = false;
+                }
+            }
+            Act::Rejoin(m) => {
+                n.mem[m as usize].standby = false;
+            }
+            Act::TakeOffice(m) => {
+                let mi = m as usize;
+                // versioned set of G/epoch in a multi that checks the member's own node
+                if !n.node_exists(n.mem[mi].node) {
+                    n.mem[mi].node = 0;
+                    return Some(n);
+                }
+                n.zxid += 1;
+                n.epoch += 1;
+                n.mem[mi].coord = n.epoch;
+                n.mem[mi].cnode = n.mem[mi].node;
+            }
+            Act::WritePlan(m) => {
+                let mi = m as usize;
+                if !self.fenced_ok(&n, mi) {
+                    n.mem[mi].coord = 0; // fenced off: resigns
+                    return Some(n);
+                }
+                let current = self.lowest_node(&n).map(|nd| nd.seq) == Some(n.mem[mi].cnode);
+                let plan = self.plan(&n);
+                let mut changed = false;
+                let mut handover = false;
+                for &(member, mask) in &plan {
+                    let mu = member as usize;
+                    let seq = n.mem[mu].node;
+                    let seq = n
+                        .nodes
+                        .iter()
+                        .find(|nd| nd.member == member)
+                        .map(|nd| nd.seq)
+                        .unwrap_or(seq);
+                    let old = match n.assign[mu] {
+                        Some((s0, m0)) if s0 == seq => m0,
+                        _ => 0,
+                    };
+                    if old != mask {
+                        changed = true;
+                    }
+                    for &(other, omask) in &plan {
+                        if other != member {
+                            let o = other as usize;
+                            let oseq = n
+                                .nodes
+                                .iter()
+                                .find(|nd| nd.member == other)
+                                .map(|nd| nd.seq)
+                                .unwrap_or(0);
+                            if let Some((s1, m1)) = n.assign[o] {
+                                if s1 == oseq && m1 & mask & !omask != 0 {
+                                    handover = true;
+                                }
+                            }
+                        }
+                    }
+                }
+                let stale_assign = (0..self.m())
+                    .any(|mu| n.assign[mu].is_some() && !plan.iter().any(|&(member, _)| member as usize == mu));
+                if !changed && !stale_assign && !n.barrier_stop {
+                    return None;
+                }
+                if c.algo == Algo::GlobalBarrier && handover && !n.barrier_stop {
+                    n.zxid += 1;
+                    n.barrier_stop = true;
+                    if !current {
+                        n.ghost.stale_write = true;
+                    }
+                    return Some(n);
+                }
+                if c.algo == Algo::GlobalBarrier && n.barrier_stop {
+                    let all_stopped = n.nodes.iter().all(|nd| n.mem[nd.member as usize].marker);
+                    if !all_stopped {
+                        return None;
+                    }
+                }
+                n.zxid += 1;
+                if !current {
+                    n.ghost.stale_write = true;
+                }
+                for mu in 0..self.m() {
+                    n.assign[mu] = None;
+                }
+                for &(member, mask) in &plan {
+                    let seq = n
+                        .nodes
+                        .iter()
+                        .find(|nd| nd.member == member)
+                        .map(|nd| nd.seq)
+                        .unwrap_or(0);
+                    n.assign[member as usize] = Some((seq, mask));
+                }
+                n.barrier_stop = false;
+            }
+            Act::Deliver(i) => {
+                let q = n.net.remove(i as usize);
+                if !n.sess_alive(q.sess) {
+                    return Some(n); // the server refuses a request of an ended session
+                }
+                let fenced = rules.fenced_check_member_node;
+                if fenced && !n.node_exists(q.node) {
+                    // the fenced batch failed as a whole: delete only claims still ours, by owner
+                    for r in bits(q.mask, self.r()) {
+                        if n.claims[r].map(|cl| cl.sess) == Some(q.sess) {
+                            n.zxid += 1;
+                            n.delete_claim(r, false, &rules);
+                        }
+                    }
+                    return Some(n);
+                }
+                n.zxid += 1;
+                for r in bits(q.mask, self.r()) {
+                    if let Some(cl) = n.claims[r] {
+                        let foreign = cl.sess != q.sess;
+                        if foreign && n.ghost.admin_deleted & (1 << r) == 0 {
+                            n.ghost.release_foreign = true;
+                        }
+                        n.delete_claim(r, foreign, &rules);
+                    }
+                }
+            }
+            Act::FollowerSync => {
+                n.follower = n.claims;
+            }
+            Act::FollowerGivesUp(m) => {
+                let x = &mut n.mem[m as usize];
+                x.connected = false;
+                x.cut = false;
+            }
+            Act::Tick | Act::TickLagging(_) => {
+                let lag = if let Act::TickLagging(m) = a {
+                    Some(m as usize)
+                } else {
+                    None
+                };
+                if lag.is_some() {
+                    n.budget.drift += 1;
+                }
+                for mi in 0..self.m() {
+                    let x = n.mem[mi];
+                    if x.sess == 0 {
+                        continue;
+                    }
+                    let si = (x.sess - 1) as usize;
+                    if n.ttl[si] > 0 {
+                        if n.hears(mi) {
+                            n.ttl[si] = c.t; // pings keep a healthy connection's session alive
+                        } else {
+                            n.ttl[si] -= 1;
+                            if n.ttl[si] == 0 {
+                                n.zxid += 1; // closeSession
+                                n.end_session(x.sess, &rules);
+                            }
+                        }
+                    }
+                    if !x.alive {
+                        continue;
+                    }
+                    if Some(mi) == lag {
+                        n.mem[mi].behind += 1;
+                        continue;
+                    }
+                    let renewed = x.connected && n.sess_alive(x.sess) && (!x.cut || !rules.lease_through_leader);
+                    if renewed {
+                        // the prober's sync (or, without the rule, any read) is answered: renewed
+                        n.mem[mi].lease = c.l;
+                        n.mem[mi].behind = 0;
+                    } else if n.mem[mi].lease > 0 {
+                        n.mem[mi].lease -= 1;
+                        if n.mem[mi].lease == 0 {
+                            n.mem[mi].working = 0; // self-fencing: stops without waiting for any signal
+                        }
+                    }
+                }
+            }
+            Act::FailoverScan(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                let view = if rules.failover_syncs { n.claims } else { n.follower };
+                let mut mask = 0;
+                for r in 0..self.r() {
+                    if view[r].map(|cl| cl.sess) == Some(x.sess) {
+                        mask |= 1 << r;
+                    }
+                }
+                n.op = Op::Scanned {
+                    member: m,
+                    node: x.node,
+                    sess: x.sess,
+                    mask,
+                };
+            }
+            Act::FailoverDelete => {
+                let Op::Scanned { node, sess, mask, .. } = n.op else {
+                    return None;
+                };
+                n.op = Op::Idle;
+                if !n.node_exists(node) {
+                    return Some(n); // check(M) failed: M went meanwhile
+                }
+                n.zxid += 1;
+                for r in bits(mask, self.r()) {
+                    if let Some(cl) = n.claims[r] {
+                        if cl.sess != sess {
+                            n.ghost.failover_wrong = true;
+                        }
+                        n.delete_claim(r, cl.sess != sess, &rules);
+                    }
+                }
+                n.nodes.retain(|nd| nd.seq != node);
+            }
+            Act::RecreateGroup => {
+                n.zxid += 1;
+                n.group = true;
+                n.epoch = 0;
+            }
+            Act::Crash(m) => {
+                n.budget.crashes += 1;
+                let x = &mut n.mem[m as usize];
+                x.alive = false;
+                x.connected = false;
+                x.working = 0;
+            }
+            Act::Disconnect(m) => {
+                n.budget.disconnects += 1;
+                n.mem[m as usize].connected = false;
+            }
+            Act::Cut(m) => {
+                n.budget.cuts += 1;
+                n.mem[m as usize].cut = true;
+            }
+            Act::AdminDeleteClaim(r) => {
+                n.budget.admin_deletes += 1;
+                n.ghost.admin_deleted |= 1 << r;
+                n.zxid += 1;
+                n.delete_claim(r as usize, true, &rules);
+            }
+            Act::DeleteGroup => {
+                n.budget.group_deletes += 1;
+                n.zxid += 1;
+                for r in 0..self.r() {
+                    n.delete_claim(r, true, &rules);
+                }
+                let gone: Vec<Node> = std::mem::take(&mut n.nodes);
+                for nd in gone {
+                    n.evict_if_hears(nd.member as usize);
+                }
+                n.assign = [None; MAX_M];
+                n.epoch = 0;
+                n.barrier_stop = false;
+                n.group = false;
+            }
+        }
+        Some(n)
+    }
+
+    fn overlap_ok(&self, s: &St) -> bool {
+        for r in 0..self.r() {
+            let workers: Vec<usize> = (0..self.m()).filter(|&m| s.mem[m].working & (1 << r) != 0).collect();
+            if workers.len() < 2 {
+                continue;
+            }
+            // allowed only for the documented window: all but the newest holder lost their claim to an
+            // outside deletion while they could not hear of it (bounded by their lease)
+            let newest = *workers.iter().max_by_key(|&&m| s.mem[m].tokens[r]).unwrap();
+            if workers
+                .iter()
+                .any(|&m| m != newest && s.ghost.window[r] & (1 << m) == 0)
+            {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Model for Proto {
+    type State = St;
+    type Action = Act;
+
+    fn init_states(&self) -> Vec<St> {
+        let c = &self.cfg;
+        let mut s = St {
+            zxid: 0,
+            group: true,
+            epoch: 0,
+            barrier_stop: false,
+            nodes: vec![],
+            claims: [None; MAX_R],
+            follower: [None; MAX_R],
+            assign: [None; MAX_M],
+            ttl: [0; MAX_M * SESS_PER_MEMBER as usize],
+            net: vec![],
+            mem: [Mem::default(); MAX_M],
+            op: Op::Idle,
+            budget: Budget::default(),
+            ghost: Ghost::default(),
+        };
+        for m in 0..c.members {
+            let sess = m as u8 * SESS_PER_MEMBER + 1;
+            s.ttl[(sess - 1) as usize] = c.t;
+            s.mem[m] = Mem {
+                alive: true,
+                sess,
+                sessions: 1,
+                connected: true,
+                lease: c.l,
+                ..Mem::default()
+            };
+        }
+        vec![s]
+    }
+
+    fn actions(&self, s: &St, out: &mut Vec<Act>) {
+        self.actions_inner(s, out, true);
+        if s.budget.total() >= self.cfg.faults {
+            out.retain(|a| !a.is_fault());
+        }
+    }
+
+    fn next_state(&self, s: &St, a: Act) -> Option<St> {
+        self.next_state_inner(s, a, true)
+    }
+
+    fn within_boundary(&self, s: &St) -> bool {
+        s.zxid <= self.cfg.max_zxid
+    }
+
+    fn format_action(&self, a: &Act) -> String {
+        a.to_string()
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut props: Vec<Property<Self>> = vec![
+            Property::always("never_two_workers", |p, s| p.overlap_ok(s)),
+            Property::always("tokens_strictly_increase", |_, s: &St| !s.ghost.token_regressed),
+            Property::always("one_member_node_per_session", |_, s: &St| {
+                s.nodes
+                    .iter()
+                    .all(|a| s.nodes.iter().filter(|b| b.sess == a.sess).count() == 1)
+            }),
+            Property::always("only_the_current_coordinator_writes", |_, s: &St| !s.ghost.stale_write),
+            Property::always("failover_ends_only_the_dead_instance", |_, s: &St| {
+                !s.ghost.failover_wrong
+            }),
+            Property::always("release_deletes_only_own_claims", |_, s: &St| !s.ghost.release_foreign),
+        ];
+        if !self.cfg.liveness {
+            return props;
+        }
+        props.extend([
+            Property::always("coordinator_eventually", |p: &Proto, s: &St| {
+                p.quiet_reaches(s, Proto::goal_coordinator)
+            }),
+            Property::always("every_resource_claimed_eventually", |p: &Proto, s: &St| {
+                p.quiet_reaches(s, Proto::goal_claimed)
+            }),
+            Property::sometimes("all_resources_worked", |p: &Proto, s: &St| {
+                p.goal_claimed(s) && s.nodes.len() >= 2
+            }),
+        ]);
+        props
+    }
+}
