@@ -84,7 +84,8 @@ def test_the_packaged_chart_installs_with_the_image_from_the_tarball(dist: Path,
     run(CLUSTER_DIR.parent / "scripts" / "kind-cluster.sh", "load", RELEASE_IMAGE)  # the cluster's own script
     kube.helm("install", "rebalanser", str(dist / f"rebalanser-operator-{VERSION}.tgz"), "-n", namespace,
               "--wait", "--timeout", "5m", timeout=420)
-    (deployment,) = kube.json("get", "deployment", "-n", namespace, "-l", "app.kubernetes.io/instance=rebalanser")["items"]
+    listed = kube.json("get", "deployment", "-n", namespace, "-l", "app.kubernetes.io/instance=rebalanser")
+    (deployment,) = listed["items"]
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == RELEASE_IMAGE, image
     group = example("resourcegroup.yaml")
