@@ -171,7 +171,7 @@ class GroupAdmin:
         if live and not force:
             raise GroupBusyError(
                 f"{len(live)} members are live in {self.paths.root} ({', '.join(live[:5])}"
-                f"{', …' if len(live) > 5 else ''}): stop them first, or force the deletion"
+                f"{', …' if len(live) > 5 else ''}): stop them first, or force the deletion (--force)"
             )
         deleted = sum(_delete_tree(self._zk, f"{self.paths.root}/{child}") for child in KNOWN_CHILDREN)
         try:
