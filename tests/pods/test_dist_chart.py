@@ -22,6 +22,7 @@ import rebalanser
 import yaml
 
 from tests.pods.scene import example
+from tests.support.kube import docker_unavailable_reason
 from tests.support.kubectl import Kube, wait_until
 from tests.support.podcluster import CLUSTER_DIR, pod_cluster_or_skip
 
@@ -46,7 +47,11 @@ def kube() -> Kube:
 
 
 @pytest.fixture(scope="module")
-def dist(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``make dist`` into a fresh directory (Docker is needed for the image; skipped where it cannot run)."""
+    reason = docker_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
     out = tmp_path_factory.mktemp("dist")
     env = {**os.environ, "DIST_REQUIRE_IMAGE": "1", "DIST_IMAGE": f"rebalanser-dist:{VERSION}"}
     run(REPO / "scripts" / "dist.sh", out, env=env)
