@@ -5,73 +5,80 @@ VENV := .venv
 BIN := $(VENV)/bin
 CACHE ?= $(HOME)/.cache/rebalanser
 export REBALANSER_CACHE := $(CACHE)
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)".*/\1/p' worker_lib/rebalanser/__init__.py)
+DIST ?= dist
+# every test that needs no server: no ZooKeeper, no API server, no cluster
+PURE := -m "not zk and not ensemble and not e2e and not pods and not slow" tests/unit tests/operator tests/recipes tests/docs
 
-.PHONY: help setup venv zookeeper controlplane node cluster-prereqs test unit lint typecheck crds demo demo-lite bench bench-kafka chaos docs \
-        cluster-up cluster-down image docker clean model model-negative model-deep
+.PHONY: help setup venv constraints zookeeper controlplane node cluster-prereqs test unit lint typecheck crds \
+        demo demo-lite bench bench-kafka chaos docs cluster-up cluster-down image docker dist clean \
+        model model-negative model-deep
 
-help:
-	@echo "make demo          the demo on the local cluster: operator and workers as pods (host processes without it)"
-	@echo "make demo-lite     the demo without Kubernetes: ZooKeeper and workers only"
-	@echo "make test          set everything up and run the whole suite (what CI runs)"
-	@echo "make cluster-up    start the local cluster: a kind node built here + 3-server ZooKeeper (.cluster/)"
-	@echo "make cluster-down  remove it (node container, network, kubeconfig)"
-	@echo "make image         build the Dockerfile into rebalanser:dev (base image made here)"
-	@echo "make bench         benchmarks -> bench/results.json, docs/benchmarks.md, docs/figures/bench-*.svg"
-	@echo "make bench-kafka   Kafka consumer groups (eager, cooperative-sticky, KIP-848) beside rebalanser and kazoo at N=10, R=1,000 (Java, Maven) -> the same report"
-	@echo "make chaos         long randomised fault campaign, then failover faults on the real cluster -> docs/chaos-report.{md,json}, docs/chaos-cluster.json, docs/figures/chaos-timeline.svg"
-	@echo "make docs          the documentation site (MkDocs, API reference from the docstrings) -> .site/"
+# `make help` prints the "##" line of every target (tests/docs/test_makefile.py checks none is missing)
+help: ## this list
+	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## /{printf "make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.stamp: pyproject.toml
+$(VENV)/.stamp: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
 
-venv: $(VENV)/.stamp
-setup: venv zookeeper controlplane
+venv: $(VENV)/.stamp ## .venv with the package (editable) and every extra, at the versions of constraints.txt
+setup: venv zookeeper controlplane ## venv, ZooKeeper and the control-plane binaries
 
-zookeeper:
+# The exact versions of constraints.txt: the newest that pyproject.toml's ranges allow, resolved in a
+# fresh virtualenv (review the diff before committing it).
+constraints: ## regenerate constraints.txt from pyproject.toml's ranges
+	rm -rf .constraints-venv && $(PY) -m venv .constraints-venv
+	.constraints-venv/bin/pip install -q '.[dev]'
+	{ sed -n '/^#/p' constraints.txt; .constraints-venv/bin/pip freeze --exclude-editable | grep -v '^rebalanser'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf .constraints-venv
+
+zookeeper: ## the ZooKeeper server jars (cached)
 	@scripts/install-zookeeper.sh >/dev/null
 
-controlplane:
+controlplane: ## etcd, kube-apiserver and kubectl built from Go modules (cached)
 	@scripts/build-controlplane.sh
 
 # kubelet, kubeadm, kube-controller-manager, kube-scheduler, kube-proxy, kind, CoreDNS, pause
-node:
+node: ## the node binaries for the local cluster (cached)
 	@scripts/build-node.sh >/dev/null
 
 # Docker, the control-plane and node binaries, the kind node image, the ZooKeeper image and
 # rebalanser:dev (the images build while Go compiles); where Docker cannot run it says so in one
 # line and the rest goes on (the pod tests skip)
-cluster-prereqs:
+cluster-prereqs: ## Docker, the node image, the ZooKeeper image and rebalanser:dev
 	@scripts/cluster-prereqs.sh
 
-lint: venv
+lint: venv typecheck ## ruff over everything, then typecheck
 	$(BIN)/ruff check worker_lib operator tests bench e2e scripts examples
+
+typecheck: venv ## mypy (strict) over both packages and the examples
 	$(BIN)/mypy worker_lib/rebalanser operator/rebalanser_operator examples/asyncio_worker.py
 
-crds: venv
+crds: venv ## regenerate the CRD YAML from the pydantic models
 	$(BIN)/python -m rebalanser_operator.crdgen
 
-test: venv zookeeper cluster-prereqs setup lint model model-negative
+test: venv zookeeper cluster-prereqs setup lint model model-negative ## set everything up and run the whole suite (what CI runs)
 	$(BIN)/pytest -q tests
 
 # The protocol's model (model/, docs/protocol.md "What is checked"): bounded exhaustive checks with
 # every rule on; each protected rule removed in turn (a counterexample each); deeper bounds (chaos).
-model:
+model: ## the protocol's model, checked exhaustively within bounds (stateright); exit 0 when every invariant holds
 	cd model && cargo run --release --locked -q -- check
 
-model-negative:
+model-negative: ## each protected rule of the model removed in turn; exit 0 only when every one gives a counterexample
 	cd model && cargo test --release --locked -q --test negative -- --nocapture --test-threads=1
 
-model-deep:
+model-deep: ## the model at deeper bounds (part of make chaos)
 	cd model && cargo run --release --locked -q -- deep
 
-unit: venv
-	$(BIN)/pytest -q tests/unit
+unit: venv ## every pure test (library and operator): no ZooKeeper, no API server, no cluster
+	$(BIN)/pytest -q $(PURE)
 
 # On the real cluster (the operator and the workers as pods); host processes when it cannot start.
-demo: setup
+demo: setup ## the demo on the local cluster: operator and workers as pods (host processes without it)
 	@if $(MAKE) --no-print-directory cluster-up image; then \
 		$(BIN)/python -m e2e.demo --pods $(DEMO_ARGS); \
 	else \
@@ -80,41 +87,45 @@ demo: setup
 	fi
 
 # ZooKeeper and workers only (no Go toolchain needed)
-demo-lite: venv zookeeper
+demo-lite: venv zookeeper ## the demo without Kubernetes: ZooKeeper and workers only
 	$(BIN)/python -m e2e.demo --no-cluster $(DEMO_ARGS)
 
-bench: setup
+bench: setup ## benchmarks -> bench/results.json, docs/benchmarks.md, docs/figures/bench-*.svg
 	$(BIN)/python -m bench.run
 
 # opt-in: a KRaft broker from the released jars (Maven, cached in $(CACHE)) and confluent-kafka consumers;
 # the N=10, R=1,000 cells of every implementation from one run, merged into the report
-bench-kafka: setup
+bench-kafka: setup ## Kafka consumer groups (eager, cooperative-sticky, KIP-848) beside rebalanser and kazoo at N=10, R=1,000 -> the same report
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000" --merge
 
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
 # cluster (tests/chaos/realcluster.py; its section goes into the same report)
-chaos: setup image cluster-up model-deep
+chaos: setup image cluster-up model-deep ## long randomised fault campaign, the every-request explorer, failover faults on the real cluster -> docs/chaos-report.*
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
 	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
 	$(BIN)/python -m tests.chaos.explore --all --report
 
 # strict: a warning (a broken link, an unresolvable reference) fails the build
-docs: venv
+docs: venv ## the documentation site (MkDocs, API reference from the docstrings) -> .site/
 	$(BIN)/mkdocs build --strict -d .site
 
 # Debian's docker.io (and debootstrap) when missing, dockerd started when not answering.
-docker:
+docker: ## Debian's docker.io when missing, dockerd started when not answering
 	@scripts/install-docker.sh
 
-image:
+image: ## build the Dockerfile into rebalanser:dev (base image made here), load it into the cluster when up
 	@scripts/build-image.sh >/dev/null
 
-cluster-up: controlplane node
+# Everything a release publishes, built here (docs/release.md): wheel, sdist, chart, image + SBOM.
+dist: venv ## wheel, sdist, chart .tgz (with its README) and the image tarball with its SBOM -> dist/
+	@scripts/dist.sh "$(DIST)"
+
+cluster-up: controlplane node ## start the local cluster: a kind node built here + 3-server ZooKeeper (.cluster/)
 	@scripts/kind-cluster.sh up
 
-cluster-down:
+cluster-down: ## remove it (node container, network, kubeconfig)
 	@scripts/kind-cluster.sh down
 
-clean:
-	rm -rf $(VENV) .site .cluster .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove the virtualenv, the site, the cluster state, dist/ and the caches
+	rm -rf $(VENV) .site .cluster $(DIST) .pytest_cache .mypy_cache .ruff_cache

@@ -27,7 +27,7 @@ from types import FrameType
 
 from e2e.demo_stack import GROUP, HANDLED, NAMESPACE, REPO, DemoError, Interrupted, Say, Settings, Stack, on_signal
 from e2e.demo_view import Screen, Snapshot, StatusSource, WorkerRow, describe_rebalance, render
-from tests.support.cluster import ClusterError
+from e2e.lab.cluster import ClusterError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = Clock()
     if args.pods and not args.no_cluster:
         from e2e.demo_pods import run_pods
-        from tests.support.podcluster import NoCluster, pod_cluster
+        from e2e.lab.podcluster import NoCluster, pod_cluster
 
         try:
             kube = pod_cluster()

@@ -30,9 +30,9 @@ import yaml
 
 from e2e.demo_stack import HANDLED, REPO, Interrupted, Say, on_signal
 from e2e.demo_view import Screen, Snapshot, WorkerRow, describe_rebalance, from_resource_group, render
-from tests.support.kubectl import Kube, KubeError
-from tests.support.podcluster import IMAGE
-from tests.support.podtools import Tools
+from e2e.lab.kubectl import Kube, KubeError
+from e2e.lab.podcluster import IMAGE
+from e2e.lab.podtools import Tools
 
 NAMESPACE = "rebalanser-demo"
 TOOLS_NAMESPACE = "rebalanser-demo-tools"

@@ -25,8 +25,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from tests.support.cluster import CLUSTER_SH, Cluster, ClusterError, start_cluster
-from tests.support.zk import ZkCluster, free_port, make_cluster
+from e2e.lab.cluster import CLUSTER_SH, Cluster, ClusterError, start_cluster
+from e2e.lab.zk import ZkCluster, free_port, make_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from e2e.demo_stack import BIN, GROUP, GROUP_PATH, NAMESPACE
-from tests.support.cluster import Cluster
+from e2e.lab.cluster import Cluster
 
 RG_SOURCE = f"ResourceGroup status (kubectl get rg {GROUP} -n {NAMESPACE} -o json), written by the operator"
 CLI_SOURCE = f"rebalanser status --json (read from ZooKeeper {GROUP_PATH})"

@@ -60,3 +60,14 @@ def zk(zk_hosts: str) -> Iterator[KazooClient]:
     """An administrator's client (the test's own view of ZooKeeper)."""
     with admin_client(zk_hosts) as client:
         yield client
+
+
+ZOOKEEPER_FIXTURES = frozenset({"zk_server", "zk_ensemble"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The one rule for "needs ZooKeeper": a test that uses a real server's fixture is marked ``zk``
+    (``make unit`` runs the tests without it, and without ``e2e``/``pods``/``slow``)."""
+    for item in items:
+        if ZOOKEEPER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.zk)

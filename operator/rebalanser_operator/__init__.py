@@ -2,6 +2,6 @@
 
 Layout: ``models`` (CRD spec/status, the source of truth), ``crdgen`` (CRD YAML), ``reconcile``
 (plain functions on a KazooClient), ``zkpool`` (one shared connection per connect string),
-``observe`` / ``statusview`` / ``tuning`` (pure status and interval policy), ``statusloop`` (the
+``statusview`` / ``tuning`` (pure status and interval policy), ``statusloop`` (the
 per-group live status mirror), ``handlers`` (thin kopf handlers), ``main`` (CLI).
 """

@@ -10,6 +10,7 @@ works on every resource of its group.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def core_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("lean")
     source = root / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     for name in ("worker_lib", "operator"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -126,3 +127,29 @@ def test_a_worker_runs_with_the_core_dependencies_alone(
         worker.wait(timeout=60)
     records = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
     assert records[-1]["event"] == "stopped", records[-3:]
+
+
+def test_the_installed_distribution_is_typed_licensed_and_versioned(core_venv: Path) -> None:
+    probe = (
+        "import importlib.metadata as m, importlib.resources as r, json, rebalanser\n"
+        "d = m.distribution('rebalanser')\n"
+        "print(json.dumps({'version': d.version, 'own': rebalanser.__version__,\n"
+        "  'typed': r.files('rebalanser').joinpath('py.typed').is_file(),\n"
+        "  'license': d.metadata['License-Expression'], 'files': [str(f) for f in d.files or []],\n"
+        "  'requires': d.requires}))"
+    )
+    found = json.loads(run(core_venv / "bin" / "python", "-I", "-c", probe).stdout)  # -I: not the checkout
+    assert found["version"] == found["own"], found
+    assert found["typed"] and found["license"] == "Apache-2.0", found
+    assert any(f.endswith("licenses/LICENSE") for f in found["files"]), found["files"]
+    assert not [r for r in found["requires"] if re.search(r"==\s*\d", r)], found["requires"]
+
+
+def test_a_group_is_made_and_filled_with_the_core_dependencies_alone(
+    core_venv: Path, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rebalanser = core_venv / "bin" / "rebalanser"
+    run(rebalanser, "group", "create", "--zk", zk_hosts, "--group", group_path)
+    run(rebalanser, "group", "resources", "add", "--zk", zk_hosts, "--group", group_path, "a", "b")
+    listed = run(rebalanser, "group", "resources", "list", "--zk", zk_hosts, "--group", group_path).stdout
+    assert listed.split() == ["a", "b"] and sorted(zk.get_children(f"{group_path}/resources")) == ["a", "b"]

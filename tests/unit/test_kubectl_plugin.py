@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from rebalanser.cli import parser
 from rebalanser.errors import InvalidInputError
-from rebalanser.kubectl_plugin import GroupAccess, access_from
+from rebalanser.kubectl_plugin import GroupAccess, _credential_argv, _overrides, _parser, access_from
 
 
 def test_the_group_lives_where_the_status_says_under_the_spec_or_default_path() -> None:
@@ -20,3 +23,22 @@ def test_the_group_lives_where_the_status_says_under_the_spec_or_default_path() 
 def test_a_resource_group_without_a_connect_string_is_a_clear_error() -> None:
     with pytest.raises(InvalidInputError, match="names no ZooKeeper connect string"):
         access_from({"metadata": {"name": "orders", "namespace": "shop"}, "spec": {}})
+
+
+def test_the_credentials_secret_becomes_the_status_commands_user_and_password_file(tmp_path: Path) -> None:
+    rg = {"metadata": {"name": "orders", "namespace": "shop"},
+          "spec": {"zookeeper": {"connect": "zk:2181", "credentialsSecret": "zk-digest"}}}
+    assert access_from(rg).credentials_secret == "zk-digest"
+    argv = _credential_argv({"username": b"orders", "password": b"s3cret"}, "zk-digest", tmp_path)
+    assert argv[:2] == ["--zk-user", "orders"] and argv[2] == "--zk-password-file"
+    assert Path(argv[3]).read_bytes() == b"s3cret" and Path(argv[3]).stat().st_mode & 0o077 == 0
+    with pytest.raises(InvalidInputError, match="username and password"):
+        _credential_argv({"password": b"x"}, "zk-digest", tmp_path)
+
+
+def test_credential_and_tls_options_pass_through_to_status() -> None:
+    args = _parser().parse_args(["status", "--rg", "orders", "--zk-user", "orders", "--zk-password-file", "/p",
+                                 "--zk-tls-dir", "/tls", "--zk-tls-verify-hostname"])
+    assert _overrides(args) == ["--zk-user", "orders", "--zk-password-file", "/p", "--zk-tls-dir", "/tls",
+                                "--zk-tls-verify-hostname"]
+    assert parser().parse_args(["status", "--zk", "h", "--group", "/g", *_overrides(args)]).zk_user == "orders"

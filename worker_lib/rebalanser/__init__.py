@@ -3,6 +3,8 @@
 Start with :class:`Client`, configured by :class:`Options`, reporting to your :class:`Handler`.
 """
 
+__version__ = "0.1.0"  # the one version source: the package, the image label and the chart follow it
+
 from rebalanser.client import Client, State, StopTimeoutError
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import (

@@ -19,10 +19,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from rebalanser import admin_cli
 from rebalanser.client import Client
 from rebalanser.config import Algorithm
 from rebalanser.credentials import PasswordFile, PasswordFileError, read_password
-from rebalanser.errors import InvalidInputError
+from rebalanser.errors import InvalidInputError, RebalanserError
 from rebalanser.handler import Handler
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.options import ExpiryPolicy, Options, default_member_id
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
 EXIT_EXPIRED = 3
 EXIT_USAGE = 2
+EXIT_FAILED = 1
 
 
 class EventLog:
@@ -188,8 +193,8 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str] | PasswordFile | N
     if password_file:
         if not user:
             raise InvalidInputError("--zk-password-file needs a user (--zk-user or REBALANSER_ZK_USERNAME)")
-        source = PasswordFile(user, password_file, poll_interval=args.zk_password_poll,
-                              previous_grace=args.zk_previous_password_grace)
+        source = PasswordFile(user, password_file, poll_interval=getattr(args, "zk_password_poll", 5.0),
+                              previous_grace=getattr(args, "zk_previous_password_grace", 120.0))
         try:
             read_password(source.path)  # fail at start on a missing or empty file
         except PasswordFileError as exc:
@@ -225,18 +230,11 @@ def _true(value: str | None) -> bool:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from kazoo.client import KazooClient
-
+    from rebalanser.admin import connect
     from rebalanser.status import read_group_status
 
-    tls = tls_options(args)
-    zk = KazooClient(hosts=args.zk, timeout=10, **(tls.kazoo_arguments() if tls is not None else {}))
-    zk.start(timeout=15)
-    try:
+    with connect(args.zk, credentials=_credentials(args), tls=tls_options(args)) as zk:
         status = read_group_status(zk, args.group)
-    finally:
-        zk.stop()
-        zk.close()
     if args.resource or args.member or args.pod:
         return _print_owners(status, args.resource or [], args.member or [], args.pod or [], as_json=args.json)
     if args.json:
@@ -302,7 +300,7 @@ def _print_owners(status: GroupStatus, resources: Sequence[str], members: Sequen
 
 def _connection_arguments(p: argparse.ArgumentParser) -> None:
     """``--zk``/``--group``, defaulting to ``$REBALANSER_ZK``/``$REBALANSER_GROUP`` (e.g. a pod's ``envFrom``),
-    and the ``--zk-tls*`` options (:func:`tls_options`)."""
+    the ``--zk-tls*`` options (:func:`tls_options`) and the digest credentials (:func:`_credentials`)."""
     zk, group = os.environ.get("REBALANSER_ZK"), os.environ.get("REBALANSER_GROUP")
     p.add_argument("--zk", required=zk is None, default=zk, help="ZooKeeper connect string (or $REBALANSER_ZK)")
     p.add_argument("--group", required=group is None, default=group, help="group znode path (or $REBALANSER_GROUP)")
@@ -319,6 +317,10 @@ def _connection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zk-tls-verify-hostname", action="store_true",
                    help="the server certificate must name the host of the connect string "
                         "(or $REBALANSER_ZK_TLS_VERIFY_HOSTNAME=true)")
+    p.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
+    p.add_argument("--zk-password-file",
+                   help="file holding the digest password (or REBALANSER_ZK_PASSWORD_FILE; REBALANSER_ZK_PASSWORD "
+                        "without one)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -342,10 +344,6 @@ def parser() -> argparse.ArgumentParser:
                    help="write this start's instance nonce here (a pod's /dev/termination-log) and record its "
                         "digest in the member node, for kubelet-confirmed failover (with POD_NAMESPACE, POD_NAME, "
                         "POD_UID and REBALANSER_CONTAINER set)")
-    w.add_argument("--zk-user", help="digest user (or REBALANSER_ZK_USERNAME)")
-    w.add_argument("--zk-password-file",
-                   help="file holding the digest password (or REBALANSER_ZK_PASSWORD_FILE; REBALANSER_ZK_PASSWORD "
-                        "without one); re-read while the worker runs")
     w.add_argument("--zk-password-poll", type=float, default=5.0, metavar="SECONDS",
                    help="how often the password file is re-read")
     w.add_argument("--zk-previous-password-grace", type=float, default=120.0, metavar="SECONDS",
@@ -368,6 +366,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--pod", action="append", metavar="NAME",
                    help="print what pod NAME owns: the member whose node records that pod, else the member with "
                         "id NAME (repeatable); exit 1 when no member runs in it")
+    admin_cli.add_parser(sub, _connection_arguments)
     return p
 
 
@@ -376,10 +375,29 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(args, "log_level", "WARNING"), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return run_worker(args) if args.command == "worker" else run_status(args)
+        return _run(args)
     except InvalidInputError as exc:
         print(f"rebalanser: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RebalanserError as exc:
+        print(f"rebalanser: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except NoAuthError:
+        print(f"rebalanser: ZooKeeper refused access to {args.group}: its znodes need digest credentials "
+              "(--zk-user with --zk-password-file, or REBALANSER_ZK_USERNAME/REBALANSER_ZK_PASSWORD*) "
+              "that their ACL names", file=sys.stderr)
+        return EXIT_FAILED
+    except KazooTimeoutError:
+        print(f"rebalanser: cannot connect to ZooKeeper at {args.zk}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "worker":
+        return run_worker(args)
+    if args.command == "group":
+        return admin_cli.run_group(args, _credentials(args), tls_options(args))
+    return run_status(args)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,9 @@ class State(StrEnum):
     ABORTED = "Aborted"
 
 
+_ENDING = (State.STOPPING, State.STOPPED, State.ABORTED)  # nothing is owned in these states
+
+
 class StopTimeoutError(RebalanserError):
     """A stop (or start) callback outlived ``stop_timeout`` (``start_timeout``); the member stopped
     waiting for it: after a stop callback, the resources were released anyway."""
@@ -106,6 +109,7 @@ class Client:
         self._epoch_seen = 0  # the highest epoch this member has known: a floor for its own next term
         self._me: MemberNode | None = None
         self._joined_session = 0
+        self._announced_session = 0  # the session on_session("connected"/"reconnected") was reported for
         # The session whose start (CONNECTED) this member's thread has processed and whose end (LOST)
         # it has not: the only one it may join. kazoo may already be in a newer session while the
         # events of the older one's end still wait in the queue (see _join).
@@ -179,7 +183,7 @@ class Client:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
         with self._lock:
             held = self._resources.owned.get(resource)
-            if held is None or self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
+            if held is None or self._state in _ENDING:
                 return False
         return self._valid(resource, held)
 
@@ -195,7 +199,10 @@ class Client:
         return held[0] if held is not None and self.owns(resource) else None
 
     def owned(self) -> dict[str, int]:
+        """Every resource :meth:`owns` is True for at this instant, with its fencing token."""
         with self._lock:
+            if self._state in _ENDING:
+                return {}
             items = list(self._resources.owned.items())
         return {r: o[0] for r, o in items if self._valid(r, o)}
 
@@ -386,7 +393,9 @@ class Client:
             log.info("connected in session %#x, which is no longer current: waiting for what follows", session)
         elif session != self._joined_session:
             self._session = session
-            self._notify("on_session", "connected" if not self._joined_session else "reconnected")
+            if session != self._announced_session:  # a join step still waiting does not announce it again
+                self._announced_session = session
+                self._notify("on_session", "connected" if not self._joined_session else "reconnected")
             self._join()
         else:
             self._session = session
@@ -550,6 +559,10 @@ class Client:
         now = time.monotonic()
         if not self._join_deadline:
             self._join_deadline = now + 2 * session_timeout(self.zk) + 5
+            log.warning("member id %r: an earlier incarnation's node is still in %s; waiting up to %.0fs for "
+                        "ZooKeeper to expire its session before joining", self.options.member_id,
+                        self.paths.clients, self._join_deadline - now)
+            self._notify("on_session", "waiting")
             self._join_timer = threading.Timer(self._join_deadline - now, lambda: self._post(ev.JoinStep()))
             self._join_timer.daemon = True
             self._join_timer.start()

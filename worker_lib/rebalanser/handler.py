@@ -27,6 +27,24 @@ class Handler:
     on, and the call runs once the overrunning one returns (``owns`` tells whether they are still ours).
     An ``on_revoked`` that has to wait is waited for as usual, at most ``Options.stop_timeout``.
 
+    Deltas. Each ``on_assigned`` names only the resources this member starts on with that call, and each
+    ``on_revoked`` only those it stops: a rebalance that adds ``b`` to a member holding ``a`` calls
+    ``on_assigned({"b": ...})``, not ``{"a": ..., "b": ...}``. The union of what was assigned and not
+    revoked since is what :meth:`Client.owned` returns (while the member is not stopping).
+
+    Tokens belong to claims. A resource's fencing token is fixed when this member claims it in
+    ZooKeeper and changes only with a new claim. Some rounds revoke a resource and assign it back to
+    the same member without releasing the claim: a Global Barrier round (every member stops
+    everything, then starts its new share), or a lease lapse while ZooKeeper was unreachable and the
+    session survived. Then ``on_revoked`` is followed by ``on_assigned`` with the same token. A
+    downstream store that fences on the token accepts the same token again, and refuses only smaller
+    ones.
+
+    Which algorithm runs. ``G/config``, when the group has one (written by the operator or by
+    ``rebalanser group config``), decides for every member. Without it the coordinator's own
+    ``Options.algorithm`` decides (the coordinator runs the rebalance), so workers whose options
+    disagree follow whichever of them is coordinator at the time.
+
     ``on_error``, ``on_role`` and ``on_session`` are notifications. They run on the member's own thread,
     one at a time and never on a ZooKeeper thread, but they may run while an overrunning ``on_assigned``
     or ``on_revoked`` is still going: keep them short and non-blocking. An exception raised by any
@@ -47,4 +65,6 @@ class Handler:
         """This member became the ``coordinator`` (with its epoch) or a ``follower``."""
 
     def on_session(self, state: str) -> None:
-        """ZooKeeper session: connected, suspended, reconnected, lost, expired, closed."""
+        """ZooKeeper session: connected (once per session), suspended, reconnected, lost, expired, closed;
+        and ``waiting`` when :meth:`Client.start` found a node of an earlier incarnation with this
+        member id and waits (at most 2T + 5 s) for ZooKeeper to expire that session before joining."""

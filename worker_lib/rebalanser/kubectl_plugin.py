@@ -1,8 +1,8 @@
 """``kubectl rebalanser``: who owns what in a ResourceGroup, asked by the ResourceGroup's name.
 
 The plugin reads the ResourceGroup through ``kubectl`` (its ZooKeeper connect string and group path,
-and the TLS Secret it names; the group is world-readable, so digest credentials are not needed), then
-answers from ZooKeeper itself, as
+and the TLS and credentials Secrets it names: workers with credentials give their nodes a digest-only
+ACL), then answers from ZooKeeper itself, as
 ``rebalanser status`` does: complete however many resources the group has, where the ResourceGroup's
 status is capped. It needs ``kubectl`` on the PATH (or ``$KUBECTL``) and the network reach of a worker
 pod, so it is meant for a shell inside the cluster or a port-forwarded ensemble::
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class GroupAccess:
     path: str
     tls_secret: str | None = None
     verify_hostname: bool = False
+    credentials_secret: str | None = None
 
 
 def access_from(rg: Mapping[str, Any]) -> GroupAccess:
@@ -56,7 +57,11 @@ def access_from(rg: Mapping[str, Any]) -> GroupAccess:
         raise InvalidInputError(f"ResourceGroup {meta.get('name')} names no ZooKeeper connect string")
     path = zookeeper.get("path") or f"/rebalanser/{meta.get('namespace')}/{meta.get('name')}"
     tls = zookeeper.get("tls") or {}
-    return GroupAccess(str(connect), str(path), tls.get("secret"), bool(tls.get("verifyHostname", False)))
+    credentials = zookeeper.get("credentialsSecret")
+    if isinstance(credentials, Mapping):  # a reference object: its name
+        credentials = credentials.get("name")
+    return GroupAccess(str(connect), str(path), tls.get("secret"), bool(tls.get("verifyHostname", False)),
+                       str(credentials) if credentials else None)
 
 
 class Kubectl:
@@ -82,8 +87,12 @@ def _secret_data(kubectl: Kubectl, name: str) -> dict[str, bytes]:
 
 
 def _status_argv(access: GroupAccess, kubectl: Kubectl, workdir: Path) -> list[str]:
-    """``rebalanser status`` arguments for the group (the TLS Secret's files written into ``workdir``)."""
+    """``rebalanser status`` arguments for the group (the TLS Secret's files and the credentials Secret's
+    password written into ``workdir``)."""
     argv = ["status", "--zk", access.connect, "--group", access.path]
+    if access.credentials_secret:
+        argv += _credential_argv(_secret_data(kubectl, access.credentials_secret), access.credentials_secret,
+                                 workdir)
     if access.tls_secret:
         secret = _secret_data(kubectl, access.tls_secret)
         for name in TLS_FILES:
@@ -95,6 +104,20 @@ def _status_argv(access: GroupAccess, kubectl: Kubectl, workdir: Path) -> list[s
     return argv
 
 
+def _credential_argv(secret: Mapping[str, bytes], name: str, workdir: Path) -> list[str]:
+    """``--zk-user``/``--zk-password-file`` from a credentials Secret's ``username``/``password``."""
+    if "username" not in secret or "password" not in secret:
+        raise InvalidInputError(f"Secret {name} needs the keys username and password")
+    target = workdir / "password"
+    target.write_bytes(secret["password"])
+    target.chmod(0o600)
+    return ["--zk-user", secret["username"].decode(), "--zk-password-file", str(target)]
+
+
+#: ``rebalanser status`` options passed through as given (they win over what the ResourceGroup names).
+PASSED_THROUGH = ("--zk-user", "--zk-password-file", "--zk-tls-dir", "--zk-tls-ca", "--zk-tls-cert", "--zk-tls-key")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kubectl rebalanser", description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=["owner", "pod", "status"],
@@ -104,7 +127,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--namespace", help="its namespace (default: kubectl's)")
     p.add_argument("--kubeconfig")
     p.add_argument("--json", action="store_true")
+    for option in PASSED_THROUGH:
+        p.add_argument(option, help="as for rebalanser status; overrides what the ResourceGroup names")
+    p.add_argument("--zk-tls-verify-hostname", action="store_true", help="as for rebalanser status")
     return p
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    argv: list[str] = []
+    for option in PASSED_THROUGH:
+        value = getattr(args, option.lstrip("-").replace("-", "_"))
+        if value:
+            argv += [option, value]
+    return argv + (["--zk-tls-verify-hostname"] if args.zk_tls_verify_hostname else [])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,12 +150,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     kubectl = Kubectl(args.namespace, args.kubeconfig)
     try:
         access = access_from(kubectl.get("resourcegroups.rebalanser.io", args.rg))
+        if args.zk_user or args.zk_password_file:  # given: the credentials Secret need not be readable
+            access = replace(access, credentials_secret=None)
+        if args.zk_tls_dir or args.zk_tls_ca or args.zk_tls_cert:
+            access = replace(access, tls_secret=None)
         with tempfile.TemporaryDirectory(prefix="kubectl-rebalanser-") as workdir:
             status_argv = _status_argv(access, kubectl, Path(workdir))
             flag = {"owner": "--resource", "pod": "--pod", "status": ""}[args.command]
             for name in args.names if flag else []:
                 status_argv += [flag, name]
-            return cli.main([*status_argv, *(["--json"] if args.json else [])])
+            return cli.main([*status_argv, *_overrides(args), *(["--json"] if args.json else [])])
     except InvalidInputError as exc:
         print(f"kubectl rebalanser: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,11 @@ class Handler:
     Calls never overlap one another and keep the order the member decided them in, unless a call
     ignores its cancellation (it then goes on alone, and later calls about its resources wait for it).
 
+    The rules of :class:`rebalanser.Handler` hold here too: each call carries a delta (only what starts
+    or stops with it), a token belongs to the claim (a Global Barrier round, or a lease lapse that the
+    session survives, revokes and re-assigns a resource with the same token), and ``G/config`` decides
+    the algorithm when present, else the coordinator's own options.
+
     ``on_error``, ``on_role`` and ``on_session`` are plain (not ``async``) notifications, called on the
     loop in the order they happened; keep them short. An exception raised by ``on_assigned`` or
     ``on_revoked`` is reported through ``on_error``; it never stops the member.
