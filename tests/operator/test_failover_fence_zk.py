@@ -24,7 +24,7 @@ from rebalanser_operator.actions import apply_spec
 from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.partition import partitionable_ensemble
 from tests.support.workers import wait_for
 from tests.support.zk import admin_client
@@ -41,7 +41,7 @@ class Killed(Exception):
 
 @pytest.fixture
 def ctx() -> Iterator[OperatorContext]:
-    context = OperatorContext(kube=RecordingKube(), options=LoopOptions(connect_wait=10.0))
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=RecordingKube(), options=LoopOptions(connect_wait=10.0))
     yield context
     context.close()
 
