@@ -6,7 +6,7 @@ Evidence: the claim znodes and their ``ephemeralOwner``, read by the test's own 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -203,3 +203,43 @@ def test_joining_again_in_the_same_session_forgets_no_claim(
     book.reset(member.client_id[0], node)
     book.release(RESOURCES)
     assert [owner(zk, paths, r) for r in RESOURCES] == [None] * 5, "claims of the live session were forgotten"
+
+
+class _FencedInBetween(ClaimBook):
+    """A ClaimBook whose release is overtaken between its read and its delete: the operator's failover
+    fences the session (deletes its member node), deletes its claim on r2, and another member claims r2
+    (what a late release of a dead process meets)."""
+
+    def __init__(self, *args: object, overtake: Callable[[], None], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.overtake: Callable[[], None] | None = overtake
+
+    def _commit_deletes(self, mine: dict[str, int], fenced: bool) -> list[object]:
+        if self.overtake is not None:
+            self.overtake, overtake = None, self.overtake
+            overtake()
+            return super()._commit_deletes(mine, fenced)  # the late request itself
+        raise AssertionError("a release sent after the fence: only the late request may reach the server")
+
+
+def test_a_release_read_before_the_fence_changes_nothing_after_it(
+    zk: KazooClient, member: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """The release transaction checks the member node: once the failover has deleted it, a release
+    of that session still on its way deletes no claim, not even the next owner's (all version 0)."""
+    paths = GroupPaths.of(group_path)
+    plain = joined(member, paths)
+    plain.claim(RESOURCES)
+    with admin_client(zk_hosts) as other:
+
+        def failover() -> None:
+            zk.delete(plain.member_path)
+            zk.delete(paths.owner("r2"))
+            other.create(paths.owner("r2"), b"", ephemeral=True)
+
+        book = _FencedInBetween(member, paths, "m0", overtake=failover)
+        book.session_id, book.member_path, book.held = plain.session_id, plain.member_path, dict(plain.held)
+        with pytest.raises(AssertionError, match="after the fence"):
+            book.release(["r2", "r3"])
+        assert owner(zk, paths, "r2") == other.client_id[0], "the next owner's claim was deleted"
+        assert owner(zk, paths, "r3") == member.client_id[0], "a fenced release deleted a claim"

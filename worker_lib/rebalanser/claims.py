@@ -298,15 +298,29 @@ class ClaimBook:
         for resource in mine:
             self.held.pop(resource, None)
         self.uncertain |= mine.keys()
-        txn = self.zk.transaction()
-        for resource, version in mine.items():
-            txn.delete(self.paths.owner(resource), version=version)
-        results = txn.commit()
+        results = self._commit_deletes(mine, fenced=bool(self.member_path))
+        if self.member_path and isinstance(results[0], NoNodeError):
+            # Our member node is gone (standby, eviction, the operator's failover of a process that is in
+            # fact alive): the process is alive to see it, so a late request of a dead one is not this.
+            results = self._commit_deletes(mine, fenced=False)
+        elif self.member_path:
+            results = results[1:]
         if any(isinstance(r, Exception) for r in results):
             for resource in mine:  # one changed between the read and the delete: settle one by one
                 self._delete_one(resource)
             return
         self.uncertain -= mine.keys()
+
+    def _commit_deletes(self, mine: dict[str, int], fenced: bool) -> list[object]:
+        """One transaction deleting each claim of ``mine`` at its version; ``fenced``: it starts with
+        ``check`` of our member node, so that once that node is deleted (the operator's failover fences a
+        dead session that way) a release of ours still on its way changes nothing."""
+        txn = self.zk.transaction()
+        if fenced:
+            txn.check(self.member_path, -1)
+        for resource, version in mine.items():
+            txn.delete(self.paths.owner(resource), version=version)
+        return list(txn.commit())
 
     def _in(self, batch: list[str], alive: set[str]) -> dict[str, int]:
         """resource -> version (0) of each claim in ``batch`` that ``alive`` says is ours; the others
