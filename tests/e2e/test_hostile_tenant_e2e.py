@@ -20,7 +20,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ import pytest
 
 from tests.e2e.test_operator_e2e import BIN, OperatorProcess, service_account_kubeconfig
 from tests.support.cluster import REPO, Cluster
-from tests.support.hostile import Victim, create_other_app, snapshot
+from tests.support.hostile import Victim, create_other_app, settle, snapshot
 from tests.support.invariants import overlaps, token_regressions
 from tests.support.zk import ZkCluster, admin_client, serving_cluster
 
@@ -109,16 +109,6 @@ class VictimWorkers:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-
-
-def settle(predicate: Callable[[], Any], timeout: float, poll: float = 0.5) -> Any:
-    """``predicate()`` once truthy, else None after ``timeout`` (the caller reports what it found)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value or None
-        time.sleep(poll)
 
 
 def resource_group(namespace: str, name: str, zookeeper: dict[str, Any]) -> dict[str, Any]:
