@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import rbactable
 from tests.support.hostile import OTHER_APP_NODES, Victim, settle
 from tests.support.invariants import overlaps, token_regressions
 from tests.support.kubectl import Kube, wait_until
@@ -287,3 +288,38 @@ def test_the_victims_credentials_never_reach_the_attackers_status(hostile: Hosti
     events = json.dumps(hostile.kube.json("get", "events", "-n", ATTACKER))
     for leak in (PASSWORD, f"{WORKERS}-"):
         assert leak not in events, f"{leak!r} appears in the attacker's Events"
+
+
+def test_the_operator_can_do_what_the_rbac_table_says_and_tenants_get_resource_groups_by_aggregation(
+    hostile: Hostile,
+) -> None:
+    """On the real cluster (its controller manager aggregates roles): the operator's ServiceAccount can do
+    exactly what docs/operator.md's RBAC table says in a served namespace and in its own, and the
+    built-in ``view``/``edit`` roles carry ResourceGroups."""
+    kube = hostile.kube
+    kube.kubectl("create", "serviceaccount", "nobody", "-n", OPS, check=False)
+    rows = rbactable.table_rows()
+
+    def can_i(namespace: str, who: str) -> tuple[rbactable.Grants, frozenset[str]]:
+        return rbactable.parse_can_i(kube.kubectl("auth", "can-i", "--list", "-n", namespace,
+                                                  f"--as=system:serviceaccount:{OPS}:{who}").stdout)
+
+    for namespace, served in ((VICTIM, True), (OPS, False)):
+        (grants, urls), (baseline, baseline_urls) = can_i(namespace, f"{RELEASE}-rebalanser-operator"), can_i(
+            namespace, "nobody")
+        want = rbactable.expected(rows, served=served)
+        got = rbactable.minus(grants, baseline)
+        assert got == want and urls <= baseline_urls, (namespace, rbactable.minus(got, want),
+                                                       rbactable.minus(want, got))
+    for role, verbs in (("view", {"get": "yes", "list": "yes", "create": "no", "delete": "no"}),
+                        ("edit", {"get": "yes", "create": "yes", "patch": "yes", "delete": "yes"})):
+        user = f"tenant-{role}"
+        kube.kubectl("create", "rolebinding", user, f"--clusterrole={role}", f"--user={user}", "-n", VICTIM,
+                     check=False)
+
+        def answers(user: str = user, verbs: dict[str, str] = verbs) -> dict[str, str] | None:
+            got = {verb: kube.kubectl("auth", "can-i", verb, "resourcegroups.rebalanser.io", "-n", VICTIM,
+                                      f"--as={user}", check=False).stdout.strip() for verb in verbs}
+            return got if got == verbs else None
+
+        assert settle(answers, 30), f"the built-in {role} role does not carry ResourceGroups as documented"
