@@ -9,6 +9,8 @@ every znode under the given roots; :func:`changed` says, in readable lines, what
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,3 +88,14 @@ def create_other_app(zk: KazooClient, root: str) -> None:
     zk.set(root, b'{"app": "brokers"}')
     for node in OTHER_APP_NODES:
         zk.create(f"{root}/{node}", node.encode(), makepath=True)
+
+
+def settle(predicate: Callable[[], Any], timeout: float, poll: float = 0.5) -> Any:
+    """``predicate()`` once truthy, else None after ``timeout``: a bounded poll that does not fail (the
+    caller reports what it found, so one run shows every effect of an attack)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value or None
+        time.sleep(poll)
