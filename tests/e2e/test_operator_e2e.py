@@ -741,6 +741,8 @@ def test_a_tenants_attacks_are_refused_with_a_reason_and_touch_nothing(
         "exfiltrate": ({"connect": f"127.0.0.1:{listener.port}", "credentialsSecret": "stolen"},
                        "EnsembleNotAllowed"),
     }
+    victim = wait_status(kube, lambda s: s.get("phase") == "Stable", 60, "the victim Stable before the attacks")
+    members, assigned = victim["members"], victim["assigned"]  # earlier tests of the module may have killed one
     try:
         before = snapshot()
         for name, (zookeeper_spec, _) in attacks.items():
@@ -761,9 +763,9 @@ def test_a_tenants_attacks_are_refused_with_a_reason_and_touch_nothing(
             assert get_rg(kube, name) is None, f"{name} was not deleted"
         assert snapshot() == before
         assert listener.accepted == 0 and b"victims-password" not in listener.received
-        st = wait_status(kube, lambda s: s.get("phase") == "Stable" and s.get("members") == 3, 60,
-                         "the victim still Stable with its 3 members")
-        assert st["assigned"] == 9
+        st = wait_status(kube, lambda s: s.get("phase") == "Stable" and s.get("members") == members, 60,
+                         f"the victim still Stable with its {members} members")
+        assert st["assigned"] == assigned
     finally:
         listener.close()
         kube.run_kubectl("delete", "rg", *attacks, "-n", NS, "--ignore-not-found", "--wait=false", check=False)
