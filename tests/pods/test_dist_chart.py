@@ -63,6 +63,9 @@ def namespace(kube: Kube) -> Iterator[str]:
     name = f"dx-dist-{uuid.uuid4().hex[:6]}"
     kube.kubectl("create", "namespace", name)
     yield name
+    # the ResourceGroups first, while their operator runs: its finalizer deletes their znodes
+    kube.kubectl("delete", "resourcegroups.rebalanser.io", "--all", "-n", name, "--wait", "--timeout=180s",
+                 check=False, timeout=240)
     kube.helm("uninstall", name, "-n", name, "--wait", check=False)
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
