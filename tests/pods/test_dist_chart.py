@@ -63,7 +63,10 @@ def namespace(kube: Kube) -> Iterator[str]:
     name = f"dx-dist-{uuid.uuid4().hex[:6]}"
     kube.kubectl("create", "namespace", name)
     yield name
-    kube.helm("uninstall", "rebalanser", "-n", name, "--wait", check=False)
+    # the ResourceGroups first, while their operator runs: its finalizer deletes their znodes
+    kube.kubectl("delete", "resourcegroups.rebalanser.io", "--all", "-n", name, "--wait", "--timeout=180s",
+                 check=False, timeout=240)
+    kube.helm("uninstall", name, "-n", name, "--wait", check=False)
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
@@ -87,9 +90,10 @@ def test_the_packaged_chart_installs_with_the_image_from_the_tarball(dist: Path,
     assert f"rebalanser-dist:{VERSION}" in loaded, loaded
     run("docker", "tag", f"rebalanser-dist:{VERSION}", RELEASE_IMAGE)
     run(CLUSTER_DIR.parent / "scripts" / "kind-cluster.sh", "load", RELEASE_IMAGE)  # the cluster's own script
-    kube.helm("install", "rebalanser", str(dist / f"rebalanser-operator-{VERSION}.tgz"), "-n", namespace,
+    # the release is named after the namespace: the chart's cluster-scoped objects carry the release's name
+    kube.helm("install", namespace, str(dist / f"rebalanser-operator-{VERSION}.tgz"), "-n", namespace,
               "--wait", "--timeout", "5m", timeout=420)
-    listed = kube.json("get", "deployment", "-n", namespace, "-l", "app.kubernetes.io/instance=rebalanser")
+    listed = kube.json("get", "deployment", "-n", namespace, "-l", f"app.kubernetes.io/instance={namespace}")
     (deployment,) = listed["items"]
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == RELEASE_IMAGE, image
