@@ -648,8 +648,16 @@ def result_doc(recordings: dict[str, Recording], points: list[Point], seconds: f
             for name, rec in recordings.items()
         },
         "summary": summary(points),
-        "points": [p.to_dict() for p in points],
+        "points": [_brief(p) for p in points],
     }
+
+
+def _brief(point: Point) -> dict[str, Any]:
+    """A point for the report: what each actor sent is left out (the recording lists the requests)."""
+    record = point.to_dict()
+    record["seen"] = {actor: len(ops) for actor, ops in point.seen.items()}
+    record["notes"] = [n[:300] for n in point.notes]
+    return record
 
 
 def markdown_lines(doc: dict[str, Any]) -> list[str]:
@@ -711,7 +719,7 @@ def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
     """Writes ``chaos-explore.json``, and the explorer's section of ``chaos-report.md`` (in place of the
     one there; the campaign's own sections unchanged)."""
     path = report_dir / "chaos-explore.json"
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    path.write_text(json.dumps(doc, indent=None, separators=(",", ":")) + "\n")
     md = report_dir / "chaos-report.md"
     before = md.read_text() if md.exists() else "# Chaos campaign report\n"
     if SECTION in before:
