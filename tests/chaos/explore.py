@@ -285,8 +285,12 @@ def _start_members(run: Run, scenario: Scenario) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{first} never took office")
         time.sleep(0.05)
-    for member in rest:
-        fleet.spawn(member, "slow" if member in scenario.slow else "normal")
+    for member in rest:  # one by one: the election order (who takes office next) is the scenario's order
+        worker = fleet.spawn(member, "slow" if member in scenario.slow else "normal")
+        while not any(pid == worker.pid for (_, pid) in fleet.ledger.latest_roles()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{member} never joined")
+            time.sleep(0.05)
     settled = fleet.wait_recovered(started, cap=60)
     if not settled.ok:
         raise RuntimeError(f"the fleet never settled before the trigger: {settled.problems}")
@@ -606,6 +610,10 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
             print(f"   the fault-free run itself: {recording.violations}", flush=True)
         out.write(json.dumps({"recording": asdict(recording)}) + "\n")
         indices = requests if requests is not None else list(range(len(recording.requests)))
+        beyond = [i for i in indices if i >= len(recording.requests)]
+        if beyond:
+            print(f"   {name} sent {len(recording.requests)} requests this time: skipping {beyond}", flush=True)
+            indices = [i for i in indices if i < len(recording.requests)]
         for index in indices:
             for fault in faults:
                 point = explorer.point(scenario, recording, index, fault)
@@ -640,8 +648,16 @@ def result_doc(recordings: dict[str, Recording], points: list[Point], seconds: f
             for name, rec in recordings.items()
         },
         "summary": summary(points),
-        "points": [p.to_dict() for p in points],
+        "points": [_brief(p) for p in points],
     }
+
+
+def _brief(point: Point) -> dict[str, Any]:
+    """A point for the report: what each actor sent is left out (the recording lists the requests)."""
+    record = point.to_dict()
+    record["seen"] = {actor: len(ops) for actor, ops in point.seen.items()}
+    record["notes"] = [n[:300] for n in point.notes]
+    return record
 
 
 def markdown_lines(doc: dict[str, Any]) -> list[str]:
@@ -703,7 +719,7 @@ def write_report(report_dir: Path, doc: dict[str, Any]) -> Path:
     """Writes ``chaos-explore.json``, and the explorer's section of ``chaos-report.md`` (in place of the
     one there; the campaign's own sections unchanged)."""
     path = report_dir / "chaos-explore.json"
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    path.write_text(json.dumps(doc, indent=None, separators=(",", ":")) + "\n")
     md = report_dir / "chaos-report.md"
     before = md.read_text() if md.exists() else "# Chaos campaign report\n"
     if SECTION in before:
