@@ -16,13 +16,6 @@ import pytest
 from tests.chaos.explore import Explorer, Point, describe, nth_request
 from tests.support.zk import ZkCluster
 
-# Open on main; fixed on the member-safety branch (issue 19). Drop the marks once it is merged.
-OPEN_A = pytest.mark.xfail(reason="finding A (ghost member node after standby) is not fixed yet", strict=False)
-OPEN_B = pytest.mark.xfail(reason="finding B (standby leaks claims) is not fixed yet", strict=False)
-OPEN_F = pytest.mark.xfail(reason="finding F (token read lost after a claim leaks the batch) is not fixed yet",
-                           strict=False)
-
-
 @pytest.fixture(scope="module")
 def explorer(chaos_single: ZkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
     yield Explorer(chaos_single, Path(tmp_path_factory.mktemp("explore")))
@@ -39,7 +32,6 @@ def _run(explorer: Explorer, scenario: str, pick: int, fault: str, operation: st
     return point
 
 
-@OPEN_B
 def test_standby_release_lost(explorer: Explorer) -> None:
     """B: the member steps aside; its one-multi release of every claim is lost with the connection.
     Its claims must not stay with its live session while nobody works on them."""
@@ -48,7 +40,6 @@ def test_standby_release_lost(explorer: Explorer) -> None:
     assert not point.violations, describe(point)
 
 
-@OPEN_A
 def test_standby_member_node_delete_flapping(explorer: Explorer) -> None:
     """A: on standby, deleting the member node fails, and keeps failing until the stuck callback has
     returned. The member must not rejoin beside its old node (two member nodes in one session)."""
@@ -57,7 +48,6 @@ def test_standby_member_node_delete_flapping(explorer: Explorer) -> None:
     assert not point.violations, describe(point)
 
 
-@OPEN_F
 def test_token_read_lost_after_claim(explorer: Explorer) -> None:
     """F: the claim multi succeeds, the token read after it is lost, and the plan takes the resource
     back before the member reconnects. The claim must not stay held by a session that does not work on it."""
