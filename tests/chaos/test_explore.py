@@ -16,6 +16,7 @@ import pytest
 from tests.chaos.explore import Explorer, Point, describe, nth_request
 from tests.support.zk import ZkCluster
 
+
 @pytest.fixture(scope="module")
 def explorer(chaos_single: ZkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
     yield Explorer(chaos_single, Path(tmp_path_factory.mktemp("explore")))
