@@ -417,7 +417,7 @@ class Deletion:
 
 
 def delete_group(
-    zk: KazooClient, path: str, owner: OwnerMarker, *, batch_size: int = DEFAULT_BATCH, attempts: int = 5
+    zk: KazooClient, path: str, owner: OwnerMarker, *, batch_size: int = DEFAULT_BATCH, attempts: int = 8
 ) -> Deletion:
     """Deletes the documented layout of a group ``owner`` manages, then its root; returns what it did.
 
@@ -425,8 +425,9 @@ def delete_group(
     ``owner``'s marker (another object's, another cluster's, none at all). Children of the root outside
     the layout (:data:`LAYOUT`) are never deleted: the root then stays, with them and a released marker
     (the same namespace and name may take it back). Live workers may recreate their znodes meanwhile,
-    so the deletion is repeated, up to ``attempts`` passes; raises :class:`NotEmptyError` if the group
-    still exists after that.
+    so the deletion is repeated, up to ``attempts`` passes, each after a growing pause (50 ms doubling
+    up to 1 s: a member whose claim or node was just deleted stops and re-reads before it gives up on
+    the group); raises :class:`NotEmptyError` if the group still exists after that.
     """
     root = GroupPaths.of(path).root
     try:
@@ -438,7 +439,9 @@ def delete_group(
         whose = current.describe(owner) if current is not None else "nobody (no owner marker)"
         raise GroupOwnedElsewhereError(f"znode {root} is managed by {whose}; it was not deleted")
     deleted = 0
-    for _ in range(attempts):
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
         children = set(_children(zk, root))
         for child in sorted(children & LAYOUT):
             deleted += delete_tree(zk, f"{root}/{child}", batch_size=batch_size)
