@@ -741,6 +741,8 @@ impl Proto {
                     }
                     n.mem[mi].connected = true;
                     n.mem[mi].cut = false;
+                    // the handshake: the leader validates (touches) the session before answering
+                    n.ttl[(x.sess - 1) as usize] = c.t;
                     // re-arm watches and re-read what they guard
                     if !n.node_exists(x.node) {
                         // evicted while away: revokes all work and rejoins; its coordinator instance
