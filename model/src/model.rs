@@ -120,6 +120,7 @@ pub struct Release {
     pub sess: u8,
     pub node: u8,
     pub mask: u8,
+    pub tokens: [u8; MAX_R],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -675,6 +676,7 @@ impl Proto {
                         sess: x.sess,
                         node: x.node,
                         mask: gone,
+                        tokens: x.tokens,
                     };
                     n.net.push(q);
                 }
@@ -689,6 +691,7 @@ impl Proto {
                 });
                 n.mem[mi].held |= 1 << r;
                 n.mem[mi].tokens[r] = z;
+                n.ghost.window[r] &= !(1 << mi);
             }
             Act::Start(m, r) => {
                 let mi = m as usize;
@@ -696,12 +699,14 @@ impl Proto {
                 let tok = n.mem[mi].tokens[r];
                 let g = &mut n.ghost;
                 let same = g.last_worker[r] == m + 1;
-                if tok < g.last_token[r] || (!same && tok == g.last_token[r]) {
+                // work under an older token is possible only in the documented window, where a fenced
+                // downstream rejects it
+                let in_window = g.window[r] & (1 << mi) != 0;
+                if !in_window && (tok < g.last_token[r] || (!same && tok == g.last_token[r])) {
                     g.token_regressed = true;
                 }
                 g.last_token[r] = g.last_token[r].max(tok);
                 g.last_worker[r] = m + 1;
-                g.window[r] &= !(1 << mi);
                 n.mem[mi].working |= 1 << r;
             }
             Act::Renew(m) => {
@@ -730,8 +735,14 @@ impl Proto {
                 let mi = m as usize;
                 let x = n.mem[mi];
                 if n.sess_alive(x.sess) {
+                    // it hears again: the documented window (if any) ends here
+                    for r in 0..MAX_R {
+                        n.ghost.window[r] &= !(1 << mi);
+                    }
                     n.mem[mi].connected = true;
                     n.mem[mi].cut = false;
+                    // the handshake: the leader validates (touches) the session before answering
+                    n.ttl[(x.sess - 1) as usize] = c.t;
                     // re-arm watches and re-read what they guard
                     if !n.node_exists(x.node) {
                         // evicted while away: revokes all work and rejoins; its coordinator instance
@@ -784,6 +795,7 @@ impl Proto {
                         sess: x.sess,
                         node: x.node,
                         mask: x.held,
+                        tokens: x.tokens,
                     });
                 }
                 n.assign[mi] = None;
@@ -906,9 +918,15 @@ impl Proto {
                 }
                 let fenced = rules.fenced_check_member_node;
                 if fenced && !n.node_exists(q.node) {
-                    // the fenced batch failed as a whole: delete only claims still ours, by owner
+                    // the fenced batch failed as a whole: delete only the claims still ours, read first
+                    // (ephemeralOwner is this session and czxid the token held)
                     for r in bits(q.mask, self.r()) {
-                        if n.claims[r].map(|cl| cl.sess) == Some(q.sess) {
+                        if n.claims[r]
+                            == Some(Claim {
+                                sess: q.sess,
+                                czxid: q.tokens[r],
+                            })
+                        {
                             n.zxid += 1;
                             n.delete_claim(r, false, &rules);
                         }
