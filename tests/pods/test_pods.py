@@ -397,7 +397,10 @@ def test_rollout_restart_batches_rebalances(scene: Scene) -> None:
     assert max(intervals) > before["effectiveIntervalSeconds"], f"interval never rose: {intervals}"
     assert max(intervals) == MAX_INTERVAL, intervals
     rebalances = int(after["lastRebalance"]["generation"]) - generation
-    assert 0 < rebalances < len(old_pods), f"{rebalances} rebalances for {len(old_pods)} pods restarted"
+    # Each departed pod's resources are handed out at once (at most one write per departure: orphans never
+    # wait); the joins' moves between live members are what the interval batches. Unbatched, 5 departures
+    # and 5 joins would make at least 10 rebalances.
+    assert 0 < rebalances < 2 * len(old_pods), f"{rebalances} rebalances for {len(old_pods)} pods restarted"
     scene.durations["rollout restart: rebalances for 5 pods"] = rebalances
     no_overlap(scene)
     scene.timed("rollout restart", started)
