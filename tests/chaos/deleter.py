@@ -75,6 +75,7 @@ def admin_deletes(fleet: Fleet, rng: random.Random, result: StepResult) -> list[
 
 def failover_ends(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
     from rebalanser_operator.endmember import MemberChanged, end_member
+    from rebalanser_operator.failover import EndedInstance
 
     candidates = [w for w in fleet.running() if fleet.owned_by(w)] or fleet.running()
     if not candidates:
@@ -87,7 +88,7 @@ def failover_ends(fleet: Fleet, rng: random.Random, result: StepResult) -> list[
         return []
     start = time.monotonic_ns()
     try:
-        ended = end_member(fleet.zk, GroupPaths.of(fleet.group), name)
+        ended = end_member(fleet.zk, GroupPaths.of(fleet.group), name, EndedInstance("worker", "outside-deleter"))
         detail = f"the failover ended live {name}: {ended.claims} claims"
     except MemberChanged:
         detail = f"the failover found {name} gone"

@@ -185,6 +185,7 @@ def _failover(member: str) -> Callable[[Run], None]:
     over the pod would."""
     def trigger(run: Run) -> None:
         from rebalanser_operator.endmember import MemberChanged, end_member
+        from rebalanser_operator.failover import EndedInstance
 
         name = _member_node(run.fleet.zk, run.fleet.group, member)
         run.fleet.workers[member].kill()
@@ -196,7 +197,7 @@ def _failover(member: str) -> Callable[[Run], None]:
                              connection_retry=KazooRetry(max_tries=3, delay=0.05))
             try:
                 zk.start(timeout=10)
-                end_member(zk, GroupPaths.of(run.fleet.group), name)
+                end_member(zk, GroupPaths.of(run.fleet.group), name, EndedInstance("worker", "explorer"))
                 run.notes.append(f"failover attempt {attempt + 1} ended {name}")
                 return
             except MemberChanged:
