@@ -83,16 +83,17 @@ def zk(zookeeper: ZkCluster) -> Iterator[KazooClient]:
 
 @pytest.fixture(scope="module")
 def installed(kube: Cluster) -> Cluster:
-    """``helm install`` of the chart (CRD from crds/, ServiceAccount, RBAC, Deployment, Service)."""
-    return install_chart(kube, NS, RELEASE)
+    """``helm install`` of the chart (CRD from crds/, ServiceAccount, RBAC, Deployment, Service), with
+    confirmed-death failover's access to pods (the operator below watches them: ``--failover-pods``)."""
+    return install_chart(kube, NS, RELEASE, "--set", "failover.enabled=true")
 
 
-def install_chart(kube: Cluster, namespace: str, release: str) -> Cluster:
+def install_chart(kube: Cluster, namespace: str, release: str, *values: str) -> Cluster:
     """``helm install`` of the chart as ``release`` into ``namespace``; returns once the CRD is established."""
     kube.create_namespace(namespace)
     proc = subprocess.run(
         [str(kube.helm), "install", release, str(CHART), "--namespace", namespace,
-         "--kubeconfig", str(kube.kubeconfig)],
+         "--kubeconfig", str(kube.kubeconfig), *values],
         capture_output=True, text=True, env=kube.env(), timeout=120, check=False,
     )
     assert proc.returncode == 0, f"helm install failed: {proc.stderr}"
@@ -186,7 +187,8 @@ def operator(
     base = tmp_path_factory.mktemp("operator")
     running = OperatorProcess(service_account_kubeconfig(installed, base / "kubeconfig"), installed.env(),
                               base / "operator.log", allowed_ensembles=zookeeper.hosts,
-                              args=("--path-root", "/rebalanser/{namespace}", "--path-root", LARGEST_SPEC_ROOT))
+                              args=("--path-root", "/rebalanser/{namespace}", "--path-root", LARGEST_SPEC_ROOT,
+                                    "--failover-pods"))
     running.start()
     try:
         yield running
