@@ -121,11 +121,13 @@ def bench_status_lag(cluster: ZkCluster, admin: KazooClient, log_dir: Path, roun
     from rebalanser_operator.actions import apply_spec
     from rebalanser_operator.runtime import LoopOptions, OperatorContext
     from rebalanser_operator.statusloop import StatusLoop
+    from rebalanser_operator.tenancy import PathRoots, Tenancy
 
     resources, members = 100, 3
     log_dir.mkdir(parents=True, exist_ok=True)
     kube = RecordingKube()
-    ctx = OperatorContext(kube=kube, options=LoopOptions())
+    tenancy = Tenancy(path_roots=PathRoots.parse(["/bench-operator"]))  # its groups live outside /rebalanser
+    ctx = OperatorContext(kube=kube, options=LoopOptions(), tenancy=tenancy)
     path = f"/bench-operator/status-{uuid.uuid4().hex[:8]}"
     rt = ctx.group("bench", "status", uuid.uuid4().hex)
     spec = {"zookeeper": {"connect": cluster.hosts, "path": path, "sessionTimeoutSeconds": 2},

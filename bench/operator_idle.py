@@ -240,7 +240,7 @@ def scene(work: Path, log: Log = print) -> Iterator[Scene]:
         with open(work / "operator.log", "wb") as out:
             operator = subprocess.Popen(
                 [str(BIN / "rebalanser-operator"), "--namespace", NS, "--metrics-port", str(free_port()),
-                 "--liveness", f"http://127.0.0.1:{free_port()}/healthz"],
+                 "--liveness", f"http://127.0.0.1:{free_port()}/healthz", "--allowed-ensemble", zk.hosts],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=cluster.env(),
             )
         try:
