@@ -355,3 +355,66 @@ def test_notes_warn_when_the_operator_serves_its_own_namespace(helm: Path, tmp_p
     assert "WARNING: operator.allowedEnsembles is empty" in notes()
     quiet = notes("--set", "rbac.watchNamespaces={shop}", "--set", "operator.allowedEnsembles={zk:2181}")
     assert "WARNING" not in quiet, quiet
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = by_kind(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_image_digest_pins_the_reference(helm: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    pinned = operator_container(render(helm, "--set", f"image.digest={digest}", "--set", "image.tag=9.9"))
+    assert pinned["image"] == f"ghcr.io/rebalanser/rebalanser@{digest}"
+    assert operator_container(render(helm, "--set", "image.tag=9.9"))["image"] == "ghcr.io/rebalanser/rebalanser:9.9"
+
+
+def test_container_security_context_is_hardened_and_configurable(helm: Path) -> None:
+    default = operator_container(render(helm))["securityContext"]
+    assert default["readOnlyRootFilesystem"] is True and default["allowPrivilegeEscalation"] is False
+    assert default["capabilities"] == {"drop": ["ALL"]} and default["runAsNonRoot"] is True
+    changed = operator_container(render(helm, "--set", "containerSecurityContext.readOnlyRootFilesystem=false"))
+    assert changed["securityContext"]["readOnlyRootFilesystem"] is False
+
+
+def test_extra_volumes_and_mounts_are_added(helm: Path) -> None:
+    docs = render(helm, "--set-json", 'extraVolumes=[{"name":"ca","configMap":{"name":"zk-ca"}}]',
+                  "--set-json", 'extraVolumeMounts=[{"name":"ca","mountPath":"/etc/zk-ca","readOnly":true}]')
+    (deployment,) = by_kind(docs, "Deployment")
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["tmp", "ca"] and volumes[1]["configMap"] == {"name": "zk-ca"}
+    mounts = operator_container(docs)["volumeMounts"]
+    assert [m["mountPath"] for m in mounts] == ["/tmp", "/etc/zk-ca"]
+
+
+def test_startup_probe_defaults_and_can_be_turned_off(helm: Path) -> None:
+    probe = operator_container(render(helm))["startupProbe"]
+    assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 120
+    tuned = operator_container(render(helm, "--set", "startupProbe.failureThreshold=7"))["startupProbe"]
+    assert tuned["failureThreshold"] == 7
+    assert "startupProbe" not in operator_container(render(helm, "--set", "startupProbe=null"))
+
+
+def test_schema_refuses_bad_new_values(helm: Path) -> None:
+    for bad in (["--set", "image.digest=latest"], ["--set", "startupProbe.periods=3"],
+                ["--set-json", 'extraVolumeMounts=[{"name":"x"}]'], ["--set", "crds.templted=true"]):
+        proc = subprocess.run([str(helm), "template", "rel", str(CHART), *bad], capture_output=True, text=True,
+                              check=False)
+        assert proc.returncode != 0 and "schema" in proc.stderr, (bad, proc.stderr)
+
+
+def test_crd_is_in_crds_folder_by_default_not_in_templates(helm: Path) -> None:
+    assert not by_kind(render(helm), "CustomResourceDefinition")
+    (crd,) = by_kind(render(helm, "--include-crds"), "CustomResourceDefinition")
+    assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
+
+
+def test_templated_crd_is_the_generated_one_kept_on_uninstall(helm: Path) -> None:
+    docs = render(helm, "--set", "crds.templated=true", "--skip-crds")
+    (crd,) = by_kind(docs, "CustomResourceDefinition")
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    generated = yaml.safe_load(crdgen.render())
+    del crd["metadata"]["annotations"]
+    assert crd == generated

@@ -112,3 +112,12 @@ app.kubernetes.io/part-of: rebalanser
 {{ include "rebalanser-operator.groupRules" . }}
 {{ include "rebalanser-operator.namespaceRules" . }}
 {{- end -}}
+
+{{/* The image reference: repository@digest when image.digest is set, else repository:tag. */}}
+{{- define "rebalanser-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
