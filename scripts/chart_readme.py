@@ -81,6 +81,8 @@ def render(chart: Path) -> str:
         "",
         "The CRD comes from the chart's `crds/` folder on the first install; Helm never upgrades or deletes it",
         "(apply the newer one with `kubectl apply -f crds/` before upgrading the chart).",
+        "With `crds.templated: true` the CRD is a template instead (kept on uninstall, upgraded with the chart);",
+        "then install with `--skip-crds`.",
         "",
         "## Values",
         "",
