@@ -51,6 +51,78 @@ fn bounds(deep: bool) -> Vec<(String, Cfg)> {
     out
 }
 
+/// `conform TRACE...`: each recorded trace checked against the model (docs/protocol.md, "Conformance").
+/// Exit 1 when a trace within bounds has no matching path.
+fn conform(files: Vec<String>) -> ExitCode {
+    use rebalanser_model::conform::{check_trace, parse, Verdict};
+    let max = std::env::var("CONFORM_MAX_STATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400_000);
+    let (mut ok, mut bad, mut out) = (0, 0, 0);
+    for f in &files {
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("{f}: {e}");
+                bad += 1;
+                continue;
+            }
+        };
+        let verdict = match parse(&text, 2) {
+            Err(e) => Verdict::OutOfBounds(e),
+            Ok(t) => {
+                let mut cfg = Cfg::small(if t.global {
+                    Algo::GlobalBarrier
+                } else {
+                    Algo::ResourceBarrier
+                });
+                cfg.max_zxid = 60;
+                let v = check_trace(cfg, &t, max);
+                let proj = if t.dropped > 0 {
+                    format!(" ({} events beyond the bounds left out)", t.dropped)
+                } else {
+                    String::new()
+                };
+                println!(
+                    "{f}: {} events, {} members, {} resources{proj}",
+                    t.events.len(),
+                    t.members,
+                    t.resources
+                );
+                v
+            }
+        };
+        match verdict {
+            Verdict::Conforms { states } => {
+                ok += 1;
+                println!("  conforms ({states} states)");
+            }
+            Verdict::NoPath {
+                matched,
+                first_unmatched,
+                states,
+            } => {
+                bad += 1;
+                println!("  NO MATCHING PATH: {matched} events matched; first unmatched: {first_unmatched} ({states} states)");
+            }
+            Verdict::OutOfBounds(why) => {
+                out += 1;
+                println!("  out of bounds: {why}");
+            }
+        }
+    }
+    println!(
+        "conformance: {} traces: {ok} conform, {bad} without a matching path, {out} out of bounds",
+        files.len()
+    );
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "check".into());
     match mode.as_str() {
@@ -83,8 +155,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        "conform" => conform(std::env::args().skip(2).collect()),
         _ => {
-            eprintln!("usage: rebalanser-model check|deep|negative");
+            eprintln!("usage: rebalanser-model check|deep|negative|conform TRACE...");
             ExitCode::from(2)
         }
     }
