@@ -45,6 +45,7 @@ pub enum Verdict {
         matched: usize,
         first_unmatched: String,
         states: usize,
+        exhausted: bool,
     },
     OutOfBounds(String),
 }
