@@ -102,9 +102,15 @@ fn conform(files: Vec<String>) -> ExitCode {
                 matched,
                 first_unmatched,
                 states,
+                exhausted,
             } => {
                 bad += 1;
-                println!("  NO MATCHING PATH: {matched} events matched; first unmatched: {first_unmatched} ({states} states)");
+                let how = if exhausted {
+                    "every path within the bounds tried"
+                } else {
+                    "search bound reached"
+                };
+                println!("  NO MATCHING PATH: {matched} events matched; first unmatched: {first_unmatched} ({states} states, {how})");
             }
             Verdict::OutOfBounds(why) => {
                 out += 1;
