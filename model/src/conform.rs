@@ -50,10 +50,24 @@ pub enum Verdict {
     OutOfBounds(String),
 }
 
-/// Parses a trace, projecting it onto at most `MAX_M` members and `max_r` resources.
-pub fn parse(text: &str, max_r: usize) -> Result<Trace, String> {
+/// The resources a trace names, in order of first appearance.
+pub fn resource_names(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for line in text.lines() {
+        let w: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
+        if w.len() >= 3 && (w[0] == "start" || w[0] == "stop") && !out.iter().any(|x| x == w[2]) {
+            out.push(w[2].to_string());
+        }
+    }
+    out
+}
+
+/// Parses a trace, projecting it onto at most `MAX_M` members (in join order) and the resources `keep`
+/// (at most `MAX_R`; all when `None`).
+pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
     let mut members: Vec<String> = vec![];
-    let mut resources: Vec<String> = vec![];
+    let mut resources: Vec<String> = keep.map(|k| k.to_vec()).unwrap_or_default();
+    let max_r = keep.map_or(MAX_R, |k| k.len().min(MAX_R));
     let mut t = Trace {
         events: vec![],
         lines: vec![],
@@ -82,6 +96,10 @@ pub fn parse(text: &str, max_r: usize) -> Result<Trace, String> {
             }
             ("start" | "stop", n) if n >= 3 => {
                 let m = index(&mut members, w[1]);
+                if keep.is_some_and(|k| !k.iter().any(|x| x == w[2])) {
+                    t.dropped += 1;
+                    continue;
+                }
                 let r = index(&mut resources, w[2]);
                 if m >= MAX_M || r >= max_r {
                     t.dropped += 1;

@@ -54,7 +54,7 @@ fn bounds(deep: bool) -> Vec<(String, Cfg)> {
 /// `conform TRACE...`: each recorded trace checked against the model (docs/protocol.md, "Conformance").
 /// Exit 1 when a trace within bounds has no matching path.
 fn conform(files: Vec<String>) -> ExitCode {
-    use rebalanser_model::conform::{check_trace, parse, Verdict};
+    use rebalanser_model::conform::{check_trace, parse, resource_names, Verdict};
     let max = std::env::var("CONFORM_MAX_STATES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -69,58 +69,72 @@ fn conform(files: Vec<String>) -> ExitCode {
                 continue;
             }
         };
-        let verdict = match parse(&text, 2) {
-            Err(e) => Verdict::OutOfBounds(e),
-            Ok(t) => {
-                let mut cfg = Cfg::small(if t.global {
-                    Algo::GlobalBarrier
-                } else {
-                    Algo::ResourceBarrier
-                });
-                cfg.max_zxid = 60;
-                let v = check_trace(cfg, &t, max);
-                let proj = if t.dropped > 0 {
-                    format!(" ({} events beyond the bounds left out)", t.dropped)
-                } else {
-                    String::new()
-                };
-                println!(
-                    "{f}: {} events, {} members, {} resources{proj}",
-                    t.events.len(),
-                    t.members,
-                    t.resources
-                );
-                v
+        // each pair of the run's resources in turn (the model has two)
+        let names = resource_names(&text);
+        let mut pairs: Vec<Vec<String>> = vec![];
+        for i in 0..names.len() {
+            for j in i + 1..names.len() {
+                pairs.push(vec![names[i].clone(), names[j].clone()]);
             }
-        };
-        match verdict {
-            Verdict::Conforms { states } => {
-                ok += 1;
-                println!("  conforms ({states} states)");
-            }
-            Verdict::NoPath {
-                matched,
-                first_unmatched,
-                states,
-                exhausted,
-            } => {
-                bad += 1;
-                let how = if exhausted {
-                    "every path within the bounds tried"
-                } else {
-                    "search bound reached"
-                };
-                println!("  NO MATCHING PATH: {matched} events matched; first unmatched: {first_unmatched} ({states} states, {how})");
-            }
-            Verdict::OutOfBounds(why) => {
-                out += 1;
-                println!("  out of bounds: {why}");
+        }
+        if names.len() < 2 {
+            pairs.push(names.clone());
+        }
+        for keep in &pairs {
+            let verdict = match parse(&text, Some(keep)) {
+                Err(e) => Verdict::OutOfBounds(e),
+                Ok(t) => {
+                    let mut cfg = Cfg::small(if t.global {
+                        Algo::GlobalBarrier
+                    } else {
+                        Algo::ResourceBarrier
+                    });
+                    cfg.max_zxid = 60;
+                    let v = check_trace(cfg, &t, max);
+                    let proj = if t.dropped > 0 {
+                        format!(" ({} events beyond the bounds left out)", t.dropped)
+                    } else {
+                        String::new()
+                    };
+                    println!(
+                        "{f} [{}]: {} events, {} members, {} resources{proj}",
+                        keep.join(","),
+                        t.events.len(),
+                        t.members,
+                        t.resources
+                    );
+                    v
+                }
+            };
+            match verdict {
+                Verdict::Conforms { states } => {
+                    ok += 1;
+                    println!("  conforms ({states} states)");
+                }
+                Verdict::NoPath {
+                    matched,
+                    first_unmatched,
+                    states,
+                    exhausted,
+                } => {
+                    bad += 1;
+                    let how = if exhausted {
+                        "every path within the bounds tried"
+                    } else {
+                        "search bound reached"
+                    };
+                    println!("  NO MATCHING PATH: {matched} events matched; first unmatched: {first_unmatched} ({states} states, {how})");
+                }
+                Verdict::OutOfBounds(why) => {
+                    out += 1;
+                    println!("  out of bounds: {why}");
+                }
             }
         }
     }
     println!(
-        "conformance: {} traces: {ok} conform, {bad} without a matching path, {out} out of bounds",
-        files.len()
+        "conformance: {} traces, {} projections onto two resources: {ok} conform, {bad} without a matching path, {out} out of bounds",
+        files.len(), ok + bad + out
     );
     if bad == 0 {
         ExitCode::SUCCESS
