@@ -161,10 +161,7 @@ pub fn check_trace(mut cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
     let mut best = 0;
     let mut acts = vec![];
     let mut by_len: HashMap<usize, Vec<Ev>> = HashMap::new();
-    loop {
-        let Some(i) = (0..levels.len()).rev().find(|&i| !levels[i].is_empty()) else {
-            break;
-        };
+    while let Some(i) = (0..levels.len()).rev().find(|&i| !levels[i].is_empty()) {
         if i == t.events.len() {
             return Verdict::Conforms { states: seen.len() };
         }

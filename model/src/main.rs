@@ -68,6 +68,7 @@ fn conform(files: Vec<String>) -> ExitCode {
             Err(e) => {
                 eprintln!("{f}: {e}");
                 bad += 1;
+                bad_whole += 1;
                 continue;
             }
         };
@@ -120,6 +121,9 @@ fn conform(files: Vec<String>) -> ExitCode {
                     exhausted,
                 } => {
                     bad += 1;
+                    if names.len() <= 2 {
+                        bad_whole += 1;
+                    }
                     let how = if exhausted {
                         "every path within the bounds tried"
                     } else {
