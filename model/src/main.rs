@@ -93,6 +93,8 @@ fn conform(files: Vec<String>) -> ExitCode {
                         Algo::ResourceBarrier
                     });
                     cfg.max_zxid = 60;
+                    cfg.standbys = 1; // the explorer drives standby and graceful leaves
+                    cfg.leaves = 1;
                     let v = check_trace(cfg, &t, max);
                     let proj = if t.dropped > 0 {
                         format!(" ({} events beyond the bounds left out)", t.dropped)
