@@ -12,7 +12,7 @@ PURE := -m "not zk and not ensemble and not e2e and not pods and not slow" tests
 
 .PHONY: help setup venv constraints zookeeper controlplane node cluster-prereqs test unit lint typecheck crds \
         demo demo-lite bench bench-kafka chaos docs cluster-up cluster-down image docker dist clean \
-        model model-negative model-deep
+        model model-negative model-deep model-conform
 
 # `make help` prints the "##" line of every target (tests/docs/test_makefile.py checks none is missing)
 help: ## this list
@@ -67,9 +67,17 @@ test: venv zookeeper cluster-prereqs setup lint model model-negative ## set ever
 # every rule on; each protected rule removed in turn (a counterexample each); deeper bounds (chaos).
 model: ## the protocol's model, checked exhaustively within bounds (stateright); exit 0 when every invariant holds
 	cd model && cargo run --release --locked -q -- check
+	cd model && cargo test --release --locked -q --test conform
 
 model-negative: ## each protected rule of the model removed in turn; exit 0 only when every one gives a counterexample
 	cd model && cargo test --release --locked -q --test negative -- --nocapture --test-threads=1
+
+# recorded runs (worker event streams) checked against the model: docs/protocol.md "Conformance"
+CONFORM_RUNS ?= .chaos-explore
+model-conform: ## each recorded explorer run's worker events checked as a behaviour of the model (part of make chaos)
+	rm -rf $(CONFORM_RUNS)/traces
+	$(BIN)/python -m tests.chaos.trace $(CONFORM_RUNS)/runs/* --out $(CONFORM_RUNS)/traces
+	cd model && cargo run --release --locked -q -- conform $(abspath $(CONFORM_RUNS))/traces/*.trace
 
 model-deep: ## the model at deeper bounds (part of make chaos)
 	cd model && cargo run --release --locked -q -- deep
@@ -104,7 +112,8 @@ bench-kafka: setup ## Kafka consumer groups (eager, cooperative-sticky, KIP-848)
 chaos: setup image cluster-up model-deep ## long randomised fault campaign, the every-request explorer, failover faults on the real cluster -> docs/chaos-report.*
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
 	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
-	$(BIN)/python -m tests.chaos.explore --all --report
+	$(BIN)/python -m tests.chaos.explore --all --report --workdir $(CONFORM_RUNS)
+	$(MAKE) model-conform
 
 # strict: a warning (a broken link, an unresolvable reference) fails the build
 docs: venv ## the documentation site (MkDocs, API reference from the docstrings) -> .site/

@@ -1,4 +1,5 @@
 //! The Rebalanser protocol as a checked model (docs/protocol.md, "What is checked").
 
+pub mod conform;
 pub mod model;
 pub mod run;
