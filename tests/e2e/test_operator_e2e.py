@@ -744,7 +744,7 @@ def test_a_tenants_attacks_are_refused_with_a_reason_and_touch_nothing(
         "exfiltrate": ({"connect": f"127.0.0.1:{listener.port}", "credentialsSecret": "stolen"},
                        "EnsembleNotAllowed"),
     }
-    victim = wait_status(kube, lambda s: s.get("phase") == "Stable", 60, "the victim Stable before the attacks")
+    victim = wait_status(kube, lambda s: s.get("phase") == "Stable", 120, "the victim Stable before the attacks")
     members, assigned = victim["members"], victim["assigned"]  # earlier tests of the module may have killed one
     try:
         before = snapshot()
@@ -766,7 +766,7 @@ def test_a_tenants_attacks_are_refused_with_a_reason_and_touch_nothing(
             assert get_rg(kube, name) is None, f"{name} was not deleted"
         assert snapshot() == before
         assert listener.accepted == 0 and b"victims-password" not in listener.received
-        st = wait_status(kube, lambda s: s.get("phase") == "Stable" and s.get("members") == members, 60,
+        st = wait_status(kube, lambda s: s.get("phase") == "Stable" and s.get("members") == members, 120,
                          f"the victim still Stable with its {members} members")
         assert st["assigned"] == assigned
     finally:
