@@ -243,3 +243,39 @@ def test_a_release_read_before_the_fence_changes_nothing_after_it(
             book.release(["r2", "r3"])
         assert owner(zk, paths, "r2") == other.client_id[0], "the next owner's claim was deleted"
         assert owner(zk, paths, "r3") == member.client_id[0], "a fenced release deleted a claim"
+
+
+def test_a_watch_fired_by_another_sessions_release_is_not_taken_for_our_claims_deletion(
+    zk: KazooClient, member: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """kazoo keeps one set of watchers per path: the watch armed on another session's claim (while
+    ours was blocked) fires for that claim's release, even when it is delivered after we claimed the
+    path ourselves. The member must read before it believes it lost the claim (it is still ours)."""
+    paths = GroupPaths.of(group_path)
+    book = joined(member, paths)
+    reported: list[tuple[str, int]] = []
+    came = threading.Event()
+
+    def lost(resource: str, token: int) -> None:
+        reported.append((resource, token))
+        came.set()
+
+    book.on_lost = lost
+    with admin_client(zk_hosts) as other:
+        other.create(paths.owner("r0"), b"", ephemeral=True, makepath=True)
+        assert book.claim(["r0"]).blocked == ["r0"]  # its read armed our watcher on the other's claim
+        gate, held_up = threading.Event(), threading.Event()
+
+        def hold_up(_event: object) -> None:  # kazoo's callbacks run one at a time: this holds the next
+            held_up.set()
+            gate.wait(10)
+
+        member.exists(paths.owner("r0"), watch=hold_up)
+        other.delete(paths.owner("r0"))
+        assert held_up.wait(10), "the release's notification never came"
+        token = book.claim(["r0"]).claimed["r0"]  # ours now, before the notification reaches our watcher
+        gate.set()
+        assert came.wait(10), "the release's notification never reached our watcher"
+    assert reported == [("r0", token)], "the race this test builds did not happen"
+    assert book.still_held("r0", token), "the claim is ours: the deletion reported was the other's"
+    assert owner(zk, paths, "r0") == member.client_id[0]

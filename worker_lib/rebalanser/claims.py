@@ -214,6 +214,16 @@ class ClaimBook:
         del self.held[resource]
         return True
 
+    def still_held(self, resource: str, token: int) -> bool:
+        """Whether our claim on ``resource`` of ``token`` is still there (read now, its watch armed
+        again). A deletion watch can fire for a node that was not ours: kazoo keeps one set of watchers
+        per path, so a watch armed on another session's claim (:meth:`_taken`) and the one armed on the
+        claim we created at that path right after its release are one watch, fired by the release."""
+        if self.held.get(resource) != token:
+            return False
+        stat = self.zk.exists(self.paths.owner(resource), watch=self._claim_watch)
+        return stat is not None and ephemeral_of(stat, self.session_id) and int(stat.czxid) == token
+
     def _taken(self, batch: list[str]) -> set[str]:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the

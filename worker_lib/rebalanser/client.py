@@ -459,8 +459,18 @@ class Client:
             self._handle_lost(lost)
 
     def _claims_lost(self, tokens: dict[str, int]) -> None:
-        """Someone else deleted these claims of ours (their watches fired)."""
-        lost = {r for r, token in tokens.items() if self._book.forget(r, token)}
+        """Someone else deleted these claims of ours (their watches fired). Each is read first: a watch
+        can fire for the release of another session's claim at the same path (see
+        :meth:`ClaimBook.still_held`); a claim still ours, of the same token, is valid again."""
+        lost: set[str] = set()
+        for resource, token in tokens.items():
+            if self._book.still_held(resource, token):
+                with self._lock:
+                    if self._lost_claims.get(resource) == token:
+                        del self._lost_claims[resource]
+                log.info("the deletion reported for %s was not our claim's (it is still ours)", resource)
+            elif self._book.forget(resource, token):
+                lost.add(resource)
         if lost:
             self._handle_lost(lost)
 
