@@ -266,13 +266,14 @@ def test_a_watch_fired_by_another_sessions_release_is_not_taken_for_our_claims_d
         assert book.claim(["r0"]).blocked == ["r0"]  # its read armed our watcher on the other's claim
         gate, held_up = threading.Event(), threading.Event()
 
-        def hold_up(_event: object) -> None:  # kazoo's callbacks run one at a time: this holds the next
+        def hold_up(_event: object) -> None:  # kazoo runs callbacks one at a time: the next ones wait
             held_up.set()
             gate.wait(10)
 
-        member.exists(paths.owner("r0"), watch=hold_up)
-        other.delete(paths.owner("r0"))
-        assert held_up.wait(10), "the release's notification never came"
+        member.exists(f"{group_path}/trigger", watch=hold_up)
+        zk.create(f"{group_path}/trigger", b"")
+        assert held_up.wait(10), "the trigger's notification never came"
+        other.delete(paths.owner("r0"))  # its notification now waits behind hold_up
         token = book.claim(["r0"]).claimed["r0"]  # ours now, before the notification reaches our watcher
         gate.set()
         assert came.wait(10), "the release's notification never reached our watcher"
