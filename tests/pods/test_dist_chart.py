@@ -92,6 +92,7 @@ def test_the_packaged_chart_installs_with_the_image_from_the_tarball(dist: Path,
     run(CLUSTER_DIR.parent / "scripts" / "kind-cluster.sh", "load", RELEASE_IMAGE)  # the cluster's own script
     # the release is named after the namespace: the chart's cluster-scoped objects carry the release's name
     kube.helm("install", namespace, str(dist / f"rebalanser-operator-{VERSION}.tgz"), "-n", namespace,
+              "--set", "operator.allowedEnsembles={zk.zookeeper.svc.cluster.local:2181}",  # none by default
               "--wait", "--timeout", "5m", timeout=420)
     listed = kube.json("get", "deployment", "-n", namespace, "-l", f"app.kubernetes.io/instance={namespace}")
     (deployment,) = listed["items"]
