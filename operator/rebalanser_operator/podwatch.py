@@ -23,6 +23,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
+from rebalanser_operator.actions import owner_marker
 from rebalanser_operator.endmember import Ended, NotOwned, end_instances
 from rebalanser_operator.failover import EndedInstance, PodRef, ended_instances
 from rebalanser_operator.models import FailoverMode, PodSelector
@@ -128,7 +129,7 @@ class Failover:
 def owned_by(ctx: OperatorContext, runtime: GroupRuntime) -> Callable[[bytes], bool]:
     """Whether a group root's data is the owner marker of this very ResourceGroup object: its namespace,
     name and UID, written in this cluster (a released marker is nobody's to fail over)."""
-    ours = OwnerMarker(runtime.namespace, runtime.name, runtime.uid, ctx.tenancy.cluster_id)
+    ours = owner_marker(ctx, runtime)
 
     def check(data: bytes) -> bool:
         marker = OwnerMarker.parse(data)
