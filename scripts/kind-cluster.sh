@@ -106,7 +106,7 @@ do_down() {
         fi
         rm -f "$DIR/created-lib-modules"
     fi
-    rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/bin/kind" "$DIR/kind-create.log"
+    rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/kind-create.log"
 }
 
 case "$CMD" in
@@ -115,6 +115,7 @@ case "$CMD" in
         echo "down"; exit 1 ;;
     down)
         do_down
+        rm -f "$DIR/bin/kind"
         log "down"
         exit 0 ;;
     load)
