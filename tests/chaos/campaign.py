@@ -115,6 +115,9 @@ def _run_fleet(
                 time.sleep(1)  # e.g. only server faults asked for, and the last one is too recent
                 continue
             kind = chooser.choices(candidates, weights=[WEIGHTS[base_kind(k)[0]] for k in candidates])[0]
+            replaced = fleet.replace_hung()
+            if replaced:
+                print(f"    replaced workers hung on standby: {', '.join(replaced)}", flush=True)
             step_seed = f"{seed}:{target}:{phase}:{index}"
             result = _guarded_step(fleet, kind, index, phase, step_seed)
             record = result.to_dict()

@@ -319,6 +319,27 @@ class Fleet:
             self.spawn(member_id, "normal")
         return self.wait_recovered(started, cap=60 + 5 * self.settings.workers)
 
+    def replace_hung(self) -> list[str]:
+        """What a liveness probe does for a pod whose stop callback never returns: such a worker stands
+        aside (out of the group, holding nothing) for good, and with every spawn drawing a behaviour,
+        a long campaign would end with every worker aside and nobody to work. At most one worker is
+        left hung on standby (a member out of the group is a state worth keeping under faults); the
+        others are killed and started afresh, and the group must settle before the next step."""
+        aside = self.ledger.on_standby()
+        hung = [w for w in self.workers.values() if w.alive and w.behaviour == "hang" and w.pid in aside]
+        replaced = [w.member_id for w in hung[1:]]
+        if not replaced:
+            return []
+        started = time.monotonic_ns()
+        for worker in hung[1:]:
+            worker.kill()
+            self.spawn(worker.member_id)
+        recovery = self.wait_recovered(started, cap=60 + 5 * self.settings.workers)
+        if not recovery.ok:
+            raise RuntimeError(f"the fleet did not settle after replacing hung workers {replaced}: "
+                               f"{recovery.problems}")
+        return replaced
+
     # -- workers -------------------------------------------------------------------------------
 
     def pick_behaviour(self, rng: random.Random) -> str:
