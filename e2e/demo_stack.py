@@ -307,7 +307,8 @@ class Stack:
         started = time.monotonic()
         code, _ = stream([*CONTROLPLANE, "up", str(self.cluster_dir)], self.say)
         if code != 0:
-            raise DemoError(f"scripts/cluster.sh controlplane up failed (exit {code}); without Go, run with --no-cluster")
+            raise DemoError(f"scripts/cluster.sh controlplane up failed (exit {code}); "
+                            "without Go, run with --no-cluster")
         self.cluster = start_cluster(self.cluster_dir, timeout=120)
         for name in ("etcd", "kube-apiserver"):
             pid_file = self.cluster_dir / f"{name}.pid"
@@ -478,7 +479,8 @@ class Stack:
     def _cluster_down(self) -> None:
         if not self.cluster_dir.exists():
             return
-        self.say("stopping the control plane (scripts/cluster.sh controlplane down: etcd data, PKI and kubeconfig removed)")
+        self.say("stopping the control plane "
+                 "(scripts/cluster.sh controlplane down: etcd data, PKI and kubeconfig removed)")
         subprocess.run([*CONTROLPLANE, "down", str(self.cluster_dir)], cwd=REPO, capture_output=True,
                        stdin=subprocess.DEVNULL, timeout=120, check=False, start_new_session=True)
         self.cluster = None

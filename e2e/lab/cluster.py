@@ -60,7 +60,8 @@ def _run_script(args: list[str], timeout: float) -> subprocess.CompletedProcess[
         ) from exc
     if proc.returncode != 0:
         raise ClusterError(
-            f"cluster.sh controlplane {' '.join(args)} failed (exit {proc.returncode})\n{_tail(proc.stdout + proc.stderr)}"
+            f"cluster.sh controlplane {' '.join(args)} failed (exit {proc.returncode})\n"
+            f"{_tail(proc.stdout + proc.stderr)}"
         )
     return proc
 
