@@ -131,10 +131,10 @@ dist: venv ## wheel, sdist, chart .tgz (with its README) and the image tarball w
 	@scripts/dist.sh "$(DIST)"
 
 cluster-up: controlplane node ## start the local cluster: a kind node built here + 3-server ZooKeeper (.cluster/)
-	@scripts/kind-cluster.sh up
+	@scripts/cluster.sh up
 
 cluster-down: ## remove it (node container, network, kubeconfig)
-	@scripts/kind-cluster.sh down
+	@scripts/cluster.sh down
 
 clean: ## remove the virtualenv, the site, the cluster state, dist/ and the caches
 	rm -rf $(VENV) .site .cluster $(DIST) .pytest_cache .mypy_cache .ruff_cache

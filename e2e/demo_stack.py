@@ -25,7 +25,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from e2e.lab.cluster import CLUSTER_SH, Cluster, ClusterError, start_cluster
+from e2e.lab.cluster import CONTROLPLANE, Cluster, ClusterError, start_cluster
 from e2e.lab.zk import ZkCluster, free_port, make_cluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -302,12 +302,13 @@ class Stack:
     # -------------------------------------------------------------------------------- control plane
 
     def start_control_plane(self) -> None:
-        self.say("starting the control plane (etcd + kube-apiserver) with scripts/cluster.sh up; "
+        self.say("starting the control plane (etcd + kube-apiserver) with scripts/cluster.sh controlplane up; "
                  "the first run builds it from Go modules (~9 min cold, a progress line every 30 s):")
         started = time.monotonic()
-        code, _ = stream([str(CLUSTER_SH), "up", str(self.cluster_dir)], self.say)
+        code, _ = stream([*CONTROLPLANE, "up", str(self.cluster_dir)], self.say)
         if code != 0:
-            raise DemoError(f"scripts/cluster.sh up failed (exit {code}); without Go, run with --no-cluster")
+            raise DemoError(f"scripts/cluster.sh controlplane up failed (exit {code}); "
+                            "without Go, run with --no-cluster")
         self.cluster = start_cluster(self.cluster_dir, timeout=120)
         for name in ("etcd", "kube-apiserver"):
             pid_file = self.cluster_dir / f"{name}.pid"
@@ -478,8 +479,9 @@ class Stack:
     def _cluster_down(self) -> None:
         if not self.cluster_dir.exists():
             return
-        self.say("stopping the control plane (scripts/cluster.sh down: etcd data, PKI and kubeconfig removed)")
-        subprocess.run([str(CLUSTER_SH), "down", str(self.cluster_dir)], cwd=REPO, capture_output=True,
+        self.say("stopping the control plane "
+                 "(scripts/cluster.sh controlplane down: etcd data, PKI and kubeconfig removed)")
+        subprocess.run([*CONTROLPLANE, "down", str(self.cluster_dir)], cwd=REPO, capture_output=True,
                        stdin=subprocess.DEVNULL, timeout=120, check=False, start_new_session=True)
         self.cluster = None
 

@@ -33,9 +33,9 @@ if ! "$DOCKER" build --build-arg "PYTHON_IMAGE=$BASE" -t "$IMAGE" "$ROOT" >"$CAC
     die "docker build failed (log: $CACHE/images/rebalanser-build.log)"
 fi
 log "built $IMAGE ($((SECONDS - start))s)"
-if ((LOAD)) && [[ -x "$ROOT/scripts/kind-cluster.sh" ]] && "$ROOT/scripts/kind-cluster.sh" status >/dev/null 2>&1; then
+if ((LOAD)) && "$ROOT/scripts/cluster.sh" status >/dev/null 2>&1; then
     start=$SECONDS
-    "$ROOT/scripts/kind-cluster.sh" load "$IMAGE"
+    "$ROOT/scripts/cluster.sh" load "$IMAGE"
     log "loaded $IMAGE into the cluster ($((SECONDS - start))s)"
 fi
 echo "$IMAGE"

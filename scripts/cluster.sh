@@ -1,280 +1,209 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2016  # the single-quoted `bash -c` scripts below get their values as "$1"...
-# Local Kubernetes control plane (etcd + kube-apiserver) for the demo and the e2e tests,
-# started the way controller-runtime's envtest does it: loopback only, free ports, TLS with
-# a throw-away CA, RBAC, an admin client certificate (O=system:masters). No controller
-# manager, scheduler or kubelet: Deployments never get Pods, and namespaces other than the
-# built-in ones (default, kube-system, kube-public, kube-node-lease) must be created.
+# The one script for a local cluster. The cluster of make cluster-up / cluster-down: one kind node,
+# from the node image assembled here (scripts/build-node-image.sh), with a 3-server ZooKeeper
+# StatefulSet in namespace zookeeper.
 #
-#   scripts/cluster.sh up     [DIR]   start (idempotent); writes DIR/kubeconfig, DIR/bin/{kubectl,helm}
-#   scripts/cluster.sh down   [DIR]   stop (idempotent); removes the etcd data and the kubeconfig
-#   scripts/cluster.sh status [DIR]   exit 0 when up and ready
+#   scripts/cluster.sh up                 build what is missing, create the cluster (idempotent: a
+#                                         healthy cluster from the same node image is kept), load
+#                                         the images, deploy ZooKeeper and wait for its quorum
+#   scripts/cluster.sh down          delete the cluster, its network and the files in .cluster
+#   scripts/cluster.sh status        exit 0 when the cluster answers and its node is Ready
+#   scripts/cluster.sh load IMAGE... load local Docker images into the node's containerd
 #
-# DIR defaults to .cluster in the repository root. Files in DIR: kubeconfig, cluster.env
-# (SERVER, KUBECONFIG, ETCD_URL), bin/, pki/, etcd-data/, *.pid, *.log.
-# Environment: REBALANSER_CLUSTER_TIMEOUT (readiness wait, seconds, default 180),
-# REBALANSER_CACHE (binary cache, see scripts/build-controlplane.sh).
+# Files: .cluster/kubeconfig (admin, context kind-rebalanser), .cluster/bin/{kubectl,helm,kind},
+# .cluster/kind.env (NODE_IMAGE, CLUSTER, SERVER). Environment: REBALANSER_KIND_CLUSTER (cluster
+# name, default rebalanser), REBALANSER_IMAGE (the project image, default rebalanser:dev),
+# REBALANSER_CLUSTER_TIMEOUT (each wait, seconds, default 300).
+# When Docker cannot run here, `up` prints one line starting with "docker unavailable:" and exits 3.
+#
+# The e2e tests and the demo need only an API server, started in a directory of their own:
+#   scripts/cluster.sh controlplane up|down|status DIR   etcd + kube-apiserver as host processes
+#                                                        (scripts/lib/controlplane.sh; no kubelet)
 set -euo pipefail
 
+NAME="cluster"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "${1:-}" == controlplane ]]; then
+    shift
+    exec "$ROOT/scripts/lib/controlplane.sh" "$@"
+fi
+# shellcheck source=scripts/lib/build.sh
+source "$ROOT/scripts/lib/build.sh"
+# shellcheck source=scripts/lib/docker.sh
+source "$ROOT/scripts/lib/docker.sh"
 CMD="${1:-}"
-DIR="${2:-$ROOT/.cluster}"
-TIMEOUT="${REBALANSER_CLUSTER_TIMEOUT:-180}"
-STOP_TIMEOUT=20
-
-log() { printf 'cluster: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
+DIR="$ROOT/.cluster"
+CLUSTER="${REBALANSER_KIND_CLUSTER:-rebalanser}"
+TIMEOUT="${REBALANSER_CLUSTER_TIMEOUT:-300}"
+CONFIG="$ROOT/e2e/cluster/kind.yaml"
+ZK_MANIFEST="$ROOT/e2e/cluster/zookeeper.yaml"
+KUBECONFIG_FILE="$DIR/kubeconfig"
+# kind runs `docker` from PATH: make it Debian's client (API pinned in scripts/lib/docker.sh).
+PATH="$(dirname "$DOCKER"):$PATH"
+export PATH
 
 case "$CMD" in
-    up|down|status) ;;
-    *) echo "usage: $0 up|down|status [DIR]" >&2; exit 2 ;;
+    up|down|status|load) ;;
+    *) echo "usage: $0 up|down|status|load IMAGE... | controlplane up|down|status DIR" >&2; exit 2 ;;
 esac
-mkdir -p "$DIR"
-DIR="$(cd "$DIR" && pwd)"
-# One up/down at a time per DIR (the daemons are started with this descriptor closed).
-exec 8>"$DIR/.lock"
+
+mkdir -p "$DIR/bin"
+exec 8>"$DIR/.kind.lock"
 flock 8
 
-# pid_alive NAME: the pid in DIR/NAME.pid is running and is our NAME started for this DIR.
-pid_alive() {
-    local pidf="$DIR/$1.pid" pid cmdline
-    [[ -f "$pidf" ]] || return 1
-    pid="$(cat "$pidf" 2>/dev/null)" || return 1
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    [[ -r "/proc/$pid/cmdline" ]] || return 1
-    cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
-    [[ "$cmdline" == *"$1"* && "$cmdline" == *"$DIR/"* ]]
+kind_bin() {
+    if [[ -x "$DIR/bin/kind" ]]; then echo "$DIR/bin/kind"; else "$ROOT/scripts/build-node.sh" | sed 's|$|/kind|'; fi
+}
+node() { echo "$CLUSTER-control-plane"; }
+k() { "$DIR/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=30s "$@"; }
+
+cluster_exists() {
+    "$DOCKER" info >/dev/null 2>&1 || return 1
+    [[ -n "$("$DOCKER" ps -aq --filter "label=io.x-k8s.kind.cluster=$CLUSTER")" ]]
 }
 
-# stop_proc NAME: SIGTERM, then SIGKILL after STOP_TIMEOUT seconds.
-stop_proc() {
-    local name="$1" pid i
-    if pid_alive "$name"; then
-        pid="$(cat "$DIR/$name.pid")"
-        log "stopping $name (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "$name did not stop within ${STOP_TIMEOUT}s; sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        fi
+healthy() {
+    [[ -f "$KUBECONFIG_FILE" && -x "$DIR/bin/kubectl" ]] || return 1
+    [[ "$("$DOCKER" inspect -f '{{.State.Running}}' "$(node)" 2>/dev/null)" == true ]] || return 1
+    [[ "$(k get --raw /readyz 2>/dev/null)" == ok ]] || return 1
+    [[ "$(k get node "$(node)" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+}
+
+# node_has IMAGE: the node's containerd holds IMAGE with the same image ID as Docker's. (kind's own
+# check needs crictl, which the node does not carry, so `kind load` alone would always reload.)
+node_has() {
+    local id ref
+    id="$("$DOCKER" image inspect -f '{{.Id}}' "$1" 2>/dev/null)" || return 1
+    ref="$1"  # as containerd names it: NAME -> docker.io/library/NAME, USER/NAME -> docker.io/USER/NAME
+    if [[ "$ref" != */* ]]; then ref="docker.io/library/$ref"
+    elif [[ "${ref%%/*}" != *[.:]* && "${ref%%/*}" != localhost ]]; then ref="docker.io/$ref"
     fi
-    rm -f "$DIR/$name.pid"
+    # shellcheck disable=SC2016  # the script runs in the node, with the reference as $1
+    [[ "$("$DOCKER" exec "$(node)" sh -c \
+        'd="$(ctr -n k8s.io images ls "name==$1" | awk "NR == 2 {print \$3}")" && [ -n "$d" ] &&
+         ctr -n k8s.io content get "$d" | jq -r .config.digest' _ "$ref" 2>/dev/null)" == "$id" ]]
 }
 
-server_url() { sed -n 's/^SERVER=//p' "$DIR/cluster.env" 2>/dev/null; }
-
-readyz() {
-    local server="$1"
-    [[ -n "$server" && -f "$DIR/pki/admin.crt" ]] || return 1
-    [[ "$(curl -sS --max-time 5 --cacert "$DIR/pki/ca.crt" --cert "$DIR/pki/admin.crt" \
-        --key "$DIR/pki/admin.key" "$server/readyz" 2>/dev/null)" == "ok" ]]
+# load_images IMAGE...: into the node, unless it already has them.
+load_images() {
+    local image
+    for image in "$@"; do
+        if node_has "$image"; then continue; fi
+        log "loading $image into the node"
+        "$DIR/bin/kind" load docker-image "$image" --name "$CLUSTER" >/dev/null
+        node_has "$image" || die "$image is not in the node's containerd after kind load"
+    done
 }
 
 do_down() {
-    stop_proc kube-apiserver
-    stop_proc etcd
-    rm -rf "$DIR/etcd-data" "$DIR/pki" "$DIR/kubeconfig" "$DIR/cluster.env"
+    local kind
+    if cluster_exists; then
+        kind="$(kind_bin)"
+        log "kind delete cluster --name $CLUSTER"
+        "$kind" delete cluster --name "$CLUSTER" >&2
+    fi
+    # kind leaves its network behind; remove it when no other kind cluster uses it.
+    if "$DOCKER" network inspect kind >/dev/null 2>&1 \
+            && [[ "$("$DOCKER" network inspect -f '{{len .Containers}}' kind)" == 0 ]]; then
+        "$DOCKER" network rm kind >/dev/null
+    fi
+    # Docker creates the /lib/modules bind source when the host has none; drop it if we caused it
+    # and no other kind node still mounts it.
+    if [[ -f "$DIR/created-lib-modules" ]]; then
+        if [[ -z "$("$DOCKER" ps -aq --filter label=io.x-k8s.kind.role 2>/dev/null)" ]]; then
+            rmdir /lib/modules 2>/dev/null || true
+        fi
+        rm -f "$DIR/created-lib-modules"
+    fi
+    rm -f "$KUBECONFIG_FILE" "$DIR/kind.env" "$DIR/kind-create.log"
 }
 
-if [[ "$CMD" == "status" ]]; then
-    if pid_alive etcd && pid_alive kube-apiserver && readyz "$(server_url)"; then
-        echo "up: $(server_url) (KUBECONFIG=$DIR/kubeconfig)"; exit 0
-    fi
-    echo "down"; exit 1
-fi
-
-if [[ "$CMD" == "down" ]]; then
-    do_down
-    log "down ($DIR)"
-    exit 0
-fi
+case "$CMD" in
+    status)
+        if healthy; then echo "up: $CLUSTER (KUBECONFIG=$KUBECONFIG_FILE)"; exit 0; fi
+        echo "down"; exit 1 ;;
+    down)
+        do_down
+        rm -f "$DIR/bin/kind"
+        log "down"
+        exit 0 ;;
+    load)
+        shift
+        (($#)) || die "load: name at least one image"
+        healthy || die "the cluster is not up (make cluster-up)"
+        load_images "$@"
+        exit 0 ;;
+esac
 
 # ---- up ----
-if pid_alive etcd && pid_alive kube-apiserver; then
-    if readyz "$(server_url)"; then
-        log "already up: $(server_url) (KUBECONFIG=$DIR/kubeconfig)"
-        exit 0
-    fi
-fi
-# Half-started or stale state: clean it first.
-do_down
-
-BUILT="$("$ROOT/scripts/build-controlplane.sh")"
-for t in etcd kube-apiserver kubectl helm; do
-    [[ -x "$BUILT/$t" ]] || die "missing $BUILT/$t (scripts/build-controlplane.sh failed?)"
-done
-mkdir -p "$DIR/bin"
-ln -sfn "$BUILT/kubectl" "$DIR/bin/kubectl"
-ln -sfn "$BUILT/helm" "$DIR/bin/helm"
-
-# ---- PKI: a CA, the serving certificate, the admin client certificate, service-account keys
-PKI="$DIR/pki"
-rm -rf "$PKI"
-mkdir -p "$PKI"
-chmod 700 "$PKI"
-(
-    cd "$PKI"
-    set -e
-    q() { "$@" >/dev/null 2>&1 || { echo "cluster: openssl failed: $*" >&2; "$@"; exit 1; }; }
-    q openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out ca.key
-    q openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=rebalanser-local-ca" \
-        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-        -out ca.crt
-    # sign NAME SUBJECT EXTENSIONS
-    sign() {
-        q openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1.key"
-        q openssl req -new -key "$1.key" -subj "$2" -out "$1.csr"
-        printf '%b\n' "$3" > "$1.ext"
-        q openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -set_serial "0x$(openssl rand -hex 8)" \
-            -sha256 -days 3650 -extfile "$1.ext" -out "$1.crt"
-        rm -f "$1.csr" "$1.ext"
-    }
-    sign apiserver "/CN=kube-apiserver" \
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1"
-    sign admin "/O=system:masters/CN=rebalanser-admin" \
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth"
-    q openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key
-    q openssl pkey -in sa.key -pubout -out sa.pub
-    chmod 600 ./*.key
-)
-
-# Free loopback ports (bound and released at once; a clash is retried below).
-free_ports() {
-    python3 - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
-
-fail_with_log() { # fail_with_log NAME MESSAGE
-    log "$2"
-    if [[ -f "$DIR/$1.log" ]]; then
-        log "last lines of $DIR/$1.log:"
-        tail -n 40 "$DIR/$1.log" >&2
-    fi
-    do_down
-    exit 1
-}
-
-# start NAME ARGS...: detached (own session), pid file written by the process itself.
-start() {
-    local name="$1" i
-    shift
-    setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$DIR/$name.pid" "$@" \
-        > "$DIR/$name.log" 2>&1 < /dev/null 8>&- &
-    for ((i = 0; i < 50; i++)); do [[ -s "$DIR/$name.pid" ]] && break; sleep 0.1; done
-}
-
-etcd_healthy() {
-    [[ "$(curl -sS --max-time 2 "$ETCD_URL/health" 2>/dev/null)" == *'"health":"true"'* ]]
-}
-
-# wait_ready NAME SECONDS CHECK...: 0 when CHECK passes; 1 on timeout or when NAME exits.
-wait_ready() {
-    local name="$1" limit="$2" start=$SECONDS next=10
-    shift 2
-    while ((SECONDS - start < limit)); do
-        "$@" && return 0
-        pid_alive "$name" || { log "$name exited"; return 1; }
-        if ((SECONDS - start >= next)); then
-            log "waiting for $name ($((SECONDS - start))s)"
-            next=$((next + 10))
-        fi
-        sleep 0.25
-    done
-    return 1
-}
-
-port_clash() { grep -q 'address already in use' "$DIR/$1.log" 2>/dev/null; }
-
 start_t=$SECONDS
-for attempt in 1 2 3; do
-    read -r ETCD_PORT PEER_PORT API_PORT < <(free_ports 3)
-    ETCD_URL="http://127.0.0.1:$ETCD_PORT"
-    SERVER="https://127.0.0.1:$API_PORT"
-    start etcd "$BUILT/etcd" \
-        --name=rebalanser --data-dir="$DIR/etcd-data" \
-        --listen-client-urls="$ETCD_URL" --advertise-client-urls="$ETCD_URL" \
-        --listen-peer-urls="http://127.0.0.1:$PEER_PORT" \
-        --initial-advertise-peer-urls="http://127.0.0.1:$PEER_PORT" \
-        --initial-cluster="rebalanser=http://127.0.0.1:$PEER_PORT" \
-        --unsafe-no-fsync=true --log-level=warn
-    if ! wait_ready etcd 60 etcd_healthy; then
-        if port_clash etcd && ((attempt < 3)); then
-            log "etcd: port clash; retrying with other ports"; do_down; continue
-        fi
-        fail_with_log etcd "etcd did not become healthy at $ETCD_URL within 60s"
+"$ROOT/scripts/install-docker.sh"
+NODE_IMAGE="$("$ROOT/scripts/build-node-image.sh")"
+CP_BIN="$("$ROOT/scripts/build-controlplane.sh")"
+NODE_BIN="$("$ROOT/scripts/build-node.sh")"
+ZK_IMAGE="$("$ROOT/scripts/build-zookeeper-image.sh")"
+ln -sfn "$CP_BIN/kubectl" "$DIR/bin/kubectl"
+ln -sfn "$CP_BIN/helm" "$DIR/bin/helm"
+ln -sfn "$NODE_BIN/kind" "$DIR/bin/kind"
+KIND="$DIR/bin/kind"
+
+if cluster_exists; then
+    running_image="$("$DOCKER" inspect -f '{{.Config.Image}}' "$(node)" 2>/dev/null || true)"
+    if [[ "$running_image" == "$NODE_IMAGE" ]] && "$KIND" get kubeconfig --name "$CLUSTER" \
+            >"$KUBECONFIG_FILE.tmp" 2>/dev/null && mv -f "$KUBECONFIG_FILE.tmp" "$KUBECONFIG_FILE" && healthy; then
+        log "cluster $CLUSTER is up (node image $NODE_IMAGE): keeping it"
+    else
+        log "cluster $CLUSTER is stale or unhealthy (node image ${running_image:-?}): recreating it"
+        do_down
     fi
-
-    start kube-apiserver "$BUILT/kube-apiserver" \
-        --etcd-servers="$ETCD_URL" \
-        --bind-address=127.0.0.1 --secure-port="$API_PORT" --advertise-address=127.0.0.1 \
-        --cert-dir="$PKI" \
-        --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-        --client-ca-file="$PKI/ca.crt" \
-        --authorization-mode=Node,RBAC \
-        --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-        --service-account-key-file="$PKI/sa.pub" \
-        --service-account-signing-key-file="$PKI/sa.key" \
-        --service-cluster-ip-range=10.0.0.0/24 \
-        --disable-admission-plugins=ServiceAccount \
-        --endpoint-reconciler-type=none \
-        --allow-privileged=true \
-        --profiling=false
-    printf 'SERVER=%s\nKUBECONFIG=%s\nETCD_URL=%s\n' "$SERVER" "$DIR/kubeconfig" "$ETCD_URL" \
-        > "$DIR/cluster.env"
-    if ! wait_ready kube-apiserver "$TIMEOUT" readyz "$SERVER"; then
-        if port_clash kube-apiserver && ((attempt < 3)); then
-            log "kube-apiserver: port clash; retrying with other ports"; do_down; continue
-        fi
-        fail_with_log kube-apiserver \
-            "kube-apiserver did not become ready at $SERVER/readyz within ${TIMEOUT}s"
-    fi
-    break
-done
-
-b64() { base64 -w0 < "$1"; }
-umask 077
-cat > "$DIR/kubeconfig.tmp" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: rebalanser-local
-  cluster:
-    server: $SERVER
-    certificate-authority-data: $(b64 "$PKI/ca.crt")
-users:
-- name: rebalanser-admin
-  user:
-    client-certificate-data: $(b64 "$PKI/admin.crt")
-    client-key-data: $(b64 "$PKI/admin.key")
-contexts:
-- name: rebalanser-local
-  context:
-    cluster: rebalanser-local
-    user: rebalanser-admin
-    namespace: default
-current-context: rebalanser-local
-EOF
-mv -f "$DIR/kubeconfig.tmp" "$DIR/kubeconfig"
-
-# The apiserver creates the system namespaces and RBAC bootstrap roles itself.
-system_namespaces() {
-    "$DIR/bin/kubectl" --kubeconfig "$DIR/kubeconfig" --request-timeout=5s \
-        get namespace default kube-system >/dev/null 2>&1
-}
-if ! wait_ready kube-apiserver 60 system_namespaces; then
-    fail_with_log kube-apiserver "namespaces default/kube-system did not appear within 60s"
 fi
-log "up in $((SECONDS - start_t))s: $SERVER"
-log "  export KUBECONFIG=$DIR/kubeconfig PATH=$DIR/bin:\$PATH"
+
+if ! healthy; then
+    [[ -e /lib/modules ]] || touch "$DIR/created-lib-modules"
+    rm -f "$KUBECONFIG_FILE"
+    log "kind create cluster --name $CLUSTER --image $NODE_IMAGE (log: $DIR/kind-create.log)"
+    if ! "$KIND" create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$CONFIG" \
+            --kubeconfig "$KUBECONFIG_FILE" --wait "${TIMEOUT}s" --retain -v 1 >"$DIR/kind-create.log" 2>&1; then
+        tail -n 40 "$DIR/kind-create.log" >&2
+        log "node logs: docker logs $(node); docker exec $(node) journalctl -u kubelet -u containerd"
+        die "kind create cluster failed (the node is kept for inspection; make cluster-down removes it)"
+    fi
+    chmod 600 "$KUBECONFIG_FILE"
+fi
+
+SERVER="$(k config view --minify -o 'jsonpath={.clusters[0].cluster.server}')"
+printf 'CLUSTER=%s\nNODE_IMAGE=%s\nSERVER=%s\nKUBECONFIG=%s\n' "$CLUSTER" "$NODE_IMAGE" "$SERVER" "$KUBECONFIG_FILE" \
+    > "$DIR/kind.env"
+
+# wait_for WHAT SECONDS CMD...: retry CMD until it succeeds; die after SECONDS.
+wait_for() {
+    local what="$1" limit="$2" t0=$SECONDS next=15
+    shift 2
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS - t0 < limit)) || die "timed out after ${limit}s waiting for $what"
+        if ((SECONDS - t0 >= next)); then log "waiting for $what ($((SECONDS - t0))s)"; next=$((next + 15)); fi
+        sleep 1
+    done
+}
+# Images the cluster runs from this machine: ZooKeeper, and ours when it has been built. The
+# manifest names ZooKeeper's version tag; the exact build's tag is applied, so a changed image
+# rolls out.
+# ZooKeeper first, so that its servers start while ours loads.
+load_images "$ZK_IMAGE"
+log "ZooKeeper: 3 servers in namespace zookeeper ($ZK_IMAGE)"
+sed -E "s|image: rebalanser/zookeeper:[^[:space:]]+|image: $ZK_IMAGE|" "$ZK_MANIFEST" | k apply -f - >/dev/null
+APP_IMAGE="${REBALANSER_IMAGE:-rebalanser:dev}"
+if "$DOCKER" image inspect "$APP_IMAGE" >/dev/null 2>&1; then load_images "$APP_IMAGE"; fi
+wait_for "CoreDNS" "$TIMEOUT" k -n kube-system rollout status deployment/coredns --timeout=10s
+wait_for "the ZooKeeper StatefulSet" "$TIMEOUT" k -n zookeeper rollout status statefulset/zk --timeout=10s
+quorum() {
+    local modes
+    modes="$(for i in 0 1 2; do
+        k -n zookeeper exec "zk-$i" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf srvr >&3; timeout 5 cat <&3' \
+            | sed -n 's/^Mode: //p'
+    done | sort | tr '\n' ' ')"
+    [[ "$modes" == "follower follower leader " ]]
+}
+wait_for "a ZooKeeper quorum (one leader, two followers)" "$TIMEOUT" quorum
+log "up in $((SECONDS - start_t))s: $SERVER (node image $NODE_IMAGE)"
+log "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$DIR/bin:\$PATH"

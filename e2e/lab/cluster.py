@@ -1,8 +1,9 @@
 """The local Kubernetes control plane (etcd + kube-apiserver) for e2e tests and demos.
 
-A thin wrapper over ``scripts/cluster.sh``: ``start_cluster(dir)`` runs ``cluster.sh up DIR`` (which
-builds the binaries first when the cache is cold; see docs/controlplane.md) and returns a
-:class:`Cluster`; ``Cluster.stop()`` runs ``cluster.sh down DIR``. There is no controller manager,
+A thin wrapper over ``scripts/cluster.sh controlplane``: ``start_cluster(dir)`` runs
+``cluster.sh controlplane up DIR`` (which builds the binaries first when the cache is cold; see
+docs/controlplane.md) and returns a :class:`Cluster`; ``Cluster.stop()`` runs
+``cluster.sh controlplane down DIR``. There is no controller manager,
 scheduler or kubelet: create namespaces explicitly; no Pods ever run.
 
 Typical session fixture::
@@ -23,6 +24,8 @@ from types import TracebackType
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "scripts" / "cluster.sh"
+#: The lightweight control plane's command: ``scripts/cluster.sh controlplane up|down|status DIR``.
+CONTROLPLANE = (str(CLUSTER_SH), "controlplane")
 BUILD_SH = REPO / "scripts" / "build-controlplane.sh"
 
 #: Upper bound for ``cluster.sh up``: a cold build of kube-apiserver takes tens of minutes on 2 cores.
@@ -41,7 +44,7 @@ def _tail(text: str, lines: int = 60) -> str:
 def _run_script(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
-            [str(CLUSTER_SH), *args],
+            [*CONTROLPLANE, *args],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -53,11 +56,12 @@ def _run_script(args: list[str], timeout: float) -> subprocess.CompletedProcess[
         out = (exc.stdout or b"") + (exc.stderr or b"")
         text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
         raise ClusterError(
-            f"cluster.sh {' '.join(args)} timed out after {timeout:.0f}s\n{_tail(text)}"
+            f"cluster.sh controlplane {' '.join(args)} timed out after {timeout:.0f}s\n{_tail(text)}"
         ) from exc
     if proc.returncode != 0:
         raise ClusterError(
-            f"cluster.sh {' '.join(args)} failed (exit {proc.returncode})\n{_tail(proc.stdout + proc.stderr)}"
+            f"cluster.sh controlplane {' '.join(args)} failed (exit {proc.returncode})\n"
+            f"{_tail(proc.stdout + proc.stderr)}"
         )
     return proc
 
@@ -115,7 +119,7 @@ class Cluster:
 
     def is_up(self) -> bool:
         proc = subprocess.run(
-            [str(CLUSTER_SH), "status", str(self.dir)], cwd=REPO, capture_output=True, text=True, check=False
+            [*CONTROLPLANE, "status", str(self.dir)], cwd=REPO, capture_output=True, text=True, check=False
         )
         return proc.returncode == 0
 

@@ -120,9 +120,10 @@ def apply_spec(
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=seed_interval)
 
     credentials = None
-    if spec.zookeeper.credentials_secret is not None:
+    if (ref := spec.zookeeper.credentials) is not None:
         try:
-            credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
+            credentials = ctx.kube.read_credentials(rt.namespace, ref.name, username_key=ref.username_key,
+                                                    password_key=ref.password_key)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
     _note_rotation(ctx, rt, credentials)
@@ -130,7 +131,7 @@ def apply_spec(
     tls = spec.zookeeper.tls
     if tls is not None:
         try:
-            rt.tls = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname)
+            rt.tls = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
     else:
@@ -314,15 +315,16 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
     if spec is None or rt.raw_spec is None:
         return False  # not applied yet: the first reconcile reads the Secret anyway
     zookeeper, where = spec.zookeeper, f"{rt.namespace}/{secret}"
-    if zookeeper.credentials_secret == secret:
+    if (ref := zookeeper.credentials) is not None and ref.name == secret:
         try:
-            if credentials_from(data, where) != rt.credentials:
+            if credentials_from(data, where, username_key=ref.username_key,
+                                password_key=ref.password_key) != rt.credentials:
                 return True
         except CredentialsError:
             return True
     if zookeeper.tls is not None and zookeeper.tls.secret == secret:
         try:
-            if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname) != rt.tls:
+            if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname, keys=zookeeper.tls.keys) != rt.tls:
                 return True
         except CredentialsError:
             return True
@@ -470,13 +472,14 @@ def delete_znodes(
     if spec.zookeeper.tls is not None:
         try:
             tls = ctx.kube.read_tls(rt.namespace, spec.zookeeper.tls.secret,
-                                   verify_hostname=spec.zookeeper.tls.verify_hostname)
+                                   verify_hostname=spec.zookeeper.tls.verify_hostname, keys=spec.zookeeper.tls.keys)
         except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
             log.warning("%s: %s; %s", rt.user, exc, "using the TLS material read earlier" if tls else "no TLS")
     credentials = rt.credentials
-    if spec.zookeeper.credentials_secret is not None:
+    if (ref := spec.zookeeper.credentials) is not None:
         try:
-            credentials = ctx.kube.read_credentials(rt.namespace, spec.zookeeper.credentials_secret)
+            credentials = ctx.kube.read_credentials(rt.namespace, ref.name, username_key=ref.username_key,
+                                                    password_key=ref.password_key)
         except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
             log.warning("%s: %s; %s", rt.user, exc,
                         "using the credentials read earlier" if credentials else "deleting without credentials")

@@ -8,8 +8,9 @@ two ``openAPIV3Schema`` trees node by node and lists every change that can break
 - a changed ``type``, ``format``, ``pattern`` or list/map type;
 - a newly required property, a narrower ``enum``, a lower maximum or a higher minimum (of values,
   lengths, items or properties), a bound that becomes exclusive;
-- a validation rule (``x-kubernetes-validations``) that the old schema did not have: a rule cannot be
-  proven to admit every old object, so each new rule is reported for a human to judge.
+- a validation rule (``x-kubernetes-validations``) that the old schema did not have, unless its form
+  alone shows it admits every stored object (:func:`admits_stored_objects`); any other new rule is
+  reported for a human to judge.
 
 Descriptions, defaults and new optional properties are not breaking. The comparison is conservative:
 anything not listed above that differs is ignored, so an empty result means "none of the known kinds
@@ -18,6 +19,7 @@ of breakage", not a proof.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: Keys whose value must not change at all.
@@ -59,7 +61,7 @@ def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -
         found.append(f"{where}: newly required {added_required!r}")
     old_rules = {rule.get("rule") for rule in old.get("x-kubernetes-validations", [])}
     for rule in new.get("x-kubernetes-validations", []):
-        if rule.get("rule") not in old_rules:
+        if rule.get("rule") not in old_rules and not admits_stored_objects(rule, old):
             found.append(f"{where}: new validation rule {rule.get('rule')!r}")
     old_props: dict[str, Any] = old.get("properties", {})
     new_props: dict[str, Any] = new.get("properties", {})
@@ -76,6 +78,32 @@ def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -
         elif isinstance(old_child, dict) and new_child is None:
             found.append(f"{where}: {key} removed")
     return found
+
+
+_CREATE_ONLY = re.compile(r"^oldSelf\.hasValue\(\) \|\| ")
+_UNLESS_ABSENT = re.compile(r"^!has\(self\.(\w+)\) \|\| ")
+_IF_PRESENT = re.compile(r"^has\(self\.(\w+)\) \|\| ")
+
+
+def admits_stored_objects(rule: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Whether a rule new on the node ``old`` (of the old schema) is true for every object the old
+    schema admitted, or never evaluated on them, by its form alone:
+
+    - ``oldSelf.hasValue() || …`` with ``optionalOldSelf``: checked on create only, so no update of a
+      stored object is refused;
+    - ``!has(self.F) || …`` where the old node has no property ``F``: stored objects never hold ``F``
+      (the API server pruned it);
+    - ``has(self.F) || …`` where ``F`` was required by the old node: stored objects always hold it.
+    """
+    text = str(rule.get("rule", ""))
+    if rule.get("optionalOldSelf") and _CREATE_ONLY.match(text):
+        return True
+    absent = _UNLESS_ABSENT.match(text)
+    if (absent is not None and absent.group(1) not in old.get("properties", {})
+            and not old.get("x-kubernetes-preserve-unknown-fields")):
+        return True
+    present = _IF_PRESENT.match(text)
+    return present is not None and present.group(1) in old.get("required", [])
 
 
 def version_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:

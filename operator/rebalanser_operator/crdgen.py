@@ -110,6 +110,7 @@ def _root_schema(version: str) -> dict[str, Any]:
             "spec": spec,
             "status": status,
         },
+        "x-kubernetes-validations": [dict(rule) for rule in models.OBJECT_VALIDATIONS],
     }
 
 
@@ -163,8 +164,16 @@ def _crd(versions: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value that occurs twice (a shared enum) twice, never as a YAML anchor and alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render(crd: dict[str, Any] | None = None) -> str:
-    body = yaml.safe_dump(build_crd() if crd is None else crd, sort_keys=False, width=110, allow_unicode=True)
+    body = yaml.dump(build_crd() if crd is None else crd, Dumper=_PlainDumper, sort_keys=False, width=110,
+                     allow_unicode=True)
     return HEADER + body
 
 

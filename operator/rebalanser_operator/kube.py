@@ -42,27 +42,33 @@ class CredentialsError(RuntimeError):
     valid TLS keys)."""
 
 
-def credentials_from(data: Mapping[str, str] | None, where: str) -> DigestCredentials:
-    """Digest credentials from a Secret's ``data`` (base64 values); ``where`` names it in errors."""
+#: The default keys of a TLS Secret: CA, client certificate, its private key.
+TLS_KEYS = (CA_FILE, CERTIFICATE_FILE, KEY_FILE)
+
+
+def credentials_from(data: Mapping[str, str] | None, where: str, *, username_key: str = "username",
+                     password_key: str = "password") -> DigestCredentials:
+    """Digest credentials from a Secret's ``data`` (base64 values) under the given keys; ``where``
+    names it in errors."""
     data = data or {}
     try:
-        username = base64.b64decode(data["username"]).decode()
-        password = base64.b64decode(data["password"]).decode()
+        username = base64.b64decode(data[username_key]).decode()
+        password = base64.b64decode(data[password_key]).decode()
     except (KeyError, ValueError) as exc:
-        raise CredentialsError(f"Secret {where} needs keys 'username' and 'password'") from exc
+        raise CredentialsError(f"Secret {where} needs keys '{username_key}' and '{password_key}'") from exc
     if not username or ":" in username:
         raise CredentialsError(f"Secret {where}: username must be non-empty without ':'")
     return DigestCredentials(username, password)
 
 
-def tls_from(data: Mapping[str, str] | None, where: str, *, verify_hostname: bool = False) -> TlsMaterial:
-    """TLS material from a Secret's ``data``: ``ca.crt``, ``tls.crt``, ``tls.key`` (PEM, each optional,
-    the last two together)."""
+def tls_from(data: Mapping[str, str] | None, where: str, *, verify_hostname: bool = False,
+             keys: tuple[str, str, str] = TLS_KEYS) -> TlsMaterial:
+    """TLS material from a Secret's ``data`` under ``keys`` (CA, certificate, private key; by default
+    ``ca.crt``, ``tls.crt``, ``tls.key``): PEM, each optional, the last two together."""
     data = data or {}
     try:
-        decoded = {key: base64.b64decode(data[key]) if data.get(key) else None
-                   for key in (CA_FILE, CERTIFICATE_FILE, KEY_FILE)}
-        return TlsMaterial(decoded[CA_FILE], decoded[CERTIFICATE_FILE], decoded[KEY_FILE], verify_hostname)
+        ca, certificate, key = (base64.b64decode(data[name]) if data.get(name) else None for name in keys)
+        return TlsMaterial(ca, certificate, key, verify_hostname)
     except ValueError as exc:
         raise CredentialsError(f"Secret {where}: {exc}") from exc
 
@@ -74,11 +80,13 @@ class KubeGateway(Protocol):
     def post_event(self, body: Mapping[str, Any], type: str, reason: str, message: str) -> None:
         """Posts a core/v1 Event about the object ``body`` (never raises)."""
 
-    def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
-        """Reads ``username``/``password`` from a Secret; raises :class:`CredentialsError`."""
+    def read_credentials(self, namespace: str, secret: str, *, username_key: str = "username",
+                         password_key: str = "password") -> DigestCredentials:
+        """Reads the user name and password from a Secret; raises :class:`CredentialsError`."""
 
-    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
-        """Reads ``ca.crt``/``tls.crt``/``tls.key`` from a Secret; raises :class:`CredentialsError`."""
+    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False,
+                 keys: tuple[str, str, str] = TLS_KEYS) -> TlsMaterial:
+        """Reads the CA, certificate and key (``keys``) from a Secret; raises :class:`CredentialsError`."""
 
     def secret_data(self, namespace: str, secret: str) -> dict[str, str] | None:
         """A Secret's ``data`` (base64 values) read by name; None when it cannot be read."""
@@ -129,11 +137,15 @@ class KubernetesGateway:
         except LookupError:  # outside a running operator (no event queue): log only
             log.info("event %s %s: %s", type, reason, message)
 
-    def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
-        return credentials_from(self._secret_data(namespace, secret), f"{namespace}/{secret}")
+    def read_credentials(self, namespace: str, secret: str, *, username_key: str = "username",
+                         password_key: str = "password") -> DigestCredentials:
+        return credentials_from(self._secret_data(namespace, secret), f"{namespace}/{secret}",
+                                username_key=username_key, password_key=password_key)
 
-    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
-        return tls_from(self._secret_data(namespace, secret), f"{namespace}/{secret}", verify_hostname=verify_hostname)
+    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False,
+                 keys: tuple[str, str, str] = TLS_KEYS) -> TlsMaterial:
+        return tls_from(self._secret_data(namespace, secret), f"{namespace}/{secret}", verify_hostname=verify_hostname,
+                        keys=keys)
 
     def secret_data(self, namespace: str, secret: str) -> dict[str, str] | None:
         try:

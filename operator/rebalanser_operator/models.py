@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import InvalidInputError
 from rebalanser.paths import is_valid_resource_name, validate_group_path
+from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
 GROUP = "rebalanser.io"
 VERSION = "v1alpha1"
@@ -68,6 +69,32 @@ MAX_TOTAL_RESOURCES = 100_000
 MAX_INTERVAL_SECONDS = 3600.0
 #: DNS-1123 subdomain (a Secret's or a workload's name).
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: A key of a Secret's data.
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+SECRET_KEY_MAX = 253
+#: podSelector.matchExpressions: how many requirements, and values per requirement (the largest spec
+#: stays within SPEC_BYTES_BUDGET).
+MAX_SELECTOR_EXPRESSIONS = 8
+MAX_SELECTOR_VALUES = 16
+#: The longest ResourceGroup name without spec.zookeeper.path: the name is the last segment of the
+#: default group path, and a segment is at most RESOURCE_NAME_MAX characters.
+DEFAULT_PATH_NAME_MAX = RESOURCE_NAME_MAX
+NAME_LENGTH_MESSAGE = (
+    f"a ResourceGroup without spec.zookeeper.path has a name of at most {DEFAULT_PATH_NAME_MAX} characters "
+    "(the name is the last segment of its default znode path); choose a shorter name or set spec.zookeeper.path"
+)
+#: CEL rules on the whole object (``openAPIV3Schema`` root; ``self.metadata`` holds only name and
+#: generateName there). The name rule is checked when an object is created, never on an update
+#: (``optionalOldSelf``: ``oldSelf`` is empty only on create), so an object stored before it existed can
+#: still be changed, have its finalizer removed and be deleted.
+OBJECT_VALIDATIONS: tuple[dict[str, Any], ...] = (
+    {
+        "rule": f"oldSelf.hasValue() || has(self.spec.zookeeper.path) "
+        f"|| size(self.metadata.name) <= {DEFAULT_PATH_NAME_MAX}",
+        "optionalOldSelf": True,
+        "message": NAME_LENGTH_MESSAGE,
+    },
+)
 #: metav1.Condition reason: CamelCase.
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
@@ -76,6 +103,7 @@ ResourceName = Annotated[
     StringConstraints(min_length=1, max_length=RESOURCE_NAME_MAX, pattern=RESOURCE_NAME_PATTERN),
 ]
 K8sName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=K8S_NAME_PATTERN)]
+SecretKey = Annotated[str, StringConstraints(min_length=1, max_length=SECRET_KEY_MAX, pattern=SECRET_KEY_PATTERN)]
 
 
 class SpecError(ValueError):
@@ -90,20 +118,89 @@ class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
 
-class ZooKeeperTls(_Model):
-    """TLS to ZooKeeper, with the certificates of a Secret."""
+class TlsSecretRef(_Model):
+    """A Secret with TLS material, and the keys that hold each file."""
 
-    secret: K8sName = Field(
+    name: K8sName = Field(description="The Secret's name (same namespace).")
+    ca_key: SecretKey = Field(
+        default=CA_FILE, alias="caKey",
+        description="Key of the CA certificate that verifies the servers (PEM); when the Secret lacks "
+        "it, the system's trust store is used.",
+    )
+    certificate_key: SecretKey = Field(
+        default=CERTIFICATE_FILE, alias="certificateKey",
+        description="Key of the client certificate for mutual TLS (PEM); with privateKeyKey, both or neither present.",
+    )
+    private_key_key: SecretKey = Field(
+        default=KEY_FILE, alias="privateKeyKey",
+        description="Key of the client certificate's private key (PEM).",
+    )
+
+
+class ZooKeeperTls(_Model):
+    """TLS to ZooKeeper, with the certificates of a Secret (secret or secretRef, one of them)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "has(self.secret) || has(self.secretRef)",
+                 "message": "zookeeper.tls needs secret or secretRef"},
+                {"rule": "!has(self.secretRef) || !has(self.secret)",
+                 "message": "zookeeper.tls: set secret or secretRef, not both"},
+            ]
+        }
+    )
+
+    secret_name: K8sName | None = Field(
+        default=None, alias="secret",
         description="Secret (same namespace) with PEM files under the keys ca.crt (the CA that verifies "
         "the servers; the system's trust store without it), tls.crt and tls.key (a client certificate and "
         "its key, for mutual TLS; both or neither): the keys of a kubernetes.io/tls Secret. Workers mount the same "
-        "Secret; a change to it reaches the operator's connection without a restart.",
+        "Secret; a change to it reaches the operator's connection without a restart. The same as secretRef "
+        "with only a name.",
+    )
+    secret_ref: TlsSecretRef | None = Field(
+        default=None, alias="secretRef",
+        description="Secret (same namespace) with the TLS material under the keys it names (default: ca.crt, "
+        "tls.crt, tls.key). Workers mount the same Secret, each key at its default file name.",
     )
     verify_hostname: bool = Field(
         default=False, alias="verifyHostname",
         description="Also require the servers' certificates to name the hosts of the connect string "
         "(otherwise any certificate the CA signed is accepted).",
     )
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> ZooKeeperTls:
+        if (self.secret_name is None) == (self.secret_ref is None):
+            raise ValueError("zookeeper.tls: set exactly one of secret and secretRef")
+        return self
+
+    @property
+    def secret_keys(self) -> TlsSecretRef:
+        """The Secret and its key names, whichever field names it."""
+        if self.secret_ref is not None:
+            return self.secret_ref
+        return TlsSecretRef.model_validate({"name": self.secret_name})
+
+    @property
+    def secret(self) -> str:
+        """The Secret's name."""
+        return self.secret_keys.name
+
+    @property
+    def keys(self) -> tuple[str, str, str]:
+        """The Secret's keys of the CA, the client certificate and its private key."""
+        ref = self.secret_keys
+        return ref.ca_key, ref.certificate_key, ref.private_key_key
+
+
+class CredentialsSecretRef(_Model):
+    """A Secret with digest credentials, and the keys that hold them."""
+
+    name: K8sName = Field(description="The Secret's name (same namespace).")
+    username_key: SecretKey = Field(default="username", alias="usernameKey", description="Key of the user name.")
+    password_key: SecretKey = Field(default="password", alias="passwordKey", description="Key of the password.")
 
 
 class ZooKeeperSpec(_Model):
@@ -115,7 +212,11 @@ class ZooKeeperSpec(_Model):
                 {
                     "rule": "has(self.path) == has(oldSelf.path)",
                     "message": "zookeeper.path is immutable: it cannot be added or removed after creation",
-                }
+                },
+                {
+                    "rule": "!has(self.credentialsSecretRef) || !has(self.credentialsSecret)",
+                    "message": "zookeeper: set credentialsSecret or credentialsSecretRef, not both",
+                },
             ]
         }
     )
@@ -149,18 +250,46 @@ class ZooKeeperSpec(_Model):
         le=600,
         description="Session timeout of the operator's own ZooKeeper connection for this connect string.",
     )
-    credentials_secret: K8sName | None = Field(
+    credentials_secret_name: K8sName | None = Field(
         default=None,
         alias="credentialsSecret",
         description="Secret (same namespace) with keys username and password: group znodes get "
         "digest ACLs so only holders of these credentials can write (everyone can read). A change to "
-        "the Secret is applied without a restart (the group's znodes get the new credentials' ACL).",
+        "the Secret is applied without a restart (the group's znodes get the new credentials' ACL). "
+        "The same as credentialsSecretRef with only a name.",
+    )
+    credentials_secret_ref: CredentialsSecretRef | None = Field(
+        default=None,
+        alias="credentialsSecretRef",
+        description="Secret (same namespace) with digest credentials under the keys it names (default: "
+        "username, password); what credentialsSecret does, with other key names.",
     )
     tls: ZooKeeperTls | None = Field(
         default=None,
         description="Connect over TLS (the connect string names the servers' secureClientPort), with the "
         "certificates of a Secret.",
     )
+
+    @model_validator(mode="after")
+    def _one_credentials_secret(self) -> ZooKeeperSpec:
+        if self.credentials_secret_name is not None and self.credentials_secret_ref is not None:
+            raise ValueError("zookeeper: set credentialsSecret or credentialsSecretRef, not both")
+        return self
+
+    @property
+    def credentials(self) -> CredentialsSecretRef | None:
+        """The credentials Secret and its key names, whichever field names it (None: no credentials)."""
+        if self.credentials_secret_ref is not None:
+            return self.credentials_secret_ref
+        if self.credentials_secret_name is not None:
+            return CredentialsSecretRef.model_validate({"name": self.credentials_secret_name})
+        return None
+
+    @property
+    def credentials_secret(self) -> str | None:
+        """The credentials Secret's name, if any."""
+        credentials = self.credentials
+        return credentials.name if credentials is not None else None
 
 
 class ResourceSet(_Model):
@@ -219,9 +348,21 @@ class WorkloadKind(StrEnum):
     STATEFUL_SET = "StatefulSet"
 
 
+class WorkloadApiVersion(StrEnum):
+    APPS_V1 = "apps/v1"
+
+
+class Workload(_Model):
+    """The workers' workload by kind and name (``spec.workload``; ``spec.workloadRef`` adds apiVersion)."""
+
+    kind: WorkloadKind = Field(description="Deployment or StatefulSet.")
+    name: K8sName = Field(description="Its name, in the ResourceGroup's namespace.")
+
+
 class WorkloadRef(_Model):
     """The workers' workload: while it rolls out, the operator lengthens the rebalance interval."""
 
+    api_version: WorkloadApiVersion = Field(alias="apiVersion", description="apps/v1.")
     kind: WorkloadKind = Field(description="Deployment or StatefulSet.")
     name: K8sName = Field(description="Its name, in the ResourceGroup's namespace.")
 
@@ -234,10 +375,58 @@ class FailoverMode(StrEnum):
 
 
 LabelValue = Annotated[str, StringConstraints(max_length=63)]
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=LABEL_KEY_MAX)]
+
+
+SELECTOR_VALUES_MESSAGE = "podSelector.matchExpressions: In and NotIn need values, Exists and DoesNotExist take none"
+
+
+class SelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class SelectorRequirement(_Model):
+    """One requirement of a label selector: a key, an operator and values."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "(self.operator in ['In', 'NotIn']) == (size(self.values) > 0)",
+                 "message": SELECTOR_VALUES_MESSAGE},
+            ]
+        }
+    )
+
+    key: LabelKey = Field(description="The label key.")
+    operator: SelectorOperator = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: list[LabelValue] = Field(
+        default_factory=list, max_length=MAX_SELECTOR_VALUES,
+        description="For In and NotIn: the values (at least one); empty for Exists and DoesNotExist.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic", "default": []},
+    )
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> SelectorRequirement:
+        if (self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)) != bool(self.values):
+            raise ValueError(SELECTOR_VALUES_MESSAGE)
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator is SelectorOperator.EXISTS:
+            return present
+        if self.operator is SelectorOperator.DOES_NOT_EXIST:
+            return not present
+        inside = present and labels[self.key] in self.values
+        return inside if self.operator is SelectorOperator.IN else not inside
 
 
 class PodSelector(_Model):
-    """The group's worker pods (labels that must all match)."""
+    """The group's worker pods: a label selector (matchLabels and matchExpressions, all must match;
+    an empty selector selects every pod)."""
 
     match_labels: dict[str, LabelValue] = Field(
         default_factory=dict, alias="matchLabels", max_length=64,
@@ -247,6 +436,11 @@ class PodSelector(_Model):
              "message": f"podSelector.matchLabels: label keys are at most {LABEL_KEY_MAX} characters"},
         ]},
     )
+    match_expressions: list[SelectorRequirement] = Field(
+        default_factory=list, alias="matchExpressions", max_length=MAX_SELECTOR_EXPRESSIONS,
+        description="Requirements on the pods' labels (all must match).",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
 
     @model_validator(mode="after")
     def _bounded_keys(self) -> PodSelector:
@@ -255,12 +449,23 @@ class PodSelector(_Model):
         return self
 
     def selects(self, labels: Any) -> bool:
-        have = dict(labels or {})
-        return all(have.get(key) == value for key, value in self.match_labels.items())
+        have = {str(key): str(value) for key, value in dict(labels or {}).items()}
+        return all(have.get(key) == value for key, value in self.match_labels.items()) and all(
+            requirement.matches(have) for requirement in self.match_expressions
+        )
 
 
 class ResourceGroupSpec(_Model):
     """Desired state of a ResourceGroup."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "!has(self.workloadRef) || !has(self.workload)",
+                 "message": "set workload or workloadRef, not both"},
+            ]
+        }
+    )
 
     zookeeper: ZooKeeperSpec
     resources: list[ResourceName] = Field(
@@ -295,8 +500,14 @@ class ResourceGroupSpec(_Model):
     rebalance: RebalanceSpec = Field(
         default=RebalanceSpec.model_validate({}), json_schema_extra={"default": {}}
     )
-    workload: WorkloadRef | None = Field(
-        default=None, description="Optional: the workers' Deployment or StatefulSet."
+    workload_by_kind: Workload | None = Field(
+        default=None, alias="workload",
+        description="Optional: the workers' Deployment or StatefulSet (the same as workloadRef with "
+        "apiVersion apps/v1).",
+    )
+    workload_ref: WorkloadRef | None = Field(
+        default=None, alias="workloadRef",
+        description="Optional: the workers' Deployment or StatefulSet, as apiVersion, kind and name.",
     )
     failover: FailoverMode = Field(
         default=FailoverMode.SESSION_EXPIRY,
@@ -310,6 +521,20 @@ class ResourceGroupSpec(_Model):
         "acts on (default: every pod of the namespace; the member's recorded pod name and instance "
         "nonce must match in any case).",
     )
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> ResourceGroupSpec:
+        if self.workload_by_kind is not None and self.workload_ref is not None:
+            raise ValueError("set workload or workloadRef, not both")
+        return self
+
+    @property
+    def workload(self) -> WorkloadRef | None:
+        """The workers' workload, whichever field names it."""
+        if self.workload_ref is not None or self.workload_by_kind is None:
+            return self.workload_ref
+        return WorkloadRef.model_validate({**self.workload_by_kind.model_dump(by_alias=True),
+                                           "apiVersion": WorkloadApiVersion.APPS_V1})
 
     @staticmethod
     def parse(spec: Any) -> ResourceGroupSpec:

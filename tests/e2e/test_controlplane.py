@@ -1,4 +1,4 @@
-"""The local control plane itself: etcd + kube-apiserver from scripts/cluster.sh, kubectl, helm."""
+"""The local control plane itself: etcd + kube-apiserver from scripts/cluster.sh controlplane, kubectl, helm."""
 
 from __future__ import annotations
 

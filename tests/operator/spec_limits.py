@@ -12,6 +12,8 @@ from rebalanser_operator.models import (
     LONG_LIST_NAME_MAX,
     MAX_EXPLICIT_RESOURCES,
     MAX_RESOURCE_SETS,
+    MAX_SELECTOR_EXPRESSIONS,
+    MAX_SELECTOR_VALUES,
     MAX_TOTAL_RESOURCES,
     RESOURCE_NAME_MAX,
 )
@@ -39,7 +41,9 @@ def _largest(connect: str | None, resources: list[str]) -> dict[str, Any]:
             "connect": connect if connect is not None else "z" * CONNECT_MAX,
             "path": path,
             "sessionTimeoutSeconds": 600,
-            "credentialsSecret": "c" * 253,
+            # the longer of credentialsSecret and credentialsSecretRef (one of them); tls is left out (the
+            # e2e cluster has no TLS Secret), its longest secretRef still fits the budget (1.3 KB)
+            "credentialsSecretRef": {"name": "c" * 253, "usernameKey": "u" * 253, "passwordKey": "p" * 253},
         },
         "resourceSets": [
             {"prefix": f"{i:02d}" + "s" * (RESOURCE_NAME_MAX - 6 - 2), "count": per_set}
@@ -48,11 +52,16 @@ def _largest(connect: str | None, resources: list[str]) -> dict[str, Any]:
         "algorithm": "GlobalBarrier",
         "rebalance": {"minIntervalSeconds": 3599.5, "maxIntervalSeconds": 3600, "adaptive": True,
                       "departureGraceSeconds": 3600},
-        "workload": {"kind": "StatefulSet", "name": "w" * 253},
+        "workloadRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "w" * 253},
         "failover": "SessionExpiry",  # the e2e cluster has no pods to watch; the other value is 3 bytes longer
-        "podSelector": {"matchLabels": {
-            f"{i:02d}" + "k" * (LABEL_KEY_MAX - 2 - 64) + "/" + "n" * 63: "v" * 63 for i in range(64)
-        }},
+        "podSelector": {
+            "matchLabels": {f"{i:02d}" + "k" * (LABEL_KEY_MAX - 2 - 64) + "/" + "n" * 63: "v" * 63 for i in range(64)},
+            "matchExpressions": [
+                {"key": f"{i}" + "k" * (LABEL_KEY_MAX - 1), "operator": "NotIn",
+                 "values": [f"{j:02d}" + "v" * 61 for j in range(MAX_SELECTOR_VALUES)]}
+                for i in range(MAX_SELECTOR_EXPRESSIONS)
+            ],
+        },
         "resources": resources,
     }
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebalanser_operator.kube import CredentialsError, tls_from
+from rebalanser_operator.kube import TLS_KEYS, CredentialsError, credentials_from, tls_from
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 from rebalanser_operator.tenancy import PathRoots, Tenancy
@@ -64,16 +64,18 @@ class RecordingKube:
             self.events.append((type, reason, message))
             self.lock.notify_all()
 
-    def read_credentials(self, namespace: str, secret: str) -> DigestCredentials:
-        try:
-            return self.secrets[secret]
-        except KeyError:
-            raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found") from None
+    def read_credentials(self, namespace: str, secret: str, *, username_key: str = "username",
+                         password_key: str = "password") -> DigestCredentials:
+        data = self.secret_data(namespace, secret)  # the Secret's data, read under the keys asked for
+        if data is None:
+            raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found")
+        return credentials_from(data, f"{namespace}/{secret}", username_key=username_key, password_key=password_key)
 
-    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False) -> TlsMaterial:
+    def read_tls(self, namespace: str, secret: str, *, verify_hostname: bool = False,
+                 keys: tuple[str, str, str] = TLS_KEYS) -> TlsMaterial:
         if secret not in self.tls_secrets:
             raise CredentialsError(f"cannot read Secret {namespace}/{secret}: 404 Not Found")
-        return tls_from(self.tls_secrets[secret], f"{namespace}/{secret}", verify_hostname=verify_hostname)
+        return tls_from(self.tls_secrets[secret], f"{namespace}/{secret}", verify_hostname=verify_hostname, keys=keys)
 
     def secret_data(self, namespace: str, secret: str) -> dict[str, str] | None:
         if secret in self.secrets:

@@ -12,14 +12,18 @@ from typing import Any
 import pytest
 import yaml
 from rebalanser_operator import crdgen, models
-from rebalanser_operator.crdcompat import breaking_changes, version_schema
+from rebalanser_operator.crdcompat import admits_stored_objects, breaking_changes, version_schema
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: The CRD as commit 45a0771 shipped it (before spec.zookeeper.tls, status.pods, status.zookeeperConnect).
-OLD_CRD = Path(__file__).resolve().parent / "fixtures" / "crd-45a0771.yaml"
+OLD_CRD = FIXTURES / "crd-45a0771.yaml"
+#: The CRD as commit abfa2d8 shipped it (before credentialsSecretRef, tls.secretRef, workloadRef,
+#: podSelector.matchExpressions and the name-length rule).
+PREVIOUS_CRD = FIXTURES / "crd-abfa2d8.yaml"
 
 
-def old_schema() -> dict[str, Any]:
-    return version_schema(yaml.safe_load(OLD_CRD.read_text()), "v1alpha1")
+def old_schema(fixture: Path = OLD_CRD) -> dict[str, Any]:
+    return version_schema(yaml.safe_load(fixture.read_text()), "v1alpha1")
 
 
 def new_schema() -> dict[str, Any]:
@@ -33,8 +37,42 @@ def test_the_fixture_is_an_earlier_release_without_the_newer_fields() -> None:
     assert "tls" in new_schema()["properties"]["spec"]["properties"]["zookeeper"]["properties"]
 
 
-def test_this_checkouts_crd_admits_every_object_the_earlier_release_admitted() -> None:
-    assert breaking_changes(old_schema(), new_schema()) == []
+@pytest.mark.parametrize("fixture", [OLD_CRD, PREVIOUS_CRD], ids=lambda path: path.stem)
+def test_this_checkouts_crd_admits_every_object_the_earlier_release_admitted(fixture: Path) -> None:
+    assert breaking_changes(old_schema(fixture), new_schema()) == []
+
+
+def test_the_previous_fixture_lacks_the_reference_fields_this_checkout_adds() -> None:
+    old, new = old_schema(PREVIOUS_CRD), new_schema()
+    for schema, present in ((old, False), (new, True)):
+        spec = schema["properties"]["spec"]["properties"]
+        zookeeper = spec["zookeeper"]["properties"]
+        assert ("credentialsSecretRef" in zookeeper) is present
+        assert ("secretRef" in zookeeper["tls"]["properties"]) is present
+        assert ("workloadRef" in spec) is present
+        assert ("matchExpressions" in spec["podSelector"]["properties"]) is present
+        assert bool(schema.get("x-kubernetes-validations")) is present
+
+
+@pytest.mark.parametrize(
+    ("rule", "node", "admits"),
+    [
+        ({"rule": "oldSelf.hasValue() || size(self.x) < 3", "optionalOldSelf": True}, {}, True),
+        ({"rule": "oldSelf.hasValue() || size(self.x) < 3"}, {}, False),  # without optionalOldSelf
+        ({"rule": "!has(self.newField) || self.a", "optionalOldSelf": False}, {"properties": {"a": {}}}, True),
+        ({"rule": "!has(self.a) || self.b"}, {"properties": {"a": {}}}, False),  # a field stored objects hold
+        ({"rule": "!has(self.a) || self.b"}, {"x-kubernetes-preserve-unknown-fields": True}, False),
+        ({"rule": "has(self.a) || has(self.b)"}, {"properties": {"a": {}}, "required": ["a"]}, True),
+        ({"rule": "has(self.a) || has(self.b)"}, {"properties": {"a": {}}}, False),  # a was optional
+        ({"rule": "self.a || !has(self.newField)"}, {"properties": {"a": {}}}, False),  # not the form
+    ],
+)
+def test_a_new_rule_is_accepted_only_in_a_form_that_admits_stored_objects(
+    rule: dict[str, Any], node: dict[str, Any], admits: bool
+) -> None:
+    assert admits_stored_objects(rule, node) is admits
+    new = {**node, "x-kubernetes-validations": [rule]}
+    assert (breaking_changes(node, new) == []) is admits
 
 
 def _node(schema: dict[str, Any], dotted: str) -> dict[str, Any]:

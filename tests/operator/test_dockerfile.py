@@ -25,6 +25,14 @@ def test_base_image_is_pinned_and_user_is_not_root() -> None:
     assert '".[operator,metrics]"' in text  # the operator, and the workers' --metrics-port
 
 
+def test_every_stage_builds_from_the_base_named_by_the_build_argument() -> None:
+    """``docker build .`` uses the public default; the local builds substitute the base made here."""
+    stages = re.findall(r"^FROM (\S+)", DOCKERFILE.read_text(), re.M)
+    assert stages and all(stage == "${PYTHON_IMAGE}" for stage in stages), stages
+    for script in ("build-image.sh", "dist.sh"):
+        assert '--build-arg "PYTHON_IMAGE=$BASE"' in (REPO / "scripts" / script).read_text(), script
+
+
 def test_installs_into_a_virtualenv_copied_whole() -> None:
     """Not ``pip install --prefix``: its layout differs between Python builds (Debian's adds ``local/``)."""
     text = DOCKERFILE.read_text()

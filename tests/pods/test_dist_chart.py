@@ -89,7 +89,7 @@ def test_the_packaged_chart_installs_with_the_image_from_the_tarball(dist: Path,
     loaded = run("docker", "load", "-i", dist / f"rebalanser-image-{VERSION}.tar.gz")
     assert f"rebalanser-dist:{VERSION}" in loaded, loaded
     run("docker", "tag", f"rebalanser-dist:{VERSION}", RELEASE_IMAGE)
-    run(CLUSTER_DIR.parent / "scripts" / "kind-cluster.sh", "load", RELEASE_IMAGE)  # the cluster's own script
+    run(CLUSTER_DIR.parent / "scripts" / "cluster.sh", "load", RELEASE_IMAGE)  # the cluster's own script
     # the release is named after the namespace: the chart's cluster-scoped objects carry the release's name
     kube.helm("install", namespace, str(dist / f"rebalanser-operator-{VERSION}.tgz"), "-n", namespace,
               "--set", "operator.allowedEnsembles={zk.zookeeper.svc.cluster.local:2181}",  # none by default

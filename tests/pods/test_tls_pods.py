@@ -68,7 +68,7 @@ RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesyst
 
 
 def zookeeper_image(kube: Kube) -> str:
-    """The image the cluster's own ensemble runs (``kind-cluster.sh`` loaded it into the node)."""
+    """The image the cluster's own ensemble runs (``scripts/cluster.sh`` loaded it into the node)."""
     sts = kube.json("get", "statefulset", "zk", "-n", "zookeeper")
     return str(sts["spec"]["template"]["spec"]["containers"][0]["image"])
 

@@ -1,6 +1,6 @@
 """The real local cluster (a kind node built here, see docs/controlplane.md) for tests that run pods.
 
-``ensure_cluster()`` runs ``scripts/kind-cluster.sh up`` (idempotent: a healthy cluster is kept; the
+``ensure_cluster()`` runs ``scripts/cluster.sh up`` (idempotent: a healthy cluster is kept; the
 first run builds the node image and the ZooKeeper image, which the cache keeps) and
 ``scripts/build-image.sh`` (the repository image ``rebalanser:dev``, loaded into the node), and
 returns a :class:`KubeCluster`. Where Docker cannot run (not root, no apt-get, dockerd does not come
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CLUSTER_SH = REPO / "scripts" / "kind-cluster.sh"
+CLUSTER_SH = REPO / "scripts" / "cluster.sh"
 IMAGE_SH = REPO / "scripts" / "build-image.sh"
 DOCKER_SH = REPO / "scripts" / "install-docker.sh"
 CLUSTER_DIR = REPO / ".cluster"
@@ -137,7 +137,7 @@ def ensure_cluster(*, timeout: float = UP_TIMEOUT) -> KubeCluster:
         raise DockerUnavailable(reason)
     up = _run([str(CLUSTER_SH), "up"], timeout)
     if up.returncode != 0:
-        raise KubeError(f"kind-cluster.sh up failed (exit {up.returncode})\n{_tail(up.stdout + up.stderr)}")
+        raise KubeError(f"cluster.sh up failed (exit {up.returncode})\n{_tail(up.stdout + up.stderr)}")
     image = _run([str(IMAGE_SH)], timeout)
     if image.returncode != 0:
         raise KubeError(f"build-image.sh failed (exit {image.returncode})\n{_tail(image.stdout + image.stderr)}")

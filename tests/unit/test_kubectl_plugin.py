@@ -42,3 +42,22 @@ def test_credential_and_tls_options_pass_through_to_status() -> None:
     assert _overrides(args) == ["--zk-user", "orders", "--zk-password-file", "/p", "--zk-tls-dir", "/tls",
                                 "--zk-tls-verify-hostname"]
     assert parser().parse_args(["status", "--zk", "h", "--group", "/g", *_overrides(args)]).zk_user == "orders"
+
+
+def test_secret_references_name_the_keys_the_plugin_reads(tmp_path: Path) -> None:
+    rg = {"metadata": {"name": "orders", "namespace": "shop"},
+          "spec": {"zookeeper": {"connect": "zk:2181",
+                                 "credentialsSecretRef": {"name": "zk-digest", "usernameKey": "user",
+                                                          "passwordKey": "pw"},
+                                 "tls": {"secretRef": {"name": "zk-tls", "caKey": "ca.pem",
+                                                       "certificateKey": "c.pem", "privateKeyKey": "k.pem"}}}}}
+    access = access_from(rg)
+    assert (access.credentials_secret, access.credential_keys) == ("zk-digest", ("user", "pw"))
+    assert (access.tls_secret, access.tls_keys) == ("zk-tls", ("ca.pem", "c.pem", "k.pem"))
+    argv = _credential_argv({"user": b"orders", "pw": b"s3cret"}, "zk-digest", tmp_path, access.credential_keys)
+    assert argv[:2] == ["--zk-user", "orders"] and Path(argv[3]).read_bytes() == b"s3cret"
+    with pytest.raises(InvalidInputError, match="user and pw"):
+        _credential_argv({"username": b"orders", "password": b"x"}, "zk-digest", tmp_path, access.credential_keys)
+    plain = access_from({**rg, "spec": {"zookeeper": {"connect": "zk:2181", "credentialsSecret": "zk-digest",
+                                                      "tls": {"secret": "zk-tls"}}}})
+    assert plain.credential_keys == ("username", "password") and plain.tls_keys == ("ca.crt", "tls.crt", "tls.key")

@@ -45,6 +45,9 @@ class GroupAccess:
     tls_secret: str | None = None
     verify_hostname: bool = False
     credentials_secret: str | None = None
+    #: The Secrets' keys: username and password; CA, certificate and private key (in TLS_FILES' order).
+    credential_keys: tuple[str, str] = ("username", "password")
+    tls_keys: tuple[str, str, str] = TLS_FILES
 
 
 def access_from(rg: Mapping[str, Any]) -> GroupAccess:
@@ -57,11 +60,16 @@ def access_from(rg: Mapping[str, Any]) -> GroupAccess:
         raise InvalidInputError(f"ResourceGroup {meta.get('name')} names no ZooKeeper connect string")
     path = zookeeper.get("path") or f"/rebalanser/{meta.get('namespace')}/{meta.get('name')}"
     tls = zookeeper.get("tls") or {}
-    credentials = zookeeper.get("credentialsSecret")
-    if isinstance(credentials, Mapping):  # a reference object: its name
-        credentials = credentials.get("name")
-    return GroupAccess(str(connect), str(path), tls.get("secret"), bool(tls.get("verifyHostname", False)),
-                       str(credentials) if credentials else None)
+    tls_ref = tls.get("secretRef") or {}  # a reference with key names, or the Secret's name alone
+    credentials_ref = zookeeper.get("credentialsSecretRef") or {}
+    credentials = credentials_ref.get("name") or zookeeper.get("credentialsSecret")
+    return GroupAccess(
+        str(connect), str(path), tls_ref.get("name") or tls.get("secret"), bool(tls.get("verifyHostname", False)),
+        str(credentials) if credentials else None,
+        (credentials_ref.get("usernameKey", "username"), credentials_ref.get("passwordKey", "password")),
+        (tls_ref.get("caKey", TLS_FILES[0]), tls_ref.get("certificateKey", TLS_FILES[1]),
+         tls_ref.get("privateKeyKey", TLS_FILES[2])),
+    )
 
 
 class Kubectl:
@@ -92,26 +100,28 @@ def _status_argv(access: GroupAccess, kubectl: Kubectl, workdir: Path) -> list[s
     argv = ["status", "--zk", access.connect, "--group", access.path]
     if access.credentials_secret:
         argv += _credential_argv(_secret_data(kubectl, access.credentials_secret), access.credentials_secret,
-                                 workdir)
+                                 workdir, access.credential_keys)
     if access.tls_secret:
         secret = _secret_data(kubectl, access.tls_secret)
-        for name in TLS_FILES:
-            if name in secret:
+        for key, name in zip(access.tls_keys, TLS_FILES, strict=True):  # each key to its usual file name
+            if key in secret:
                 target = workdir / name
-                target.write_bytes(secret[name])
+                target.write_bytes(secret[key])
                 target.chmod(0o600)
         argv += ["--zk-tls-dir", str(workdir)] + (["--zk-tls-verify-hostname"] if access.verify_hostname else [])
     return argv
 
 
-def _credential_argv(secret: Mapping[str, bytes], name: str, workdir: Path) -> list[str]:
-    """``--zk-user``/``--zk-password-file`` from a credentials Secret's ``username``/``password``."""
-    if "username" not in secret or "password" not in secret:
-        raise InvalidInputError(f"Secret {name} needs the keys username and password")
+def _credential_argv(secret: Mapping[str, bytes], name: str, workdir: Path,
+                     keys: tuple[str, str] = ("username", "password")) -> list[str]:
+    """``--zk-user``/``--zk-password-file`` from a credentials Secret's user name and password keys."""
+    username_key, password_key = keys
+    if username_key not in secret or password_key not in secret:
+        raise InvalidInputError(f"Secret {name} needs the keys {username_key} and {password_key}")
     target = workdir / "password"
-    target.write_bytes(secret["password"])
+    target.write_bytes(secret[password_key])
     target.chmod(0o600)
-    return ["--zk-user", secret["username"].decode(), "--zk-password-file", str(target)]
+    return ["--zk-user", secret[username_key].decode(), "--zk-password-file", str(target)]
 
 
 #: ``rebalanser status`` options passed through as given (they win over what the ResourceGroup names).
