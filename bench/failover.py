@@ -30,10 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -158,11 +160,36 @@ def victim_logged(scene: FailoverScene, group: str, victim: str, instance: int, 
 
 
 def measure(scene: FailoverScene, group: str, victim: str, instance: int, ts: int,
-            fallback: set[str]) -> tuple[float, int]:
+            fallback: set[str]) -> tuple[float, int, dict[str, Any]]:
     """Seconds from the kill until everything the victim instance held was worked on again; the number held."""
     victim_logged(scene, group, victim, instance, ts)
     held = scene.held(group, victim, instance, ts) or fallback
-    return scene.reworked(group, victim, instance, held, ts, timeout=120), len(held)
+    seconds = scene.reworked(group, victim, instance, held, ts, timeout=120)
+    return seconds, len(held), stages(scene, group, victim, instance, ts, held)
+
+
+def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int, held: set[str]) -> dict[str, Any]:
+    """Where the time went, seconds after the kill: the operator's log line saying it ended the victim's
+    member (``operator_s``, with the duration it reports, ``operator_end_ms``), and the first ``assigned``
+    event of a live instance naming one of the victim's resources (``assigned_s``). The operator's
+    timestamps are wall-clock; the node's kernel is this host's, so they map onto CLOCK_MONOTONIC."""
+    offset = time.time_ns() - time.monotonic_ns()
+    out: dict[str, Any] = {}
+    for line in scene.operator_lines(f"failover: pod {victim}'s"):
+        try:
+            entry = json.loads(line)
+            at = datetime.fromisoformat(entry["timestamp"]).timestamp() * 1e9 - offset
+        except (ValueError, KeyError):
+            continue
+        if at >= ts and "operator_s" not in out:
+            out["operator_s"] = round((at - ts) / 1e9, 3)
+            found = re.search(r"ended in (\d+) ms", entry.get("message", ""))
+            out["operator_end_ms"] = int(found.group(1)) if found else None
+    assigned = [int(e["ts"]) for e in scene.events(group) if e["event"] == "assigned" and int(e["ts"]) >= ts
+                and (e["id"], e["_pid"]) != (victim, instance) and held & set(e["resources"])]
+    if assigned:
+        out["assigned_s"] = round((min(assigned) - ts) / 1e9, 3)
+    return out
 
 
 def kill_pair(scene: FailoverScene, groups: dict[str, str], scenario: str, workers: int,
@@ -176,12 +203,14 @@ def kill_pair(scene: FailoverScene, groups: dict[str, str], scenario: str, worke
     kills = {f: scene.kill_from_host(victims[f]) for f in groups}
     out = []
     for f, group in groups.items():
-        seconds, held = measure(scene, group, victims[f], instances[f], kills[f].ts, owned_by(owners[f], victims[f]))
+        seconds, held, where = measure(scene, group, victims[f], instances[f], kills[f].ts,
+                                       owned_by(owners[f], victims[f]))
         out.append({"scenario": scenario, "failover": f, "group": group, "victim": victims[f], "held": held,
-                    "seconds": round(seconds, 3), "interval_s": intervals[f], "load1": load1})
+                    "seconds": round(seconds, 3), "interval_s": intervals[f], "load1": load1, **where})
     for f in groups:
         scene.wait_restarted(victims[f], instances[f], timeout=400)
-    log(f"  {scenario}: " + ", ".join(f"{s['failover']} {s['seconds']:.2f} s (interval {s['interval_s']} s)"
+    log(f"  {scenario}: " + ", ".join(f"{s['failover']} {s['seconds']:.2f} s (interval {s['interval_s']} s; "
+                                      f"operator {s.get('operator_s')} s, assigned {s.get('assigned_s')} s)"
                                       for s in out) + f", load {load1}")
     return out
 
@@ -211,15 +240,16 @@ def kill_in_rollout(scene: FailoverScene, group: str, workers: int, ready_new: i
     interval = scene.effective_interval(group)
     load1 = round(os.getloadavg()[0], 2)
     kill = scene.kill_from_host(victim)
-    seconds, held = measure(scene, group, victim, instance, kill.ts, set())
+    seconds, held, where = measure(scene, group, victim, instance, kill.ts, set())
     old = "old" if victim in before else "new"
     log(f"  rollout ({ready_new} new Ready): {old} pod {victim} held {held}: worked again {seconds:.2f} s "
-        f"(interval {interval} s), load {load1}")
+        f"(interval {interval} s; operator {where.get('operator_s')} s, assigned {where.get('assigned_s')} s), "
+        f"load {load1}")
     scene.kube.kubectl("rollout", "status", f"deployment/{group}-worker", "-n", scene.ns, "--timeout=600s",
                        timeout=660)
     return {"scenario": "rollout", "failover": "confirmed", "group": group, "victim": victim, "victim_pod": old,
             "new_ready_at_kill": ready_new, "held": held, "seconds": round(seconds, 3), "interval_s": interval,
-            "load1": load1}
+            "load1": load1, **where}
 
 
 def ready(pod: dict[str, Any]) -> bool:
@@ -384,6 +414,10 @@ def _intervals(s: dict[str, Any]) -> str:
     return ", ".join(f"{v:g} s" for v in s.get("effective_interval_s", []) if v is not None) or "-"
 
 
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
 def _loads(s: dict[str, Any]) -> str:
     loads = s.get("load1") or []
     return f"{min(loads):g} to {max(loads):g}" if loads else "-"
@@ -421,9 +455,17 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         scenario, failover = key.split("/")
         lines.append(f"| {scenario} | {FAILOVERS[failover]} | {s['n']} | {_intervals(s)} | {s['p50_s']} s | "
                      f"{s['p95_s']} s | {s['max_s']} s | {_loads(s)} |")
-    every = "; ".join(f"{x['scenario']}/{FAILOVERS[x['failover']]} {x['seconds']:.2f} s"
-                      for x in result.get("samples", []))
-    lines += ["", f"Every kill: {every}.", ""]
+    lines += ["", "Every kill, and where its time went (seconds after the kill): the operator's log line saying "
+              "it ended the victim's member (and how long it says that took), the first `assigned` event of a "
+              "live worker naming one of the victim's resources, the last of them worked on again:", "",
+              "| scenario | failover | interval | load | operator ended the member | (its own duration) | "
+              "assigned | worked again |", "|---|---|---|---|---|---|---|---|"]
+    for x in result.get("samples", []):
+        own = x.get("operator_end_ms")
+        lines.append(f"| {x['scenario']} | {FAILOVERS[x['failover']]} | {x['interval_s']} s | {x['load1']} | "
+                     f"{_s(x.get('operator_s'))} | {'-' if own is None else f'{own} ms'} | "
+                     f"{_s(x.get('assigned_s'))} | {x['seconds']:.2f} s |")
+    lines.append("")
     oom = result.get("oom") or {}
     for failover, label in FAILOVERS.items():
         s = oom.get(failover)
