@@ -2,15 +2,17 @@
 
     python -m e2e.demo --pods [--duration SECONDS] [--kill-after SECONDS]
 
-1. ``helm upgrade --install`` of the chart into namespace ``rebalanser-demo`` (restricted Pod
-   Security), with examples/values.yaml: the operator runs as a pod;
+1. ``helm upgrade --install`` of the chart into namespace ``rebalanser-demo`` (``--namespace``; restricted
+   Pod Security), with examples/values.yaml and ``failover.enabled=true`` (the operator may watch the
+   pods, which ``KubeletConfirmed`` needs): the operator runs as a pod;
 2. examples/resourcegroup.yaml and examples/workers.yaml (three worker pods) in the same namespace;
 3. the same live view as the host demo, from ``kubectl get rg -o json``; after ``--kill-after``
    seconds the coordinator's process is SIGKILLed (from a tools pod sharing the node's PID namespace).
    The group runs with ``failover: KubeletConfirmed``: once the kubelet reports the container ended,
    the operator ends its member, its successor hands its resources out at once (whatever the
-   interval the start-up raised), the view says how long that took, and the kubelet restarts the
-   container.
+   interval the start-up raised), the view says how long that took (by the status, and by the worker
+   pods' own logs: the kill's instant, taken on the node, against their ``tick`` events), and the
+   kubelet restarts the container.
 
 Ctrl-C (or ``--duration``) removes what it installed: workers first (they leave gracefully), then the
 ResourceGroup (the operator deletes its znodes), then the chart and the namespaces.

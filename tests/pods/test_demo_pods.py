@@ -30,10 +30,13 @@ def test_pod_demo_tells_the_story_and_cleans_up(kube: Kube, tmp_path: Path) -> N
     assert proc.returncode == 0, out[-4000:]
     assert "operator pod Ready" in out
     assert "source: ResourceGroup status (kubectl get rg orders -n rebalanser-demo -o json)" in out
+    assert "--set failover.enabled=true" in out  # KubeletConfirmed is inert unless the operator may watch pods
     story = ["MILESTONE all 12 resources assigned to 3 workers", "SIGKILL the coordinator",
              "MILESTONE rebalanced after the kill", "is back (its container restarted by the kubelet)"]
     positions = [out.find(line) for line in story]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), (positions, out[-4000:])
+    # The time a user sees, from the workers' own logs: after the kill.
+    assert out.find("MILESTONE worked on again") > positions[1], out[-4000:]
     assert "clean:" in out
     for namespace in (NAMESPACE, TOOLS_NAMESPACE):
         phase = kube.kubectl("get", "namespace", namespace, "-o", "jsonpath={.status.phase}", check=False)
