@@ -11,7 +11,7 @@ DIST ?= dist
 PURE := -m "not zk and not ensemble and not e2e and not pods and not slow" tests/unit tests/operator tests/recipes tests/docs
 
 .PHONY: help setup venv constraints zookeeper controlplane node cluster-prereqs test unit lint typecheck crds \
-        demo demo-lite bench bench-kafka chaos docs cluster-up cluster-down image docker dist clean \
+        demo demo-lite bench bench-kafka bench-failover chaos docs cluster-up cluster-down image docker dist clean \
         model model-negative model-deep model-conform
 
 # `make help` prints the "##" line of every target (tests/docs/test_makefile.py checks none is missing)
@@ -106,6 +106,11 @@ bench: setup ## benchmarks -> bench/results.json, docs/benchmarks.md, docs/figur
 bench-kafka: setup ## Kafka consumer groups (eager, cooperative-sticky, KIP-848) beside rebalanser and kazoo at N=10, R=1,000 -> the same report
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000" --merge
+
+# on the real cluster (make cluster-up, make image): kill -> worked again right after a group formed, during a
+# rollout and in a calm group, KubeletConfirmed and SessionExpiry (also part of make bench); merged into the report
+bench-failover: setup ## failover on the real cluster alone (kill -> worked again, bench/failover.py) -> the same report
+	$(BIN)/python -m bench.failover --merge
 
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
 # cluster (tests/chaos/realcluster.py; its section goes into the same report)

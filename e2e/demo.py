@@ -39,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pods", action="store_true",
                    help="the operator and the workers as pods on the real cluster (make cluster-up); "
                         "host processes when it is not there")
+    p.add_argument("--namespace", default=None,
+                   help="--pods: the namespace of the chart, the group and the workers (default rebalanser-demo)")
     p.add_argument("--state-dir", type=Path, default=REPO / ".demo", help="where state and logs go (default .demo)")
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--resources", type=int, default=12)

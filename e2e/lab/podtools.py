@@ -25,9 +25,10 @@ from e2e.lab.podcluster import IMAGE
 #: SIGKILLs every worker process whose member id is ``argv[1]``: ``--id=<id>`` on its command line, or
 #: (the examples' workers, whose id defaults to their pod's name) ``POD_NAME=<id>`` in its environment.
 KILL_SCRIPT = """
-import os, signal, sys
+import os, signal, sys, time
 wanted = "--id=" + sys.argv[1]
 pod = ("POD_NAME=" + sys.argv[1]).encode()
+found = []
 for entry in os.listdir("/proc"):
     if not entry.isdigit():
         continue
@@ -40,8 +41,11 @@ for entry in os.listdir("/proc"):
     except OSError:
         continue
     if named:
-        os.kill(int(entry), signal.SIGKILL)
-        print(entry)
+        found.append(int(entry))
+ts = time.monotonic_ns()
+for pid in found:
+    os.kill(pid, signal.SIGKILL)
+print(f"ts={ts}", *found)
 """
 
 FETCH_SCRIPT = """
@@ -108,7 +112,12 @@ class Tools:
 
     def kill_worker(self, member_id: str) -> list[int]:
         """SIGKILLs every worker process whose ``--id`` is ``member_id``; returns their (node) pids."""
-        return [int(pid) for pid in self.python(KILL_SCRIPT, member_id).split()]
+        return self.kill_worker_timed(member_id)[1]
+
+    def kill_worker_timed(self, member_id: str) -> tuple[int, list[int]]:
+        """:meth:`kill_worker`, also returning the node's CLOCK_MONOTONIC (ns) right before the SIGKILL."""
+        ts, *pids = self.python(KILL_SCRIPT, member_id).split()
+        return int(ts.removeprefix("ts=")), [int(pid) for pid in pids]
 
     def zk_status(self, connect: str, group: str) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self.exec("rebalanser", "status", "--zk", connect, "--group", group,

@@ -10,6 +10,7 @@ failover, with many kills, is ``python -m bench.failover`` (``make bench``).
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 
@@ -26,12 +27,13 @@ T = 10.0
 WORKERS = 3
 RESOURCES = 6
 OUT = REPO / ".pod-failover"
+NAMESPACE = os.environ.get("REBALANSER_FAILOVER_NS", "rb-failover")  # its own on a shared cluster
 
 
 @pytest.fixture(scope="module")
 def scene(kube: Kube) -> Iterator[FailoverScene]:
     shutil.rmtree(OUT, ignore_errors=True)
-    s = FailoverScene(kube, OUT).setup()
+    s = FailoverScene(kube, OUT, ns=NAMESPACE).setup()
     try:
         s.deploy(GROUP, "KubeletConfirmed", replicas=WORKERS, resources=RESOURCES, session_timeout=T)
         yield s
@@ -79,17 +81,20 @@ def test_sigstop_for_three_session_timeouts_falls_back_to_expiry(scene: Failover
 
 
 def test_sigkill_right_after_the_group_formed_does_not_wait_for_the_interval(scene: FailoverScene) -> None:
-    """A second group whose interval is 30 s (what the adaptive policy sets during a rollout or right
-    after a group formed; pinned here so the case does not hang on the tuner): a worker SIGKILLed at
-    once after the group is Stable, i.e. with the interval just restarted, has its resources worked on
-    again within T, well before the interval would allow the next full rebalance."""
-    group, interval = "formed", 30.0
+    """A second group as a user starts it (minIntervalSeconds 1, adaptive, ``workload`` naming its
+    Deployment, which counts as rolling out until its pods are available): the start-up raises the
+    interval to its ceiling (30 s). A worker SIGKILLed as soon as the group is Stable has its resources
+    worked on again within T, well before that interval would allow the next full rebalance."""
+    group = "formed"
     scene.deploy(group, "KubeletConfirmed", replicas=WORKERS, resources=RESOURCES, session_timeout=T,
-                 min_interval=interval)
+                 min_interval=1.0, adaptive=True, workload=True)
     owners = scene.stable(group, WORKERS)
+    interval = scene.effective_interval(group)
     victim = sorted(set(owners.values()))[0]
     instance = scene.instance(victim)
-    kill = scene.signal(victim, "KILL")
+    kill = scene.kill_from_host(victim)
+    # The case this test is about: the interval the start-up left would hold a full rebalance back past T.
+    assert interval is not None and interval > T, f"the start-up left the interval at {interval} s, not above T"
     seconds = scene.reworked(group, victim, instance, owned_by(owners, victim), kill.ts, timeout=3 * interval)
     print(f"\nSIGKILL right after the group formed (interval {interval:g}s): worked again {seconds:.2f}s later")
     assert seconds < T, f"resources worked again only {seconds:.1f}s after the kill (interval {interval:g}s, T {T:g}s)"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -28,18 +29,15 @@ import yaml
 
 from tests.support.invariants import Event, first_full_coverage, overlaps, token_regressions
 from tests.support.kubectl import Kube, wait_until
-from tests.support.podcluster import IMAGE, IMAGE_REPOSITORY, IMAGE_TAG, REPO
+from tests.support.podcluster import CLUSTER_DIR, IMAGE, IMAGE_REPOSITORY, IMAGE_TAG, REPO
 from tests.support.podlogs import PodLogs
 from tests.support.podtools import Tools
 
-NS = "rb-failover"
-TOOLS_NS = "rb-failover-tools"
-RELEASE = "rb-failover"
+NS = "rb-failover"  # the default namespace (and release name); the tools pod goes to <namespace>-tools
 ZK_CONNECT = "zk.zookeeper.svc.cluster.local:2181"
 CHART = REPO / "charts" / "rebalanser-operator"
 EXAMPLES = REPO / "examples"
 WORKER_LABEL = "rebalanser.io/failover-scene"
-OPERATOR_SELECTOR = f"app.kubernetes.io/name=rebalanser-operator,app.kubernetes.io/instance={RELEASE}"
 
 #: Sends a signal to every process whose argv has ``--id=<id>`` (a worker) or, for ``operator``, runs
 #: ``rebalanser-operator``; prints the CLOCK_MONOTONIC instant taken right before the first signal, then
@@ -83,17 +81,20 @@ class Signalled:
     later: list[int] = field(default_factory=list)
 
 
-def group_manifest(name: str, failover: str, resources: int, *, min_interval: float = 0.5) -> dict[str, Any]:
-    return {
-        "apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": name},
-        "spec": {
-            "zookeeper": {"connect": ZK_CONNECT, "sessionTimeoutSeconds": 10},
-            "resourceSets": [{"prefix": f"{name}-", "count": resources}],
-            "rebalance": {"minIntervalSeconds": min_interval, "maxIntervalSeconds": 30, "adaptive": False},
-            "failover": failover,
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": f"{name}-worker"}},
-        },
+def group_manifest(name: str, failover: str, resources: int, *, min_interval: float = 0.5,
+                   adaptive: bool = False, workload: bool = False) -> dict[str, Any]:
+    """The ResourceGroup ``name``; ``adaptive`` with ``workload`` is how a user runs it (examples/): the
+    interval rises while the workers' Deployment rolls out or churns, up to 30 s."""
+    spec: dict[str, Any] = {
+        "zookeeper": {"connect": ZK_CONNECT, "sessionTimeoutSeconds": 10},
+        "resourceSets": [{"prefix": f"{name}-", "count": resources}],
+        "rebalance": {"minIntervalSeconds": min_interval, "maxIntervalSeconds": 30, "adaptive": adaptive},
+        "failover": failover,
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": f"{name}-worker"}},
     }
+    if workload:
+        spec["workload"] = {"kind": "Deployment", "name": f"{name}-worker"}
+    return {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": name}, "spec": spec}
 
 
 def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0, tick: float = 0.1) -> dict[str, Any]:
@@ -119,21 +120,45 @@ def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0
 
 def node_container() -> str:
     """The kind node's container (``<cluster>-control-plane``), from .cluster/kind.env."""
-    values = dict(line.split("=", 1) for line in (REPO / ".cluster" / "kind.env").read_text().splitlines()
+    values = dict(line.split("=", 1) for line in (CLUSTER_DIR / "kind.env").read_text().splitlines()
                   if "=" in line)
     return f"{values.get('CLUSTER') or os.environ.get('REBALANSER_KIND_CLUSTER', 'rebalanser')}-control-plane"
+
+
+def host_worker_pids(pod: str, namespace: str) -> list[int]:
+    """The host pids of the worker processes with ``--id=<pod>`` whose environment says ``POD_NAMESPACE``
+    is ``namespace`` (none where the node's processes are not visible here)."""
+    wanted, ns = "--id=" + pod, f"POD_NAMESPACE={namespace}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            if "worker" not in argv or wanted not in argv:
+                continue
+            if ns in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 @dataclass
 class FailoverScene:
     kube: Kube
     out: Path
+    ns: str = NS  # the namespace of the operator release (named alike), the groups and their workers
     logs: dict[str, PodLogs] = field(default_factory=dict)
     operator_log: PodLogs | None = None
 
     @property
     def tools(self) -> Tools:
-        return Tools(self.kube, TOOLS_NS, IMAGE)
+        return Tools(self.kube, f"{self.ns}-tools", IMAGE)
+
+    @property
+    def operator_selector(self) -> str:
+        return f"app.kubernetes.io/name=rebalanser-operator,app.kubernetes.io/instance={self.ns}"
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -141,53 +166,64 @@ class FailoverScene:
         self.out.mkdir(parents=True, exist_ok=True)
         self.teardown_namespace()
         self.tools.create()
-        self.tools.purge(ZK_CONNECT, f"/rebalanser/{NS}")
-        meta = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+        self.tools.purge(ZK_CONNECT, f"/rebalanser/{self.ns}")
+        meta = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}}
         self.kube.kubectl("apply", "-f", "-", input=json.dumps(meta))
-        self.kube.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS, "-f", str(EXAMPLES / "values.yaml"),
+        self.kube.helm("upgrade", "--install", self.ns, str(CHART), "-n", self.ns, "-f", str(EXAMPLES / "values.yaml"),
                        "--set", f"image.repository={IMAGE_REPOSITORY}", "--set", f"image.tag={IMAGE_TAG}",
                        "--set", "failover.enabled=true", "--wait", "--timeout", "240s", timeout=300)
-        self.operator_log = PodLogs(self.kube, namespace=NS, selector=OPERATOR_SELECTOR,
+        self.operator_log = PodLogs(self.kube, namespace=self.ns, selector=self.operator_selector,
                                     dir=self.out / "logs" / "operator", container="operator").start()
         return self
 
     def teardown_namespace(self) -> None:
-        if self.kube.maybe_json("get", "namespace", NS) is None:
+        if self.kube.maybe_json("get", "namespace", self.ns) is None:
             return
         # The workers first (the operator releases a group only after its members left), then the groups
         # while the operator still runs, then the operator.
-        self.kube.kubectl("delete", "deployment", "-l", f"{WORKER_LABEL}", "-n", NS, "--wait=true", check=False,
+        self.kube.kubectl("delete", "deployment", "-l", f"{WORKER_LABEL}", "-n", self.ns, "--wait=true", check=False,
                           timeout=120)
-        self.kube.kubectl("delete", "rg", "--all", "-n", NS, "--wait=true", check=False, timeout=120)
-        for rg in self.kube.json("get", "rg", "-n", NS)["items"]:
-            self.kube.kubectl("patch", "rg", rg["metadata"]["name"], "-n", NS, "--type=merge",
+        self.kube.kubectl("delete", "rg", "--all", "-n", self.ns, "--wait=true", check=False, timeout=120)
+        for rg in self.kube.json("get", "rg", "-n", self.ns)["items"]:
+            self.kube.kubectl("patch", "rg", rg["metadata"]["name"], "-n", self.ns, "--type=merge",
                               "-p", '{"metadata":{"finalizers":null}}', check=False)
-        self.kube.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s", check=False)
-        self.kube.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-        wait_until(lambda: self.kube.maybe_json("get", "namespace", NS) is None, 180, f"namespace {NS} stays")
+        self.kube.helm("uninstall", self.ns, "-n", self.ns, "--wait", "--timeout", "120s", check=False)
+        self.kube.kubectl("delete", "namespace", self.ns, "--wait=false", check=False)
+        wait_until(lambda: self.kube.maybe_json("get", "namespace", self.ns) is None, 180, f"namespace {self.ns} stays")
 
     def close(self) -> None:
         for logs in [*self.logs.values(), *([self.operator_log] if self.operator_log else [])]:
             logs.stop()
         try:
             self.teardown_namespace()
-            self.tools.purge(ZK_CONNECT, f"/rebalanser/{NS}")
+            self.tools.purge(ZK_CONNECT, f"/rebalanser/{self.ns}")
         finally:
             self.tools.delete()
 
     def deploy(self, group: str, failover: str, *, replicas: int, resources: int, session_timeout: float = 10.0,
-               min_interval: float = 0.5) -> None:
-        self.kube.kubectl("apply", "-n", NS, "-f", "-",
-                          input=json.dumps(group_manifest(group, failover, resources, min_interval=min_interval)))
-        self.kube.kubectl("apply", "-n", NS, "-f", "-",
+               min_interval: float = 0.5, adaptive: bool = False, workload: bool = False) -> None:
+        manifest = group_manifest(group, failover, resources, min_interval=min_interval, adaptive=adaptive,
+                                  workload=workload)
+        self.kube.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
+        self.kube.kubectl("apply", "-n", self.ns, "-f", "-",
                           input=json.dumps(workers_manifest(group, replicas, session_timeout=session_timeout)))
-        self.logs[group] = PodLogs(self.kube, namespace=NS, selector=f"app.kubernetes.io/name={group}-worker",
+        self.logs[group] = PodLogs(self.kube, namespace=self.ns, selector=f"app.kubernetes.io/name={group}-worker",
                                    dir=self.out / "logs" / group).start()
+
+    def remove(self, group: str) -> None:
+        """Deletes ``group``'s workers (they leave gracefully), then the ResourceGroup; keeps the logs."""
+        logs = self.logs.pop(group, None)
+        self.kube.kubectl("delete", "deployment", f"{group}-worker", "-n", self.ns, "--wait=true",
+                          "--ignore-not-found", check=False, timeout=150)
+        if logs is not None:
+            logs.stop()
+        self.kube.kubectl("delete", "rg", group, "-n", self.ns, "--wait=true", "--ignore-not-found", check=False,
+                          timeout=150)
 
     # ------------------------------------------------------------------------------------ observing
 
     def status(self, group: str) -> dict[str, Any]:
-        return dict(self.kube.json("get", "rg", group, "-n", NS).get("status") or {})
+        return dict(self.kube.json("get", "rg", group, "-n", self.ns).get("status") or {})
 
     def stable(self, group: str, members: int, timeout: float = 240.0) -> dict[str, str]:
         """Waits for Stable with ``members`` members, each working; returns resource -> owner pod."""
@@ -206,8 +242,31 @@ class FailoverScene:
                                             poll=1.0)
         return owners
 
+    def effective_interval(self, group: str) -> float | None:
+        """The interval the operator last published for ``group`` (its status), in seconds."""
+        value = self.status(group).get("effectiveIntervalSeconds")
+        return None if value is None else float(value)
+
+    def worker_pods(self, group: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.kube.json(
+            "get", "pods", "-n", self.ns, "-l", f"app.kubernetes.io/name={group}-worker")["items"]
+        return items
+
+    def held(self, group: str, pod: str, instance: int, at: int) -> set[str]:
+        """What the container instance ``instance`` of ``pod`` was working on at ``at`` (CLOCK_MONOTONIC ns),
+        by its own events: the resources it was assigned and had not revoked by then."""
+        held: set[str] = set()
+        for e in self.events(group):
+            if (e["id"], e["_pid"]) != (pod, instance) or int(e["ts"]) > at:
+                continue
+            if e["event"] == "assigned":
+                held |= set(e["resources"])
+            elif e["event"] == "revoked":
+                held -= set(e["resources"])
+        return held
+
     def instance(self, pod: str) -> int:
-        (container,) = self.kube.json("get", "pod", pod, "-n", NS)["status"]["containerStatuses"]
+        (container,) = self.kube.json("get", "pod", pod, "-n", self.ns)["status"]["containerStatuses"]
         return int(container["restartCount"])
 
     def events(self, group: str) -> list[Event]:
@@ -238,6 +297,18 @@ class FailoverScene:
         assert signalled.pids, f"no process found for {target}"
         return signalled
 
+    def kill_from_host(self, target: str) -> Signalled:
+        """SIGKILL the worker process of pod ``target`` in this scene's namespace from the host, the way an
+        operator would with ``kill -9`` on the node: the node's processes are the host's (one kernel, one
+        CLOCK_MONOTONIC). Falls back to the tools pod where the host cannot see them."""
+        pids = host_worker_pids(target, self.ns)
+        if not pids:
+            return self.signal(target, "KILL")
+        ts = time.monotonic_ns()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return Signalled(ts, pids)
+
     def cut(self, target: str, *, heal: bool = False) -> int:
         """Drops the ZooKeeper traffic (port 2181, both directions) inside the network namespace of the worker
         whose id is ``target`` (iptables in its pod's namespace, entered from the node); ``heal`` removes
@@ -266,7 +337,7 @@ class FailoverScene:
 
     def wait_restarted(self, pod: str, instance: int, timeout: float = 120.0) -> dict[str, Any]:
         def restarted() -> dict[str, Any] | None:
-            (cs,) = self.kube.json("get", "pod", pod, "-n", NS)["status"]["containerStatuses"]
+            (cs,) = self.kube.json("get", "pod", pod, "-n", self.ns)["status"]["containerStatuses"]
             return cs if cs["restartCount"] > instance and "running" in cs["state"] else None
 
         status: dict[str, Any] = wait_until(restarted, timeout, f"the kubelet did not restart {pod}'s container")
