@@ -33,17 +33,17 @@ from typing import Any
 
 import kopf
 
-from rebalanser_operator.actions import InvalidSpec, RetryLater
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
+from rebalanser_operator.apply.farewell import release_terminating_namespace
+from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL, poll_forever
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
-from rebalanser_operator.failover import ended_instances
-from rebalanser_operator.farewell import release_terminating_namespace
+from rebalanser_operator.failover.choice import ended_instances
+from rebalanser_operator.failover.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
-from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
-from rebalanser_operator.rollout import rolling_out
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
-from rebalanser_operator.secretpoll import DEFAULT_INTERVAL, poll_forever
-from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.status.loop import StatusLoop
+from rebalanser_operator.status.rollout import rolling_out
 
 #: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
 #: (the chart's terminationGracePeriodSeconds is longer).

@@ -27,9 +27,9 @@ from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.models import ResourceGroupSpec
-from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
+from rebalanser_operator.status.tuning import TuningPolicy, TuningState
+from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
 from rebalanser_operator.tenancy import Tenancy
-from rebalanser_operator.tuning import TuningPolicy, TuningState
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 from rebalanser_operator.zktls import TlsMaterial
 

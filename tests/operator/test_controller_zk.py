@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -11,11 +12,12 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import apply_spec
-from rebalanser_operator.runtime import LoopOptions, OperatorContext
-from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.apply.actions import apply_spec, note_secret
+from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.status.loop import StatusLoop
+from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
 
 pytestmark = pytest.mark.zk
 
@@ -84,3 +86,36 @@ def test_a_spec_applied_during_a_status_refresh_is_written_after_it(
     assert not overlapped, "the spec was written while the status refresh of the group was under way"
     assert not applier.is_alive() and not refresher.is_alive()
     assert sorted(zk.get_children(resources)) == ["a", "b"], "the spec was not applied after the refresh"
+
+
+def test_the_group_state_is_written_only_by_its_controllers_steps(
+    ctx: OperatorContext, kube: HeldKube, zk: KazooClient, zk_hosts: str, group_path: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Handlers (here: the test thread), the status loop, the Secret poll and the workload watch all
+    change the group; every write of its GroupRuntime happens inside one of its controller's steps."""
+    fields = len(dataclasses.fields(GroupRuntime))
+    off_strand: list[tuple[str, str]] = []
+    original = GroupRuntime.__setattr__
+
+    def recording(self: GroupRuntime, name: str, value: Any) -> None:
+        if len(self.__dict__) >= fields and not ctx.controller_of(self).on_strand():
+            off_strand.append((name, threading.current_thread().name))
+        original(self, name, value)
+
+    monkeypatch.setattr(GroupRuntime, "__setattr__", recording)
+    kube.secrets["zk-digest"] = DigestCredentials("orders", "first")
+    rt = ctx.group("shop", "orders", "uid-1")
+    first = {**spec(zk_hosts, group_path, ["a"]), "workload": {"kind": "Deployment", "name": "workers"}}
+    first["zookeeper"]["credentialsSecret"] = "zk-digest"
+    apply_spec(ctx, rt, first, generation=1, body=BODY)
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: s["resources"] == 1, WAIT, "the first status")
+        ctx.workload_seen("shop", "Deployment", "workers", True)
+        kube.secrets["zk-digest"] = DigestCredentials("orders", "second")
+        assert note_secret(ctx, "shop", "zk-digest", kube.secret_data("shop", "zk-digest")) == 1
+        second = {**first, "resources": ["a", "b"]}
+        apply_spec(ctx, rt, second, generation=2, body=BODY)
+        kube.wait_status(lambda s: s["resources"] == 2, WAIT, "the second spec's status")
+        assert ctx.controller_of(rt).run(lambda: rt.credentials) == DigestCredentials("orders", "second")
+    assert not off_strand, f"GroupRuntime written outside its controller's steps: {off_strand}"

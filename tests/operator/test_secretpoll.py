@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+from rebalanser_operator.apply.secretpoll import poll_once, referenced
 from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.runtime import OperatorContext
-from rebalanser_operator.secretpoll import poll_once, referenced
 
 
 def Group(namespace: str, names: set[str]) -> GroupView:

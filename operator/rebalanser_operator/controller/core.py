@@ -15,8 +15,8 @@ loop's own fields) are written by those steps only; other threads send immutable
 (:mod:`~rebalanser_operator.controller.messages`) and read the immutable
 :class:`~rebalanser_operator.controller.plan.GroupView` the controller publishes after each step.
 What to do is decided by the pure functions of :mod:`~rebalanser_operator.controller.plan`; the I/O
-steps (:mod:`rebalanser_operator.actions`, :mod:`rebalanser_operator.statusloop`,
-:mod:`rebalanser_operator.endmember`) carry it out.
+steps (:mod:`rebalanser_operator.apply.actions`, :mod:`rebalanser_operator.status.loop`,
+:mod:`rebalanser_operator.failover.endmember`) carry it out.
 
 Guarantees: two writes of one group never overlap, so a stale desired value can never undo a newer
 one; a message is handled after every message sent before it from the same thread. It does not
@@ -37,8 +37,8 @@ from rebalanser_operator.controller.strand import Strand
 from rebalanser_operator.models import FailoverMode
 
 if TYPE_CHECKING:
-    from rebalanser_operator.endmember import Ended
-    from rebalanser_operator.reconcile import SyncResult
+    from rebalanser_operator.apply.reconcile import SyncResult
+    from rebalanser_operator.failover.endmember import Ended
     from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 
 T = TypeVar("T")
@@ -94,19 +94,19 @@ class GroupController:
 
     def apply(self, desired: DesiredSpec) -> SyncResult:
         """Applies a desired spec (blocking; raises ``RetryLater`` or ``InvalidSpec`` as kopf needs)."""
-        from rebalanser_operator.actions import apply_desired
+        from rebalanser_operator.apply.actions import apply_desired
 
         return self.run(lambda: apply_desired(self.ctx, self.rt, desired))
 
     def delete(self, deletion: Deletion) -> str:
         """Removes the group's znodes (blocking; raises ``RetryLater`` while it must wait)."""
-        from rebalanser_operator.actions import delete_desired
+        from rebalanser_operator.apply.actions import delete_desired
 
         return self.run(lambda: delete_desired(self.ctx, self.rt, deletion))
 
     def secret_seen(self, seen: SecretSeen) -> bool:
         """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""
-        from rebalanser_operator.actions import mark_if_secret_changed
+        from rebalanser_operator.apply.actions import mark_if_secret_changed
 
         return self.run(lambda: mark_if_secret_changed(self.rt, seen))
 

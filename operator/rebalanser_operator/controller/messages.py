@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rebalanser_operator.failover import EndedInstance, PodRef
+from rebalanser_operator.failover.choice import EndedInstance, PodRef
 
 
 def _text(value: Mapping[str, Any] | None) -> str | None:

@@ -24,11 +24,7 @@ from kazoo.security import make_digest_acl
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
-from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
-from rebalanser_operator.controller.plan import plan_admission
-from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.models import ResourceGroupSpec, SpecError
-from rebalanser_operator.reconcile import (
+from rebalanser_operator.apply.reconcile import (
     GroupOwnedElsewhereError,
     OwnerMarker,
     SyncResult,
@@ -38,9 +34,13 @@ from rebalanser_operator.reconcile import (
     reconcile_group,
     retained_digests,
 )
-from rebalanser_operator.statusview import SyncState
+from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
+from rebalanser_operator.controller.plan import plan_admission
+from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
+from rebalanser_operator.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.status.tuning import initial_state
+from rebalanser_operator.status.view import SyncState
 from rebalanser_operator.tenancy import PATH_IN_USE, Placement, Refusal
-from rebalanser_operator.tuning import initial_state
 from rebalanser_operator.zkpool import DigestCredentials
 
 if TYPE_CHECKING:

@@ -26,15 +26,15 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from rebalanser_operator.actions import owner_marker
+from rebalanser_operator.apply.actions import owner_marker
+from rebalanser_operator.apply.reconcile import OwnerMarker
 from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.messages import PodEnded
 from rebalanser_operator.controller.plan import Failover as Decision
 from rebalanser_operator.controller.plan import GroupView, plan_failover
-from rebalanser_operator.endmember import Ended, NotOwned, end_instances
-from rebalanser_operator.failover import EndedInstance, PodRef, ended_instances
+from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances
+from rebalanser_operator.failover.endmember import Ended, NotOwned, end_instances
 from rebalanser_operator.models import FailoverMode, PodSelector
-from rebalanser_operator.reconcile import OwnerMarker
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,8 @@ class Failover:
                 continue
             view = await self._ready(ref.namespace, group.name)
             if view is None or view.path is None:
-                log.warning("failover: %s/%s is not reconciled; pod %s waits for session expiry",
-                            ref.namespace, group.name, ref.name)
+                log.warning("failover: %s/%s is not reconciled, refused or not opted in; pod %s waits for "
+                            "session expiry", ref.namespace, group.name, ref.name)
                 continue
             with self._lock:
                 fresh = tuple(e for e in sorted(ended) if (view.path, e.nonce) not in self._done)

@@ -45,7 +45,7 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import GroupStatus
 
-from rebalanser_operator.actions import (
+from rebalanser_operator.apply.actions import (
     MEMBERS_LEAVE_WAIT_SECONDS,
     end_grace,
     event,
@@ -54,6 +54,8 @@ from rebalanser_operator.actions import (
     refuse,
     resync_secrets,
 )
+from rebalanser_operator.apply.farewell import release_group
+from rebalanser_operator.apply.reconcile import GroupOwnedElsewhereError, OwnerMarker, reconcile_group, write_config
 from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.plan import (
     PollFacts,
@@ -65,14 +67,12 @@ from rebalanser_operator.controller.plan import (
     plan_read,
     plan_refresh,
 )
-from rebalanser_operator.farewell import release_group
-from rebalanser_operator.groupread import Snapshot, read_with_watches
 from rebalanser_operator.models import FINALIZER, Phase
-from rebalanser_operator.reconcile import GroupOwnedElsewhereError, OwnerMarker, reconcile_group, write_config
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
-from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
+from rebalanser_operator.status.groupread import Snapshot, read_with_watches
+from rebalanser_operator.status.tuning import FIXED, QUIET, initial_state, observe
+from rebalanser_operator.status.view import Observation, balance_of, compute_status, merge_patch, status_dict
 from rebalanser_operator.tenancy import PATH_IN_USE, Refusal
-from rebalanser_operator.tuning import FIXED, QUIET, initial_state, observe
 
 log = logging.getLogger(__name__)
 

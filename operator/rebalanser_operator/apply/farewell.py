@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, RetryLater
+from rebalanser_operator.apply.actions import MEMBERS_LEAVE_WAIT_SECONDS, RetryLater
 from rebalanser_operator.controller.messages import Deletion
 from rebalanser_operator.runtime import OperatorContext
 

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from rebalanser_operator.actions import note_secret
+from rebalanser_operator.apply.actions import note_secret
 from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.runtime import OperatorContext
 
