@@ -35,8 +35,9 @@ from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger(__name__)
 
-#: Threads for the status loops' blocking reads and patches (kopf's handlers have as many of their own);
-#: the Kubernetes client keeps as many connections, so none is opened and discarded per call.
+#: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...; kopf's
+#: handlers have as many of their own, and wait for the controllers' answers); the Kubernetes client
+#: keeps as many connections, so none is opened and discarded per call.
 EXECUTOR_THREADS = 32
 
 
