@@ -94,20 +94,39 @@ def apply_spec(
 
 
 def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
-    """The controller's step for a desired spec (see :func:`apply_spec`)."""
-    raw_spec, generation, retry = desired_spec.spec(), desired_spec.generation, desired_spec.retry
+    """The controller's step for a desired spec (see :func:`apply_spec`): admit it (a pure plan), adopt
+    it, read its Secrets, connect, sync the znodes, record the outcome."""
     body = desired_spec.body()
     rt.body = body if body is not None else rt.body
+    spec, path, desired = _parse(ctx, rt, desired_spec)
+    placement = _admit(ctx, rt, desired_spec, spec, path, desired)
+    _adopt(rt, desired_spec, spec, path, desired, placement)
+    credentials = _read_secrets(ctx, rt, spec, desired_spec.retry)
+    zk = _connect(ctx, rt, spec, desired_spec.retry)
+    result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
+    _synced(ctx, rt, spec, result)
+    return result
+
+
+def _parse(
+    ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec,
+) -> tuple[ResourceGroupSpec, str, frozenset[str]]:
     try:
-        spec = ResourceGroupSpec.parse(raw_spec)
-        path = group_path(ctx, rt, spec)
-        desired = spec.desired_resources()
+        spec = ResourceGroupSpec.parse(desired_spec.spec())
+        return spec, group_path(ctx, rt, spec), spec.desired_resources()
     except SpecError as exc:
-        rt.generation, rt.spec_error = generation, str(exc)
+        rt.generation, rt.spec_error = desired_spec.generation, str(exc)
         ctx.metrics.reconciles.labels("invalid").inc()
         rt.wake()
         raise InvalidSpec(str(exc)) from exc
-    placed = placement_of(ctx, rt, spec, path)  # before any Secret is read or sent
+
+
+def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
+           desired: frozenset[str]) -> Placement:
+    """:func:`~rebalanser_operator.controller.plan.plan_admission`, carried out: before any Secret is read
+    or sent. Raises the refusal or :class:`InvalidSpec`."""
+    generation = desired_spec.generation
+    placed = placement_of(ctx, rt, spec, path)
     synced = rt.sync is not None and rt.sync.ok
     before = desired_spec.recorded_connect or (rt.connect if synced else None)
     admission = plan_admission(
@@ -123,7 +142,6 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
         rt.wake()
         raise InvalidSpec(admission.invalid)
     assert isinstance(placed, Placement)
-    placement = placed
     if not ctx.admit(rt):
         rt.generation = generation
         raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
@@ -136,17 +154,26 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
         rt.generation, rt.spec_error = generation, message
         rt.wake()
         raise InvalidSpec(message)
+    return placed
 
+
+def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str, desired: frozenset[str],
+           placement: Placement) -> None:
+    """The admitted spec becomes the group's."""
     if (rt.connect, rt.path) != (spec.zookeeper.connect, path):
-        rt.owned = False  # until the claim below succeeds
-    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, generation, None
+        rt.owned = False  # until the claim in _sync succeeds
+    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, desired_spec.generation, None
     rt.confine = placement.root
-    rt.raw_spec = dict(raw_spec)
+    rt.raw_spec = desired_spec.spec()
     rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
 
+
+def _read_secrets(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec,
+                  retry: int) -> DigestCredentials | None:
+    """The credentials and TLS material the spec names (a changed password starts a rotation)."""
     credentials = None
     if spec.zookeeper.credentials_secret is not None:
         try:
@@ -163,22 +190,34 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
     else:
         rt.tls = None
+    return credentials
 
+
+def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
+    """The group's own session (its credentials only), connected."""
     zk = ctx.client(rt)
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
     if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+        tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retrying"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
+    return zk
 
-    started = time.monotonic()
+
+def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+          credentials: DigestCredentials | None, placement: Placement, retry: int) -> SyncResult:
+    """Claims the group root for this object and syncs its znodes; a changed ACL is given to the workers'
+    znodes too. Records the ACL; raises the refusal or :class:`RetryLater`."""
+    assert rt.path is not None
+    path, started = rt.path, time.monotonic()
     try:
         if credentials is not None and rt.acl is None and rt.grace_until is None:
             _resume_grace(ctx, rt, zk, path, credentials)
         acl = group_acl(credentials, rt.previous_acl or ())
         result = reconcile_group(
-            zk, path, desired=desired, config=spec.group_config(rt.effective_interval()), acl=acl,
+            zk, path, desired=rt.desired, config=spec.group_config(rt.effective_interval()), acl=acl,
             owner=owner_marker(ctx, rt), confine=placement.root,
         )
         rt.owned = True
@@ -196,8 +235,14 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
         raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
     finally:
         ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
-
     rt.acl = acl
+    return result
+
+
+def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
+    """Records a sync that went through: status, metrics, an Event, the workers' ConfigMap."""
+    assert rt.path is not None
+    path = rt.path
     rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}")
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
@@ -211,7 +256,6 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
               f"created {result.created}, deleted {result.deleted}; {result.resources} resources in {path}")
     publish_worker_config(ctx, rt, spec, path)
     rt.wake()
-    return result
 
 
 def group_path(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
