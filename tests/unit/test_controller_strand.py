@@ -79,3 +79,15 @@ def test_a_shut_down_pool_fails_the_step_instead_of_hanging() -> None:
     executor.shutdown()
     with pytest.raises(RuntimeError):
         Strand(executor).submit(lambda: 1).result(WAIT)
+
+
+def test_steps_queued_when_the_pool_shuts_down_fail_instead_of_hanging() -> None:
+    executor = ThreadPoolExecutor(max_workers=1)
+    blocker = threading.Event()
+    executor.submit(blocker.wait, WAIT)  # the only thread is busy: the strand's drain stays queued
+    strand = Strand(executor)
+    queued = strand.submit(lambda: 1)
+    executor.shutdown(wait=False, cancel_futures=True)
+    blocker.set()
+    with pytest.raises(RuntimeError, match="shut down"):
+        queued.result(WAIT)

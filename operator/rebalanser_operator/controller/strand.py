@@ -8,7 +8,9 @@ Guarantees: the steps of one strand never overlap, and run in the order they wer
 sees everything the steps before it wrote (a lock hands the queue over between threads). A step that
 raises fails its own future only. A step submitted from a running step of the same strand with
 :meth:`Strand.call` runs at once, inline (no deadlock). Steps of different strands run in parallel,
-on at most the pool's threads; a strand holds no thread while it has nothing to do.
+on at most the pool's threads; a strand holds no thread while it has nothing to do. When the pool shuts
+down, steps that have not started fail (with :class:`RuntimeError`) instead of leaving their callers
+waiting.
 """
 
 from __future__ import annotations
@@ -41,14 +43,22 @@ class Strand:
             start, self._draining = not self._draining, True
         if start:
             try:
-                self._executor.submit(self._drain)
+                self._executor.submit(self._drain).add_done_callback(self._drained)
             except RuntimeError as exc:  # the pool is shut down (the operator stops)
-                with self._lock:
-                    self._draining = False
-                    jobs, self._jobs = list(self._jobs), deque()
-                for _, waiting, _ in jobs:
-                    waiting.set_exception(exc)
+                self._abandon(exc)
         return future
+
+    def _drained(self, drain: Future[None]) -> None:
+        if drain.cancelled():  # the pool shut down before it ran: nobody may wait for ever
+            self._abandon(RuntimeError("the operator's thread pool shut down"))
+
+    def _abandon(self, exc: BaseException) -> None:
+        with self._lock:
+            self._draining = False
+            jobs, self._jobs = list(self._jobs), deque()
+        for _, waiting, _ in jobs:
+            if waiting.set_running_or_notify_cancel():
+                waiting.set_exception(exc)
 
     def call(self, step: Callable[[], T], timeout: float | None = None) -> T:
         """Runs ``step`` on the strand and returns its outcome (inline when already on the strand)."""
