@@ -1,9 +1,9 @@
 """Operator figures against the real ZooKeeper: reconcile time for a large ResourceGroup, status lag.
 
-* ``reconcile``: :func:`rebalanser_operator.reconcile.reconcile_group` called directly on a fresh
+* ``reconcile``: :func:`rebalanser_operator.apply.reconcile.reconcile_group` called directly on a fresh
   group path with R resources (every resource znode created), then once more with nothing to change
   (the idempotent resync every drift check pays).
-* ``status lag``: the operator's live status loop (:class:`rebalanser_operator.statusloop.StatusLoop`)
+* ``status lag``: the operator's live status loop (:class:`rebalanser_operator.status.loop.StatusLoop`)
   runs with a recording stand-in for the Kubernetes API (patches are kept in memory, timed), over a
   group of real worker processes. After each join, lag = the instant the status patch shows the new
   membership, every resource assigned and the new ``lastRebalance`` — minus the instant the
@@ -89,7 +89,7 @@ def _merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
 
 def bench_reconcile(admin: KazooClient, resources: int, repeats: int, log: Any) -> dict[str, Any]:
     from rebalanser.config import GroupConfig
-    from rebalanser_operator.reconcile import OwnerMarker, group_acl, reconcile_group
+    from rebalanser_operator.apply.reconcile import OwnerMarker, group_acl, reconcile_group
 
     created, resync = [], []
     names = {f"orders-{i}" for i in range(resources)}
@@ -118,9 +118,9 @@ def bench_reconcile(admin: KazooClient, resources: int, repeats: int, log: Any) 
 
 
 def bench_status_lag(cluster: ZkCluster, admin: KazooClient, log_dir: Path, rounds: int, log: Any) -> dict[str, Any]:
-    from rebalanser_operator.actions import apply_spec
+    from rebalanser_operator.apply.actions import apply_spec
     from rebalanser_operator.runtime import LoopOptions, OperatorContext
-    from rebalanser_operator.statusloop import StatusLoop
+    from rebalanser_operator.status.loop import StatusLoop
     from rebalanser_operator.tenancy import PathRoots, Tenancy
 
     resources, members = 100, 3

@@ -1,7 +1,9 @@
 """The Rebalanser operator: reconciles ResourceGroup custom resources into ZooKeeper groups.
 
-Layout: ``models`` (CRD spec/status, the source of truth), ``crdgen`` (CRD YAML), ``reconcile``
-(plain functions on a KazooClient), ``zkpool`` (one shared connection per connect string),
-``statusview`` / ``tuning`` (pure status and interval policy), ``statusloop`` (the
-per-group live status mirror), ``handlers`` (thin kopf handlers), ``main`` (CLI).
+Layout (docs/operator.md, "Architecture"): the spec and CRD (``models``, ``crdgen``, ``crdcompat``,
+``tenancy``), ``controller/`` (one controller per ResourceGroup: the only writer of its znodes and
+status; a pure plan), ``apply/`` (spec -> znodes, rotation, deletion), ``status/`` (the status
+mirror, pure status and tuning), ``failover/`` (confirmed-death failover), and the edges: ``handlers``
+(thin kopf handlers), ``runtime`` (shared context), ``kube`` / ``zkpool`` / ``zktls`` (clients),
+``metrics``, ``clusterid``, ``main`` / ``launch`` (CLI).
 """

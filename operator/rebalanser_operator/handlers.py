@@ -2,9 +2,11 @@
 
 ``build_registry(ctx)`` returns a registry with:
 
-* create / update (``spec`` only) / resume  -> :func:`actions.apply_spec`
-* delete (holds the ``rebalanser.io/finalizer``) -> :func:`actions.delete_znodes`
-* one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`
+* create / update (``spec`` only) / resume  -> the group's controller (:mod:`controller`), a
+  :class:`~controller.messages.DesiredSpec`; kopf's retries follow the controller's answer
+* delete (holds the ``rebalanser.io/finalizer``) -> the group's controller, a
+  :class:`~controller.messages.Deletion`
+* one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`, the controller's shell
 * Secrets are never listed or watched: :mod:`secretpoll` re-reads the ones ResourceGroups reference, by
   name, every ``secret_poll`` seconds; a change marks the group for re-applying by its status loop
   (:func:`actions.resync_secrets`), with no restart and no spec change
@@ -31,16 +33,17 @@ from typing import Any
 
 import kopf
 
-from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
+from rebalanser_operator.apply.farewell import release_terminating_namespace
+from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL, poll_forever
+from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
-from rebalanser_operator.failover import ended_instances
-from rebalanser_operator.farewell import release_terminating_namespace
+from rebalanser_operator.failover.choice import ended_instances
+from rebalanser_operator.failover.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
-from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
-from rebalanser_operator.rollout import rolling_out
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
-from rebalanser_operator.secretpoll import DEFAULT_INTERVAL, poll_forever
-from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.status.loop import StatusLoop
+from rebalanser_operator.status.rollout import rolling_out
 
 #: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
 #: (the chart's terminationGracePeriodSeconds is longer).
@@ -126,13 +129,13 @@ def build_registry(
         spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
         namespace: str | None, name: str, uid: str, retry: int, **_: Any,
     ) -> None:
-        runtime = ctx.group(namespace or "", name, uid)
+        desired = DesiredSpec.of(
+            dict(spec), generation=meta.get("generation"), body=object_ref(body), retry=retry,
+            seed_interval=status.get("effectiveIntervalSeconds"), recorded_path=status.get("zookeeperPath"),
+            recorded_connect=status.get("zookeeperConnect"),
+        )
         try:
-            apply_spec(
-                ctx, runtime, dict(spec), generation=meta.get("generation"), body=object_ref(body), retry=retry,
-                seed_interval=status.get("effectiveIntervalSeconds"), recorded_path=status.get("zookeeperPath"),
-                recorded_connect=status.get("zookeeperConnect"),
-            )
+            ctx.controller(namespace or "", name, uid).apply(desired)
         except InvalidSpec as exc:
             raise kopf.PermanentError(str(exc)) from exc
         except RetryLater as exc:
@@ -143,12 +146,10 @@ def build_registry(
         spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
         runtime: datetime.timedelta, logger: kopf.Logger, **_: Any,
     ) -> None:
-        group = ctx.group(namespace or "", name, uid)
+        deletion = Deletion.of(dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
+                               elapsed=runtime.total_seconds())
         try:
-            outcome = delete_znodes(
-                ctx, group, dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
-                elapsed=runtime.total_seconds(),
-            )
+            outcome = ctx.controller(namespace or "", name, uid).delete(deletion)
         except RetryLater as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         logger.info("deletion: %s", outcome)
@@ -161,9 +162,9 @@ def build_registry(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
         stopped: kopf.DaemonStopped, **_: Any,
     ) -> None:
-        runtime = ctx.group(namespace or "", name, uid)
-        runtime.body = runtime.body or object_ref(body)
-        loop = StatusLoop(ctx, runtime, initial_status=dict(status))
+        controller = ctx.controller(namespace or "", name, uid)
+        controller.introduce(object_ref(body))
+        loop = StatusLoop(ctx, controller.rt, initial_status=dict(status))
 
         async def wake_when_stopped() -> None:
             await stopped.wait()
@@ -171,7 +172,7 @@ def build_registry(
 
         waker = asyncio.create_task(wake_when_stopped())
         try:
-            await loop.run(should_stop=lambda: bool(stopped) or not ctx.is_current(runtime))
+            await loop.run(should_stop=lambda: bool(stopped) or not ctx.is_current(controller.rt))
         finally:
             waker.cancel()
 

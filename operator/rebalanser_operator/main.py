@@ -29,12 +29,12 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
 from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
-from rebalanser_operator.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.tenancy import DEFAULT_PATH_ROOT, AllowedEnsembles, Limits, PathRoots, SettingError, Tenancy
 
 log = logging.getLogger("rebalanser_operator")

@@ -1,11 +1,11 @@
-"""In-memory state the kopf handlers and the per-group status loops share.
+"""The operator's shared context, and the state of each ResourceGroup its controller keeps.
 
 One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
 connect string, ACL, outcome) and the tuning state. ``owned`` says that the last reconcile found the
 group root to be this object's (or created it): the status loop reads the group, and failover acts on
-it, only while it is set. The handlers write it, the status loop reads it;
-``lock`` serialises every ZooKeeper write for the group (reconcile, drift repair, config update,
-deletion), so a stale desired set can never undo a newer one.
+it, only while it is set. It belongs to the group's
+:class:`~rebalanser_operator.controller.core.GroupController`: only the controller's steps write it
+(one at a time); other threads send the controller messages and read its immutable view.
 """
 
 from __future__ import annotations
@@ -21,19 +21,23 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.security import ACL
 
+from rebalanser_operator.controller.core import GroupController
+from rebalanser_operator.controller.messages import RolloutSeen
+from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.models import ResourceGroupSpec
-from rebalanser_operator.statusview import ASSIGNMENT_BUDGET, SyncState
+from rebalanser_operator.status.tuning import TuningPolicy, TuningState
+from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
 from rebalanser_operator.tenancy import Tenancy
-from rebalanser_operator.tuning import TuningPolicy, TuningState
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger(__name__)
 
-#: Threads for the status loops' blocking reads and patches (kopf's handlers have as many of their own);
-#: the Kubernetes client keeps as many connections, so none is opened and discarded per call.
+#: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...; kopf's
+#: handlers have as many of their own, and wait for the controllers' answers); the Kubernetes client
+#: keeps as many connections, so none is opened and discarded per call.
 EXECUTOR_THREADS = 32
 
 
@@ -59,12 +63,28 @@ class LoopOptions:
     assignment_budget: int = ASSIGNMENT_BUDGET
 
 
+class Waker:
+    """Asks the group's status loop to refresh soon (the loop installs itself; thread-safe, never blocks)."""
+
+    def __init__(self) -> None:
+        self._callback: Callable[[], None] | None = None
+
+    def install(self, callback: Callable[[], None] | None) -> None:
+        self._callback = callback
+
+    def __call__(self) -> None:
+        callback = self._callback
+        if callback is not None:
+            callback()
+
+
 @dataclass
 class GroupRuntime:
+    """A group's state: written by its controller's steps only (see the module docstring)."""
+
     namespace: str
     name: str
     uid: str
-    lock: threading.Lock = field(default_factory=threading.Lock)
     spec: ResourceGroupSpec | None = None
     raw_spec: Mapping[str, Any] | None = None  # as last applied (re-applied when a referenced Secret changes)
     generation: int | None = None
@@ -78,7 +98,6 @@ class GroupRuntime:
     previous_acl: list[ACL] | None = None  # the replaced credentials' digest entries, kept in the ACLs during the grace
     previous_credentials: DigestCredentials | None = None  # the replaced credentials (this process saw them)
     owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
-    admitted: bool = False  # counted against the operator's groups-per-namespace limit
     confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
     grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
     secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
@@ -88,7 +107,7 @@ class GroupRuntime:
     body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
     worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
     rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
-    _waker: Callable[[], None] | None = None
+    waker: Waker = field(default_factory=Waker, repr=False)
 
     @property
     def user(self) -> str:
@@ -126,14 +145,9 @@ class GroupRuntime:
             return (*current, self.previous_credentials)
         return current
 
-    def set_waker(self, waker: Callable[[], None] | None) -> None:
-        self._waker = waker
-
     def wake(self) -> None:
         """Asks the status loop to refresh soon (thread-safe, never blocks)."""
-        waker = self._waker
-        if waker is not None:
-            waker()
+        self.waker()
 
 
 class OperatorContext:
@@ -156,18 +170,37 @@ class OperatorContext:
         self.pool = pool if pool is not None else ZooKeeperPool(on_state_change=self.on_zookeeper_state)
         self.executor = ThreadPoolExecutor(max_workers=executor_threads, thread_name_prefix="rebalanser-status")
         self._lock = threading.Lock()
-        self._groups: dict[tuple[str, str], GroupRuntime] = {}
+        self._groups: dict[tuple[str, str], GroupController] = {}
+        self._admitted: set[tuple[str, str]] = set()  # counted against the groups-per-namespace limit
         self._namespaces: dict[str, tuple[float, bool]] = {}  # namespace -> (checked at, terminating)
         self._namespace_locks: dict[str, threading.Lock] = {}
+        self._detached: dict[int, GroupController] = {}
 
-    def group(self, namespace: str, name: str, uid: str) -> GroupRuntime:
-        """The runtime of a ResourceGroup (a fresh one when the object was recreated)."""
+    def controller(self, namespace: str, name: str, uid: str) -> GroupController:
+        """The controller of a ResourceGroup (a fresh one when the object was recreated)."""
         with self._lock:
             current = self._groups.get((namespace, name))
-            if current is None or current.uid != uid:
-                current = GroupRuntime(namespace, name, uid)
+            if current is None or current.rt.uid != uid:
+                current = GroupController(self, GroupRuntime(namespace, name, uid), self.executor)
                 self._groups[(namespace, name)] = current
             return current
+
+    def group(self, namespace: str, name: str, uid: str) -> GroupRuntime:
+        """The state of a ResourceGroup (its controller's; see :meth:`controller`)."""
+        return self.controller(namespace, name, uid).rt
+
+    def controller_of(self, rt: GroupRuntime) -> GroupController:
+        """The controller that owns ``rt`` (a forgotten group's gets a detached one: nothing it does is
+        seen by the current object's)."""
+        with self._lock:
+            current = self._groups.get((rt.namespace, rt.name))
+            if current is not None and current.rt is rt:
+                return current
+            detached = self._detached.get(id(rt))
+            if detached is None or detached.rt is not rt:
+                detached = GroupController(self, rt, self.executor)
+                self._detached[id(rt)] = detached
+            return detached
 
     def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
         """The ZooKeeper client of group ``rt``: its connect string and TLS material, authenticated with
@@ -180,36 +213,49 @@ class OperatorContext:
     def admit(self, rt: GroupRuntime) -> bool:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""
         limit = self.tenancy.limits.groups_per_namespace
+        key = (rt.namespace, rt.name)
         with self._lock:
-            if rt.admitted or not limit:
-                rt.admitted = True
+            if key in self._admitted or not limit:
+                self._admitted.add(key)
                 return True
-            count = sum(1 for (ns, _), g in self._groups.items() if ns == rt.namespace and g.admitted)
-            if count >= limit:
+            if sum(1 for ns, _ in self._admitted if ns == rt.namespace) >= limit:
                 return False
-            rt.admitted = True
+            self._admitted.add(key)
             return True
 
     def is_current(self, runtime: GroupRuntime) -> bool:
         """False once the ResourceGroup was deleted (forgotten) or recreated with another uid."""
         with self._lock:
-            return self._groups.get((runtime.namespace, runtime.name)) is runtime
+            current = self._groups.get((runtime.namespace, runtime.name))
+            return current is not None and current.rt is runtime
 
-    def groups(self) -> list[GroupRuntime]:
+    def controllers(self) -> list[GroupController]:
         with self._lock:
             return list(self._groups.values())
 
-    def groups_referencing(self, namespace: str, secret: str) -> list[GroupRuntime]:
-        """The groups of ``namespace`` whose spec names Secret ``secret`` (cheap: called per Secret event)."""
+    def groups(self) -> list[GroupRuntime]:
+        """Every group's state (for tests and the controllers' own steps; other threads use :meth:`views`)."""
+        return [controller.rt for controller in self.controllers()]
+
+    def views(self) -> list[GroupView]:
+        """Every group as its controller last published it (immutable)."""
+        return [controller.view() for controller in self.controllers()]
+
+    def view(self, namespace: str, name: str) -> GroupView | None:
         with self._lock:
-            candidates = [rt for (ns, _), rt in self._groups.items() if ns == namespace]
-        return [rt for rt in candidates if secret in rt.secrets()]
+            controller = self._groups.get((namespace, name))
+        return controller.view() if controller is not None else None
+
+    def controllers_referencing(self, namespace: str, secret: str) -> list[GroupController]:
+        """The controllers of ``namespace``'s groups whose spec names Secret ``secret`` (cheap)."""
+        return [c for c in self.controllers() if c.view().namespace == namespace and secret in c.view().secrets]
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
-            runtime = self._groups.pop((namespace, name), None)
-        if runtime is not None:
-            self.pool.release(runtime.user)
+            controller = self._groups.pop((namespace, name), None)
+            self._admitted.discard((namespace, name))
+        if controller is not None:
+            self.pool.release(controller.rt.user)
         self.metrics.forget_group(namespace, name)
         self.metrics.zookeeper_connections.set(self.pool.connections())
 
@@ -242,33 +288,25 @@ class OperatorContext:
                 self._namespaces[namespace] = (time.monotonic(), terminating)
             return terminating
 
-    def _naming(self, namespace: str, kind: str, name: str) -> list[GroupRuntime]:
-        """The groups of ``namespace`` whose last applied spec names workload ``kind``/``name``."""
-        found = []
-        for runtime in self.groups():
-            workload = runtime.spec.workload if runtime.spec is not None else None
-            if runtime.namespace == namespace and workload is not None \
-                    and (workload.kind.value, workload.name) == (kind, name):
-                found.append(runtime)
-        return found
+    def _naming(self, namespace: str, kind: str, name: str) -> list[GroupController]:
+        """The controllers of ``namespace``'s groups whose last applied spec names workload ``kind``/``name``."""
+        return [c for c in self.controllers()
+                if c.view().namespace == namespace and c.view().workload == (kind, name)]
 
     def names_workload(self, namespace: str, kind: str, name: str) -> bool:
         return bool(self._naming(namespace, kind, name))
 
     def workload_seen(self, namespace: str, kind: str, name: str, rolling: bool) -> None:
-        """The workload watch saw ``kind``/``name`` change: every group that names it learns whether it
-        rolls out, and refreshes at once when that changed (no polling of the workload)."""
-        for runtime in self._naming(namespace, kind, name):
-            before = runtime.rollout
-            runtime.rollout = (kind, name, rolling)
-            if before != runtime.rollout:
-                runtime.wake()
+        """The workload watch saw ``kind``/``name`` change: every group that names it is told (never
+        blocks: called on kopf's event loop); one whose rollout state changed refreshes at once."""
+        for controller in self._naming(namespace, kind, name):
+            controller.rollout_seen(RolloutSeen(kind, name, rolling))
 
     def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
         # Runs on kazoo's connection thread: only wake the loops.
-        for runtime in self.groups():
-            if runtime.connect == connect:
-                runtime.wake()
+        for controller in self.controllers():
+            if controller.view().connect == connect:
+                controller.rt.wake()
 
     def close(self) -> None:
         self.pool.close()

@@ -7,7 +7,7 @@ Two deleters (``outside-deleter@admin`` / ``outside-deleter@failover``; without 
   (unversioned, as ``zkCli.sh delete`` does); then, half of the time, a member restarts gracefully, so
   that the plan moves resources while the owners of the deleted claims may still believe they hold them.
 - ``failover``: the operator's confirmed-death failover (``end_member`` from
-  ``rebalanser_operator.endmember``, called directly) ends the member node of a live member with its
+  ``rebalanser_operator.failover.endmember``, called directly) ends the member node of a live member with its
   claims, as it would for a pod whose container it wrongly believes dead (a lagging follower, a late
   request of a dead incarnation, a foreign ResourceGroup: findings C, D, E of issue 19).
 
@@ -74,8 +74,8 @@ def admin_deletes(fleet: Fleet, rng: random.Random, result: StepResult) -> list[
 
 
 def failover_ends(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
-    from rebalanser_operator.endmember import MemberChanged, end_member
-    from rebalanser_operator.failover import EndedInstance
+    from rebalanser_operator.failover.choice import EndedInstance
+    from rebalanser_operator.failover.endmember import MemberChanged, end_member
 
     candidates = [w for w in fleet.running() if fleet.owned_by(w)] or fleet.running()
     if not candidates:

@@ -184,8 +184,8 @@ def _failover(member: str) -> Callable[[Run], None]:
     fails (its connection or session lost) is run again on a fresh client, as the operator's next pass
     over the pod would."""
     def trigger(run: Run) -> None:
-        from rebalanser_operator.endmember import MemberChanged, end_member
-        from rebalanser_operator.failover import EndedInstance
+        from rebalanser_operator.failover.choice import EndedInstance
+        from rebalanser_operator.failover.endmember import MemberChanged, end_member
 
         name = _member_node(run.fleet.zk, run.fleet.group, member)
         run.fleet.workers[member].kill()

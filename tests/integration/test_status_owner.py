@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.cli import owners, pod_members
-from rebalanser_operator.groupread import read_with_watches
-from rebalanser_operator.statusview import Observation, compute_status, status_dict
+from rebalanser_operator.status.groupread import read_with_watches
+from rebalanser_operator.status.view import Observation, compute_status, status_dict
 
 from tests.integration.conftest import add_resources
 from tests.support.workers import Group

@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from rebalanser.client import Client
 from rebalanser.errors import DuplicateMemberError
 from rebalanser.options import Options
-from rebalanser_operator.reconcile import OwnerMarker, delete_group
+from rebalanser_operator.apply.reconcile import OwnerMarker, delete_group
 
 from tests.chaos.proxy import FaultProxy
 from tests.integration.conftest import add_resources

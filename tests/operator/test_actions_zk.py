@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import (
+from rebalanser_operator.apply.actions import (
     DELETE_GIVE_UP_SECONDS,
     KEEP_ZNODES,
     MEMBERS_LEAVE_WAIT_SECONDS,
@@ -20,7 +20,7 @@ from rebalanser_operator.actions import (
     apply_spec,
     delete_znodes,
 )
-from rebalanser_operator.reconcile import OwnerMarker
+from rebalanser_operator.apply.reconcile import OwnerMarker
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 

@@ -78,8 +78,11 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"}
     assert len(by_kind(docs, "ClusterRoleBinding")) == 2
     docs = [d for d in docs if not d["metadata"]["name"].endswith(("-view", "-edit"))]  # aggregated, bound to nobody
-    (role,) = by_kind(docs, "Role")
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
+    assert set(roles) == {"ops-rel-rebalanser-operator", "ops-rel-rebalanser-operator-cluster-id"}
+    role = roles["ops-rel-rebalanser-operator"]
     assert role["metadata"]["namespace"] == "ops"
+    assert roles["ops-rel-rebalanser-operator-cluster-id"]["metadata"]["namespace"] == "ops"
     assert rules_of(role) == {
         "/events": {"create"},
         "/configmaps": {"get", "create", "update"},  # the workers' ConfigMap per ResourceGroup (only its own)
@@ -111,9 +114,14 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     assert container["command"] == ["rebalanser-operator"]
 
 
+def served_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Roles of served namespaces (not the cluster id's Role in the operator's own namespace)."""
+    return [r for r in by_kind(docs, "Role") if not r["metadata"]["name"].endswith("-cluster-id")]
+
+
 def test_cluster_wide_option(helm: Path) -> None:
     docs = render(helm, "--set", "rbac.clusterWide=true")
-    assert not by_kind(docs, "Role")
+    assert not served_roles(docs)
     roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
     assert set(roles) == {"ops-rel-rebalanser-operator", "ops-rel-rebalanser-operator-scanning",
                           "ops-rel-rebalanser-operator-view", "ops-rel-rebalanser-operator-edit"}
@@ -124,9 +132,9 @@ def test_cluster_wide_option(helm: Path) -> None:
 
 
 def test_peering_rules_only_when_enabled(helm: Path) -> None:
-    assert "kopf.dev/kopfpeerings" not in rules_of(by_kind(render(helm), "Role")[0])
+    assert "kopf.dev/kopfpeerings" not in rules_of(served_roles(render(helm))[0])
     docs = render(helm, "--set", "operator.peering=rebalanser")
-    assert "kopf.dev/kopfpeerings" in rules_of(by_kind(docs, "Role")[0])
+    assert "kopf.dev/kopfpeerings" in rules_of(served_roles(docs)[0])
     container = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
     assert "--peering=rebalanser" in container["args"] and "--standalone" not in container["args"]
 
@@ -214,6 +222,8 @@ def granted(docs: list[dict[str, Any]], namespace: str) -> dict[str, frozenset[s
                 for resource in rule["resources"]:
                     name, _, sub = resource.partition("/")
                     key = (f"{name}.{group}" if group else name) + (f"/{sub}" if sub else "")
+                    names = rule.get("resourceNames")
+                    key += f"[{' '.join(names)}]" if names else ""
                     out.setdefault(key, set()).update(rule["verbs"])
     return {k: frozenset(v) for k, v in out.items()}
 
@@ -229,7 +239,8 @@ def test_the_chart_grants_exactly_the_docs_rbac_table(helm: Path, enabled: tuple
     docs = render(helm, *args)
     rows = rbactable.table_rows()
     for namespace, served in (("shop", True), ("ops", False), ("other", False)):
-        assert granted(docs, namespace) == rbactable.expected(rows, served=served, enabled=enabled), namespace
+        assert granted(docs, namespace) == rbactable.expected(rows, served=served, own=namespace == "ops",
+                                                              enabled=enabled), namespace
 
 
 def test_cluster_scoped_names_are_unique_per_release_namespace(helm: Path) -> None:
@@ -275,7 +286,7 @@ def test_pods_are_watched_only_with_failover(helm: Path) -> None:
     def args_and_rules(*extra: str) -> tuple[list[str], dict[str, set[str]]]:
         docs = render(helm, *extra)
         return (by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"],
-                rules_of(by_kind(docs, "Role")[0]))
+                rules_of(served_roles(docs)[0]))
 
     args, rules = args_and_rules()
     assert "--failover-pods" not in args and "/pods" not in rules
@@ -418,3 +429,15 @@ def test_templated_crd_is_the_generated_one_kept_on_uninstall(helm: Path) -> Non
     generated = yaml.safe_load(crdgen.render())
     del crd["metadata"]["annotations"]
     assert crd == generated
+
+
+def test_the_chart_grants_the_cluster_id_fallback_in_the_operators_own_namespace(helm: Path) -> None:
+    """clusterid.py keeps its id in ConfigMap rebalanser-cluster-id of the operator's own namespace when
+    kube-system's UID cannot be read: the operator may read that one ConfigMap there and create it
+    (also when the own namespace is not served)."""
+    from rebalanser_operator.clusterid import CONFIG_MAP
+
+    for args in ((), ("--set", "rbac.clusterWide=true")):
+        own = granted(render(helm, "--set", "rbac.watchNamespaces={shop}", *args), "ops")
+        assert "get" in own.get(f"configmaps[{CONFIG_MAP}]", frozenset()) | own.get("configmaps", frozenset()), args
+        assert "create" in own.get("configmaps", frozenset()), args

@@ -5,8 +5,8 @@ group root's ACL, and when the grace period ends."""
 from __future__ import annotations
 
 from kazoo.security import make_acl, make_digest_acl
-from rebalanser_operator.actions import end_grace
-from rebalanser_operator.reconcile import group_acl, retained_digests
+from rebalanser_operator.apply.actions import end_grace
+from rebalanser_operator.apply.reconcile import group_acl, retained_digests
 from rebalanser_operator.runtime import GroupRuntime
 from rebalanser_operator.zkpool import DigestCredentials
 

@@ -19,9 +19,9 @@ from rebalanser.instance import new_instance, termination_record
 from rebalanser.paths import GroupPaths, member_prefix
 from rebalanser.wire import MemberRecord, encode_member
 from rebalanser.zk import new_guid
-from rebalanser_operator import endmember
-from rebalanser_operator.actions import apply_spec
-from rebalanser_operator.podwatch import Failover, index_entry
+from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.failover import endmember
+from rebalanser_operator.failover.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
 from tests.operator.support import TEST_TENANCY, RecordingKube

@@ -13,10 +13,10 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser.instance import instance_digest, parse_termination_message
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import apply_spec
-from rebalanser_operator.endmember import end_instances
-from rebalanser_operator.failover import EndedInstance, PodRef
-from rebalanser_operator.podwatch import Failover, index_entry
+from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.failover.choice import EndedInstance, PodRef
+from rebalanser_operator.failover.endmember import end_instances
+from rebalanser_operator.failover.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 

@@ -9,8 +9,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
-from rebalanser_operator.models import ResourceGroupSpec
-from rebalanser_operator.reconcile import (
+from rebalanser_operator.apply.reconcile import (
     GroupOwnedElsewhereError,
     OwnerMarker,
     SyncResult,
@@ -20,6 +19,7 @@ from rebalanser_operator.reconcile import (
     reconcile_group,
     run_batches,
 )
+from rebalanser_operator.models import ResourceGroupSpec
 from rebalanser_operator.zkpool import DigestCredentials
 
 pytestmark = pytest.mark.zk

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rebalanser_operator.rollout import rolling_out
+from rebalanser_operator.status.rollout import rolling_out
 
 
 def deployment(generation: int = 2, observed: int = 2, wanted: int | None = 3, **status: Any) -> dict[str, Any]:

@@ -14,9 +14,9 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import apply_spec
+from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.apply.secretpoll import poll_once
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
-from rebalanser_operator.secretpoll import poll_once
 from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop

@@ -4,33 +4,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
+from rebalanser_operator.apply.secretpoll import poll_once, referenced
+from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.runtime import OperatorContext
-from rebalanser_operator.secretpoll import poll_once, referenced
 
 
-@dataclass
-class Group:
-    namespace: str
-    names: set[str]
-
-    def secrets(self) -> set[str]:
-        return self.names
+def Group(namespace: str, names: set[str]) -> GroupView:
+    return GroupView(namespace, "g", "uid", secrets=frozenset(names))
 
 
 @dataclass
 class Context:
-    members: list[Group]
+    members: list[GroupView]
     asked: list[tuple[str, str]] = field(default_factory=list)
 
-    def groups(self) -> list[Group]:
+    def views(self) -> list[GroupView]:
         return self.members
 
 
 def test_each_referenced_secret_is_read_once_by_name() -> None:
     groups = [Group("shop", {"zk", "tls"}), Group("shop", {"zk"}), Group("pay", {"zk"}), Group("pay", set())]
-    assert referenced(cast(Any, groups)) == [("pay", "zk"), ("shop", "tls"), ("shop", "zk")]
+    assert referenced(groups) == [("pay", "zk"), ("shop", "tls"), ("shop", "zk")]
     ctx = Context(groups)
 
     def read(namespace: str, name: str) -> None:

@@ -21,7 +21,7 @@ import pytest
 import rebalanser
 from kazoo.client import KazooClient
 from rebalanser.credentials import DigestState
-from rebalanser_operator.actions import apply_spec, delete_znodes
+from rebalanser_operator.apply.actions import apply_spec, delete_znodes
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, PathRoots, Tenancy
 from rebalanser_operator.zkpool import DigestCredentials

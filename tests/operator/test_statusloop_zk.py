@@ -17,9 +17,9 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
-from rebalanser_operator.actions import RetryLater, apply_spec
+from rebalanser_operator.apply.actions import RetryLater, apply_spec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
-from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.status.loop import StatusLoop
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
 from tests.support.zk import free_port, make_cluster
@@ -254,7 +254,8 @@ def test_a_watched_rollout_needs_no_polling_and_raises_the_interval_at_once(
         ctx.workload_seen("shop", "Deployment", "workers", True)
         kube.wait_status(lambda s: s["effectiveIntervalSeconds"] == 12, 10, "effective interval 12")
         ctx.workload_seen("shop", "Deployment", "workers", False)
-        assert rt.rollout == ("Deployment", "workers", False)
+        # a message to the group's controller: a step queued after it sees its effect
+        assert ctx.controller_of(rt).run(lambda: rt.rollout) == ("Deployment", "workers", False)
 
 
 def test_the_loop_stops_when_the_object_is_gone(

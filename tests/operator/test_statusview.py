@@ -11,7 +11,7 @@ from rebalanser.errors import CorruptDataError
 from rebalanser.status import GroupStatus
 from rebalanser.wire import decode_rebalance
 from rebalanser_operator.models import Phase
-from rebalanser_operator.statusview import (
+from rebalanser_operator.status.view import (
     Observation,
     SyncState,
     cap_assignments,

@@ -16,8 +16,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
-from rebalanser_operator.reconcile import OwnerMarker
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
+from rebalanser_operator.apply.reconcile import OwnerMarker
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, Limits, Tenancy
 from rebalanser_operator.zkpool import DigestCredentials

@@ -14,7 +14,7 @@ import pytest
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import RetryLater, apply_spec, end_grace, hold_grace, note_secret, resync_secrets
+from rebalanser_operator.apply.actions import RetryLater, apply_spec, end_grace, hold_grace, note_secret, resync_secrets
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rebalanser_operator.tuning import (
+from rebalanser_operator.status.tuning import (
     CHURN,
     DECAYING,
     FIXED,

@@ -24,7 +24,7 @@ Grants = dict[str, frozenset[str]]
 
 @dataclass(frozen=True)
 class Row:
-    scope: str  # "cluster" or "served"
+    scope: str  # "cluster", "served" or "own" (the operator's own namespace)
     resource: str
     verbs: frozenset[str]
     when: str  # "always", or the chart values that add the row, e.g. "failover.enabled", "a + b"
@@ -44,14 +44,16 @@ def table_rows(text: str | None = None) -> list[Row]:
     return rows
 
 
-def expected(rows: Iterable[Row], *, served: bool, enabled: Iterable[str] = ()) -> Grants:
+def expected(rows: Iterable[Row], *, served: bool, own: bool = False, enabled: Iterable[str] = ()) -> Grants:
     """What the table grants in one namespace (``served``: one the operator serves; with
-    ``rbac.clusterWide`` every namespace is), with the chart values ``enabled`` set."""
+    ``rbac.clusterWide`` every namespace is; ``own``: the operator's own namespace), with the chart
+    values ``enabled`` set. A resource restricted to names is keyed ``plural[name ...]``."""
     on = {ALWAYS, *enabled}
     served = served or "rbac.clusterWide" in on
     out: dict[str, set[str]] = {}
     for row in rows:
-        if {c.strip().strip("`") for c in row.when.split("+")} <= on and (row.scope == "cluster" or served):
+        scoped = row.scope == "cluster" or (row.scope == "served" and served) or (row.scope == "own" and own)
+        if {c.strip().strip("`") for c in row.when.split("+")} <= on and scoped:
             out.setdefault(row.resource, set()).update(row.verbs)
     return {resource: frozenset(verbs) for resource, verbs in out.items()}
 

@@ -114,7 +114,7 @@ def _rebalance(reply: Any, path: str, status: GroupStatus) -> wire.RebalanceReco
 
 
 def _config(reply: Any, path: str) -> GroupConfig | None:
-    """Like :func:`rebalanser_operator.reconcile.read_config`: missing or invalid is drift to repair."""
+    """Like :func:`rebalanser_operator.apply.reconcile.read_config`: missing or invalid is drift to repair."""
     try:
         data, _ = reply.get()
         return wire.decode_config(data, path=path)

@@ -6,7 +6,9 @@ after the operator starts is not lost. :func:`handle_pod` waits (bounded) until 
 been reconciled successfully (connect string, path, credentials, and the group root's owner marker
 verified as this ResourceGroup's: a group in ``PathInUse`` gets no failover), then ends, in a worker
 thread, every member node that the pod's terminated container instances prove dead
-(:mod:`endmember`, which checks the marker again after its ``sync``). A run that cannot finish
+(:mod:`endmember`, which checks the marker again after its ``sync``). Whether to act is
+:func:`~rebalanser_operator.controller.plan.plan_failover` of the group's published view; the ending
+itself is one of the group's controller steps, so it never overlaps another write of the group. A run that cannot finish
 (ZooKeeper unreachable, credentials missing) ends nothing: the group falls back to session expiry,
 and the next pod event or operator start tries again. An instance counts as handled (later events
 about it are skipped) only once a run has found and ended its member node.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -23,11 +26,15 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from rebalanser_operator.actions import owner_marker
-from rebalanser_operator.endmember import Ended, NotOwned, end_instances
-from rebalanser_operator.failover import EndedInstance, PodRef, ended_instances
+from rebalanser_operator.apply.actions import owner_marker
+from rebalanser_operator.apply.reconcile import OwnerMarker
+from rebalanser_operator.controller.core import view_of
+from rebalanser_operator.controller.messages import PodEnded
+from rebalanser_operator.controller.plan import Failover as Decision
+from rebalanser_operator.controller.plan import GroupView, plan_failover
+from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances
+from rebalanser_operator.failover.endmember import Ended, NotOwned, end_instances
 from rebalanser_operator.models import FailoverMode, PodSelector
-from rebalanser_operator.reconcile import OwnerMarker
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 
 log = logging.getLogger(__name__)
@@ -60,6 +67,7 @@ class Failover:
 
     def __init__(self, ctx: OperatorContext) -> None:
         self.ctx = ctx
+        self._lock = threading.Lock()  # the groups' controllers end members in parallel
         self._done: dict[tuple[str, str], None] = {}
 
     async def handle_pod(self, pod: Mapping[str, Any], opted_in: Iterable[OptedIn]) -> list[Ended]:
@@ -72,32 +80,40 @@ class Failover:
         for group in opted_in:
             if group.selector is not None and not group.selector.selects(labels):
                 continue
-            runtime = await self._ready(ref.namespace, group.name)
-            if runtime is None or runtime.path is None:
-                log.warning("failover: %s/%s is not reconciled; pod %s waits for session expiry",
-                            ref.namespace, group.name, ref.name)
+            view = await self._ready(ref.namespace, group.name)
+            if view is None or view.path is None:
+                log.warning("failover: %s/%s is not reconciled, refused or not opted in; pod %s waits for "
+                            "session expiry", ref.namespace, group.name, ref.name)
                 continue
-            if runtime.spec is None or runtime.spec.failover is not FailoverMode.KUBELET_CONFIRMED:
-                continue
-            fresh = [e for e in sorted(ended) if (runtime.path, e.nonce) not in self._done]
+            with self._lock:
+                fresh = tuple(e for e in sorted(ended) if (view.path, e.nonce) not in self._done)
             if fresh:
-                outcomes.extend(await asyncio.to_thread(self._end, runtime, ref, fresh))
+                controller = self.ctx.controller(view.namespace, view.name, view.uid)
+                runtime = controller.rt
+
+                def end(message: PodEnded, rt: GroupRuntime = runtime) -> list[Ended]:
+                    return self._end(rt, message.pod, list(message.ended))
+
+                done: list[Ended] = await asyncio.wrap_future(controller.pod_ended(PodEnded(ref, fresh), end))
+                outcomes.extend(done)
         return outcomes
 
-    async def _ready(self, namespace: str, name: str) -> GroupRuntime | None:
+    async def _ready(self, namespace: str, name: str) -> GroupView | None:
+        """The group's view once failover may act for it (None: never, or not within READY_WAIT)."""
         deadline = time.monotonic() + READY_WAIT
         while True:
-            runtime = next((g for g in self.ctx.groups() if (g.namespace, g.name) == (namespace, name)), None)
-            if runtime is not None and _configured(runtime):
-                return runtime
-            if runtime is not None and runtime.sync is not None and runtime.sync.permanent:
+            view = self.ctx.view(namespace, name)
+            decision = plan_failover(view)
+            if decision is Decision.ACT:
+                return view
+            if decision is Decision.NEVER or time.monotonic() > deadline:
                 return None  # e.g. PathInUse: no waiting makes this group's path its own
-            if time.monotonic() > deadline:
-                return None
             await asyncio.sleep(0.2)
 
     def _end(self, runtime: GroupRuntime, pod: PodRef, ended: list[EndedInstance]) -> list[Ended]:
-        assert runtime.connect is not None and runtime.path is not None
+        """A step of the group's controller: ends the member nodes ``pod``'s ``ended`` instances prove dead."""
+        if plan_failover(view_of(runtime)) is not Decision.ACT or runtime.path is None:
+            return []  # changed while the message waited (refused, another path...)
         path = runtime.path
         zk = self.ctx.client(runtime)  # the group's own session: its credentials only
         if not self.ctx.pool.wait_connected(zk, self.ctx.options.connect_wait):
@@ -115,10 +131,11 @@ class Failover:
             log.warning("failover: ending the members of pod %s in %s failed (%s: %s); the next event retries",
                         pod.name, path, type(exc).__name__, exc)
             return []
-        for outcome in outcomes:  # handled only once its member node was found and ended
-            self._done[(path, outcome.instance.nonce)] = None
-        while len(self._done) > DONE_LIMIT:
-            del self._done[next(iter(self._done))]
+        with self._lock:
+            for outcome in outcomes:  # handled only once its member node was found and ended
+                self._done[(path, outcome.instance.nonce)] = None
+            while len(self._done) > DONE_LIMIT:
+                del self._done[next(iter(self._done))]
         for outcome in outcomes:
             log.info("failover: pod %s's ended instance of container %s: member node %s/clients/%s ended in "
                      "%.0f ms (%d claims, %d stop markers)", pod.name, outcome.instance.container, path,
@@ -136,13 +153,3 @@ def owned_by(ctx: OperatorContext, runtime: GroupRuntime) -> Callable[[bytes], b
         return marker is not None and bool(ours.uid) and marker.uid == ours.uid and ours.same_object(marker)
 
     return check
-
-
-def _configured(runtime: GroupRuntime) -> bool:
-    """Reconciled: the last reconcile of the current spec went through (so it verified the marker)."""
-    spec = runtime.spec
-    if spec is None or runtime.path is None or runtime.connect is None or not runtime.owned:
-        return False  # not reconciled, or its path is not this object's
-    if runtime.sync is None or not runtime.sync.ok:
-        return False
-    return spec.zookeeper.credentials_secret is None or runtime.credentials is not None

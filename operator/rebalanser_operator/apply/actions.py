@@ -1,18 +1,21 @@
-"""What the kopf handlers do, without kopf: apply a spec to ZooKeeper, clean up on deletion.
+"""The controller's I/O steps for a spec: apply it to ZooKeeper, rotate credentials, clean up on deletion.
 
-Blocking functions (call them from a thread; kopf runs sync handlers in its executor). Failures are
-reported as :class:`RetryLater` (temporary: ZooKeeper unreachable, Secret missing...) or
-:class:`InvalidSpec` (permanent until the spec changes); the handlers translate these into kopf's
-``TemporaryError``/``PermanentError``. Each outcome is also recorded in the group's runtime, so the
-status loop can show it.
+Blocking functions. :func:`apply_spec` and :func:`delete_znodes` hand their values to the group's
+controller (:mod:`rebalanser_operator.controller`), which runs :func:`apply_desired` and
+:func:`delete_desired` as its steps, one at a time with every other write of the group; the other
+functions here run inside such steps. Failures are reported as :class:`RetryLater` (temporary:
+ZooKeeper unreachable, Secret missing...) or :class:`InvalidSpec` (permanent until the spec changes);
+the handlers translate these into kopf's ``TemporaryError``/``PermanentError``. Each outcome is also
+recorded in the group's runtime, so the status loop can show it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
@@ -21,9 +24,7 @@ from kazoo.security import make_digest_acl
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
-from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.models import ResourceGroupSpec, SpecError
-from rebalanser_operator.reconcile import (
+from rebalanser_operator.apply.reconcile import (
     GroupOwnedElsewhereError,
     OwnerMarker,
     SyncResult,
@@ -33,11 +34,17 @@ from rebalanser_operator.reconcile import (
     reconcile_group,
     retained_digests,
 )
-from rebalanser_operator.runtime import GroupRuntime, OperatorContext
-from rebalanser_operator.statusview import SyncState
+from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
+from rebalanser_operator.controller.plan import plan_admission
+from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
+from rebalanser_operator.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.status.tuning import initial_state
+from rebalanser_operator.status.view import SyncState
 from rebalanser_operator.tenancy import PATH_IN_USE, Placement, Refusal
-from rebalanser_operator.tuning import initial_state
 from rebalanser_operator.zkpool import DigestCredentials
+
+if TYPE_CHECKING:
+    from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 
 log = logging.getLogger(__name__)
 
@@ -79,27 +86,66 @@ def apply_spec(
     recorded_path: str | None = None,
     recorded_connect: str | None = None,
 ) -> SyncResult:
-    """Makes the group in ZooKeeper match ``raw_spec``; idempotent."""
+    """Makes the group in ZooKeeper match ``raw_spec``; idempotent. Hands the spec to the group's
+    controller and waits for the outcome (runs at once when called from one of its steps)."""
+    desired = DesiredSpec.of(raw_spec, generation=generation, body=body, retry=retry, seed_interval=seed_interval,
+                             recorded_path=recorded_path, recorded_connect=recorded_connect)
+    return ctx.controller_of(rt).apply(desired)
+
+
+def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
+    """The controller's step for a desired spec (see :func:`apply_spec`): admit it (a pure plan), adopt
+    it, read its Secrets, connect, sync the znodes, record the outcome."""
+    body = desired_spec.body()
     rt.body = body if body is not None else rt.body
+    spec, path, desired = _parse(ctx, rt, desired_spec)
+    placement = _admit(ctx, rt, desired_spec, spec, path, desired)
+    _adopt(rt, desired_spec, spec, path, desired, placement)
+    credentials = _read_secrets(ctx, rt, spec, desired_spec.retry)
+    zk = _connect(ctx, rt, spec, desired_spec.retry)
+    result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
+    _synced(ctx, rt, spec, result)
+    return result
+
+
+def _parse(
+    ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec,
+) -> tuple[ResourceGroupSpec, str, frozenset[str]]:
     try:
-        spec = ResourceGroupSpec.parse(raw_spec)
-        path = group_path(ctx, rt, spec)
-        desired = spec.desired_resources()
+        spec = ResourceGroupSpec.parse(desired_spec.spec())
+        return spec, group_path(ctx, rt, spec), spec.desired_resources()
     except SpecError as exc:
-        rt.generation, rt.spec_error = generation, str(exc)
+        rt.generation, rt.spec_error = desired_spec.generation, str(exc)
         ctx.metrics.reconciles.labels("invalid").inc()
         rt.wake()
         raise InvalidSpec(str(exc)) from exc
-    placement = _admit(ctx, rt, spec, path, desired, generation)  # before any Secret is read or sent
-    previous = recorded_path or (rt.path if rt.sync is not None and rt.sync.ok else None)
-    if previous is not None and previous != path:
-        message = f"spec.zookeeper.path changed from {previous} to {path}; the path is immutable"
-        rt.generation, rt.spec_error = generation, message
-        rt.wake()
-        raise InvalidSpec(message)
 
-    before = recorded_connect or (rt.connect if rt.sync is not None and rt.sync.ok else None)
-    if before is not None and before != spec.zookeeper.connect and not _group_found_at(ctx, rt, spec, path):
+
+def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
+           desired: frozenset[str]) -> Placement:
+    """:func:`~rebalanser_operator.controller.plan.plan_admission`, carried out: before any Secret is read
+    or sent. Raises the refusal or :class:`InvalidSpec`."""
+    generation = desired_spec.generation
+    placed = placement_of(ctx, rt, spec, path)
+    synced = rt.sync is not None and rt.sync.ok
+    before = desired_spec.recorded_connect or (rt.connect if synced else None)
+    admission = plan_admission(
+        placed=placed, resources_refusal=ctx.tenancy.limits.check_resources(len(desired)), path=path,
+        previous_path=desired_spec.recorded_path or (rt.path if synced else None),
+        connect=spec.zookeeper.connect, previous_connect=before,
+    )
+    if admission.refusal is not None:
+        rt.generation = generation
+        raise _refused(ctx, rt, admission.refusal)
+    if admission.invalid is not None:
+        rt.generation, rt.spec_error = generation, admission.invalid
+        rt.wake()
+        raise InvalidSpec(admission.invalid)
+    assert isinstance(placed, Placement)
+    if not ctx.admit(rt):
+        rt.generation = generation
+        raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
+    if admission.check_move and not _group_found_at(ctx, rt, spec, path):
         message = (
             f"spec.zookeeper.connect changed from {before} to {spec.zookeeper.connect}, where {path} does not exist: "
             "the operator does not move a group between ensembles (its members and znodes stay on the old one). "
@@ -108,17 +154,26 @@ def apply_spec(
         rt.generation, rt.spec_error = generation, message
         rt.wake()
         raise InvalidSpec(message)
+    return placed
 
+
+def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str, desired: frozenset[str],
+           placement: Placement) -> None:
+    """The admitted spec becomes the group's."""
     if (rt.connect, rt.path) != (spec.zookeeper.connect, path):
-        rt.owned = False  # until the claim below succeeds
-    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, generation, None
+        rt.owned = False  # until the claim in _sync succeeds
+    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, desired_spec.generation, None
     rt.confine = placement.root
-    rt.raw_spec = dict(raw_spec)
+    rt.raw_spec = desired_spec.spec()
     rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
-        rt.tuning = initial_state(policy, now=time.monotonic(), seed=seed_interval)
+        rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
 
+
+def _read_secrets(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec,
+                  retry: int) -> DigestCredentials | None:
+    """The credentials and TLS material the spec names (a changed password starts a rotation)."""
     credentials = None
     if (ref := spec.zookeeper.credentials) is not None:
         try:
@@ -136,30 +191,41 @@ def apply_spec(
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
     else:
         rt.tls = None
+    return credentials
 
+
+def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
+    """The group's own session (its credentials only), connected."""
     zk = ctx.client(rt)
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
     if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+        tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retrying"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
+    return zk
 
-    started = time.monotonic()
+
+def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+          credentials: DigestCredentials | None, placement: Placement, retry: int) -> SyncResult:
+    """Claims the group root for this object and syncs its znodes; a changed ACL is given to the workers'
+    znodes too. Records the ACL; raises the refusal or :class:`RetryLater`."""
+    assert rt.path is not None
+    path, started = rt.path, time.monotonic()
     try:
         if credentials is not None and rt.acl is None and rt.grace_until is None:
             _resume_grace(ctx, rt, zk, path, credentials)
         acl = group_acl(credentials, rt.previous_acl or ())
-        with rt.lock:
-            result = reconcile_group(
-                zk, path, desired=desired, config=spec.group_config(rt.effective_interval()), acl=acl,
-                owner=owner_marker(ctx, rt), confine=placement.root,
-            )
-            rt.owned = True
-            if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
-                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True)
-                log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
-                         "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
+        result = reconcile_group(
+            zk, path, desired=rt.desired, config=spec.group_config(rt.effective_interval()), acl=acl,
+            owner=owner_marker(ctx, rt), confine=placement.root,
+        )
+        rt.owned = True
+        if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
+            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True)
+            log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+                     "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
     except GroupOwnedElsewhereError as exc:
         raise _refused(ctx, rt, Refusal(PATH_IN_USE, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     except NoAuthError as exc:
@@ -170,8 +236,14 @@ def apply_spec(
         raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
     finally:
         ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
-
     rt.acl = acl
+    return result
+
+
+def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
+    """Records a sync that went through: status, metrics, an Event, the workers' ConfigMap."""
+    assert rt.path is not None
+    path = rt.path
     rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}")
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
@@ -185,7 +257,6 @@ def apply_spec(
               f"created {result.created}, deleted {result.deleted}; {result.resources} resources in {path}")
     publish_worker_config(ctx, rt, spec, path)
     rt.wake()
-    return result
 
 
 def group_path(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
@@ -204,24 +275,6 @@ def placement_of(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec
     if refusal is not None:
         return refusal
     return ctx.tenancy.path_roots.place(rt.namespace, spec.zookeeper.connect, path)
-
-
-def _admit(
-    ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str, desired: frozenset[str],
-    generation: int | None,
-) -> Placement:
-    """Checks the administrator's settings before anything is read, sent or written: the ensemble, the
-    path's root, the limits. Raises the refusal (:func:`_refused`)."""
-    placed = placement_of(ctx, rt, spec, path)
-    refusal = placed if isinstance(placed, Refusal) else ctx.tenancy.limits.check_resources(len(desired))
-    if refusal is not None:
-        rt.generation = generation
-        raise _refused(ctx, rt, refusal)
-    assert isinstance(placed, Placement)
-    if not ctx.admit(rt):
-        rt.generation = generation
-        raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
-    return placed
 
 
 def _refused(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal, *,
@@ -284,8 +337,7 @@ def hold_grace(zk: KazooClient, rt: GroupRuntime) -> int:
     if rt.grace_until is None or rt.path is None or rt.acl is None:
         return 0
     try:
-        with rt.lock:
-            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(rt.path), rt.acl)
+        migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(rt.path), rt.acl)
     except NoAuthError:
         log.warning("%s: a worker znode refuses the operator's credentials; not re-ACLed", rt.user)
         return 0
@@ -332,15 +384,21 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
 
 
 def note_secret(ctx: OperatorContext, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
-    """A Secret was created or changed: marks the groups whose connection it changes for re-applying
-    (their status loops do it) and wakes them; returns how many."""
-    marked = 0
-    for rt in ctx.groups_referencing(namespace, secret):
-        if secret_changed(rt, secret, data):
-            rt.secrets_changed = True
-            rt.wake()
-            marked += 1
-    return marked
+    """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
+    re-applying (their status loops do it) when it changes their connection; returns how many did."""
+    seen = SecretSeen.of(secret, data)
+    return sum(1 for controller in ctx.controllers_referencing(namespace, secret) if controller.secret_seen(seen))
+
+
+def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
+    """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
+    when the Secret changes its connection; True if it did."""
+    data = dict(seen.data) if seen.data is not None else None
+    if not secret_changed(rt, seen.secret, data):
+        return False
+    rt.secrets_changed = True
+    rt.wake()
+    return True
 
 
 def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
@@ -445,6 +503,12 @@ def delete_znodes(
     retry: int = 0,
     elapsed: float = 0.0,
 ) -> str:
+    """Hands the deletion to the group's controller and waits for the outcome (:func:`delete_desired`)."""
+    deletion = Deletion.of(raw_spec, annotations=annotations, body=body, retry=retry, elapsed=elapsed)
+    return ctx.controller_of(rt).delete(deletion)
+
+
+def delete_desired(ctx: OperatorContext, rt: GroupRuntime, deletion: Deletion) -> str:
     """Removes the group's znodes unless told otherwise; returns what happened (for the log).
 
     ``elapsed`` is the time since the first attempt. While live members remain (for at most
@@ -454,6 +518,9 @@ def delete_znodes(
     ZooKeeper is unreachable, up to ``DELETE_GIVE_UP_SECONDS``; after that it gives up with a Warning
     Event so the object can still go away.
     """
+    raw_spec, annotations, retry, elapsed = json.loads(deletion.spec_json), dict(deletion.annotations), \
+        deletion.retry, deletion.elapsed
+    body = json.loads(deletion.body_json) if deletion.body_json is not None else None
     rt.body = body if body is not None else rt.body
     if annotations.get(SKIP_CLEANUP) == "true":
         event(ctx, rt, "Warning", "ZooKeeperCleanupSkipped", f"{SKIP_CLEANUP}=true: znodes left untouched")
@@ -495,8 +562,7 @@ def delete_znodes(
         if not mine:
             return f"left {path}: it is not this ResourceGroup's"
         if keep:
-            with rt.lock:
-                _release_marker(zk, path, owner)
+            _release_marker(zk, path, owner)
             event(ctx, rt, "Normal", "ZnodesKept", f"{KEEP_ZNODES}=true: {path} kept")
             return f"kept {path} (annotation)"
         members = len(list_members(zk, GroupPaths.of(path)))
@@ -506,8 +572,7 @@ def delete_znodes(
                       f"{members} members still in {path}; deleting once they leave "
                       f"(at most {MEMBERS_LEAVE_WAIT_SECONDS:.0f}s)")
             raise RetryLater(f"{members} members still in {path}", MEMBERS_POLL_SECONDS)
-        with rt.lock:
-            deletion = delete_group(zk, path, owner)
+        outcome = delete_group(zk, path, owner)
     except GroupOwnedElsewhereError:
         return f"left {path}: it is not this ResourceGroup's"
     except (KazooException, KazooTimeoutError, NotEmptyError) as exc:
@@ -523,13 +588,13 @@ def delete_znodes(
             event(ctx, rt, "Warning", "ZooKeeperCleanupFailed",
                   f"{message}; retrying (set annotation {SKIP_CLEANUP}=true to delete without cleanup)")
         raise RetryLater(message, backoff(retry)) from exc
-    deleted = deletion.deleted
-    if deletion.left:
-        shown = ", ".join(deletion.left[:5]) + (", ..." if len(deletion.left) > 5 else "")
+    deleted = outcome.deleted
+    if outcome.left:
+        shown = ", ".join(outcome.left[:5]) + (", ..." if len(outcome.left) > 5 else "")
         event(ctx, rt, "Warning", "ZnodesLeft",
               f"deleted the group's own znodes ({deleted}) but left {path} with children that are not a "
               f"group's: {shown}")
-        return f"deleted the layout of {path} ({deleted} znodes), left {len(deletion.left)} unknown children"
+        return f"deleted the layout of {path} ({deleted} znodes), left {len(outcome.left)} unknown children"
     event(ctx, rt, "Normal", "ZnodesDeleted", f"deleted {path} ({deleted} znodes)")
     return f"deleted {path} ({deleted} znodes)"
 

@@ -33,7 +33,7 @@ from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.wire import MemberRecord, decode_member
 
-from rebalanser_operator.failover import EndedInstance, PodRef, members_to_end
+from rebalanser_operator.failover.choice import EndedInstance, PodRef, members_to_end
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,11 @@ something changes without a watch (tuning decay, workload polling, the Degraded 
 connection); an idle group is refreshed every ``idle_period`` as a safety net, so idle cost does not
 grow with a re-read of every group every few seconds (:meth:`StatusLoop.needs_polling`).
 
+The loop is the shell of the group's controller (:mod:`rebalanser_operator.controller`): each refresh
+is one of the controller's steps (:meth:`StatusLoop.refresh`), planned by
+:func:`~rebalanser_operator.controller.plan.plan_refresh`, so it never overlaps another write of the
+group; the async shell only waits, and reads nothing of the group's state.
+
 Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published
 status as it is until its own first reconcile of the group has finished and it has read the group from
 ZooKeeper once (no flapping to ``Pending``, no fields dropped for an empty view); if ZooKeeper stays out
@@ -40,7 +45,7 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser.paths import GroupPaths
 from rebalanser.status import GroupStatus
 
-from rebalanser_operator.actions import (
+from rebalanser_operator.apply.actions import (
     MEMBERS_LEAVE_WAIT_SECONDS,
     end_grace,
     event,
@@ -49,14 +54,25 @@ from rebalanser_operator.actions import (
     refuse,
     resync_secrets,
 )
-from rebalanser_operator.farewell import release_group
-from rebalanser_operator.groupread import Snapshot, read_with_watches
+from rebalanser_operator.apply.farewell import release_group
+from rebalanser_operator.apply.reconcile import GroupOwnedElsewhereError, OwnerMarker, reconcile_group, write_config
+from rebalanser_operator.controller.core import view_of
+from rebalanser_operator.controller.plan import (
+    PollFacts,
+    Read,
+    RefreshFacts,
+    Step,
+    needs_polling,
+    plan_drift,
+    plan_read,
+    plan_refresh,
+)
 from rebalanser_operator.models import FINALIZER, Phase
-from rebalanser_operator.reconcile import GroupOwnedElsewhereError, OwnerMarker, reconcile_group, write_config
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
-from rebalanser_operator.statusview import Observation, balance_of, compute_status, merge_patch, status_dict
+from rebalanser_operator.status.groupread import Snapshot, read_with_watches
+from rebalanser_operator.status.tuning import FIXED, QUIET, initial_state, observe
+from rebalanser_operator.status.view import Observation, balance_of, compute_status, merge_patch, status_dict
 from rebalanser_operator.tenancy import PATH_IN_USE, Refusal
-from rebalanser_operator.tuning import FIXED, QUIET, initial_state, observe
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +87,7 @@ class StatusLoop:
     def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any]) -> None:
         self.ctx = ctx
         self.rt = rt
+        self.controller = ctx.controller_of(rt)
         self.options = ctx.options
         self.published: dict[str, Any] = copy.deepcopy(dict(initial_status or {}))
         self.patches = 0
@@ -95,13 +112,14 @@ class StatusLoop:
         self._last_patch = -1e9
         self._retry_pending = False  # a throttled drift repair or a failed refresh: poll until done
         self._drift_pending = False
+        self._polling = True  # needs_polling() as of the last refresh (read by the async shell)
 
     # ---------------------------------------------------------------------------------- async shell
 
     async def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
-        self.rt.set_waker(self.wake)
+        self.rt.waker.install(self.wake)
         try:
             while not should_stop() and not self.gone:
                 await self._refresh_in_thread()
@@ -116,7 +134,7 @@ class StatusLoop:
                 if pause > 0:
                     await asyncio.sleep(pause)
         finally:
-            self.rt.set_waker(None)
+            self.rt.waker.install(None)
 
     def wake(self, _event: WatchedEvent | None = None) -> None:
         """Thread-safe: called from kazoo's threads and from handlers."""
@@ -134,7 +152,7 @@ class StatusLoop:
         depends on is watched. Meanwhile, every ``period``, whether the namespace is being deleted
         (one API call per namespace and period, shared by its groups)."""
         assert self._loop is not None
-        wait = self.options.period if self.needs_polling() else self.options.idle_period
+        wait = self.options.period if self._polling else self.options.idle_period
         deadline = self._loop.time() + wait
         while True:
             remaining = deadline - self._loop.time()
@@ -158,13 +176,14 @@ class StatusLoop:
         decays, a workload is polled for rollouts, an unbalanced group turns Degraded by time, a drift
         repair or a refresh waits for a retry, or the group is not reconciled or not connected."""
         rt = self.rt
-        if rt.spec is None or rt.sync is None or not rt.sync.ok or self._was_connected is not True:
-            return True
-        if rt.secrets_changed or rt.grace_until is not None:  # a rotation's grace period ends by time
-            return True
-        if self._retry_pending or self._unbalanced_since is not None or self._workload_unwatched():
-            return True
-        return rt.tuning is not None and rt.tuning.reason not in (QUIET, FIXED)
+        return needs_polling(PollFacts(
+            reconciled=rt.spec is not None and rt.sync is not None and rt.sync.ok,
+            connected=self._was_connected,
+            rotation=rt.secrets_changed or rt.grace_until is not None,
+            retry=self._retry_pending, unbalanced=self._unbalanced_since is not None,
+            workload_unwatched=self._workload_unwatched(),
+            tuning_settled=rt.tuning is None or rt.tuning.reason in (QUIET, FIXED),
+        ))
 
     async def _wait(self, timeout: float) -> bool:
         assert self._event is not None
@@ -175,32 +194,45 @@ class StatusLoop:
             return False
 
     async def _refresh_in_thread(self) -> None:
-        assert self._event is not None and self._loop is not None
+        assert self._event is not None
         self._event.clear()
-        context = contextvars.copy_context()  # kopf's event poster lives in context variables
-        await self._loop.run_in_executor(self.ctx.executor, context.run, self.refresh)
+        # One of the controller's steps (in a copy of this task's context: kopf's event poster lives there).
+        await asyncio.wrap_future(self.controller.submit(self._refresh))
 
     # ------------------------------------------------------------------------------- blocking core
 
     def refresh(self) -> None:
-        """One read-compute-publish cycle (blocking; runs in the executor)."""
+        """One read-compute-publish cycle, as a step of the group's controller (blocking)."""
+        self.controller.run(self._refresh)
+
+    def _refresh(self) -> None:
         started = time.monotonic()
         self._retry_pending = True  # until this refresh has gone through
         try:
-            if self._namespace_terminating(started):
-                self._release()
-                return
-            if end_grace(self.rt, started):
-                log.info("%s: the credentials' grace period is over; re-ACLing to the current password", self.rt.user)
-            if self.rt.secrets_changed and self.ctx.is_current(self.rt):
-                resync_secrets(self.ctx, self.rt)  # a rotated Secret: re-applied here, retried while it fails
-            obs = self._observe(started)
-            if not self.gone:
-                self._publish(obs)
+            rt = self.rt
+            facts = RefreshFacts(
+                terminating=self._namespace_terminating(started), current=self.ctx.is_current(rt),
+                grace_over=rt.grace_until is not None and started >= rt.grace_until,
+                secrets_changed=rt.secrets_changed,
+            )
+            obs: Observation | None = None
+            for step in plan_refresh(facts):
+                if step is Step.RELEASE:
+                    self._release()
+                    return
+                if step is Step.END_GRACE and end_grace(rt, started):
+                    log.info("%s: the credentials' grace period is over; re-ACLing to the current password", rt.user)
+                elif step is Step.REAPPLY:
+                    resync_secrets(self.ctx, rt)  # a rotated Secret: re-applied here, retried while it fails
+                elif step is Step.OBSERVE:
+                    obs = self._observe(started)
+                elif step is Step.PUBLISH and obs is not None and not self.gone:
+                    self._publish(obs)
             self._retry_pending = self._drift_pending
         except Exception:
             log.exception("status refresh of %s failed", self.rt.user)
         finally:
+            self._polling = self.needs_polling()
             self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
 
     def _namespace_terminating(self, now: float) -> bool:
@@ -226,17 +258,18 @@ class StatusLoop:
             assignment_budget=self.options.assignment_budget, pods=self._pods,
             connect=rt.connect if rt.sync is not None and rt.sync.ok else self.published.get("zookeeperConnect"),
         )
-        if not self.ctx.is_current(rt):
+        read = plan_read(view_of(rt), current=self.ctx.is_current(rt))
+        if read is Read.GONE:
             self.gone = True  # deleted meanwhile: do not reopen its ZooKeeper connection
             return base
-        sync = rt.sync
-        if not rt.owned and sync is not None and not sync.ok and sync.permanent:
+        if read is Read.REFUSED:
             # Refused (another's path, a path or ensemble not allowed...): nothing of what lies at the
             # path is this object's to read, show or act on, and no connection is needed.
             self._group, self._pods = None, None
+            reason = rt.sync.reason if rt.sync is not None else "?"
             return _with(base, group=None, pods=None, zk_reason="NotConnected",
-                         zk_message=f"the group was refused ({sync.reason}); see ResourcesSynced")
-        if rt.connect is None or rt.path is None:
+                         zk_message=f"the group was refused ({reason}); see ResourcesSynced")
+        if read is Read.UNCONFIGURED or rt.connect is None or rt.path is None:
             return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
         zk = self.ctx.client(rt)
         if not zk.connected and self._was_connected is None:
@@ -307,22 +340,19 @@ class StatusLoop:
         if rt.spec is None or rt.path is None or rt.sync is None or not rt.sync.ok or rt.acl is None:
             return group
         wanted = rt.spec.group_config(rt.effective_interval())
-        drifted = not group.exists or set(group.resources) != rt.desired or config != wanted
-        self._drift_pending = drifted
-        if not drifted or now - self._last_repair < self.options.drift_repair_interval:
+        drift = plan_drift(exists=group.exists, resources=group.resources, config=config, desired=rt.desired,
+                           wanted=wanted, now=now, last_repair=self._last_repair,
+                           interval=self.options.drift_repair_interval)
+        self._drift_pending = drift.drifted
+        if not drift.repair or not rt.owned:
             return group
         self._last_repair = now
-        with rt.lock:
-            if rt.spec is None or rt.path is None or rt.acl is None or not rt.owned:
-                return group
-            try:
-                result = reconcile_group(
-                    zk, rt.path, desired=rt.desired, config=rt.spec.group_config(rt.effective_interval()),
-                    acl=rt.acl, owner=owner_marker(self.ctx, rt), confine=rt.confine,
-                )
-            except GroupOwnedElsewhereError as exc:  # re-created meanwhile by something else: not taken
-                refuse(self.ctx, rt, Refusal(PATH_IN_USE, str(exc)))
-                return GroupStatus(path=rt.path, exists=False)
+        try:
+            result = reconcile_group(zk, rt.path, desired=rt.desired, config=wanted, acl=rt.acl,
+                                     owner=owner_marker(self.ctx, rt), confine=rt.confine)
+        except GroupOwnedElsewhereError as exc:  # re-created meanwhile by something else: not taken
+            refuse(self.ctx, rt, Refusal(PATH_IN_USE, str(exc)))
+            return GroupStatus(path=rt.path, exists=False)
         if result.created or result.deleted:
             event(self.ctx, rt, "Normal", "DriftRepaired",
                   f"ZooKeeper differed from the spec: created {result.created}, deleted {result.deleted}")
@@ -342,8 +372,7 @@ class StatusLoop:
         rt.tuning = observe(policy, state, now=now, membership_changes=changes, rolling_out=rolling_out)
         after = rt.effective_interval()
         if after != before and rt.acl is not None and rt.sync is not None and rt.sync.ok:
-            with rt.lock:
-                write_config(zk, GroupPaths.of(rt.path), rt.spec.group_config(after), rt.acl)
+            write_config(zk, GroupPaths.of(rt.path), rt.spec.group_config(after), rt.acl)
             log.info("%s: effective interval %.1fs -> %.1fs (%s)", rt.user, before, after, rt.tuning.reason)
 
     def _workload_unwatched(self) -> bool:

@@ -22,7 +22,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from rebalanser_operator.actions import MEMBERS_LEAVE_WAIT_SECONDS, RetryLater, delete_znodes
+from rebalanser_operator.apply.actions import MEMBERS_LEAVE_WAIT_SECONDS, RetryLater
+from rebalanser_operator.controller.messages import Deletion
 from rebalanser_operator.runtime import OperatorContext
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def release_group(ctx: OperatorContext, namespace: str, name: str, finalizer: st
 
 def _release(ctx: OperatorContext, namespace: str, body: Mapping[str, Any], finalizer: str, deadline: float) -> str:
     meta = body["metadata"]
-    runtime = ctx.group(namespace, meta["name"], meta.get("uid", ""))
+    controller = ctx.controller(namespace, meta["name"], meta.get("uid", ""))
     started = time.monotonic()
     retry = 0
     while True:
@@ -73,10 +74,9 @@ def _release(ctx: OperatorContext, namespace: str, body: Mapping[str, Any], fina
         if deadline - time.monotonic() < LAST_CHANCE:  # no time left to wait for members: delete now
             elapsed = max(elapsed, MEMBERS_LEAVE_WAIT_SECONDS)
         try:
-            outcome = delete_znodes(
-                ctx, runtime, dict(body.get("spec") or {}), annotations=dict(meta.get("annotations") or {}),
-                body=None, retry=retry, elapsed=elapsed,
-            )
+            outcome = controller.delete(Deletion.of(
+                dict(body.get("spec") or {}), annotations=dict(meta.get("annotations") or {}), retry=retry,
+                elapsed=elapsed))
             break
         except RetryLater as exc:
             if time.monotonic() + exc.delay >= deadline:

@@ -3,8 +3,9 @@
 The operator's RBAC on Secrets is ``get`` only (docs/operator.md, "Security model"): it never streams the
 Secrets of a namespace. Instead, every ``interval`` seconds each Secret that a served ResourceGroup names
 (``spec.zookeeper.credentialsSecret``, ``spec.zookeeper.tls.secret``) is read by name, once per
-namespace and name however many groups share it, and handed to :func:`actions.note_secret`, which marks
-the groups whose connection it changes for re-applying. A Secret that cannot be read is skipped: open
+namespace and name however many groups share it, and handed to :func:`actions.note_secret`, which tells
+the groups' controllers; each marks itself for re-applying when the Secret changes its connection. A
+Secret that cannot be read is skipped: open
 connections keep what they have, and the next reconcile reports it.
 """
 
@@ -14,8 +15,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from rebalanser_operator.actions import note_secret
-from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.apply.actions import note_secret
+from rebalanser_operator.controller.plan import GroupView
+from rebalanser_operator.runtime import OperatorContext
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +27,15 @@ DEFAULT_INTERVAL = 30.0
 SecretReader = Callable[[str, str], Mapping[str, str] | None]
 
 
-def referenced(groups: Iterable[GroupRuntime]) -> list[tuple[str, str]]:
+def referenced(groups: Iterable[GroupView]) -> list[tuple[str, str]]:
     """(namespace, Secret name) pairs the groups reference, each once, sorted."""
-    return sorted({(rt.namespace, secret) for rt in groups for secret in rt.secrets()})
+    return sorted({(view.namespace, secret) for view in groups for secret in view.secrets})
 
 
 def poll_once(ctx: OperatorContext, read: SecretReader) -> int:
     """Reads every referenced Secret by name; returns how many groups were marked for re-applying."""
     marked = 0
-    for namespace, secret in referenced(ctx.groups()):
+    for namespace, secret in referenced(ctx.views()):
         data = read(namespace, secret)
         if data is not None:
             marked += note_secret(ctx, namespace, secret, data)

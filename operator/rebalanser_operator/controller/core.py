@@ -1,0 +1,137 @@
+"""The controller of one ResourceGroup: the only writer of its znodes, its ``.status`` and its state.
+
+    controller = ctx.controller("shop", "orders", uid)
+    result = controller.apply(DesiredSpec.of(spec, generation=3))     # kopf's create/update/resume
+    controller.secret_seen(SecretSeen.of("zk-digest", data))           # the Secret poll
+    controller.rollout_seen(RolloutSeen("Deployment", "workers", True))  # the workload watch
+    outcomes = await asyncio.wrap_future(controller.pod_ended(PodEnded(pod, ended)))  # failover
+    controller.view()                                                  # what other threads may read
+
+Every write of a group, to ZooKeeper (reconcile, drift repair, tuning, re-ACL, rotation, failover,
+deletion) or to its status, is a step of its controller, and the steps of one group run one at a time
+on a :class:`~rebalanser_operator.controller.strand.Strand` (a shared pool's thread while there is
+work, none otherwise). Its :class:`~rebalanser_operator.runtime.GroupRuntime` (and the status
+loop's own fields) are written by those steps only; other threads send immutable messages
+(:mod:`~rebalanser_operator.controller.messages`) and read the immutable
+:class:`~rebalanser_operator.controller.plan.GroupView` the controller publishes after each step.
+What to do is decided by the pure functions of :mod:`~rebalanser_operator.controller.plan`; the I/O
+steps (:mod:`rebalanser_operator.apply.actions`, :mod:`rebalanser_operator.status.loop`,
+:mod:`rebalanser_operator.failover.endmember`) carry it out.
+
+Guarantees: two writes of one group never overlap, so a stale desired value can never undo a newer
+one; a message is handled after every message sent before it from the same thread. It does not
+promise that a message is handled at once: a long step (a deletion waiting for members to leave)
+holds the ones behind it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rebalanser_operator.controller.messages import Deletion, DesiredSpec, PodEnded, RolloutSeen, SecretSeen
+from rebalanser_operator.controller.plan import GroupView, plan_rollout
+from rebalanser_operator.controller.strand import Strand
+from rebalanser_operator.models import FailoverMode
+
+if TYPE_CHECKING:
+    from rebalanser_operator.apply.reconcile import SyncResult
+    from rebalanser_operator.failover.endmember import Ended
+    from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+
+T = TypeVar("T")
+
+
+def view_of(rt: GroupRuntime) -> GroupView:
+    spec, sync = rt.spec, rt.sync
+    workload = spec.workload if spec is not None else None
+    return GroupView(
+        namespace=rt.namespace, name=rt.name, uid=rt.uid, connect=rt.connect, path=rt.path, owned=rt.owned,
+        synced=sync is not None and sync.ok, refused=sync is not None and not sync.ok and sync.permanent,
+        secrets=frozenset(rt.secrets()),
+        workload=(workload.kind.value, workload.name) if workload is not None else None,
+        failover=spec is not None and spec.failover is FailoverMode.KUBELET_CONFIRMED,
+        needs_credentials=spec is not None and spec.zookeeper.credentials_secret is not None,
+        has_credentials=rt.credentials is not None,
+    )
+
+
+class GroupController:
+    def __init__(self, ctx: OperatorContext, rt: GroupRuntime, executor: Executor) -> None:
+        self.ctx = ctx
+        self.rt = rt
+        self._strand = Strand(executor)
+        self._view = view_of(rt)
+
+    # ------------------------------------------------------------------ for any thread (read only)
+
+    def view(self) -> GroupView:
+        return self._view
+
+    def on_strand(self) -> bool:
+        return self._strand.on_strand()
+
+    # ----------------------------------------------------------------------------- running steps
+
+    def run(self, step: Callable[[], T], timeout: float | None = None) -> T:
+        """Runs ``step`` as one of the group's steps and returns its outcome (blocking; inline when
+        called from a step of this group)."""
+        return self._strand.call(lambda: self._step(step), timeout)
+
+    def submit(self, step: Callable[[], T]) -> Future[T]:
+        """Queues ``step`` as one of the group's steps (never blocks)."""
+        return self._strand.submit(lambda: self._step(step))
+
+    def _step(self, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        finally:
+            self._view = view_of(self.rt)
+
+    # ---------------------------------------------------------------------------------- messages
+
+    def apply(self, desired: DesiredSpec) -> SyncResult:
+        """Applies a desired spec (blocking; raises ``RetryLater`` or ``InvalidSpec`` as kopf needs)."""
+        from rebalanser_operator.apply.actions import apply_desired
+
+        return self.run(lambda: apply_desired(self.ctx, self.rt, desired))
+
+    def delete(self, deletion: Deletion) -> str:
+        """Removes the group's znodes (blocking; raises ``RetryLater`` while it must wait)."""
+        from rebalanser_operator.apply.actions import delete_desired
+
+        return self.run(lambda: delete_desired(self.ctx, self.rt, deletion))
+
+    def secret_seen(self, seen: SecretSeen) -> bool:
+        """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""
+        from rebalanser_operator.apply.actions import mark_if_secret_changed
+
+        return self.run(lambda: mark_if_secret_changed(self.rt, seen))
+
+    def introduce(self, body: Mapping[str, Any]) -> Future[None]:
+        """The object's reference for Events, from its status daemon (never blocks; an applied spec's
+        body is kept)."""
+        reference = json.dumps(body)
+
+        def keep() -> None:
+            if self.rt.body is None:
+                self.rt.body = json.loads(reference)
+
+        return self.submit(keep)
+
+    def rollout_seen(self, seen: RolloutSeen) -> Future[None]:
+        """The named workload's rollout state (never blocks; the group refreshes when it changed)."""
+
+        def note() -> None:
+            value = (seen.kind, seen.name, seen.rolling)
+            if plan_rollout(self.rt.rollout, value):
+                self.rt.rollout = value
+                self.rt.wake()
+
+        return self.submit(note)
+
+    def pod_ended(self, message: PodEnded, end: Callable[[PodEnded], list[Ended]]) -> Future[list[Ended]]:
+        """Ends the dead instance's member nodes with ``end`` as one of the group's steps (never blocks)."""
+        return self.submit(lambda: end(message))

@@ -1,0 +1,6 @@
+"""Confirmed-death failover: which member nodes a pod's status proves dead (``choice``, pure), ending
+them in ZooKeeper (``endmember``), and the pod watch's glue (``podwatch``)."""
+
+from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances, members_to_end
+
+__all__ = ["EndedInstance", "PodRef", "ended_instances", "members_to_end"]
