@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.actions import RetryLater, apply_spec, secret_changed
+from rebalanser_operator.apply.actions import RetryLater, apply_spec, secret_changed
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
