@@ -29,12 +29,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, UnimplementedError
+from kazoo.exceptions import (
+    BadArgumentsError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    UnimplementedError,
+)
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from rebalanser.containers import ensure_container
 from rebalanser.ephemerals import own_ephemerals
 from rebalanser.paths import GroupPaths
+from rebalanser.setwatches import watch_unchanged
 from rebalanser.zk import ephemeral_of
 
 log = logging.getLogger(__name__)
@@ -114,7 +123,7 @@ class ClaimBook:
             failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
             if failed is None:
                 try:
-                    won = self._read_own(batch)  # the token, and the watch on each new claim
+                    won = self._arm_created(batch)  # the token, and the watch on each new claim
                 except (ConnectionLoss, OperationTimeoutError):
                     self.uncertain |= set(batch) - self.held.keys()  # created, but unread: settled later
                     raise
@@ -133,6 +142,32 @@ class ClaimBook:
             if failures >= CONTENDED:
                 blocked.extend(batch)
                 return
+
+    def _arm_created(self, batch: list[str]) -> dict[str, int]:
+        """After our transaction created every claim of ``batch`` (one zxid: one token for them all):
+        reads the first, for the token and its watch, then arms the watch on all the others in one
+        ``setWatches`` request relative to that token (:mod:`rebalanser.setwatches`). A claim deleted or
+        replaced since is reported through ``on_lost`` at once, as a deletion right after an ``exists``
+        would be; the caller then reads it (:meth:`still_held`). Falls back to one read per claim when the
+        first is already gone, or the server refuses the request. Returns resource -> token."""
+        first = self._read_own(batch[:1])
+        rest = batch[1:]
+        if not first or not rest:
+            return first | self._read_own(rest)
+        token = first[batch[0]]
+        for resource in rest:
+            self.held[resource] = token
+            self.uncertain.discard(resource)
+        try:
+            watch_unchanged(self.zk, token, [self.paths.owner(r) for r in rest], self._claim_watch)
+        except (UnimplementedError, BadArgumentsError) as exc:  # no server since 3.3 says so
+            log.warning("setWatches refused (%r): reading each claim", exc)
+            return first | self._read_own(rest)
+        except Exception:
+            for resource in rest:  # unread, and maybe unwatched: settled later (the caller's ``uncertain``)
+                self.held.pop(resource, None)
+            raise
+        return dict.fromkeys(batch, token)
 
     def _read_own(self, resources: list[str]) -> dict[str, int]:
         """Reads the claims on ``resources`` (one pipelined round), arming the deletion watch on each:
@@ -190,7 +225,7 @@ class ClaimBook:
         """The one watcher of every claim of ours (kazoo keeps one callable per path, so re-reading a
         claim adds nothing). Only a deletion counts: claims' data never changes, and a dropped
         connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`)."""
-        if event.type != EventType.DELETED or self.on_lost is None:
+        if event.type not in (EventType.DELETED, EventType.CHANGED) or self.on_lost is None:
             return
         resource = event.path.rsplit("/", 1)[-1]
         token = self.held.get(resource)
@@ -278,19 +313,34 @@ class ClaimBook:
     def release(self, resources: Iterable[str]) -> None:
         """Deletes this session's claims on ``resources``; never another session's. Raises
         ConnectionLoss etc. to be retried later: the claims it was deleting stay remembered (``held``
-        or ``uncertain``), and each retry reads them again first."""
+        or ``uncertain``), and each retry reads them again first.
+
+        The transactions of all batches are sent before the first reply is awaited: the server applies
+        them back to back while kazoo reads the replies, and the watch notification of each claim
+        deleted (our own watches fire for our own deletes), which arrive ahead of them."""
         ours = [r for r in resources if r in self.held or r in self.uncertain]
         if not ours:
             return
         alive = self._own_claims()
-        for start in range(0, len(ours), BATCH):
-            self._delete(ours[start : start + BATCH], alive)
+        batches = [ours[start : start + BATCH] for start in range(0, len(ours), BATCH)]
+        chosen = [self._still_ours(b) if alive is None else self._in(b, alive) for b in batches]
+        sent = []
+        for mine in chosen:
+            if mine:
+                # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
+                # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
+                for resource in mine:
+                    self.held.pop(resource, None)
+                self.uncertain |= mine.keys()
+                sent.append((mine, self._send_deletes(mine, fenced=bool(self.member_path))))
+        for mine, pending in sent:
+            self._settle_deletes(mine, pending)
 
-    def _delete(self, batch: list[str], alive: set[str] | None) -> None:
-        """Reads which claims of ``batch`` are this session's (``alive``: read for the whole release in
-        one request; None: each claim is read here, in one pipelined round), then deletes those, in one
-        transaction, each at the version read (claims are never written after their creation: version
-        0). The others are forgotten.
+    def _settle_deletes(self, mine: dict[str, int], pending: IAsyncResult) -> None:
+        """Waits for the transaction deleting the claims of ``mine``: those read as this session's
+        (``alive``: read for the whole release in one request; else each claim read, in one pipelined
+        round), each at the version read (claims are never written after their creation: version 0).
+        The others were forgotten.
 
         Why the read is needed: someone else (an administrator, the operator's failover) may have
         deleted our claim, and another member may hold the path now; a delete by path alone would end
@@ -300,19 +350,11 @@ class ClaimBook:
         our claim in it and another member claims the path in it too, the versioned delete (claims
         are all version 0) ends that member's new claim. That member watches its claims and stops
         before its next unit of work, then claims again: a spurious handover, never an overlap."""
-        mine = self._still_ours(batch) if alive is None else self._in(batch, alive)
-        if not mine:
-            return
-        # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
-        # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
-        for resource in mine:
-            self.held.pop(resource, None)
-        self.uncertain |= mine.keys()
-        results = self._commit_deletes(mine, fenced=bool(self.member_path))
+        results = list(pending.get())
         if self.member_path and isinstance(results[0], NoNodeError):
             # Our member node is gone (standby, eviction, the operator's failover of a process that is in
             # fact alive): the process is alive to see it, so a late request of a dead one is not this.
-            results = self._commit_deletes(mine, fenced=False)
+            results = list(self._send_deletes(mine, fenced=False).get())
         elif self.member_path:
             results = results[1:]
         if any(isinstance(r, Exception) for r in results):
@@ -321,16 +363,16 @@ class ClaimBook:
             return
         self.uncertain -= mine.keys()
 
-    def _commit_deletes(self, mine: dict[str, int], fenced: bool) -> list[object]:
-        """One transaction deleting each claim of ``mine`` at its version; ``fenced``: it starts with
-        ``check`` of our member node, so that once that node is deleted (the operator's failover fences a
-        dead session that way) a release of ours still on its way changes nothing."""
+    def _send_deletes(self, mine: dict[str, int], fenced: bool) -> IAsyncResult:
+        """Sends one transaction deleting each claim of ``mine`` at its version; ``fenced``: it starts
+        with ``check`` of our member node, so that once that node is deleted (the operator's failover
+        fences a dead session that way) a release of ours still on its way changes nothing."""
         txn = self.zk.transaction()
         if fenced:
             txn.check(self.member_path, -1)
         for resource, version in mine.items():
             txn.delete(self.paths.owner(resource), version=version)
-        return list(txn.commit())
+        return txn.commit_async()
 
     def _in(self, batch: list[str], alive: set[str]) -> dict[str, int]:
         """resource -> version (0) of each claim in ``batch`` that ``alive`` says is ours; the others
