@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         grid = [(replace(c, repeats=args.repeats), t) for c, t in grid]
     if args.max_per_process:
         grid = [(replace(c, max_per_process=args.max_per_process), t) for c, t in grid]
+    if args.faults:
+        grid = [(replace(c, faults=tuple(args.faults.split(","))), t) for c, t in grid]
     if args.kafka:
         grid = grid + kafka_cells(grid)
     results: dict[str, Any] = {
@@ -345,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=0, help="override every cell's repeats")
     p.add_argument("--max-per-process", type=int, default=0,
                    help="override how many members share a bench process (1: every member a process of its own)")
+    p.add_argument("--faults", default="",
+                   help="comma-separated faults to run in every cell (join,leave,kill,kill-coordinator)")
     p.add_argument("--budget", type=float, default=0.0, help="seconds; cells that would start later are skipped")
     p.add_argument("--kafka", action="store_true",
                    help="also run Kafka consumer groups (eager, cooperative-sticky, KIP-848) at the grid's sizes up "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -76,6 +77,12 @@ class ClaimBook:
     # Told (on kazoo's thread: never block, never call ZooKeeper) that a watched claim of ours was
     # deleted: ``(resource, token)``, the token being the one held when the watch fired.
     on_lost: Callable[[str, int], None] | None = None
+    # Other sessions' claims read by a failed claim round, their watch armed by that read: resource ->
+    # the callback :meth:`watch_releases` gave for it (None until it does); ``_gone_early``: those whose
+    # watch fired before it did. So a blocked resource is read once, not once more for its release watch.
+    _awaiting: dict[str, Callable[[str], None] | None] = field(default_factory=dict, repr=False)
+    _gone_early: set[str] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reset(self, session_id: int, member_path: str = "") -> None:
         """A new join: ``session_id`` and the member node it created. A join in a new session forgets
@@ -84,6 +91,8 @@ class ClaimBook:
         released, or re-taken after reading them, like any other."""
         if session_id != self.session_id:
             self.held, self.uncertain = {}, set()
+            with self._lock:
+                self._awaiting, self._gone_early = {}, set()
         self.session_id, self.member_path = session_id, member_path
 
     # -- claiming ------------------------------------------------------------------------------
@@ -128,6 +137,10 @@ class ClaimBook:
                     self.uncertain |= set(batch) - self.held.keys()  # created, but unread: settled later
                     raise
                 claimed.update(won)
+                with self._lock:
+                    for resource in won:  # ours now: its watch reports a deletion to ``on_lost``
+                        self._awaiting.pop(resource, None)
+                        self._gone_early.discard(resource)
                 blocked.extend(r for r in batch if r not in won)  # deleted at once by someone else
                 return
             if isinstance(results[failed], NoNodeError):
@@ -222,15 +235,37 @@ class ClaimBook:
         return {p[len(prefix):] for p in paths if p.startswith(prefix)}
 
     def _claim_watch(self, event: WatchedEvent) -> None:
-        """The one watcher of every claim of ours (kazoo keeps one callable per path, so re-reading a
-        claim adds nothing). Only a deletion counts: claims' data never changes, and a dropped
-        connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`)."""
-        if event.type not in (EventType.DELETED, EventType.CHANGED) or self.on_lost is None:
+        """The one watcher of every claim path we read (kazoo keeps one callable per path, so reading a
+        path again adds nothing). For a claim of ours only a deletion counts (claims' data never
+        changes; ``CHANGED`` comes from :meth:`_arm_created`: a newer node at the path), and a dropped
+        connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`). For another
+        session's claim we wait for (:meth:`watch_releases`), any event counts: its release, or the
+        connection's drop (the watch is gone: the caller claims again after reconnecting)."""
+        if event.path is None:  # kazoo's reset of every watch: the connection dropped
+            self._released(list(self._awaiting))
             return
         resource = event.path.rsplit("/", 1)[-1]
         token = self.held.get(resource)
-        if token is not None:
+        if token is None:
+            self._released([resource])
+        elif event.type in (EventType.DELETED, EventType.CHANGED) and self.on_lost is not None:
             self.on_lost(resource, token)
+
+    def _released(self, resources: list[str]) -> None:
+        """The watches of these awaited claims fired: each callback given for one is told; the others
+        are remembered until :meth:`watch_releases` asks for them."""
+        told: list[tuple[Callable[[str], None], str]] = []
+        with self._lock:
+            for resource in resources:
+                if resource not in self._awaiting:
+                    continue
+                callback = self._awaiting.pop(resource)
+                if callback is None:
+                    self._gone_early.add(resource)
+                else:
+                    told.append((callback, resource))
+        for callback, resource in told:
+            callback(resource)
 
     def recheck(self, resources: Iterable[str]) -> set[str]:
         """Re-reads the claims this session holds among ``resources`` (after a reconnection: kazoo
@@ -263,6 +298,10 @@ class ClaimBook:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the
         group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources)."""
+        with self._lock:
+            for resource in batch:  # before the read arms the watch: it may fire at once
+                self._awaiting[resource] = None
+                self._gone_early.discard(resource)
         pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in batch]
         taken: set[str] = set()
         for resource, result in pending:
@@ -275,6 +314,11 @@ class ClaimBook:
             elif stat is not None:
                 self.held.pop(resource, None)
                 taken.add(resource)
+        with self._lock:
+            for resource in batch:
+                if resource not in taken:
+                    self._awaiting.pop(resource, None)
+                    self._gone_early.discard(resource)
         return taken
 
     def _remove_fake(self, resource: str) -> bool:
@@ -300,13 +344,29 @@ class ClaimBook:
         return True
 
     def watch_releases(self, resources: list[str], on_release: Callable[[str], None]) -> list[str]:
-        """Arms one-shot watches on other sessions' claims; returns those already gone."""
-
-        def watcher(resource: str) -> Callable[[WatchedEvent], None]:
-            return lambda _event: on_release(resource)
-
-        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=watcher(r))) for r in resources]
-        return [r for r, result in pending if result.get() is None]
+        """Has ``on_release(resource)`` called once the claim another session holds on each of
+        ``resources`` is released (or the connection drops); returns those already gone. A claim the
+        failed claim round read already has its watch armed: it is not read again."""
+        gone: list[str] = []
+        unread: list[str] = []
+        with self._lock:
+            for resource in resources:
+                if resource in self._gone_early:
+                    self._gone_early.discard(resource)
+                    gone.append(resource)
+                elif resource in self._awaiting:
+                    self._awaiting[resource] = on_release
+                else:
+                    unread.append(resource)
+                    self._awaiting[resource] = on_release
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in unread]
+        for resource, result in pending:
+            if result.get() is None:
+                with self._lock:
+                    if self._awaiting.pop(resource, None) is None:
+                        continue  # its watch fired meanwhile, and the callback was told
+                gone.append(resource)
+        return gone
 
     # -- releasing -----------------------------------------------------------------------------
 
