@@ -22,10 +22,12 @@ ownership episode began before the fault count as covered at once: they were nev
 from __future__ import annotations
 
 import math
+import os
 import time
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +205,9 @@ class CellRun:
                         self.result["cut_short"] = f"time budget: {len(plan) - i} of {len(plan)} faults not run"
                         self.log(f"    {self.result['cut_short']}")
                         break
+                    if os.environ.get("BENCH_LOG_LEVEL"):  # to read beside the workers' logs (wall clock)
+                        now = datetime.now().strftime("%H:%M:%S.%f")[:-3]
+                        self.log(f"    {fault:17s} #{repeat}: starting at {now}")
                     sample = self.fault(fault, repeat, last=i == len(plan) - 1)
                     self.samples.append(sample)
                     self.log(f"    {fault:17s} #{repeat}: {self._describe(sample)}")
