@@ -27,12 +27,6 @@ from rebalanser.paths import GroupPaths
 
 from bench.zkserver import start_standalone
 
-try:
-    from rebalanser.zkhandler import session_arguments
-except ImportError:  # an older tree, measured for comparison
-    def session_arguments() -> dict[str, object]:
-        return {}
-
 
 def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> float:
     start = time.perf_counter()
@@ -44,8 +38,8 @@ def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> float:
     return time.perf_counter() - start
 
 
-def one_run(hosts: str, claims: int, profile: str | None, stock_handler: bool = False) -> dict[str, float]:
-    zk = KazooClient(hosts=hosts, timeout=20.0, **({} if stock_handler else session_arguments()))
+def one_run(hosts: str, claims: int, profile: str | None) -> dict[str, float]:
+    zk = KazooClient(hosts=hosts, timeout=20.0)
     zk.start(timeout=30)
     root = f"/bench-claimbook/{uuid.uuid4().hex[:8]}"
     paths = GroupPaths(root)
@@ -86,7 +80,6 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hosts", default="")
-    parser.add_argument("--stock-handler", action="store_true", help="kazoo's own handler, not the library's")
     parser.add_argument("--profile", choices=("claim", "retake", "release"), default=None)
     args = parser.parse_args()
     cluster = None
@@ -98,7 +91,7 @@ def main() -> None:
         load_before = os.getloadavg()
         runs = []
         for _ in range(args.runs):
-            run = one_run(hosts, args.claims, args.profile, args.stock_handler)
+            run = one_run(hosts, args.claims, args.profile)
             runs.append(run)
             print(json.dumps({k: round(v, 3) for k, v in run.items()}), flush=True)
         load_after = os.getloadavg()
