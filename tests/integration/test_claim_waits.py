@@ -114,7 +114,7 @@ def test_a_claim_deleted_before_its_watch_is_armed_is_reported(
             arm(*args, **kwargs)
 
         monkeypatch.setattr(claims_module, "watch_unchanged", overtaken)
-        book.claim(["r0", "r1", "r2", "r3", "r4"])
+        book.claim([f"r{i}" for i in range(12)])  # more than READ_EACH: their watches in one request
         reports.wait("r2")
         reports.wait("r3")
         assert sorted(r for r, _ in reports.lost) == ["r2", "r3"]

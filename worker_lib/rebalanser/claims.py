@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 BATCH = 500
 _PROBE = "persistent-probe"  # a child only a persistent node can have
 CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
+READ_EACH = 8  # a batch of up to this many claims won is read claim by claim (one pipelined round)
 
 
 @dataclass(frozen=True)
@@ -161,12 +162,15 @@ class ClaimBook:
         reads the first, for the token and its watch, then arms the watch on all the others in one
         ``setWatches`` request relative to that token (:mod:`rebalanser.setwatches`). A claim deleted or
         replaced since is reported through ``on_lost`` at once, as a deletion right after an ``exists``
-        would be; the caller then reads it (:meth:`still_held`). Falls back to one read per claim when the
-        first is already gone, or the server refuses the request. Returns resource -> token."""
+        would be; the caller then reads it (:meth:`still_held`). Reads each claim instead (one pipelined
+        round) when there are only a few, when the first is already gone, or when the server refuses
+        the request. Returns resource -> token."""
+        if len(batch) <= READ_EACH:  # one pipelined round: cheaper than two for a few claims
+            return self._read_own(batch)
         first = self._read_own(batch[:1])
         rest = batch[1:]
-        if not first or not rest:
-            return first | self._read_own(rest)
+        if not first:
+            return self._read_own(rest)
         token = first[batch[0]]
         for resource in rest:
             self.held[resource] = token
