@@ -205,9 +205,6 @@ class CellRun:
                         self.result["cut_short"] = f"time budget: {len(plan) - i} of {len(plan)} faults not run"
                         self.log(f"    {self.result['cut_short']}")
                         break
-                    if os.environ.get("BENCH_LOG_LEVEL"):  # to read beside the workers' logs (wall clock)
-                        now = datetime.now().strftime("%H:%M:%S.%f")[:-3]
-                        self.log(f"    {fault:17s} #{repeat}: starting at {now}")
                     sample = self.fault(fault, repeat, last=i == len(plan) - 1)
                     self.samples.append(sample)
                     self.log(f"    {fault:17s} #{repeat}: {self._describe(sample)}")
@@ -248,6 +245,8 @@ class CellRun:
     def fault(self, fault: str, repeat: int, last: bool = False) -> Sample:
         cell = self.cell
         self._gap()
+        if os.environ.get("BENCH_LOG_LEVEL"):  # to read beside the workers' logs (wall clock)
+            self.log(f"    {fault:17s} #{repeat}: starting at {datetime.now().strftime('%H:%M:%S.%f')[:-3]}")
         members = self.fleet.members()
         before_owners = self.fleet.ledger.owners()
         stats_before, server_before = self.fleet.snapshot(), mntr(self.cluster)
