@@ -307,6 +307,20 @@ FINDINGS: list[str] = [
     "interpreter lock each, and the machine's load. One member per process (--max-per-process 1) ran 50 "
     "interpreters on 2 cores: load 75, join 1.2-2.4 s, leave 1.0-1.3 s, slower, so on this machine it "
     "cannot separate the library from the bench; rerun it quiet.",
+    "Cold start, 50 workers (5 per process) on a fresh group of 100,000 resources, T = 10 s, main "
+    "(abfa2d8) and this code alternated on 2026-11-26 00:05-00:09 UTC (python -m bench.coldstart "
+    "--stagger S): joins at once, settled after the last join 34.58 s -> 6.52 s (load 23 / 16 at the "
+    "start), worker CPU 30.2 -> 4.9 s; joins spread over 5 s, 31.81 s -> 6.41 s (load 29 / 32), worker "
+    "CPU 29.7 -> 4.9 s; 1.0 x R claims in all four. Before, each member read its 2,000 claims one by one "
+    "after claiming them, and at these loads the CPU-starved members' leases lapsed (150,000 and 136,000 "
+    "resources stopped and started again). The 3 s target is still missed at load 16-32; measure it "
+    "quiet.",
+    "Rerunning these cells (quiet, or against another checkout's library: "
+    "PYTHONPATH=<checkout>/worker_lib runs this harness on that library): python -m bench.claimbook "
+    "--runs 3; python -m bench.run --only \"resource-barrier N=50 R=10000\" --faults join,leave --repeats 5"
+    " --merge (and \"global-barrier N=50 R=10000\"; --faults kill for kill -9; --max-per-process 1 for one "
+    "member per process; BENCH_LOG_LEVEL=INFO logs each fault's wall-clock start beside the coordinator's"
+    " plan and write times); python -m bench.coldstart --stagger 0 and --stagger 5.",
     "Fixed (commit 'claims: settle a blocked batch with pipelined reads...'): a claim batch that met a "
     "claim still held by someone else listed all of G/owners (every claim in the group, ~1.5 MB at "
     "100,000 resources) and then read the existing ones one after another. With 200 members at 100,000 "
