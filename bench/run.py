@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         grid = [(replace(c, repeats=args.repeats), t) for c, t in grid]
     if args.max_per_process:
         grid = [(replace(c, max_per_process=args.max_per_process), t) for c, t in grid]
+    if args.faults:
+        grid = [(replace(c, faults=tuple(args.faults.split(","))), t) for c, t in grid]
     if args.kafka:
         grid = grid + kafka_cells(grid)
     results: dict[str, Any] = {
@@ -274,6 +276,51 @@ def run_operator(args: argparse.Namespace, cluster: Any, admin: KazooClient, wor
 
 
 FINDINGS: list[str] = [
+    "Fixed (commits 'claims: the watches on a new batch's claims are armed in one setWatches request...' "
+    "and 'claims: a blocked claim is read once...'): the safety fixes of issue 19 made every claim won "
+    "cost one more read (an exists, to arm the watch that reports its deletion), and every claim blocked "
+    "by another session two reads (one in the failed round, one for its release watch). kazoo spends "
+    "about as much Python time on each request as the server does (cProfile of 5,000 claims: most of the "
+    "time waiting for the connection thread and writing its wake-up byte). Now a batch's watches are "
+    "armed by one ZooKeeper setWatches request relative to the batch's zxid (one exists for it), and the "
+    "read of a blocked claim arms the watch that reports its release. ClaimBook alone, 5,000 claims "
+    "(python -m bench.claimbook), main (abfa2d8) and this code alternated on 2026-11-26 00:03-00:05 UTC, "
+    "load average 16-22, 3 runs each twice: claim 5.06-6.33 s -> 0.18-0.59 s (commit 5068824, before the "
+    "safety fixes: 0.14-0.31 s at load 8-10); re-take of remembered claims 23-299 ms -> 17-69 ms; release"
+    " 2.44-3.32 s -> 1.88-3.38 s, unchanged (5068824: 0.09-0.14 s). A release pays for one watch "
+    "notification per claim (our own watches fire for our own deletes; kazoo reads each with three "
+    "selects, and the transaction's reply comes after them), and ZooKeeper has no request that removes "
+    "many watches at once. Its transactions are now all sent before the first reply is awaited, so the "
+    "server frees every claim at once. kazoo's default handler builds a new selector for each wait; one "
+    "that waits with poll cut a 5,000-claim release by about a third here (not adopted: the session is "
+    "created outside the claim book).",
+    "Join, leave and kill -9 at N = 50, R = 10,000, T = 2 s, main (abfa2d8, before) and this code (after)"
+    " alternated, 3 repeats per run, same minutes (2026-11-25 23:39 to 2026-11-26 00:02 UTC), bench "
+    "processes of up to 25 members: Resource Barrier join p50 1013 / 581 -> 439 / 464 ms (two rounds; "
+    "load 50 -> 19 -> 23 -> 19 at the runs' starts), leave p50 582 / 427 -> 534 / 537 ms (within the "
+    "noise: 361-666 ms before, 502-1097 after); Global Barrier join p50 1150 -> 1095 ms (a stop-the-world"
+    " round, 10,000 restarted; load 21 / 32), leave 623 -> 594 ms, kill -9 2447 -> 2441 ms (T + 441 ms; "
+    "load 19 / 24). Where the time goes (BENCH_LOG_LEVEL=INFO): the coordinator plans in 25-270 ms and "
+    "writes in 10-170 ms at these loads (the plan of 10,000 resources alone is 7.5 ms on an idle core); "
+    "the new member's claims were 196 reads plus two transactions before (now 2 requests per batch); the "
+    "rest is the 2 bench processes of 24 members working through their notifications under one "
+    "interpreter lock each, and the machine's load. One member per process (--max-per-process 1) ran 50 "
+    "interpreters on 2 cores: load 75, join 1.2-2.4 s, leave 1.0-1.3 s, slower, so on this machine it "
+    "cannot separate the library from the bench; rerun it quiet.",
+    "Cold start, 50 workers (5 per process) on a fresh group of 100,000 resources, T = 10 s, main "
+    "(abfa2d8) and this code alternated on 2026-11-26 00:05-00:09 UTC (python -m bench.coldstart "
+    "--stagger S): joins at once, settled after the last join 34.58 s -> 6.52 s (load 23 / 16 at the "
+    "start), worker CPU 30.2 -> 4.9 s; joins spread over 5 s, 31.81 s -> 6.41 s (load 29 / 32), worker "
+    "CPU 29.7 -> 4.9 s; 1.0 x R claims in all four. Before, each member read its 2,000 claims one by one "
+    "after claiming them; in both runs before, the members' events also show 150,000 and 136,000 "
+    "resources revoked and assigned again (not seen after; the cause was not confirmed: lapsed leases of "
+    "CPU-starved members would do it). The 3 s target is still missed at load 16-32; measure it quiet.",
+    "Rerunning these cells (quiet, or against another checkout's library: "
+    "PYTHONPATH=<checkout>/worker_lib runs this harness on that library): python -m bench.claimbook "
+    "--runs 3; python -m bench.run --only \"resource-barrier N=50 R=10000\" --faults join,leave --repeats 5"
+    " --merge (and \"global-barrier N=50 R=10000\"; --faults kill for kill -9; --max-per-process 1 for one "
+    "member per process; BENCH_LOG_LEVEL=INFO logs each fault's wall-clock start beside the coordinator's"
+    " plan and write times); python -m bench.coldstart --stagger 0 and --stagger 5.",
     "Fixed (commit 'claims: settle a blocked batch with pipelined reads...'): a claim batch that met a "
     "claim still held by someone else listed all of G/owners (every claim in the group, ~1.5 MB at "
     "100,000 resources) and then read the existing ones one after another. With 200 members at 100,000 "
@@ -345,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=0, help="override every cell's repeats")
     p.add_argument("--max-per-process", type=int, default=0,
                    help="override how many members share a bench process (1: every member a process of its own)")
+    p.add_argument("--faults", default="",
+                   help="comma-separated faults to run in every cell (join,leave,kill,kill-coordinator)")
     p.add_argument("--budget", type=float, default=0.0, help="seconds; cells that would start later are skipped")
     p.add_argument("--kafka", action="store_true",
                    help="also run Kafka consumer groups (eager, cooperative-sticky, KIP-848) at the grid's sizes up "

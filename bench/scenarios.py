@@ -22,10 +22,12 @@ ownership episode began before the fault count as covered at once: they were nev
 from __future__ import annotations
 
 import math
+import os
 import time
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +245,8 @@ class CellRun:
     def fault(self, fault: str, repeat: int, last: bool = False) -> Sample:
         cell = self.cell
         self._gap()
+        if os.environ.get("BENCH_LOG_LEVEL"):  # to read beside the workers' logs (wall clock)
+            self.log(f"    {fault:17s} #{repeat}: starting at {datetime.now().strftime('%H:%M:%S.%f')[:-3]}")
         members = self.fleet.members()
         before_owners = self.fleet.ledger.owners()
         stats_before, server_before = self.fleet.snapshot(), mntr(self.cluster)

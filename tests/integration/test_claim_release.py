@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
+from kazoo.interfaces import IAsyncResult
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.paths import GroupPaths
@@ -214,11 +215,11 @@ class _FencedInBetween(ClaimBook):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.overtake: Callable[[], None] | None = overtake
 
-    def _commit_deletes(self, mine: dict[str, int], fenced: bool) -> list[object]:
+    def _send_deletes(self, mine: dict[str, int], fenced: bool) -> IAsyncResult:
         if self.overtake is not None:
             self.overtake, overtake = None, self.overtake
             overtake()
-            return super()._commit_deletes(mine, fenced)  # the late request itself
+            return super()._send_deletes(mine, fenced)  # the late request itself
         raise AssertionError("a release sent after the fence: only the late request may reach the server")
 
 

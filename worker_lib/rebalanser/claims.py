@@ -25,16 +25,26 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, UnimplementedError
+from kazoo.exceptions import (
+    BadArgumentsError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    UnimplementedError,
+)
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from rebalanser.containers import ensure_container
 from rebalanser.ephemerals import own_ephemerals
 from rebalanser.paths import GroupPaths
+from rebalanser.setwatches import watch_unchanged
 from rebalanser.zk import ephemeral_of
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,7 @@ log = logging.getLogger(__name__)
 BATCH = 500
 _PROBE = "persistent-probe"  # a child only a persistent node can have
 CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
+READ_EACH = 8  # a batch of up to this many claims won is read claim by claim (one pipelined round)
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,12 @@ class ClaimBook:
     # Told (on kazoo's thread: never block, never call ZooKeeper) that a watched claim of ours was
     # deleted: ``(resource, token)``, the token being the one held when the watch fired.
     on_lost: Callable[[str, int], None] | None = None
+    # Other sessions' claims read by a failed claim round, their watch armed by that read: resource ->
+    # the callback :meth:`watch_releases` gave for it (None until it does); ``_gone_early``: those whose
+    # watch fired before it did. So a blocked resource is read once, not once more for its release watch.
+    _awaiting: dict[str, Callable[[str], None] | None] = field(default_factory=dict, repr=False)
+    _gone_early: set[str] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reset(self, session_id: int, member_path: str = "") -> None:
         """A new join: ``session_id`` and the member node it created. A join in a new session forgets
@@ -75,6 +92,8 @@ class ClaimBook:
         released, or re-taken after reading them, like any other."""
         if session_id != self.session_id:
             self.held, self.uncertain = {}, set()
+            with self._lock:
+                self._awaiting, self._gone_early = {}, set()
         self.session_id, self.member_path = session_id, member_path
 
     # -- claiming ------------------------------------------------------------------------------
@@ -114,11 +133,15 @@ class ClaimBook:
             failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
             if failed is None:
                 try:
-                    won = self._read_own(batch)  # the token, and the watch on each new claim
+                    won = self._arm_created(batch)  # the token, and the watch on each new claim
                 except (ConnectionLoss, OperationTimeoutError):
                     self.uncertain |= set(batch) - self.held.keys()  # created, but unread: settled later
                     raise
                 claimed.update(won)
+                with self._lock:
+                    for resource in won:  # ours now: its watch reports a deletion to ``on_lost``
+                        self._awaiting.pop(resource, None)
+                        self._gone_early.discard(resource)
                 blocked.extend(r for r in batch if r not in won)  # deleted at once by someone else
                 return
             if isinstance(results[failed], NoNodeError):
@@ -133,6 +156,35 @@ class ClaimBook:
             if failures >= CONTENDED:
                 blocked.extend(batch)
                 return
+
+    def _arm_created(self, batch: list[str]) -> dict[str, int]:
+        """After our transaction created every claim of ``batch`` (one zxid: one token for them all):
+        reads the first, for the token and its watch, then arms the watch on all the others in one
+        ``setWatches`` request relative to that token (:mod:`rebalanser.setwatches`). A claim deleted or
+        replaced since is reported through ``on_lost`` at once, as a deletion right after an ``exists``
+        would be; the caller then reads it (:meth:`still_held`). Reads each claim instead (one pipelined
+        round) when there are only a few, when the first is already gone, or when the server refuses
+        the request. Returns resource -> token."""
+        if len(batch) <= READ_EACH:  # one pipelined round: cheaper than two for a few claims
+            return self._read_own(batch)
+        first = self._read_own(batch[:1])
+        rest = batch[1:]
+        if not first:
+            return self._read_own(rest)
+        token = first[batch[0]]
+        for resource in rest:
+            self.held[resource] = token
+            self.uncertain.discard(resource)
+        try:
+            watch_unchanged(self.zk, token, [self.paths.owner(r) for r in rest], self._claim_watch)
+        except (UnimplementedError, BadArgumentsError) as exc:  # no server since 3.3 says so
+            log.warning("setWatches refused (%r): reading each claim", exc)
+            return first | self._read_own(rest)
+        except Exception:
+            for resource in rest:  # unread, and maybe unwatched: settled later (the caller's ``uncertain``)
+                self.held.pop(resource, None)
+            raise
+        return dict.fromkeys(batch, token)
 
     def _read_own(self, resources: list[str]) -> dict[str, int]:
         """Reads the claims on ``resources`` (one pipelined round), arming the deletion watch on each:
@@ -187,15 +239,37 @@ class ClaimBook:
         return {p[len(prefix):] for p in paths if p.startswith(prefix)}
 
     def _claim_watch(self, event: WatchedEvent) -> None:
-        """The one watcher of every claim of ours (kazoo keeps one callable per path, so re-reading a
-        claim adds nothing). Only a deletion counts: claims' data never changes, and a dropped
-        connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`)."""
-        if event.type != EventType.DELETED or self.on_lost is None:
+        """The one watcher of every claim path we read (kazoo keeps one callable per path, so reading a
+        path again adds nothing). For a claim of ours only a deletion counts (claims' data never
+        changes; ``CHANGED`` comes from :meth:`_arm_created`: a newer node at the path), and a dropped
+        connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`). For another
+        session's claim we wait for (:meth:`watch_releases`), any event counts: its release, or the
+        connection's drop (the watch is gone: the caller claims again after reconnecting)."""
+        if event.path is None:  # kazoo's reset of every watch: the connection dropped
+            self._released(list(self._awaiting))
             return
         resource = event.path.rsplit("/", 1)[-1]
         token = self.held.get(resource)
-        if token is not None:
+        if token is None:
+            self._released([resource])
+        elif event.type in (EventType.DELETED, EventType.CHANGED) and self.on_lost is not None:
             self.on_lost(resource, token)
+
+    def _released(self, resources: list[str]) -> None:
+        """The watches of these awaited claims fired: each callback given for one is told; the others
+        are remembered until :meth:`watch_releases` asks for them."""
+        told: list[tuple[Callable[[str], None], str]] = []
+        with self._lock:
+            for resource in resources:
+                if resource not in self._awaiting:
+                    continue
+                callback = self._awaiting.pop(resource)
+                if callback is None:
+                    self._gone_early.add(resource)
+                else:
+                    told.append((callback, resource))
+        for callback, resource in told:
+            callback(resource)
 
     def recheck(self, resources: Iterable[str]) -> set[str]:
         """Re-reads the claims this session holds among ``resources`` (after a reconnection: kazoo
@@ -228,6 +302,10 @@ class ClaimBook:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the
         group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources)."""
+        with self._lock:
+            for resource in batch:  # before the read arms the watch: it may fire at once
+                self._awaiting[resource] = None
+                self._gone_early.discard(resource)
         pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in batch]
         taken: set[str] = set()
         for resource, result in pending:
@@ -240,6 +318,11 @@ class ClaimBook:
             elif stat is not None:
                 self.held.pop(resource, None)
                 taken.add(resource)
+        with self._lock:
+            for resource in batch:
+                if resource not in taken:
+                    self._awaiting.pop(resource, None)
+                    self._gone_early.discard(resource)
         return taken
 
     def _remove_fake(self, resource: str) -> bool:
@@ -265,32 +348,63 @@ class ClaimBook:
         return True
 
     def watch_releases(self, resources: list[str], on_release: Callable[[str], None]) -> list[str]:
-        """Arms one-shot watches on other sessions' claims; returns those already gone."""
-
-        def watcher(resource: str) -> Callable[[WatchedEvent], None]:
-            return lambda _event: on_release(resource)
-
-        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=watcher(r))) for r in resources]
-        return [r for r, result in pending if result.get() is None]
+        """Has ``on_release(resource)`` called once the claim another session holds on each of
+        ``resources`` is released (or the connection drops); returns those already gone. A claim the
+        failed claim round read already has its watch armed: it is not read again."""
+        gone: list[str] = []
+        unread: list[str] = []
+        with self._lock:
+            for resource in resources:
+                if resource in self._gone_early:
+                    self._gone_early.discard(resource)
+                    gone.append(resource)
+                elif resource in self._awaiting:
+                    self._awaiting[resource] = on_release
+                else:
+                    unread.append(resource)
+                    self._awaiting[resource] = on_release
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in unread]
+        for resource, result in pending:
+            if result.get() is None:
+                with self._lock:
+                    if self._awaiting.pop(resource, None) is None:
+                        continue  # its watch fired meanwhile, and the callback was told
+                gone.append(resource)
+        return gone
 
     # -- releasing -----------------------------------------------------------------------------
 
     def release(self, resources: Iterable[str]) -> None:
         """Deletes this session's claims on ``resources``; never another session's. Raises
         ConnectionLoss etc. to be retried later: the claims it was deleting stay remembered (``held``
-        or ``uncertain``), and each retry reads them again first."""
+        or ``uncertain``), and each retry reads them again first.
+
+        The transactions of all batches are sent before the first reply is awaited: the server applies
+        them back to back while kazoo reads the replies, and the watch notification of each claim
+        deleted (our own watches fire for our own deletes), which arrive ahead of them."""
         ours = [r for r in resources if r in self.held or r in self.uncertain]
         if not ours:
             return
         alive = self._own_claims()
-        for start in range(0, len(ours), BATCH):
-            self._delete(ours[start : start + BATCH], alive)
+        batches = [ours[start : start + BATCH] for start in range(0, len(ours), BATCH)]
+        chosen = [self._still_ours(b) if alive is None else self._in(b, alive) for b in batches]
+        sent = []
+        for mine in chosen:
+            if mine:
+                # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
+                # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
+                for resource in mine:
+                    self.held.pop(resource, None)
+                self.uncertain |= mine.keys()
+                sent.append((mine, self._send_deletes(mine, fenced=bool(self.member_path))))
+        for mine, pending in sent:
+            self._settle_deletes(mine, pending)
 
-    def _delete(self, batch: list[str], alive: set[str] | None) -> None:
-        """Reads which claims of ``batch`` are this session's (``alive``: read for the whole release in
-        one request; None: each claim is read here, in one pipelined round), then deletes those, in one
-        transaction, each at the version read (claims are never written after their creation: version
-        0). The others are forgotten.
+    def _settle_deletes(self, mine: dict[str, int], pending: IAsyncResult) -> None:
+        """Waits for the transaction deleting the claims of ``mine``: those read as this session's
+        (``alive``: read for the whole release in one request; else each claim read, in one pipelined
+        round), each at the version read (claims are never written after their creation: version 0).
+        The others were forgotten.
 
         Why the read is needed: someone else (an administrator, the operator's failover) may have
         deleted our claim, and another member may hold the path now; a delete by path alone would end
@@ -300,19 +414,11 @@ class ClaimBook:
         our claim in it and another member claims the path in it too, the versioned delete (claims
         are all version 0) ends that member's new claim. That member watches its claims and stops
         before its next unit of work, then claims again: a spurious handover, never an overlap."""
-        mine = self._still_ours(batch) if alive is None else self._in(batch, alive)
-        if not mine:
-            return
-        # Not ``held`` while the delete is under way (its watch, firing for our own delete, reports
-        # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
-        for resource in mine:
-            self.held.pop(resource, None)
-        self.uncertain |= mine.keys()
-        results = self._commit_deletes(mine, fenced=bool(self.member_path))
+        results = list(pending.get())
         if self.member_path and isinstance(results[0], NoNodeError):
             # Our member node is gone (standby, eviction, the operator's failover of a process that is in
             # fact alive): the process is alive to see it, so a late request of a dead one is not this.
-            results = self._commit_deletes(mine, fenced=False)
+            results = list(self._send_deletes(mine, fenced=False).get())
         elif self.member_path:
             results = results[1:]
         if any(isinstance(r, Exception) for r in results):
@@ -321,16 +427,16 @@ class ClaimBook:
             return
         self.uncertain -= mine.keys()
 
-    def _commit_deletes(self, mine: dict[str, int], fenced: bool) -> list[object]:
-        """One transaction deleting each claim of ``mine`` at its version; ``fenced``: it starts with
-        ``check`` of our member node, so that once that node is deleted (the operator's failover fences a
-        dead session that way) a release of ours still on its way changes nothing."""
+    def _send_deletes(self, mine: dict[str, int], fenced: bool) -> IAsyncResult:
+        """Sends one transaction deleting each claim of ``mine`` at its version; ``fenced``: it starts
+        with ``check`` of our member node, so that once that node is deleted (the operator's failover
+        fences a dead session that way) a release of ours still on its way changes nothing."""
         txn = self.zk.transaction()
         if fenced:
             txn.check(self.member_path, -1)
         for resource, version in mine.items():
             txn.delete(self.paths.owner(resource), version=version)
-        return list(txn.commit())
+        return txn.commit_async()
 
     def _in(self, batch: list[str], alive: set[str]) -> dict[str, int]:
         """resource -> version (0) of each claim in ``batch`` that ``alive`` says is ours; the others

@@ -1,0 +1,111 @@
+"""The claim book alone: how long one session takes to claim, re-take and release many resources.
+
+    python -m bench.claimbook [--claims 5000] [--runs 3] [--hosts HOST:PORT] [--profile claim|release]
+
+Starts its own standalone ZooKeeper (the benchmark's server) unless ``--hosts`` names one. Each run
+uses a fresh session and a fresh group path: claim every resource (``ClaimBook.claim``), claim them
+again (the re-take of remembered claims), release them all. Prints one JSON line per run and a summary
+with the load average before and after, since the machine these run on is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from rebalanser.claims import ClaimBook
+from rebalanser.paths import GroupPaths
+
+from bench.zkserver import start_standalone
+
+
+def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> float:
+    start = time.perf_counter()
+    if profile is not None:
+        profile.enable()
+    fn()
+    if profile is not None:
+        profile.disable()
+    return time.perf_counter() - start
+
+
+def one_run(hosts: str, claims: int, profile: str | None) -> dict[str, float]:
+    zk = KazooClient(hosts=hosts, timeout=20.0)
+    zk.start(timeout=30)
+    root = f"/bench-claimbook/{uuid.uuid4().hex[:8]}"
+    paths = GroupPaths(root)
+    zk.ensure_path(paths.owners)
+    book = ClaimBook(zk, paths, "m-0")
+    member = zk.create(f"{root}/clients/bench-member", ephemeral=True, makepath=True)
+    book.reset(zk.client_id[0], member)  # releases are fenced by the member node, as a member's are
+    names = [f"r{i:06d}" for i in range(claims)]
+    lost: list[str] = []
+    book.on_lost = lambda resource, _token: lost.append(resource)
+    prof = {step: cProfile.Profile() if profile == step else None for step in ("claim", "retake", "release")}
+    out: dict[str, float] = {}
+    result = None
+
+    def claim() -> None:
+        nonlocal result
+        result = book.claim(names)
+
+    out["claim_s"] = _timed(claim, prof["claim"])
+    assert result is not None and len(result.claimed) == claims, "every claim taken"
+    out["retake_s"] = _timed(lambda: book.claim(names), prof["retake"])
+    out["release_s"] = _timed(lambda: book.release(names), prof["release"])
+    assert not zk.get_children(paths.owners), "every claim released"
+    assert not lost, f"no claim reported lost: {lost[:5]}"
+    zk.delete(root, recursive=True)
+    zk.stop()
+    zk.close()
+    for step, p in prof.items():
+        if p is not None:
+            pstats.Stats(p).sort_stats("cumulative").print_stats(30)
+            pstats.Stats(p).sort_stats("tottime").print_stats(20)
+            del step
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--claims", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--hosts", default="")
+    parser.add_argument("--profile", choices=("claim", "retake", "release"), default=None)
+    args = parser.parse_args()
+    cluster = None
+    hosts = args.hosts
+    if not hosts:
+        cluster = start_standalone(Path(tempfile.mkdtemp(prefix="bench-claimbook-")))
+        hosts = cluster.hosts
+    try:
+        load_before = os.getloadavg()
+        runs = []
+        for _ in range(args.runs):
+            run = one_run(hosts, args.claims, args.profile)
+            runs.append(run)
+            print(json.dumps({k: round(v, 3) for k, v in run.items()}), flush=True)
+        load_after = os.getloadavg()
+        summary = {
+            "claims": args.claims,
+            "load_before": [round(x, 1) for x in load_before],
+            "load_after": [round(x, 1) for x in load_after],
+            **{k: sorted(round(r[k], 3) for r in runs) for k in runs[0]},
+        }
+        print(json.dumps(summary), flush=True)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
