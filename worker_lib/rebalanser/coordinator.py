@@ -7,9 +7,12 @@ disappears, or after :data:`MAX_FAILED_REBALANCES` failed rebalances in a row (r
 back-off), it stops at once and its member re-runs the election. Triggers (membership, resources,
 config) arriving within the rebalance interval coalesce into one rebalance.
 
-Parts: taking office (the epoch, :mod:`epoch`), the rebalance loop here, and two pure policies it
-applies: which writes a rebalance makes (:mod:`write_plan`) and how long a departed member's
-resources stay reserved (:mod:`departure`).
+Parts: this module is the driver (the thread, the watches' callbacks, the waits). It reads and
+writes the layout only through its store (:mod:`coordinator_store`: the epoch, :mod:`epoch`, and
+every fenced write, :mod:`writer`) and decides through pure policies: what a rebalance does and the
+Global Barrier round's state machine (:mod:`coordinator_plan`), which writes it makes
+(:mod:`write_plan`) and how long a departed member's resources stay reserved (:mod:`departure`).
+One rebalance: read through the store, plan, have the store carry out the steps in a loop.
 """
 
 from __future__ import annotations
