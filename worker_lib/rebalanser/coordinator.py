@@ -30,7 +30,19 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from rebalanser import baddata, departure, startup, wire
 from rebalanser import coordinator_plan as plan
 from rebalanser.config import Algorithm, GroupConfig
-from rebalanser.coordinator_plan import Assign, BarrierRound, Idle, Proposal, Round, Stored, Waited
+from rebalanser.coordinator_plan import (
+    MAX_FAILED_REBALANCES,
+    Assign,
+    BarrierRound,
+    Idle,
+    Proposal,
+    Round,
+    Stored,
+    Waited,
+    last_rebalance_at,
+    needs_rebalance,
+    retry_delay,
+)
 from rebalanser.coordinator_store import CoordinatorStore
 from rebalanser.errors import CorruptDataError, NotCoordinatorError
 from rebalanser.options import Options
@@ -39,31 +51,6 @@ from rebalanser.wire import RebalanceRecord
 from rebalanser.writer import FencedWriteError
 
 log = logging.getLogger(__name__)
-
-MAX_FAILED_REBALANCES = 5  # in a row; then the coordinator resigns and the next term starts afresh
-
-
-def retry_delay(failures: int, first: float = 0.2, cap: float = 5.0) -> float:
-    """Back-off before the next attempt after ``failures`` failed rebalances in a row."""
-    return min(cap, first * 2.0 ** max(0, failures - 1))
-
-
-def needs_rebalance(previous: GroupConfig | None, config: GroupConfig | None) -> bool:
-    """Whether a change of ``G/config`` calls for a rebalance: the first settings read, or another
-    algorithm. The interval (which the operator tunes, often) and the departure grace only change
-    how long the coordinator waits; a rebalance for each would bump the generation for nothing."""
-    if previous is None or config is None:
-        return True
-    return previous.algorithm is not config.algorithm
-
-
-def last_rebalance_at(now: float, taken_ms: int, last_ms: int) -> float:
-    """The monotonic instant (on the clock that read ``now``, right after the epoch was taken) of a
-    rebalance ZooKeeper stamped ``last_ms``, given the stamp of our epoch ``taken_ms``. A stamp
-    after our epoch's (another server's clock ahead) means unknown: 0.0, as if long ago."""
-    ago = (taken_ms - last_ms) / 1000
-    return now - ago if ago >= 0 else 0.0
-
 
 class Coordinator:
     """The driver: waits for work, reads through its store, asks the plan what to do, and has the

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from rebalanser import orphans
 from rebalanser.assignment import Plan, assign
 from rebalanser.barrier import moves_nothing, takes_nothing_away
-from rebalanser.config import Algorithm
+from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import NotCoordinatorError
 from rebalanser.paths import MemberNode, is_valid_resource_name
 from rebalanser.wire import BarrierRecord, Phase
 
 Resources = tuple[str, ...]
 
+MAX_FAILED_REBALANCES = 5  # in a row; then the coordinator resigns and the next term starts afresh
 ROUND_WRITE_ATTEMPTS = 3  # writes of one Global Barrier round's assignments, re-planned in between
 
 
@@ -316,6 +317,28 @@ def foreign_stop(record: BarrierRecord, own: tuple[int, int] | None) -> bool:
 
 
 # -- when ---------------------------------------------------------------------------------------
+
+def retry_delay(failures: int, first: float = 0.2, cap: float = 5.0) -> float:
+    """Back-off before the next attempt after ``failures`` failed rebalances in a row."""
+    return min(cap, first * 2.0 ** max(0, failures - 1))
+
+
+def needs_rebalance(previous: GroupConfig | None, config: GroupConfig | None) -> bool:
+    """Whether a change of ``G/config`` calls for a rebalance: the first settings read, or another
+    algorithm. The interval (which the operator tunes, often) and the departure grace only change
+    how long the coordinator waits; a rebalance for each would bump the generation for nothing."""
+    if previous is None or config is None:
+        return True
+    return previous.algorithm is not config.algorithm
+
+
+def last_rebalance_at(now: float, taken_ms: int, last_ms: int) -> float:
+    """The monotonic instant (on the clock that read ``now``, right after the epoch was taken) of a
+    rebalance ZooKeeper stamped ``last_ms``, given the stamp of our epoch ``taken_ms``. A stamp
+    after our epoch's (another server's clock ahead) means unknown: 0.0, as if long ago."""
+    ago = (taken_ms - last_ms) / 1000
+    return now - ago if ago >= 0 else 0.0
+
 
 
 @dataclass(frozen=True)
