@@ -206,16 +206,19 @@ def test_a_round_is_replanned_when_the_live_members_changed() -> None:
 
 def test_a_rebalance_waits_for_the_interval_unless_orphans_wait() -> None:
     pace = Pace(last_rebalance=100.0, interval=10.0, not_before=0.0, startup_end=0.0)
-    assert plan.wait_until(pace, 105.0, orphans=False) == 110.0
-    assert plan.wait_until(pace, 105.0, orphans=True) is None  # orphans go at once
-    assert plan.wait_until(pace, 110.0, orphans=False) is None
+    assert plan.wait_until(pace, 105.0, orphans=lambda: False) == 110.0
+    assert plan.wait_until(pace, 105.0, orphans=lambda: True) is None  # orphans go at once
+    assert plan.wait_until(pace, 110.0, orphans=lambda: False) is None
+    asked: list[bool] = []
+    assert plan.wait_until(pace, 110.0, orphans=lambda: asked.append(True) or True) is None
+    assert not asked  # the interval has passed: the listings are not searched for orphans
 
 
 def test_orphans_still_wait_for_the_back_off_and_the_start_up_window() -> None:
     backing_off = Pace(last_rebalance=100.0, interval=10.0, not_before=107.0, startup_end=0.0)
-    assert plan.wait_until(backing_off, 105.0, orphans=True) == 110.0
+    assert plan.wait_until(backing_off, 105.0, orphans=lambda: True) == 110.0
     starting = Pace(last_rebalance=0.0, interval=10.0, not_before=0.0, startup_end=120.0)
-    assert plan.wait_until(starting, 105.0, orphans=True) == 120.0
+    assert plan.wait_until(starting, 105.0, orphans=lambda: True) == 120.0
 
 
 def test_orphans_waiting_sees_a_departed_member_unless_reserved_or_unplaceable() -> None:

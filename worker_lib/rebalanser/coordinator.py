@@ -68,7 +68,7 @@ class Coordinator:
         epoch_floor: int = 0,
         known_members: Mapping[str, int] | None = None,
     ) -> None:
-        self._zk, self._paths, self._options, self._me = zk, paths, options, me
+        self._paths, self._options, self._me = paths, options, me
         self._on_epoch, self._on_deposed = on_epoch, on_deposed
         self._on_bad_data = on_bad_data or (lambda error: baddata.report(error, options.metrics))
         self._store = CoordinatorStore(zk, paths, me, self._reject, known_members=known_members)
@@ -237,7 +237,7 @@ class Coordinator:
             # Orphans (resources no live member owns) do not wait for the interval: see orphans.
             while self._active and not self._fenced_off:
                 now = time.monotonic()
-                until = plan.wait_until(self._pace(), now, self._orphans_waiting())
+                until = plan.wait_until(self._pace(), now, self._orphans_waiting)
                 if until is None:
                     break
                 self._wake.wait(timeout=until - now)
@@ -297,7 +297,7 @@ class Coordinator:
         self.trigger()
 
     def _await_connection(self) -> None:
-        while self._active and not self._zk.connected:
+        while self._active and not self._store.connected:
             time.sleep(0.05)
 
     def _rebalance(self) -> None:

@@ -16,7 +16,7 @@ module what to do, and has the store carry out the steps it returns, one after t
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rebalanser import orphans
@@ -351,13 +351,14 @@ class Pace:
     startup_end: float  # the end of the start-up window (0.0 once something is assigned)
 
 
-def wait_until(pace: Pace, now: float, orphans: bool) -> float | None:
+def wait_until(pace: Pace, now: float, orphans: Callable[[], bool]) -> float | None:
     """None when a rebalance may start at ``now``, else the instant to wait for. Whatever arrives
-    before the interval has passed joins this rebalance; ``orphans`` (resources no live member owns)
-    do not wait for the interval, only for the back-off and the start-up window."""
+    before the interval has passed joins this rebalance; orphans (resources no live member owns;
+    ``orphans()`` says whether there are any, asked only when it matters) do not wait for the
+    interval, only for the back-off and the start-up window."""
     unpaced = max(pace.not_before, pace.startup_end)
     start = max(pace.last_rebalance + pace.interval, unpaced)
-    if start <= now or (unpaced <= now and orphans):
+    if start <= now or (unpaced <= now and orphans()):
         return None
     return start
 

@@ -117,6 +117,10 @@ class CoordinatorStore:
         for trigger in list(self._triggers):
             trigger.stop()
 
+    @property
+    def connected(self) -> bool:
+        return bool(self._zk.connected)
+
     # -- reading the layout -----------------------------------------------------------------------
 
     def reload(self) -> Layout:
