@@ -46,7 +46,7 @@ def test_a_deposed_coordinator_deletes_no_stale_chunk(zk_hosts: str, zk: KazooCl
         zk.create(chunk, b"a successor's chunk", makepath=True)
         zk.set(paths.epoch, b"")  # a successor took office: the epoch moved on
         with pytest.raises(NotCoordinatorError):
-            coordinator._drop_parts(["successor-node/p-0123456789abcdef"])
+            coordinator._store.drop_chunks(["successor-node/p-0123456789abcdef"])
         assert zk.exists(chunk) is not None, "a deposed coordinator deleted a chunk"
     finally:
         client.stop()

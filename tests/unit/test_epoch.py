@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rebalanser.coordinator import retry_delay
+from rebalanser.coordinator_plan import retry_delay
 from rebalanser.epoch import MAX_EPOCH_JUMP, Step, next_step, target_epoch
 
 

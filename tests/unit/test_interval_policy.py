@@ -4,7 +4,7 @@ successor places the group's last rebalance."""
 from __future__ import annotations
 
 from rebalanser.config import Algorithm, GroupConfig
-from rebalanser.coordinator import last_rebalance_at, needs_rebalance
+from rebalanser.coordinator_plan import last_rebalance_at, needs_rebalance
 
 
 def test_only_the_first_settings_or_another_algorithm_call_for_a_rebalance() -> None:
