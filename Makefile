@@ -58,7 +58,7 @@ typecheck: venv ## mypy (strict) over both packages and the examples
 	$(BIN)/mypy worker_lib/rebalanser operator/rebalanser_operator examples/asyncio_worker.py
 
 crds: venv ## regenerate the CRD YAML from the pydantic models
-	$(BIN)/python -m rebalanser_operator.crdgen
+	$(BIN)/python -m rebalanser_operator.spec.crdgen
 
 test: venv zookeeper cluster-prereqs setup lint model model-negative ## set everything up and run the whole suite (what CI runs)
 	$(BIN)/pytest -q tests

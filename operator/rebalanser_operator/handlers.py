@@ -40,8 +40,8 @@ from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
 from rebalanser_operator.failover.podwatch import Failover, OptedIn, index_entry
-from rebalanser_operator.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
+from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.status.loop import StatusLoop
 from rebalanser_operator.status.rollout import rolling_out
 

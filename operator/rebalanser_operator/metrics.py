@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from rebalanser_operator.models import Phase
+from rebalanser_operator.spec.models import Phase
 
 _GROUP = ("namespace", "name")
 

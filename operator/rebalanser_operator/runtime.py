@@ -26,7 +26,7 @@ from rebalanser_operator.controller.messages import RolloutSeen
 from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
-from rebalanser_operator.models import ResourceGroupSpec
+from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.tuning import TuningPolicy, TuningState
 from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
 from rebalanser_operator.tenancy import Tenancy

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from rebalanser_operator import crdgen, models
+from rebalanser_operator.spec import crdgen, models
 
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster
 

@@ -35,7 +35,7 @@ import pytest
 import yaml
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator import crdgen
+from rebalanser_operator.spec import crdgen
 
 from tests.e2e.test_operator_e2e import (
     BIN,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rebalanser_operator.models import (
+from rebalanser_operator.spec.models import (
     CONNECT_MAX,
     FULL_LENGTH_NAMES_MAX,
     GROUP_PATH_MAX,

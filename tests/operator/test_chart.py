@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from rebalanser_operator import crdgen
+from rebalanser_operator.spec import crdgen
 
 from tests.support import rbactable
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rebalanser_operator import crdgen, models
+from rebalanser_operator.spec import crdgen, models
 
 REPO = Path(__file__).resolve().parents[2]
 

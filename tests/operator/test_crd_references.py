@@ -9,9 +9,9 @@ import base64
 from typing import Any
 
 import pytest
-from rebalanser_operator import crdgen, models
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.models import ResourceGroupSpec, SpecError, WorkloadKind
+from rebalanser_operator.spec import crdgen, models
+from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError, WorkloadKind
 
 CONNECT = "zk-0:2181"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from rebalanser_operator import crdgen, models
-from rebalanser_operator.crdcompat import admits_stored_objects, breaking_changes, version_schema
+from rebalanser_operator.spec import crdgen, models
+from rebalanser_operator.spec.crdcompat import admits_stored_objects, breaking_changes, version_schema
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: The CRD as commit 45a0771 shipped it (before spec.zookeeper.tls, status.pods, status.zookeeperConnect).

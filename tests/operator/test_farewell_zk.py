@@ -12,8 +12,8 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.apply.farewell import release_terminating_namespace
-from rebalanser_operator.models import FINALIZER
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
+from rebalanser_operator.spec.models import FINALIZER
 from rebalanser_operator.status.loop import StatusLoop
 
 from tests.operator.support import TEST_TENANCY, RecordingKube

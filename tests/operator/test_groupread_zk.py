@@ -19,7 +19,7 @@ from rebalanser.paths import GroupPaths
 from rebalanser.status import read_group_status
 from rebalanser.wire import decode_member
 from rebalanser_operator.apply.reconcile import OwnerMarker, group_acl, reconcile_group
-from rebalanser_operator.models import ResourceGroupSpec
+from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.groupread import read_with_watches
 
 from tests.operator.test_reconcile_zk import CountingClient

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rebalanser.config import Algorithm
 from rebalanser.paths import is_valid_resource_name
 from rebalanser.wire import decode_config, encode_config
-from rebalanser_operator.models import (
+from rebalanser_operator.spec.models import (
     MAX_TOTAL_RESOURCES,
     RESOURCE_NAME_PATTERN,
     SPEC_BYTES_BUDGET,

@@ -10,7 +10,7 @@ import pytest
 from rebalanser.errors import CorruptDataError
 from rebalanser.status import GroupStatus
 from rebalanser.wire import decode_rebalance
-from rebalanser_operator.models import Phase
+from rebalanser_operator.spec.models import Phase
 from rebalanser_operator.status.view import (
     Observation,
     SyncState,

@@ -18,7 +18,7 @@ from rebalanser.instance import (
 from rebalanser.options import Options
 from rebalanser.wire import MemberRecord, decode_member, encode_member
 from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances, members_to_end
-from rebalanser_operator.models import FailoverMode, PodSelector, ResourceGroupSpec
+from rebalanser_operator.spec.models import FailoverMode, PodSelector, ResourceGroupSpec
 
 A, B = new_instance(), new_instance()
 

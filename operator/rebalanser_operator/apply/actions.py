@@ -37,7 +37,7 @@ from rebalanser_operator.apply.reconcile import (
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import plan_admission
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
 from rebalanser_operator.status.tuning import initial_state
 from rebalanser_operator.status.view import SyncState
 from rebalanser_operator.tenancy import PATH_IN_USE, Placement, Refusal

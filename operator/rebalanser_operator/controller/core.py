@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, PodEnded, RolloutSeen, SecretSeen
 from rebalanser_operator.controller.plan import GroupView, plan_rollout
 from rebalanser_operator.controller.strand import Strand
-from rebalanser_operator.models import FailoverMode
+from rebalanser_operator.spec.models import FailoverMode
 
 if TYPE_CHECKING:
     from rebalanser_operator.apply.reconcile import SyncResult

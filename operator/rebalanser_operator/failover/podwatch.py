@@ -34,8 +34,8 @@ from rebalanser_operator.controller.plan import Failover as Decision
 from rebalanser_operator.controller.plan import GroupView, plan_failover
 from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances
 from rebalanser_operator.failover.endmember import Ended, NotOwned, end_instances
-from rebalanser_operator.models import FailoverMode, PodSelector
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.spec.models import FailoverMode, PodSelector
 
 log = logging.getLogger(__name__)
 

@@ -67,8 +67,8 @@ from rebalanser_operator.controller.plan import (
     plan_read,
     plan_refresh,
 )
-from rebalanser_operator.models import FINALIZER, Phase
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.spec.models import FINALIZER, Phase
 from rebalanser_operator.status.groupread import Snapshot, read_with_watches
 from rebalanser_operator.status.tuning import FIXED, QUIET, initial_state, observe
 from rebalanser_operator.status.view import Observation, balance_of, compute_status, merge_patch, status_dict

@@ -27,7 +27,7 @@ from typing import Any
 from rebalanser.status import GroupStatus
 from rebalanser.wire import RebalanceRecord
 
-from rebalanser_operator.models import Condition, ConditionType, LastRebalance, Phase, ResourceGroupStatus
+from rebalanser_operator.spec.models import Condition, ConditionType, LastRebalance, Phase, ResourceGroupStatus
 
 #: Default cap on resource names listed in ``status.assignments`` (and separately ``unassigned``).
 ASSIGNMENT_BUDGET = 2000

@@ -2,9 +2,9 @@
 
 Usage (what ``make crds`` runs, from the repository root)::
 
-    python -m rebalanser_operator.crdgen            # writes crds/ and the chart's crds/
-    python -m rebalanser_operator.crdgen --check    # exit 1 when the committed files drift
-    python -m rebalanser_operator.crdgen --beta-plan v1beta1   # print a CRD that also serves v1beta1
+    python -m rebalanser_operator.spec.crdgen            # writes crds/ and the chart's crds/
+    python -m rebalanser_operator.spec.crdgen --check    # exit 1 when the committed files drift
+    python -m rebalanser_operator.spec.crdgen --beta-plan v1beta1   # print a CRD that also serves v1beta1
 
 The ``--beta-plan STORAGE`` variant (:func:`build_beta_plan_crd`) is never written to the chart: it is the
 CRD of the planned ``v1alpha1`` -> ``v1beta1`` move (docs/operator.md), serving both versions with the same
@@ -27,14 +27,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from rebalanser_operator import models
+from rebalanser_operator.spec import models
 
 CRD_FILE = f"{models.CRD_NAME}.yaml"
 #: Paths of the generated file, relative to the repository root.
 OUTPUTS = (Path("crds") / CRD_FILE, Path("charts") / "rebalanser-operator" / "crds" / CRD_FILE)
 HEADER = (
-    "# Generated from operator/rebalanser_operator/models.py by `make crds`\n"
-    "# (python -m rebalanser_operator.crdgen). Do not edit by hand.\n"
+    "# Generated from operator/rebalanser_operator/spec/models.py by `make crds`\n"
+    "# (python -m rebalanser_operator.spec.crdgen). Do not edit by hand.\n"
 )
 
 _DROP = {"title", "$defs"}
@@ -180,14 +180,15 @@ def render(crd: dict[str, Any] | None = None) -> str:
 def _repo_root(explicit: Path | None) -> Path:
     if explicit is not None:
         return explicit
-    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[3]):
         if (candidate / "pyproject.toml").is_file() and (candidate / "operator").is_dir():
             return candidate
     raise SystemExit("crdgen: run from the repository root or pass --root")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rebalanser_operator.crdgen", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rebalanser_operator.spec.crdgen",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, help="repository root (default: the current directory)")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 when a file differs")
     parser.add_argument("--beta-plan", choices=(models.VERSION, BETA_VERSION), metavar="STORAGE",

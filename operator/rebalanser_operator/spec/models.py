@@ -1,6 +1,6 @@
 """The ResourceGroup custom resource: spec and status as pydantic models.
 
-These models are the single source of truth for the CRD. ``python -m rebalanser_operator.crdgen``
+These models are the single source of truth for the CRD. ``python -m rebalanser_operator.spec.crdgen``
 turns them into the structural OpenAPI schema (``crds/resourcegroups.rebalanser.io.yaml``); the
 operator parses every spec it handles with :meth:`ResourceGroupSpec.parse` and builds every status
 from :class:`ResourceGroupStatus`. Kubernetes-only schema details (list types, CEL rules) travel in
