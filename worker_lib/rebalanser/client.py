@@ -26,8 +26,8 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection
-from enum import StrEnum
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -42,13 +42,14 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, wire
+from rebalanser import follow as fl
 from rebalanser import member_events as ev
+from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import standby as sb
 from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
-from rebalanser.config import Algorithm
 from rebalanser.containers import ensure_group
 from rebalanser.coordinator import Coordinator
 from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
@@ -56,29 +57,17 @@ from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.handler import Handler
 from rebalanser.instance import begin_instance
 from rebalanser.lease import Lease
+from rebalanser.member_state import ENDING
+from rebalanser.member_state import State as State  # re-exported: rebalanser.State
 from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id, watch_predecessor
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
 from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
 from rebalanser.storage import ChunkCache, decode_assignment
-from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
+from rebalanser.wire import BarrierRecord
 
 log = logging.getLogger(__name__)
-
-
-class State(StrEnum):
-    NOT_STARTED = "NotStarted"
-    JOINING = "Joining"
-    PENDING_ASSIGNMENT = "PendingAssignment"
-    ASSIGNED = "Assigned"
-    SUSPENDED = "Suspended"
-    STOPPING = "Stopping"
-    STOPPED = "Stopped"
-    ABORTED = "Aborted"
-
-
-_ENDING = (State.STOPPING, State.STOPPED, State.ABORTED)  # nothing is owned in these states
 
 
 class StopTimeoutError(RebalanserError):
@@ -107,16 +96,10 @@ class Client:
         self._role = "none"
         self._epoch = 0
         self._epoch_seen = 0  # the highest epoch this member has known: a floor for its own next term
-        self._me: MemberNode | None = None
-        self._joined_session = 0
-        self._announced_session = 0  # the session on_session("connected"/"reconnected") was reported for
-        # The session whose start (CONNECTED) this member's thread has processed and whose end (LOST)
-        # it has not: the only one it may join. kazoo may already be in a newer session while the
-        # events of the older one's end still wait in the queue (see _join).
-        self._session = 0
-        self._ever_joined = False  # only the first join may create the group root
-        self._join_deadline = 0.0  # while waiting for another member with our id to go
-        self._join_timer: threading.Timer | None = None  # posts a join step at _join_deadline
+        self._member = ms.START  # joining, session and standby (replaced whole by each transition)
+        self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
+        self._driving = False
+        self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
@@ -125,10 +108,7 @@ class Client:
         self._chunks: ChunkCache = {}  # our assignment's chunks read so far (storage.decode_assignment)
         self._assignment_moved = threading.Event()  # our assignment changed since we last read it
         self._coordinator_seq = 0
-        self._barrier: tuple[str, int] = ("", 0)
-        self._held_assignment: MemberAssignment | None = None
-        self._stopped_for: int | None = None  # the barrier generation this member node has stopped for
-        self._applied_generation = 0  # the generation of the assignment this member node follows
+        self._follow = fl.NEW  # which assignment applies now (replaced whole by each transition)
         self._coordinator: Coordinator | None = None
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
@@ -137,8 +117,6 @@ class Client:
         self._closed = False
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
-        self._was_suspended = False
-        self._aside = sb.IN_GROUP  # out of the group until every overrunning callback has returned
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
 
     # -- public surface ------------------------------------------------------------------------
@@ -183,7 +161,7 @@ class Client:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
         with self._lock:
             held = self._resources.owned.get(resource)
-            if held is None or self._state in _ENDING:
+            if held is None or self._state in ENDING:
                 return False
         return self._valid(resource, held)
 
@@ -201,7 +179,7 @@ class Client:
     def owned(self) -> dict[str, int]:
         """Every resource :meth:`owns` is True for at this instant, with its fencing token."""
         with self._lock:
-            if self._state in _ENDING:
+            if self._state in ENDING:
                 return {}
             items = list(self._resources.owned.items())
         return {r: o[0] for r, o in items if self._valid(r, o)}
@@ -257,6 +235,14 @@ class Client:
     def _book(self) -> ClaimBook:
         assert self._claims is not None
         return self._claims
+
+    @property
+    def _me(self) -> MemberNode | None:
+        return self._member.node
+
+    @property
+    def _joined_session(self) -> int:
+        return self._member.joined
 
     @property
     def _members(self) -> Roster:
@@ -380,37 +366,9 @@ class Client:
 
     def _on_session(self, state: ev.Connection, session: int) -> None:
         self.options.metrics.session_event(state)
-        if state == "suspended":
-            self._was_suspended = True
-            self._set_state(State.SUSPENDED)
-            self._notify("on_session", "suspended")
-        elif state == "lost":
-            self._session = 0
-            self._session_lost()
-        elif not session or session != session_id(self.zk):
-            # Already over (kazoo is disconnected, or in a newer session): the events of its end, and
-            # the next CONNECTED, are queued behind this one.
-            log.info("connected in session %#x, which is no longer current: waiting for what follows", session)
-        elif session != self._joined_session:
-            self._session = session
-            if session != self._announced_session:  # a join step still waiting does not announce it again
-                self._announced_session = session
-                self._notify("on_session", "connected" if not self._joined_session else "reconnected")
-            self._join()
-        else:
-            self._session = session
-            if self._was_suspended:
-                self._was_suspended = False
-                self._notify("on_session", "reconnected")
-                self._resync()
-
-    def _session_lost(self) -> None:
-        self._notify("on_session", "expired")
-        self._stop_coordinating()
-        self._step(rs.session_ended(self._resources))
-        self._joined_session = 0
-        if self.options.expiry_policy is ExpiryPolicy.SHUTDOWN:
-            self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
+        shutdown = self.options.expiry_policy is ExpiryPolicy.SHUTDOWN
+        self._member_step(ms.connection(self._member, state, session,
+                                        session_id(self.zk), shutdown))
 
     def _abort(self, error: Exception) -> None:
         self._failure = error
@@ -437,18 +395,6 @@ class Client:
         except Exception as exc:
             log.exception("%s raised", name)
             self._report(exc)
-
-    def _resync(self) -> None:
-        """Same session after a disconnection. kazoo dropped every watch when the connection did (and
-        does not set them again on the server), so every one is armed again while re-reading."""
-        self._release_pending()
-        if self._me is None or not self._joined_session:
-            self._join()  # the connection dropped before the member znode existed (or on standby)
-            return
-        self._sync_with_group()
-        if self._me is not None and self._joined_session:
-            self._recheck_claims()
-            self._reclaim_owned()
 
     def _recheck_claims(self) -> None:
         """After a reconnection: kazoo dropped the watches on our claims with the connection, and one
@@ -493,65 +439,122 @@ class Client:
     def _reclaim_later(self) -> None:
         threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
 
-    def _reclaim_owned(self) -> None:
-        self._retry_claim(None)
-
     # -- joining and election ------------------------------------------------------------------
 
     def _join(self) -> None:
-        """One step of joining in the current session. It never blocks the event loop: when it has to
-        wait (for the group to be created again, or for an earlier incarnation's znode to go) it arms
-        a watch or a timer that posts ``join``, which runs it again.
+        """One step of joining in the current session (:func:`member_state.join_step`)."""
+        self._member_step(ms.join_step(self._member, session_id(self.zk), self._state in ENDING))
 
-        Joining: (group root exists, or this is the first join) -> (no other live member uses our id)
-        -> member znode created -> in sync with the group (elected, barrier and assignment read).
+    def _member_step(self, step: ms.Step) -> None:
+        """Takes a transition's new state; its effects go to the front of the queue, in order (they
+        follow the effect that produced them, before what was queued earlier), and are run by
+        :meth:`_drive`, never by recursion: a transition made while effects run only queues more."""
+        self._member, effects = step
+        self._todo.extendleft(reversed(effects))
+        if not self._driving:
+            self._drive()
 
-        Only in the session whose start the member's thread has processed (``_session``): a join step
-        (a timer's, a watch's) handled while the LOST and CONNECTED of a newer session still wait in
-        the queue would join the newer session early; LOST would then end that join, and CONNECTED
-        join again: two member nodes in one session, the coordinator assigning to the older one while
-        the member follows the newer one."""
-        sid = session_id(self.zk)
-        if not sid or sid != self._session or sid == self._joined_session:
-            return
-        if self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
-            return
-        self._set_state(State.JOINING)
-        if self._aside.aside and not self._standby_chores():
-            return
-        if not ensure_group(self.zk, self.paths, create_root=not self._ever_joined):
-            self._await_group()
-            return
-        if self._waiting_for_same_id(sid):
-            return
+    def _drive(self) -> None:
+        self._driving = True
         try:
-            self._me = create_member_node(
+            while self._todo and self._state is not State.ABORTED:
+                self._execute(self._todo.popleft())
+        finally:
+            self._driving = False
+            self._todo.clear()  # what an exception (ConnectionLoss...) interrupted: redone by the resync
+
+    def _execute(self, effect: ms.Effect) -> None:
+        """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
+        match effect:
+            case ms.Notify(state):
+                self._notify("on_session", state)
+            case ms.Enter(state):
+                self._set_state(state)
+            case ms.Note(message, warning):
+                log.log(logging.WARNING if warning else logging.INFO, "member id %r: %s", self.options.member_id,
+                        message)
+            case ms.StopCoordinating():
+                self._stop_coordinating()
+            case ms.EndSessionWork():
+                self._step(rs.session_ended(self._resources))
+            case ms.Expired():
+                self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
+            case ms.Evicted():
+                log.error("our member znode was deleted by someone else: stopping all work and rejoining")
+                self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
+            case ms.StopAllWork():
+                self._step(rs.stop_all(self._resources, After.RELEASING))
+            case ms.Stuck(stuck):
+                log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
+                self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
+            case ms.DropAssignment():
+                self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
+            case ms.Join():
+                self._join()
+            case ms.StandbyChores(joining):
+                self._standby_chores(joining)
+            case ms.RetryStandbyLater():
+                log.info("on standby, still to delete: member node %r, %d claims", self._member.standby.node,
+                         len(self._resources.releasing))
+                self._retry_standby_later()
+            case ms.JoinWhenCallbacksClear():
+                self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
+            case ms.EnsureGroup(create_root, session):
+                exists = ensure_group(self.zk, self.paths, create_root=create_root)
+                self._member_step(ms.group_checked(self._member, exists, session))
+            case ms.AwaitGroup():
+                self._await_group()
+            case ms.CheckSameId(session, watch):
+                self._check_same_id(session, watch)
+            case ms.JoinTimer(after):
+                self._join_timer = threading.Timer(after, lambda: self._post(ev.JoinStep()))
+                self._join_timer.daemon = True
+                self._join_timer.start()
+            case ms.CancelJoinTimer():
+                self._cancel_join_timer()
+            case ms.DuplicateId():
+                self._abort(DuplicateMemberError(
+                    f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
+                    "member ids must be unique"))
+            case ms.CreateNode(session):
+                self._member_step(ms.node_created(self._member, self._create_member_node(), session))
+            case ms.Joined(node, session):
+                self._cancel_join_timer()
+                self._follow = fl.NEW  # a new member node: no stop answered yet (generations may even restart)
+                self._book.reset(session, self.paths.client(node.name))
+            case ms.ReleasePending():
+                self._release_pending()
+            case ms.SyncWithGroup(node):
+                self._sync_with_group(node)
+            case ms.RecheckClaims():
+                if self._me is not None and self._joined_session:
+                    self._recheck_claims()
+            case ms.Reclaim():
+                if self._me is not None and self._joined_session:
+                    self._retry_claim(None)
+
+    def _create_member_node(self) -> MemberNode | None:
+        """Our member node (None: the group is gone)."""
+        try:
+            return create_member_node(
                 self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk),
                 instance_digest=self._instance_digest, pod=self.options.pod, pod_uid=self.options.pod_uid,
                 pod_namespace=self.options.pod_namespace, container=self.options.container)
         except NoNodeError:
-            self._await_group()
-            return
-        self._joined_session, self._ever_joined = sid, True
-        self._stop_waiting_for_same_id()
-        self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
-        self._book.reset(sid, self.paths.client(self._me.name))
-        self._release_pending()  # what an eviction could not release (the same session may hold it)
-        self._set_state(State.PENDING_ASSIGNMENT)
-        self._sync_with_group()
+            return None
 
-    def _sync_with_group(self) -> None:
+    def _sync_with_group(self, me: MemberNode) -> None:
         """Reads everything a member follows, arming each watch; the join is complete after it (a
-        ConnectionLoss in between is finished by the resync after reconnecting)."""
-        me = self._me
-        assert me is not None
-        self._check_own_node(me.name)
-        if self._me is not me:
-            return  # evicted: the rejoin has read everything (or waits for the group)
-        self._elect()
-        self._read_barrier()
-        self._read_assignment(None)
-        self._settled.set()
+        ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
+        the way ends it: the rejoin it queued reads everything (or waits for the group)."""
+        reads: list[Callable[[], None]] = [
+            lambda: self._check_own_node(me.name), self._elect, self._read_barrier, lambda: self._read_assignment(None)]
+        for read in reads:
+            if self._me is not me:
+                return
+            read()
+        if self._me is me:
+            self._settled.set()
 
     def _await_group(self) -> None:
         """The group was deleted under us: never re-create it; join when it exists again."""
@@ -559,44 +562,27 @@ class Client:
         if self.zk.exists(self.paths.root, watch=self._join_watch) is not None:
             self._post(ev.JoinStep())
 
-    def _waiting_for_same_id(self, sid: int) -> bool:
-        """Ephemeral nodes of an earlier session of ours are never taken for current ones: wait for
-        the server to expire them (PIP-57), at most 2T + 5 s; a node with our id that outlives that
-        belongs to another live member: the id is not unique, which is fatal."""
-        if not stale_same_id(self._members, self.options.member_id, sid):
-            self._stop_waiting_for_same_id()
-            return False
-        now = time.monotonic()
-        if not self._join_deadline:
-            self._join_deadline = now + 2 * session_timeout(self.zk) + 5
-            log.warning("member id %r: an earlier incarnation's node is still in %s; waiting up to %.0fs for "
-                        "ZooKeeper to expire its session before joining", self.options.member_id,
-                        self.paths.clients, self._join_deadline - now)
-            self._notify("on_session", "waiting")
-            self._join_timer = threading.Timer(self._join_deadline - now, lambda: self._post(ev.JoinStep()))
-            self._join_timer.daemon = True
-            self._join_timer.start()
-        elif now >= self._join_deadline:
-            self._abort(DuplicateMemberError(
-                f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
-                "member ids must be unique"))
-            return True
-        log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
-        self.zk.get_children(self.paths.clients, watch=self._join_watch)
-        if stale_same_id(self._members, self.options.member_id, sid):
-            return True
-        self._stop_waiting_for_same_id()
-        return False
+    def _check_same_id(self, session: int, watch: bool) -> None:
+        """Whether a node with our id of an earlier session is still in the group; ``watch``: watch
+        ``G/clients`` for its going (see :func:`member_state.same_id_checked`)."""
+        if not watch:
+            stale = bool(stale_same_id(self._members, self.options.member_id, session))
+            step = ms.same_id_checked(self._member, stale, session, time.monotonic(), session_timeout(self.zk))
+        else:
+            log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
+            self.zk.get_children(self.paths.clients, watch=self._join_watch)
+            stale = bool(stale_same_id(self._members, self.options.member_id, session))
+            step = ms.same_id_rechecked(self._member, stale, session)
+        self._member_step(step)
 
-    def _stop_waiting_for_same_id(self) -> None:
-        self._join_deadline = 0.0
+    def _cancel_join_timer(self) -> None:
         if self._join_timer is not None:
             self._join_timer.cancel()
             self._join_timer = None
 
     def _in_session(self) -> bool:
         """Connected in the session this member joined with (not an earlier or a newer one)."""
-        return bool(self._joined_session) and session_id(self.zk) == self._joined_session
+        return self._member.in_session(session_id(self.zk))
 
     def _elect(self) -> None:
         if self._me is None or not self._in_session():
@@ -633,14 +619,8 @@ class Client:
 
     def _evicted(self) -> None:
         """Someone deleted our member znode (e.g. the whole group) while our session lives: our claims
-        may be gone too, so stop all work at once, then rejoin."""
-        log.error("our member znode was deleted by someone else: stopping all work and rejoining")
-        self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
-        self._stop_coordinating()
-        self._step(rs.stop_all(self._resources, After.RELEASING))
-        self._joined_session = 0
-        self._me = None
-        self._join()
+        may be gone too, so stop all work at once, then rejoin (:func:`member_state.evicted`)."""
+        self._member_step(ms.evicted(self._member))
 
     def _read_epoch(self) -> int:
         stat = self.zk.exists(self.paths.epoch)
@@ -742,45 +722,26 @@ class Client:
         except CorruptDataError as exc:  # our previous assignment stays
             self._bad_data(exc)
             return
-        self._consider(assignment)
+        self._follow_step(fl.assignment_read(self._follow, assignment, self._me.name))
 
     def _bad_data(self, error: CorruptDataError) -> None:
         baddata.report(error, self.options.metrics)
         self._report(error)
 
-    def _consider(self, assignment: MemberAssignment) -> None:
-        if not self._current(assignment):
-            return
-        if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value and assignment.stop:
-            phase, generation = self._barrier
-            if phase != "assigned" or generation != assignment.generation:
-                self._held_assignment = assignment
-                return
-        self._held_assignment = None
-        self._apply_assignment(assignment)
-
-    def _current(self, assignment: MemberAssignment) -> bool:
-        """A record written back into our node is not taken: one written for another member node, or
-        one older than the assignment we already follow (generations only grow within a group)."""
-        assert self._me is not None
-        if assignment.member and assignment.member != self._me.name:
-            log.warning("ignoring an assignment written for member node %s, found in ours", assignment.member)
-            return False
-        if assignment.generation < self._applied_generation:
-            log.warning("ignoring an assignment of generation %d: we follow generation %d",
-                        assignment.generation, self._applied_generation)
-            return False
-        return True
-
-    def _apply_assignment(self, assignment: MemberAssignment) -> None:
-        self._applied_generation = assignment.generation
-        self._apply(set(assignment.resources))
-
-    def _forget_barrier(self) -> None:
-        self._barrier = ("", 0)
-        self._held_assignment = None
-        self._stopped_for = None
-        self._applied_generation = 0  # the generation of the assignment this member node follows
+    def _follow_step(self, step: fl.Step) -> None:
+        """Takes a transition's new :class:`~rebalanser.follow.Follow`, then executes its effects in order."""
+        self._follow, effects = step
+        for effect in effects:
+            match effect:
+                case fl.Apply(resources):
+                    self._apply(set(resources))
+                case fl.StopForBarrier(record):
+                    if self._binding(record):
+                        self._stop_for_barrier(record.generation)
+                case fl.ReadAssignment():
+                    self._read_assignment(None)
+                case fl.Ignored(reason):
+                    log.warning("ignoring %s", reason)
 
     def _read_barrier(self) -> None:
         try:
@@ -796,18 +757,7 @@ class Client:
         except CorruptDataError as exc:  # ignored; a Global Barrier coordinator overwrites it
             self._bad_data(exc)
             return
-        phase, generation = record.phase.value, record.generation
-        self._barrier = (phase, generation)
-        if phase == Phase.STOP:
-            if generation != self._stopped_for and self._binding(record):
-                self._stop_for_barrier(generation)
-        elif phase == Phase.ASSIGNED:
-            held = self._held_assignment
-            if held is not None and held.generation == generation:
-                self._held_assignment = None
-                self._apply_assignment(held)
-            elif self._applied_generation < generation:  # else applied already (a generation without a stop)
-                self._read_assignment(None)
+        self._follow_step(fl.barrier_read(self._follow, record))
 
     def _binding(self, record: BarrierRecord) -> bool:
         """A stop order binds only when the current coordinator gave it (see :func:`stop_binds`). One
@@ -831,7 +781,7 @@ class Client:
             pass
         except NoNodeError:
             log.info("barrier generation %d already finished", generation)
-        self._stopped_for = generation
+        self._follow = fl.barrier_stopped(self._follow, generation)
 
     def _apply(self, desired: set[str]) -> None:
         self._step(rs.assign(self._resources, desired, self._held_claims()))
@@ -900,50 +850,27 @@ class Client:
     # -- standby: a stop callback that has not returned -----------------------------------------
 
     def _step_aside(self, stuck: set[str]) -> None:
-        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running.
-        ``on_assigned`` for them would have to wait for it, and it may never return: holding them
-        would leave them unworked for as long. So the member leaves the group, gracefully (its
-        resources move at once, without a departure grace), and joins again, in the same session,
-        once every overrunning callback has returned."""
-        log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
-        self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
-        self._notify("on_session", "standby")
-        self._stop_coordinating()
-        self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
-        self._aside, _ = sb.step_aside(self._aside, self._me.name if self._me is not None else None)
-        self._joined_session, self._me = 0, None
-        self._standby_chores()
-        self._set_state(State.JOINING)
-        self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
+        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running:
+        the member leaves the group until every overrunning callback has returned
+        (:func:`member_state.step_aside`)."""
+        self._member_step(ms.step_aside(self._member, frozenset(stuck)))
 
-    def _standby_chores(self) -> bool:
-        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left;
-        True when standby is over. What a member on standby must not keep: its claims and the member
-        node it left. While deleting either fails (the connection dropped, a leader election), a
-        timer tries again every T/4: a claim kept would leave its resource unworked (its next owner
-        waits for it), the node would keep us in the group, assigned resources we do not work on, and
-        a Global Barrier round would wait its whole timeout for us. Never two member nodes in one
-        session: no rejoin while the old one exists."""
+    def _standby_chores(self, joining: bool) -> None:
+        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left.
+        What a member on standby must not keep: its claims and the member node it left. While deleting
+        either fails (the connection dropped, a leader election), a timer tries again every T/4: a
+        claim kept would leave its resource unworked (its next owner waits for it), the node would keep
+        us in the group, assigned resources we do not work on, and a Global Barrier round would wait its
+        whole timeout for us. Never two member nodes in one session: no rejoin while the old one exists."""
         gone = True
-        for chore in sb.chores(self._aside):
+        for chore in sb.chores(self._member.standby):
             match chore:
                 case sb.Release():
                     self._release_pending()
                 case sb.DeleteNode(name):
                     gone = self._delete_left_node(name)
         pending = rs.pending_release(self._resources) is not None
-        self._aside, effects = sb.observed(self._aside, gone, pending, self._callbacks.blocked_any())
-        for effect in effects:
-            match effect:
-                case sb.RetryLater():
-                    log.info("on standby, still to delete: member node %r, %d claims", self._aside.node,
-                             len(self._resources.releasing))
-                    self._retry_standby_later()
-                case sb.Rejoin():
-                    log.info("every overrunning callback has returned: joining the group again")
-                    self._notify("on_session", "rejoining")
-                    return True
-        return False
+        self._member_step(ms.standby_observed(self._member, gone, pending, self._callbacks.blocked_any(), joining))
 
     def _retry_standby_later(self) -> None:
         if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
@@ -1019,8 +946,8 @@ class Client:
         its session: nothing of it may stay in the group; no later round may come to drop it)."""
         self._delete_quietly(self.paths.member_assignment(node), recursive=True)
         self._delete_quietly(self.paths.client(node), recursive=False)
-        if self._stopped_for is not None:
-            self._delete_quietly(self.paths.stop_marker(self._stopped_for, node), recursive=False)
+        if self._follow.stopped_for is not None:
+            self._delete_quietly(self.paths.stop_marker(self._follow.stopped_for, node), recursive=False)
 
     def _delete_quietly(self, path: str, recursive: bool) -> None:
         try:
