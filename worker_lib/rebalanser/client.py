@@ -34,38 +34,35 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
-    NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata, wire
-from rebalanser import follow as fl
+from rebalanser import baddata
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import standby as sb
-from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.coordinator import Coordinator
 from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
 from rebalanser.errors import SessionExpiredError as ExpiredError
+from rebalanser.follower import Follower, Hooks
 from rebalanser.handler import Handler
 from rebalanser.instance import begin_instance
 from rebalanser.lease import Lease
 from rebalanser.member_state import ENDING
 from rebalanser.member_state import State as State  # re-exported: rebalanser.State
-from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id, watch_predecessor
+from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
+from rebalanser.seat import Seat
 from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
-from rebalanser.storage import ChunkCache, decode_assignment
-from rebalanser.wire import BarrierRecord
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +90,6 @@ class Client:
         self._lease = Lease(options.lease_fraction)
         self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
-        self._role = "none"
-        self._epoch = 0
-        self._epoch_seen = 0  # the highest epoch this member has known: a floor for its own next term
         self._member = ms.START  # joining, session and standby (replaced whole by each transition)
         self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
         self._driving = False
@@ -104,12 +98,12 @@ class Client:
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
-        self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
-        self._chunks: ChunkCache = {}  # our assignment's chunks read so far (storage.decode_assignment)
-        self._assignment_moved = threading.Event()  # our assignment changed since we last read it
-        self._coordinator_seq = 0
-        self._follow = fl.NEW  # which assignment applies now (replaced whole by each transition)
-        self._coordinator: Coordinator | None = None
+        self._follower = Follower(self.paths, Hooks(  # which assignment applies now, and its reads
+            zk=lambda: self.zk, me=lambda: self._me, post=self._post, apply=self._apply,
+            stop_work=lambda: self._step(rs.stop_all(self._resources, After.NOTHING)),
+            read_epoch=lambda: self._seat.read_epoch(), bad_data=self._bad_data))
+        self._seat = Seat(self.paths, options, lambda: self.zk, self._post,
+                          lambda role, epoch: self._notify("on_role", role, epoch))
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
         self._thread: threading.Thread | None = None
@@ -147,11 +141,11 @@ class Client:
 
     @property
     def role(self) -> str:
-        return self._role
+        return self._seat.role
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._seat.epoch
 
     @property
     def member_node(self) -> str | None:
@@ -235,6 +229,10 @@ class Client:
     def _book(self) -> ClaimBook:
         assert self._claims is not None
         return self._claims
+
+    @property
+    def _coordinator(self) -> Coordinator | None:
+        return self._seat.coordinator
 
     @property
     def _me(self) -> MemberNode | None:
@@ -321,9 +319,9 @@ class Client:
             case ev.ElectionChanged():
                 self._elect()
             case ev.AssignmentChanged(node):
-                self._read_assignment(node)
+                self._follower.read_assignment(node)
             case ev.BarrierChanged():
-                self._read_barrier()
+                self._follower.read_barrier()
             case ev.ClaimReleased(resource):
                 self._retry_claim(self._drain_claims(resource))
             case ev.ClaimLost(resource, token):
@@ -331,9 +329,10 @@ class Client:
             case ev.LeaseExpired():
                 self._lease_expired()
             case ev.Deposed(seq, reason):
-                self._deposed(seq, reason)
+                if self._seat.deposed(seq, reason):
+                    self._elect()
             case ev.CoordinatorEpoch(seq, epoch):
-                self._coordinator_epoch(seq, epoch)
+                self._seat.in_office(seq, epoch)
             case ev.OwnNodeChanged(node):
                 self._check_own_node(node)
             case ev.BadData(error):
@@ -375,7 +374,7 @@ class Client:
         self._settled.set()
         self._set_state(State.ABORTED)
         try:
-            self._stop_coordinating()
+            self._seat.stop()
             self._set_resources(rs.EMPTY)
             self._report(error)
         finally:
@@ -474,7 +473,7 @@ class Client:
                 log.log(logging.WARNING if warning else logging.INFO, "member id %r: %s", self.options.member_id,
                         message)
             case ms.StopCoordinating():
-                self._stop_coordinating()
+                self._seat.stop()
             case ms.EndSessionWork():
                 self._step(rs.session_ended(self._resources))
             case ms.Expired():
@@ -520,7 +519,7 @@ class Client:
                 self._member_step(ms.node_created(self._member, self._create_member_node(), session))
             case ms.Joined(node, session):
                 self._cancel_join_timer()
-                self._follow = fl.NEW  # a new member node: no stop answered yet (generations may even restart)
+                self._follower.new_node()
                 self._book.reset(session, self.paths.client(node.name))
             case ms.ReleasePending():
                 self._release_pending()
@@ -547,8 +546,8 @@ class Client:
         """Reads everything a member follows, arming each watch; the join is complete after it (a
         ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
         the way ends it: the rejoin it queued reads everything (or waits for the group)."""
-        reads: list[Callable[[], None]] = [
-            lambda: self._check_own_node(me.name), self._elect, self._read_barrier, lambda: self._read_assignment(None)]
+        reads: list[Callable[[], None]] = [lambda: self._check_own_node(me.name), self._elect,
+                                           self._follower.read_barrier, lambda: self._follower.read_assignment(None)]
         for read in reads:
             if self._me is not me:
                 return
@@ -593,14 +592,9 @@ class Client:
             return
         before = predecessor(members, self._me)
         if before is None:
-            self._become_coordinator()
-            return
-        if self._coordinator is not None:
-            self._stop_coordinating()
-        if self._role != "follower":
-            self._set_role("follower", self._read_epoch())
-        if not watch_predecessor(self.zk, self.paths, before, lambda: self._post(ev.ElectionChanged())):
-            self._post(ev.ElectionChanged())
+            self._seat.lead(self._me, self._members)
+        else:
+            self._seat.follow(before)
 
     def _watch_own_node(self) -> bool:
         assert self._me is not None
@@ -622,166 +616,15 @@ class Client:
         may be gone too, so stop all work at once, then rejoin (:func:`member_state.evicted`)."""
         self._member_step(ms.evicted(self._member))
 
-    def _read_epoch(self) -> int:
-        stat = self.zk.exists(self.paths.epoch)
-        return int(stat.version) if stat else 0
-
-    def _become_coordinator(self) -> None:
-        if self._coordinator is not None and self._coordinator.active:
-            return
-        assert self._me is not None
-        self._coordinator_seq += 1
-        seq = self._coordinator_seq
-        # Its reports name it: one from an instance that has been replaced or stopped is ignored.
-        self._coordinator = Coordinator(
-            self.zk, self.paths, self.options, self._me,
-            on_epoch=lambda epoch: self._post(ev.CoordinatorEpoch(seq, epoch)),
-            on_deposed=lambda reason: self._post(ev.Deposed(seq, reason)),
-            on_bad_data=lambda error: self._post(ev.BadData(error)),
-            epoch_floor=self._epoch_seen,
-            known_members=self._members.known(),
-        )
-        self._coordinator.start()
-
-    def _current_coordinator(self, seq: int) -> bool:
-        return self._coordinator is not None and seq == self._coordinator_seq
-
-    def _coordinator_epoch(self, seq: int, epoch: int) -> None:
-        if not self._current_coordinator(seq):
-            log.info("ignoring the epoch %d of a coordinator instance that was stopped", epoch)
-            return
-        self.options.metrics.coordinator(True)
-        self._set_role("coordinator", epoch)
-
-    def _deposed(self, seq: int, reason: str) -> None:
-        if not self._current_coordinator(seq):
-            return
-        log.warning("no longer coordinator: %s", reason)
-        self._stop_coordinating()
-        self._set_role("follower", self._read_epoch())
-        self._elect()
-
-    def _stop_coordinating(self) -> None:
-        if self._coordinator is not None:
-            self._coordinator.stop(wait=False)
-            self._coordinator = None
-            self.options.metrics.coordinator(False)
-
-    def _set_role(self, role: str, epoch: int) -> None:
-        if (role, epoch) == (self._role, self._epoch):
-            return
-        self._role, self._epoch = role, epoch
-        self._epoch_seen = max(self._epoch_seen, epoch)
-        self._notify("on_role", role, epoch)
-
     def _set_state(self, state: State) -> None:
         if self._state not in (State.STOPPING, State.STOPPED, State.ABORTED):
             self._state = state
 
     # -- assignments ---------------------------------------------------------------------------
 
-    def _watch(self, event: ev.Event) -> Callable[[WatchedEvent], None]:
-        """The one watcher that posts ``event``. kazoo keeps a node's watchers in a set until the watch
-        fires: a fresh callable per read would add one more each time the node is read unchanged (say
-        an assignment re-read at every barrier round), and one change would then post them all."""
-        watcher = self._watchers.get(event)
-        if watcher is None:
-            watcher = self._watchers[event] = lambda _watched: self._post(event)
-        return watcher
-
-    def _assignment_watch(self, node: str) -> Callable[[WatchedEvent], None]:
-        """Like :meth:`_watch`, and it also flags a change at once, so a claim round for the
-        assignment it replaces stops between batches (see :meth:`_claim`)."""
-        event = ev.AssignmentChanged(node)
-        watcher = self._watchers.get(event)
-        if watcher is None:
-            def fired(watched: WatchedEvent) -> None:
-                # NONE: the connection dropped (resync re-reads); another node: an earlier member node's
-                if watched.type != EventType.NONE and self._me is not None and self._me.name == node:
-                    self._assignment_moved.set()
-                self._post(event)
-
-            watcher = self._watchers[event] = fired
-        return watcher
-
-    def _read_assignment(self, node: str | None) -> None:
-        if self._me is None or (node is not None and node != self._me.name):
-            return
-        path = self.paths.member_assignment(self._me.name)
-        self._assignment_moved.clear()
-        try:
-            data, _ = self.zk.get(path, watch=self._assignment_watch(self._me.name))
-        except NoNodeError:
-            if self.zk.exists(path, watch=self._assignment_watch(self._me.name)) is not None:
-                self._post(ev.AssignmentChanged(self._me.name))
-            return
-        if not data:
-            return
-        try:
-            assignment = decode_assignment(self.zk, self.paths, self._me.name, data, self._chunks)
-        except CorruptDataError as exc:  # our previous assignment stays
-            self._bad_data(exc)
-            return
-        self._follow_step(fl.assignment_read(self._follow, assignment, self._me.name))
-
     def _bad_data(self, error: CorruptDataError) -> None:
         baddata.report(error, self.options.metrics)
         self._report(error)
-
-    def _follow_step(self, step: fl.Step) -> None:
-        """Takes a transition's new :class:`~rebalanser.follow.Follow`, then executes its effects in order."""
-        self._follow, effects = step
-        for effect in effects:
-            match effect:
-                case fl.Apply(resources):
-                    self._apply(set(resources))
-                case fl.StopForBarrier(record):
-                    if self._binding(record):
-                        self._stop_for_barrier(record.generation)
-                case fl.ReadAssignment():
-                    self._read_assignment(None)
-                case fl.Ignored(reason):
-                    log.warning("ignoring %s", reason)
-
-    def _read_barrier(self) -> None:
-        try:
-            data, _ = self.zk.get(self.paths.barrier, watch=self._watch(ev.BarrierChanged()))
-        except NoNodeError:
-            # Created between the two reads: the exists watch only fires on the *next* change, so
-            # read again now, or a member misses the first stop and stalls the barrier until its timeout.
-            if self.zk.exists(self.paths.barrier, watch=self._watch(ev.BarrierChanged())) is not None:
-                self._post(ev.BarrierChanged())
-            return
-        try:
-            record = wire.decode_barrier(data, path=self.paths.barrier)
-        except CorruptDataError as exc:  # ignored; a Global Barrier coordinator overwrites it
-            self._bad_data(exc)
-            return
-        self._follow_step(fl.barrier_read(self._follow, record))
-
-    def _binding(self, record: BarrierRecord) -> bool:
-        """A stop order binds only when the current coordinator gave it (see :func:`stop_binds`). One
-        left by a coordinator that has since been replaced, or written by hand, is ignored (the
-        coordinator in office ends it)."""
-        current = self._read_epoch()
-        if not stop_binds(record, current):
-            log.warning("ignoring the stop order of barrier generation %d: given under epoch %d, the "
-                        "current epoch is %d", record.generation, record.epoch, current)
-            return False
-        return True
-
-    def _stop_for_barrier(self, generation: int) -> None:
-        assert self._me is not None
-        # Work stops everywhere; the claims stay until the new assignment says which ones moved, so a
-        # rebalance writes in proportion to the moved resources (and a kept resource keeps its token).
-        self._step(rs.stop_all(self._resources, After.NOTHING))
-        try:
-            self.zk.create(self.paths.stop_marker(generation, self._me.name), b"", ephemeral=True)
-        except NodeExistsError:
-            pass
-        except NoNodeError:
-            log.info("barrier generation %d already finished", generation)
-        self._follow = fl.barrier_stopped(self._follow, generation)
 
     def _apply(self, desired: set[str]) -> None:
         self._step(rs.assign(self._resources, desired, self._held_claims()))
@@ -838,7 +681,7 @@ class Client:
                 return
         # A newer assignment arriving meanwhile ends the round between batches: what it still names
         # stays wanted and is claimed when it is applied, what it does not is never written.
-        result = self._book.claim(wanted, abandon=self._assignment_moved.is_set)
+        result = self._book.claim(wanted, abandon=self._follower.moved.is_set)
         if result.deferred and self._me is not None:
             self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
         for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
@@ -927,7 +770,7 @@ class Client:
 
     def _leave(self) -> None:
         self._state = State.STOPPING
-        self._stop_coordinating()
+        self._seat.stop()
         self._revoke_everything_for_exit()
         if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
             self._delete_membership(self._me.name)
@@ -946,8 +789,9 @@ class Client:
         its session: nothing of it may stay in the group; no later round may come to drop it)."""
         self._delete_quietly(self.paths.member_assignment(node), recursive=True)
         self._delete_quietly(self.paths.client(node), recursive=False)
-        if self._follow.stopped_for is not None:
-            self._delete_quietly(self.paths.stop_marker(self._follow.stopped_for, node), recursive=False)
+        stopped_for = self._follower.state.stopped_for
+        if stopped_for is not None:
+            self._delete_quietly(self.paths.stop_marker(stopped_for, node), recursive=False)
 
     def _delete_quietly(self, path: str, recursive: bool) -> None:
         try:
