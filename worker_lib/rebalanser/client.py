@@ -26,59 +26,45 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection
-from enum import StrEnum
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
-    NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata, wire
+from rebalanser import baddata
 from rebalanser import member_events as ev
+from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import standby as sb
-from rebalanser.barrier import stop_binds
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
-from rebalanser.config import Algorithm
 from rebalanser.containers import ensure_group
 from rebalanser.coordinator import Coordinator
 from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
 from rebalanser.errors import SessionExpiredError as ExpiredError
+from rebalanser.follower import Follower, Hooks
 from rebalanser.handler import Handler
 from rebalanser.instance import begin_instance
 from rebalanser.lease import Lease
-from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id, watch_predecessor
+from rebalanser.member_state import ENDING
+from rebalanser.member_state import State as State  # re-exported: rebalanser.State
+from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
+from rebalanser.seat import Seat
 from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
-from rebalanser.storage import ChunkCache, decode_assignment
-from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
 log = logging.getLogger(__name__)
-
-
-class State(StrEnum):
-    NOT_STARTED = "NotStarted"
-    JOINING = "Joining"
-    PENDING_ASSIGNMENT = "PendingAssignment"
-    ASSIGNED = "Assigned"
-    SUSPENDED = "Suspended"
-    STOPPING = "Stopping"
-    STOPPED = "Stopped"
-    ABORTED = "Aborted"
-
-
-_ENDING = (State.STOPPING, State.STOPPED, State.ABORTED)  # nothing is owned in these states
 
 
 class StopTimeoutError(RebalanserError):
@@ -104,32 +90,20 @@ class Client:
         self._lease = Lease(options.lease_fraction)
         self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
-        self._role = "none"
-        self._epoch = 0
-        self._epoch_seen = 0  # the highest epoch this member has known: a floor for its own next term
-        self._me: MemberNode | None = None
-        self._joined_session = 0
-        self._announced_session = 0  # the session on_session("connected"/"reconnected") was reported for
-        # The session whose start (CONNECTED) this member's thread has processed and whose end (LOST)
-        # it has not: the only one it may join. kazoo may already be in a newer session while the
-        # events of the older one's end still wait in the queue (see _join).
-        self._session = 0
-        self._ever_joined = False  # only the first join may create the group root
-        self._join_deadline = 0.0  # while waiting for another member with our id to go
-        self._join_timer: threading.Timer | None = None  # posts a join step at _join_deadline
+        self._member = ms.START  # joining, session and standby (replaced whole by each transition)
+        self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
+        self._driving = False
+        self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
-        self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see _watch
-        self._chunks: ChunkCache = {}  # our assignment's chunks read so far (storage.decode_assignment)
-        self._assignment_moved = threading.Event()  # our assignment changed since we last read it
-        self._coordinator_seq = 0
-        self._barrier: tuple[str, int] = ("", 0)
-        self._held_assignment: MemberAssignment | None = None
-        self._stopped_for: int | None = None  # the barrier generation this member node has stopped for
-        self._applied_generation = 0  # the generation of the assignment this member node follows
-        self._coordinator: Coordinator | None = None
+        self._follower = Follower(self.paths, Hooks(  # which assignment applies now, and its reads
+            zk=lambda: self.zk, me=lambda: self._me, post=self._post, apply=self._apply,
+            stop_work=lambda: self._step(rs.stop_all(self._resources, After.NOTHING)),
+            read_epoch=lambda: self._seat.read_epoch(), bad_data=self._bad_data))
+        self._seat = Seat(self.paths, options, lambda: self.zk, self._post,
+                          lambda role, epoch: self._notify("on_role", role, epoch))
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
         self._thread: threading.Thread | None = None
@@ -137,8 +111,6 @@ class Client:
         self._closed = False
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
-        self._was_suspended = False
-        self._aside = sb.IN_GROUP  # out of the group until every overrunning callback has returned
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
 
     # -- public surface ------------------------------------------------------------------------
@@ -169,11 +141,11 @@ class Client:
 
     @property
     def role(self) -> str:
-        return self._role
+        return self._seat.role
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._seat.epoch
 
     @property
     def member_node(self) -> str | None:
@@ -183,7 +155,7 @@ class Client:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
         with self._lock:
             held = self._resources.owned.get(resource)
-            if held is None or self._state in _ENDING:
+            if held is None or self._state in ENDING:
                 return False
         return self._valid(resource, held)
 
@@ -201,7 +173,7 @@ class Client:
     def owned(self) -> dict[str, int]:
         """Every resource :meth:`owns` is True for at this instant, with its fencing token."""
         with self._lock:
-            if self._state in _ENDING:
+            if self._state in ENDING:
                 return {}
             items = list(self._resources.owned.items())
         return {r: o[0] for r, o in items if self._valid(r, o)}
@@ -257,6 +229,18 @@ class Client:
     def _book(self) -> ClaimBook:
         assert self._claims is not None
         return self._claims
+
+    @property
+    def _coordinator(self) -> Coordinator | None:
+        return self._seat.coordinator
+
+    @property
+    def _me(self) -> MemberNode | None:
+        return self._member.node
+
+    @property
+    def _joined_session(self) -> int:
+        return self._member.joined
 
     @property
     def _members(self) -> Roster:
@@ -335,9 +319,9 @@ class Client:
             case ev.ElectionChanged():
                 self._elect()
             case ev.AssignmentChanged(node):
-                self._read_assignment(node)
+                self._follower.read_assignment(node)
             case ev.BarrierChanged():
-                self._read_barrier()
+                self._follower.read_barrier()
             case ev.ClaimReleased(resource):
                 self._retry_claim(self._drain_claims(resource))
             case ev.ClaimLost(resource, token):
@@ -345,9 +329,10 @@ class Client:
             case ev.LeaseExpired():
                 self._lease_expired()
             case ev.Deposed(seq, reason):
-                self._deposed(seq, reason)
+                if self._seat.deposed(seq, reason):
+                    self._elect()
             case ev.CoordinatorEpoch(seq, epoch):
-                self._coordinator_epoch(seq, epoch)
+                self._seat.in_office(seq, epoch)
             case ev.OwnNodeChanged(node):
                 self._check_own_node(node)
             case ev.BadData(error):
@@ -380,44 +365,16 @@ class Client:
 
     def _on_session(self, state: ev.Connection, session: int) -> None:
         self.options.metrics.session_event(state)
-        if state == "suspended":
-            self._was_suspended = True
-            self._set_state(State.SUSPENDED)
-            self._notify("on_session", "suspended")
-        elif state == "lost":
-            self._session = 0
-            self._session_lost()
-        elif not session or session != session_id(self.zk):
-            # Already over (kazoo is disconnected, or in a newer session): the events of its end, and
-            # the next CONNECTED, are queued behind this one.
-            log.info("connected in session %#x, which is no longer current: waiting for what follows", session)
-        elif session != self._joined_session:
-            self._session = session
-            if session != self._announced_session:  # a join step still waiting does not announce it again
-                self._announced_session = session
-                self._notify("on_session", "connected" if not self._joined_session else "reconnected")
-            self._join()
-        else:
-            self._session = session
-            if self._was_suspended:
-                self._was_suspended = False
-                self._notify("on_session", "reconnected")
-                self._resync()
-
-    def _session_lost(self) -> None:
-        self._notify("on_session", "expired")
-        self._stop_coordinating()
-        self._step(rs.session_ended(self._resources))
-        self._joined_session = 0
-        if self.options.expiry_policy is ExpiryPolicy.SHUTDOWN:
-            self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
+        shutdown = self.options.expiry_policy is ExpiryPolicy.SHUTDOWN
+        self._member_step(ms.connection(self._member, state, session,
+                                        session_id(self.zk), shutdown))
 
     def _abort(self, error: Exception) -> None:
         self._failure = error
         self._settled.set()
         self._set_state(State.ABORTED)
         try:
-            self._stop_coordinating()
+            self._seat.stop()
             self._set_resources(rs.EMPTY)
             self._report(error)
         finally:
@@ -437,18 +394,6 @@ class Client:
         except Exception as exc:
             log.exception("%s raised", name)
             self._report(exc)
-
-    def _resync(self) -> None:
-        """Same session after a disconnection. kazoo dropped every watch when the connection did (and
-        does not set them again on the server), so every one is armed again while re-reading."""
-        self._release_pending()
-        if self._me is None or not self._joined_session:
-            self._join()  # the connection dropped before the member znode existed (or on standby)
-            return
-        self._sync_with_group()
-        if self._me is not None and self._joined_session:
-            self._recheck_claims()
-            self._reclaim_owned()
 
     def _recheck_claims(self) -> None:
         """After a reconnection: kazoo dropped the watches on our claims with the connection, and one
@@ -493,65 +438,122 @@ class Client:
     def _reclaim_later(self) -> None:
         threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
 
-    def _reclaim_owned(self) -> None:
-        self._retry_claim(None)
-
     # -- joining and election ------------------------------------------------------------------
 
     def _join(self) -> None:
-        """One step of joining in the current session. It never blocks the event loop: when it has to
-        wait (for the group to be created again, or for an earlier incarnation's znode to go) it arms
-        a watch or a timer that posts ``join``, which runs it again.
+        """One step of joining in the current session (:func:`member_state.join_step`)."""
+        self._member_step(ms.join_step(self._member, session_id(self.zk), self._state in ENDING))
 
-        Joining: (group root exists, or this is the first join) -> (no other live member uses our id)
-        -> member znode created -> in sync with the group (elected, barrier and assignment read).
+    def _member_step(self, step: ms.Step) -> None:
+        """Takes a transition's new state; its effects go to the front of the queue, in order (they
+        follow the effect that produced them, before what was queued earlier), and are run by
+        :meth:`_drive`, never by recursion: a transition made while effects run only queues more."""
+        self._member, effects = step
+        self._todo.extendleft(reversed(effects))
+        if not self._driving:
+            self._drive()
 
-        Only in the session whose start the member's thread has processed (``_session``): a join step
-        (a timer's, a watch's) handled while the LOST and CONNECTED of a newer session still wait in
-        the queue would join the newer session early; LOST would then end that join, and CONNECTED
-        join again: two member nodes in one session, the coordinator assigning to the older one while
-        the member follows the newer one."""
-        sid = session_id(self.zk)
-        if not sid or sid != self._session or sid == self._joined_session:
-            return
-        if self._state in (State.STOPPING, State.STOPPED, State.ABORTED):
-            return
-        self._set_state(State.JOINING)
-        if self._aside.aside and not self._standby_chores():
-            return
-        if not ensure_group(self.zk, self.paths, create_root=not self._ever_joined):
-            self._await_group()
-            return
-        if self._waiting_for_same_id(sid):
-            return
+    def _drive(self) -> None:
+        self._driving = True
         try:
-            self._me = create_member_node(
+            while self._todo and self._state is not State.ABORTED:
+                self._execute(self._todo.popleft())
+        finally:
+            self._driving = False
+            self._todo.clear()  # what an exception (ConnectionLoss...) interrupted: redone by the resync
+
+    def _execute(self, effect: ms.Effect) -> None:
+        """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
+        match effect:
+            case ms.Notify(state):
+                self._notify("on_session", state)
+            case ms.Enter(state):
+                self._set_state(state)
+            case ms.Note(message, warning):
+                log.log(logging.WARNING if warning else logging.INFO, "member id %r: %s", self.options.member_id,
+                        message)
+            case ms.StopCoordinating():
+                self._seat.stop()
+            case ms.EndSessionWork():
+                self._step(rs.session_ended(self._resources))
+            case ms.Expired():
+                self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
+            case ms.Evicted():
+                log.error("our member znode was deleted by someone else: stopping all work and rejoining")
+                self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
+            case ms.StopAllWork():
+                self._step(rs.stop_all(self._resources, After.RELEASING))
+            case ms.Stuck(stuck):
+                log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
+                self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
+            case ms.DropAssignment():
+                self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
+            case ms.Join():
+                self._join()
+            case ms.StandbyChores(joining):
+                self._standby_chores(joining)
+            case ms.RetryStandbyLater():
+                log.info("on standby, still to delete: member node %r, %d claims", self._member.standby.node,
+                         len(self._resources.releasing))
+                self._retry_standby_later()
+            case ms.JoinWhenCallbacksClear():
+                self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
+            case ms.EnsureGroup(create_root, session):
+                exists = ensure_group(self.zk, self.paths, create_root=create_root)
+                self._member_step(ms.group_checked(self._member, exists, session))
+            case ms.AwaitGroup():
+                self._await_group()
+            case ms.CheckSameId(session, watch):
+                self._check_same_id(session, watch)
+            case ms.JoinTimer(after):
+                self._join_timer = threading.Timer(after, lambda: self._post(ev.JoinStep()))
+                self._join_timer.daemon = True
+                self._join_timer.start()
+            case ms.CancelJoinTimer():
+                self._cancel_join_timer()
+            case ms.DuplicateId():
+                self._abort(DuplicateMemberError(
+                    f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
+                    "member ids must be unique"))
+            case ms.CreateNode(session):
+                self._member_step(ms.node_created(self._member, self._create_member_node(), session))
+            case ms.Joined(node, session):
+                self._cancel_join_timer()
+                self._follower.new_node()
+                self._book.reset(session, self.paths.client(node.name))
+            case ms.ReleasePending():
+                self._release_pending()
+            case ms.SyncWithGroup(node):
+                self._sync_with_group(node)
+            case ms.RecheckClaims():
+                if self._me is not None and self._joined_session:
+                    self._recheck_claims()
+            case ms.Reclaim():
+                if self._me is not None and self._joined_session:
+                    self._retry_claim(None)
+
+    def _create_member_node(self) -> MemberNode | None:
+        """Our member node (None: the group is gone)."""
+        try:
+            return create_member_node(
                 self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk),
                 instance_digest=self._instance_digest, pod=self.options.pod, pod_uid=self.options.pod_uid,
                 pod_namespace=self.options.pod_namespace, container=self.options.container)
         except NoNodeError:
-            self._await_group()
-            return
-        self._joined_session, self._ever_joined = sid, True
-        self._stop_waiting_for_same_id()
-        self._forget_barrier()  # a new member node: no stop answered yet (generations may even restart)
-        self._book.reset(sid, self.paths.client(self._me.name))
-        self._release_pending()  # what an eviction could not release (the same session may hold it)
-        self._set_state(State.PENDING_ASSIGNMENT)
-        self._sync_with_group()
+            return None
 
-    def _sync_with_group(self) -> None:
+    def _sync_with_group(self, me: MemberNode) -> None:
         """Reads everything a member follows, arming each watch; the join is complete after it (a
-        ConnectionLoss in between is finished by the resync after reconnecting)."""
-        me = self._me
-        assert me is not None
-        self._check_own_node(me.name)
-        if self._me is not me:
-            return  # evicted: the rejoin has read everything (or waits for the group)
-        self._elect()
-        self._read_barrier()
-        self._read_assignment(None)
-        self._settled.set()
+        ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
+        the way ends it: the rejoin it queued reads everything (or waits for the group)."""
+        reads: list[Callable[[], None]] = [lambda: self._check_own_node(me.name), self._elect,
+                                           self._follower.read_barrier, lambda: self._follower.read_assignment(None)]
+        for read in reads:
+            if self._me is not me:
+                return
+            read()
+        if self._me is me:
+            self._settled.set()
 
     def _await_group(self) -> None:
         """The group was deleted under us: never re-create it; join when it exists again."""
@@ -559,44 +561,27 @@ class Client:
         if self.zk.exists(self.paths.root, watch=self._join_watch) is not None:
             self._post(ev.JoinStep())
 
-    def _waiting_for_same_id(self, sid: int) -> bool:
-        """Ephemeral nodes of an earlier session of ours are never taken for current ones: wait for
-        the server to expire them (PIP-57), at most 2T + 5 s; a node with our id that outlives that
-        belongs to another live member: the id is not unique, which is fatal."""
-        if not stale_same_id(self._members, self.options.member_id, sid):
-            self._stop_waiting_for_same_id()
-            return False
-        now = time.monotonic()
-        if not self._join_deadline:
-            self._join_deadline = now + 2 * session_timeout(self.zk) + 5
-            log.warning("member id %r: an earlier incarnation's node is still in %s; waiting up to %.0fs for "
-                        "ZooKeeper to expire its session before joining", self.options.member_id,
-                        self.paths.clients, self._join_deadline - now)
-            self._notify("on_session", "waiting")
-            self._join_timer = threading.Timer(self._join_deadline - now, lambda: self._post(ev.JoinStep()))
-            self._join_timer.daemon = True
-            self._join_timer.start()
-        elif now >= self._join_deadline:
-            self._abort(DuplicateMemberError(
-                f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
-                "member ids must be unique"))
-            return True
-        log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
-        self.zk.get_children(self.paths.clients, watch=self._join_watch)
-        if stale_same_id(self._members, self.options.member_id, sid):
-            return True
-        self._stop_waiting_for_same_id()
-        return False
+    def _check_same_id(self, session: int, watch: bool) -> None:
+        """Whether a node with our id of an earlier session is still in the group; ``watch``: watch
+        ``G/clients`` for its going (see :func:`member_state.same_id_checked`)."""
+        if not watch:
+            stale = bool(stale_same_id(self._members, self.options.member_id, session))
+            step = ms.same_id_checked(self._member, stale, session, time.monotonic(), session_timeout(self.zk))
+        else:
+            log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
+            self.zk.get_children(self.paths.clients, watch=self._join_watch)
+            stale = bool(stale_same_id(self._members, self.options.member_id, session))
+            step = ms.same_id_rechecked(self._member, stale, session)
+        self._member_step(step)
 
-    def _stop_waiting_for_same_id(self) -> None:
-        self._join_deadline = 0.0
+    def _cancel_join_timer(self) -> None:
         if self._join_timer is not None:
             self._join_timer.cancel()
             self._join_timer = None
 
     def _in_session(self) -> bool:
         """Connected in the session this member joined with (not an earlier or a newer one)."""
-        return bool(self._joined_session) and session_id(self.zk) == self._joined_session
+        return self._member.in_session(session_id(self.zk))
 
     def _elect(self) -> None:
         if self._me is None or not self._in_session():
@@ -607,14 +592,9 @@ class Client:
             return
         before = predecessor(members, self._me)
         if before is None:
-            self._become_coordinator()
-            return
-        if self._coordinator is not None:
-            self._stop_coordinating()
-        if self._role != "follower":
-            self._set_role("follower", self._read_epoch())
-        if not watch_predecessor(self.zk, self.paths, before, lambda: self._post(ev.ElectionChanged())):
-            self._post(ev.ElectionChanged())
+            self._seat.lead(self._me, self._members)
+        else:
+            self._seat.follow(before)
 
     def _watch_own_node(self) -> bool:
         assert self._me is not None
@@ -633,66 +613,8 @@ class Client:
 
     def _evicted(self) -> None:
         """Someone deleted our member znode (e.g. the whole group) while our session lives: our claims
-        may be gone too, so stop all work at once, then rejoin."""
-        log.error("our member znode was deleted by someone else: stopping all work and rejoining")
-        self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
-        self._stop_coordinating()
-        self._step(rs.stop_all(self._resources, After.RELEASING))
-        self._joined_session = 0
-        self._me = None
-        self._join()
-
-    def _read_epoch(self) -> int:
-        stat = self.zk.exists(self.paths.epoch)
-        return int(stat.version) if stat else 0
-
-    def _become_coordinator(self) -> None:
-        if self._coordinator is not None and self._coordinator.active:
-            return
-        assert self._me is not None
-        self._coordinator_seq += 1
-        seq = self._coordinator_seq
-        # Its reports name it: one from an instance that has been replaced or stopped is ignored.
-        self._coordinator = Coordinator(
-            self.zk, self.paths, self.options, self._me,
-            on_epoch=lambda epoch: self._post(ev.CoordinatorEpoch(seq, epoch)),
-            on_deposed=lambda reason: self._post(ev.Deposed(seq, reason)),
-            on_bad_data=lambda error: self._post(ev.BadData(error)),
-            epoch_floor=self._epoch_seen,
-            known_members=self._members.known(),
-        )
-        self._coordinator.start()
-
-    def _current_coordinator(self, seq: int) -> bool:
-        return self._coordinator is not None and seq == self._coordinator_seq
-
-    def _coordinator_epoch(self, seq: int, epoch: int) -> None:
-        if not self._current_coordinator(seq):
-            log.info("ignoring the epoch %d of a coordinator instance that was stopped", epoch)
-            return
-        self.options.metrics.coordinator(True)
-        self._set_role("coordinator", epoch)
-
-    def _deposed(self, seq: int, reason: str) -> None:
-        if not self._current_coordinator(seq):
-            return
-        log.warning("no longer coordinator: %s", reason)
-        self._stop_coordinating()
-        self._set_role("follower", self._read_epoch())
-        self._elect()
-
-    def _stop_coordinating(self) -> None:
-        if self._coordinator is not None:
-            self._coordinator.stop(wait=False)
-            self._coordinator = None
-            self.options.metrics.coordinator(False)
-
-    def _set_role(self, role: str, epoch: int) -> None:
-        if (role, epoch) == (self._role, self._epoch):
-            return
-        self._role, self._epoch = role, epoch
-        self._epoch_seen = max(self._epoch_seen, epoch)
-        self._notify("on_role", role, epoch)
+        may be gone too, so stop all work at once, then rejoin (:func:`member_state.evicted`)."""
+        self._member_step(ms.evicted(self._member))
 
     def _set_state(self, state: State) -> None:
         if self._state not in (State.STOPPING, State.STOPPED, State.ABORTED):
@@ -700,138 +622,9 @@ class Client:
 
     # -- assignments ---------------------------------------------------------------------------
 
-    def _watch(self, event: ev.Event) -> Callable[[WatchedEvent], None]:
-        """The one watcher that posts ``event``. kazoo keeps a node's watchers in a set until the watch
-        fires: a fresh callable per read would add one more each time the node is read unchanged (say
-        an assignment re-read at every barrier round), and one change would then post them all."""
-        watcher = self._watchers.get(event)
-        if watcher is None:
-            watcher = self._watchers[event] = lambda _watched: self._post(event)
-        return watcher
-
-    def _assignment_watch(self, node: str) -> Callable[[WatchedEvent], None]:
-        """Like :meth:`_watch`, and it also flags a change at once, so a claim round for the
-        assignment it replaces stops between batches (see :meth:`_claim`)."""
-        event = ev.AssignmentChanged(node)
-        watcher = self._watchers.get(event)
-        if watcher is None:
-            def fired(watched: WatchedEvent) -> None:
-                # NONE: the connection dropped (resync re-reads); another node: an earlier member node's
-                if watched.type != EventType.NONE and self._me is not None and self._me.name == node:
-                    self._assignment_moved.set()
-                self._post(event)
-
-            watcher = self._watchers[event] = fired
-        return watcher
-
-    def _read_assignment(self, node: str | None) -> None:
-        if self._me is None or (node is not None and node != self._me.name):
-            return
-        path = self.paths.member_assignment(self._me.name)
-        self._assignment_moved.clear()
-        try:
-            data, _ = self.zk.get(path, watch=self._assignment_watch(self._me.name))
-        except NoNodeError:
-            if self.zk.exists(path, watch=self._assignment_watch(self._me.name)) is not None:
-                self._post(ev.AssignmentChanged(self._me.name))
-            return
-        if not data:
-            return
-        try:
-            assignment = decode_assignment(self.zk, self.paths, self._me.name, data, self._chunks)
-        except CorruptDataError as exc:  # our previous assignment stays
-            self._bad_data(exc)
-            return
-        self._consider(assignment)
-
     def _bad_data(self, error: CorruptDataError) -> None:
         baddata.report(error, self.options.metrics)
         self._report(error)
-
-    def _consider(self, assignment: MemberAssignment) -> None:
-        if not self._current(assignment):
-            return
-        if assignment.algorithm == Algorithm.GLOBAL_BARRIER.value and assignment.stop:
-            phase, generation = self._barrier
-            if phase != "assigned" or generation != assignment.generation:
-                self._held_assignment = assignment
-                return
-        self._held_assignment = None
-        self._apply_assignment(assignment)
-
-    def _current(self, assignment: MemberAssignment) -> bool:
-        """A record written back into our node is not taken: one written for another member node, or
-        one older than the assignment we already follow (generations only grow within a group)."""
-        assert self._me is not None
-        if assignment.member and assignment.member != self._me.name:
-            log.warning("ignoring an assignment written for member node %s, found in ours", assignment.member)
-            return False
-        if assignment.generation < self._applied_generation:
-            log.warning("ignoring an assignment of generation %d: we follow generation %d",
-                        assignment.generation, self._applied_generation)
-            return False
-        return True
-
-    def _apply_assignment(self, assignment: MemberAssignment) -> None:
-        self._applied_generation = assignment.generation
-        self._apply(set(assignment.resources))
-
-    def _forget_barrier(self) -> None:
-        self._barrier = ("", 0)
-        self._held_assignment = None
-        self._stopped_for = None
-        self._applied_generation = 0  # the generation of the assignment this member node follows
-
-    def _read_barrier(self) -> None:
-        try:
-            data, _ = self.zk.get(self.paths.barrier, watch=self._watch(ev.BarrierChanged()))
-        except NoNodeError:
-            # Created between the two reads: the exists watch only fires on the *next* change, so
-            # read again now, or a member misses the first stop and stalls the barrier until its timeout.
-            if self.zk.exists(self.paths.barrier, watch=self._watch(ev.BarrierChanged())) is not None:
-                self._post(ev.BarrierChanged())
-            return
-        try:
-            record = wire.decode_barrier(data, path=self.paths.barrier)
-        except CorruptDataError as exc:  # ignored; a Global Barrier coordinator overwrites it
-            self._bad_data(exc)
-            return
-        phase, generation = record.phase.value, record.generation
-        self._barrier = (phase, generation)
-        if phase == Phase.STOP:
-            if generation != self._stopped_for and self._binding(record):
-                self._stop_for_barrier(generation)
-        elif phase == Phase.ASSIGNED:
-            held = self._held_assignment
-            if held is not None and held.generation == generation:
-                self._held_assignment = None
-                self._apply_assignment(held)
-            elif self._applied_generation < generation:  # else applied already (a generation without a stop)
-                self._read_assignment(None)
-
-    def _binding(self, record: BarrierRecord) -> bool:
-        """A stop order binds only when the current coordinator gave it (see :func:`stop_binds`). One
-        left by a coordinator that has since been replaced, or written by hand, is ignored (the
-        coordinator in office ends it)."""
-        current = self._read_epoch()
-        if not stop_binds(record, current):
-            log.warning("ignoring the stop order of barrier generation %d: given under epoch %d, the "
-                        "current epoch is %d", record.generation, record.epoch, current)
-            return False
-        return True
-
-    def _stop_for_barrier(self, generation: int) -> None:
-        assert self._me is not None
-        # Work stops everywhere; the claims stay until the new assignment says which ones moved, so a
-        # rebalance writes in proportion to the moved resources (and a kept resource keeps its token).
-        self._step(rs.stop_all(self._resources, After.NOTHING))
-        try:
-            self.zk.create(self.paths.stop_marker(generation, self._me.name), b"", ephemeral=True)
-        except NodeExistsError:
-            pass
-        except NoNodeError:
-            log.info("barrier generation %d already finished", generation)
-        self._stopped_for = generation
 
     def _apply(self, desired: set[str]) -> None:
         self._step(rs.assign(self._resources, desired, self._held_claims()))
@@ -888,7 +681,7 @@ class Client:
                 return
         # A newer assignment arriving meanwhile ends the round between batches: what it still names
         # stays wanted and is claimed when it is applied, what it does not is never written.
-        result = self._book.claim(wanted, abandon=self._assignment_moved.is_set)
+        result = self._book.claim(wanted, abandon=self._follower.moved.is_set)
         if result.deferred and self._me is not None:
             self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
         for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
@@ -900,50 +693,27 @@ class Client:
     # -- standby: a stop callback that has not returned -----------------------------------------
 
     def _step_aside(self, stuck: set[str]) -> None:
-        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running.
-        ``on_assigned`` for them would have to wait for it, and it may never return: holding them
-        would leave them unworked for as long. So the member leaves the group, gracefully (its
-        resources move at once, without a departure grace), and joins again, in the same session,
-        once every overrunning callback has returned."""
-        log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
-        self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
-        self._notify("on_session", "standby")
-        self._stop_coordinating()
-        self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
-        self._aside, _ = sb.step_aside(self._aside, self._me.name if self._me is not None else None)
-        self._joined_session, self._me = 0, None
-        self._standby_chores()
-        self._set_state(State.JOINING)
-        self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
+        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running:
+        the member leaves the group until every overrunning callback has returned
+        (:func:`member_state.step_aside`)."""
+        self._member_step(ms.step_aside(self._member, frozenset(stuck)))
 
-    def _standby_chores(self) -> bool:
-        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left;
-        True when standby is over. What a member on standby must not keep: its claims and the member
-        node it left. While deleting either fails (the connection dropped, a leader election), a
-        timer tries again every T/4: a claim kept would leave its resource unworked (its next owner
-        waits for it), the node would keep us in the group, assigned resources we do not work on, and
-        a Global Barrier round would wait its whole timeout for us. Never two member nodes in one
-        session: no rejoin while the old one exists."""
+    def _standby_chores(self, joining: bool) -> None:
+        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left.
+        What a member on standby must not keep: its claims and the member node it left. While deleting
+        either fails (the connection dropped, a leader election), a timer tries again every T/4: a
+        claim kept would leave its resource unworked (its next owner waits for it), the node would keep
+        us in the group, assigned resources we do not work on, and a Global Barrier round would wait its
+        whole timeout for us. Never two member nodes in one session: no rejoin while the old one exists."""
         gone = True
-        for chore in sb.chores(self._aside):
+        for chore in sb.chores(self._member.standby):
             match chore:
                 case sb.Release():
                     self._release_pending()
                 case sb.DeleteNode(name):
                     gone = self._delete_left_node(name)
         pending = rs.pending_release(self._resources) is not None
-        self._aside, effects = sb.observed(self._aside, gone, pending, self._callbacks.blocked_any())
-        for effect in effects:
-            match effect:
-                case sb.RetryLater():
-                    log.info("on standby, still to delete: member node %r, %d claims", self._aside.node,
-                             len(self._resources.releasing))
-                    self._retry_standby_later()
-                case sb.Rejoin():
-                    log.info("every overrunning callback has returned: joining the group again")
-                    self._notify("on_session", "rejoining")
-                    return True
-        return False
+        self._member_step(ms.standby_observed(self._member, gone, pending, self._callbacks.blocked_any(), joining))
 
     def _retry_standby_later(self) -> None:
         if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
@@ -1000,7 +770,7 @@ class Client:
 
     def _leave(self) -> None:
         self._state = State.STOPPING
-        self._stop_coordinating()
+        self._seat.stop()
         self._revoke_everything_for_exit()
         if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
             self._delete_membership(self._me.name)
@@ -1019,8 +789,9 @@ class Client:
         its session: nothing of it may stay in the group; no later round may come to drop it)."""
         self._delete_quietly(self.paths.member_assignment(node), recursive=True)
         self._delete_quietly(self.paths.client(node), recursive=False)
-        if self._stopped_for is not None:
-            self._delete_quietly(self.paths.stop_marker(self._stopped_for, node), recursive=False)
+        stopped_for = self._follower.state.stopped_for
+        if stopped_for is not None:
+            self._delete_quietly(self.paths.stop_marker(stopped_for, node), recursive=False)
 
     def _delete_quietly(self, path: str, recursive: bool) -> None:
         try:
