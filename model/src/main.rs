@@ -60,7 +60,7 @@ fn conform_cfg(t: &rebalanser_model::conform::Trace, campaign: bool) -> Cfg {
             .iter()
             .filter(|i| matches!(i, Item::Step(e) if f(e)))
             .count()
-            .min(60) as u8
+            .min(200) as u8
     };
     let mut c = Cfg::small(if t.global {
         Algo::GlobalBarrier
@@ -105,7 +105,10 @@ fn conform(args: Vec<String>) -> ExitCode {
                 continue;
             }
         };
-        let lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).count();
+        let lines = text
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .count();
         events += lines;
         let names = resource_names(&text);
         let mut verdicts = vec![];
@@ -122,8 +125,14 @@ fn conform(args: Vec<String>) -> ExitCode {
             verdicts.push((r.clone(), v));
         }
         unmapped_total += unmapped.len();
-        let bad = verdicts.iter().filter(|(_, v)| matches!(v, Verdict::NoPath { .. })).count();
-        let out = verdicts.iter().filter(|(_, v)| matches!(v, Verdict::OutOfBounds(_))).count();
+        let bad = verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::NoPath { .. }))
+            .count();
+        let out = verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::OutOfBounds(_)))
+            .count();
         let ok = verdicts.len() - bad - out;
         proj_ok += ok;
         proj_bad += bad;

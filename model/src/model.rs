@@ -493,7 +493,12 @@ impl Proto {
                 masks[who] |= 1 << r;
             }
         }
-        Some(s.nodes.iter().map(|nd| (nd.member, masks[nd.member as usize])).collect())
+        Some(
+            s.nodes
+                .iter()
+                .map(|nd| (nd.member, masks[nd.member as usize]))
+                .collect(),
+        )
     }
 
     fn lowest_node(&self, s: &St) -> Option<Node> {
