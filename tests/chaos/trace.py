@@ -160,6 +160,10 @@ class Mapper:
                 yield f"resume {m}"
             else:
                 yield f"note {m} connected (its first session)"
+        elif state == "suspended" and m in self.suspended:
+            # kazoo reconnected and dropped again, the reconnection not reported (a CONNECTED of a
+            # session the client no longer took for current): the model's member stays disconnected
+            yield f"note {m} suspended again (the reconnection between was not reported)"
         elif state == "suspended":
             self.suspended.add(m)
             yield f"suspend {m}"
