@@ -586,8 +586,11 @@ impl Proto {
                 continue;
             }
             if x.standby {
+                // on standby it keeps its session: a dropped connection reconnects as any other
                 if x.connected {
                     out.push(Act::Rejoin(m));
+                } else {
+                    out.push(Act::Reconnect(m));
                 }
                 continue;
             }
