@@ -109,8 +109,8 @@ pub fn resource_names(text: &str) -> Vec<String> {
 }
 
 /// Parses a trace, projected onto the resources `keep` (at most `MAX_R`; all when `None`). Members
-/// are taken in join order; when there are more than `MAX_M`, only those the kept lines concern (the
-/// kept resources' lines and `office`) are kept, and the trace is out of bounds if they are still more.
+/// are taken in join order; with `keep`, only those the kept lines concern (the kept resources' lines
+/// and `office`); the trace is out of bounds if they are more than `MAX_M`.
 pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
     let mut t = Trace::default();
     let mut all_members: Vec<String> = vec![];
@@ -136,7 +136,8 @@ pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
             involved.push(w[1].to_string());
         }
     }
-    let members: Vec<String> = if all_members.len() <= MAX_M {
+    // a member with no line on the kept resources (and never in office) plays no part in them
+    let members: Vec<String> = if keep.is_none() {
         all_members
     } else {
         all_members.into_iter().filter(|m| involved.contains(m)).collect()

@@ -91,7 +91,7 @@ fn conform(args: Vec<String>) -> ExitCode {
     let max = std::env::var("CONFORM_MAX_STATES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
+        .unwrap_or(1_000_000);
     let campaign = args.iter().any(|a| a == "--campaign");
     let files: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let (mut whole_ok, mut whole_bad, mut whole_out) = (0, 0, 0);
