@@ -215,18 +215,20 @@ def export(run: Path, out: Path) -> Path:
 def campaign_steps(target_dir: Path) -> list[tuple[Path, dict[str, Any], int, int]]:
     """(logs dir, step record, window start, window end) per campaign step with its fleet's streams."""
     steps = [json.loads(line) for line in (target_dir / "steps.jsonl").read_text().splitlines() if line.strip()]
-    starts = [min((f["start_ns"] for f in s.get("faults", []) if "start_ns" in f), default=None) for s in steps]
+    starts: list[int | None] = [
+        min((int(f["start_ns"]) for f in s.get("faults", []) if "start_ns" in f), default=None) for s in steps]
     runs = sorted(p for p in target_dir.glob("*/run*/logs") if any(p.glob("*.jsonl")))
     out = []
+    streams = {logs: events_of(logs) for logs in runs}
     for k, step in enumerate(steps):
-        if starts[k] is None:
+        start = starts[k]
+        if start is None:
             continue
         later = [t for t in starts[k + 1:] if t is not None]
         end = later[0] if later else 1 << 62
-        for logs in runs:
-            events = events_of(logs)
-            if events and events[0]["ts"] <= starts[k] <= events[-1]["ts"]:
-                out.append((logs, step, starts[k], end))
+        for logs, events in streams.items():
+            if events and events[0]["ts"] <= start <= events[-1]["ts"]:
+                out.append((logs, step, start, end))
                 break
     return out
 
@@ -267,7 +269,9 @@ def export_campaign(target_dir: Path, out: Path, sample: int, seed: int) -> list
     cache: dict[Path, list[dict[str, Any]]] = {}
     for k in picked:
         logs, step, start, end = steps[k]
-        events = cache.setdefault(logs, events_of(logs))
+        if logs not in cache:
+            cache[logs] = events_of(logs)
+        events = cache[logs]
         target = out / f"{target_dir.name}-step{step['index']:04d}-{step['kind']}.trace"
         target.write_text("\n".join(step_lines(events, algo, start, end)) + "\n")
         written.append(target)
