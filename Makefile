@@ -72,12 +72,20 @@ model: ## the protocol's model, checked exhaustively within bounds (stateright);
 model-negative: ## each protected rule of the model removed in turn; exit 0 only when every one gives a counterexample
 	cd model && cargo test --release --locked -q --test negative -- --nocapture --test-threads=1
 
-# recorded runs (worker event streams) checked against the model: docs/protocol.md "Conformance"
+# recorded runs (worker event streams) checked against the model: docs/protocol.md "Conformance".
+# Every explorer run; CONFORM_SAMPLE steps of each campaign target found under CONFORM_CAMPAIGN.
 CONFORM_RUNS ?= .chaos-explore
-model-conform: ## each recorded explorer run's worker events checked as a behaviour of the model (part of make chaos)
-	rm -rf $(CONFORM_RUNS)/traces
+CONFORM_CAMPAIGN ?= .chaos-campaign
+CONFORM_SAMPLE ?= 20
+model-conform: ## recorded explorer runs and a sample of campaign steps checked as behaviours of the model (part of make chaos)
+	rm -rf $(CONFORM_RUNS)/traces $(CONFORM_CAMPAIGN)/traces
 	$(BIN)/python -m tests.chaos.trace $(CONFORM_RUNS)/runs/* --out $(CONFORM_RUNS)/traces
 	cd model && cargo run --release --locked -q -- conform $(abspath $(CONFORM_RUNS))/traces/*.trace
+	@if ls $(CONFORM_CAMPAIGN)/*/steps.jsonl >/dev/null 2>&1; then \
+		$(BIN)/python -m tests.chaos.trace --out $(CONFORM_CAMPAIGN)/traces --sample $(CONFORM_SAMPLE) \
+			$(patsubst %,--campaign %,$(dir $(wildcard $(CONFORM_CAMPAIGN)/*/steps.jsonl))) && \
+		cd model && cargo run --release --locked -q -- conform --campaign $(abspath $(CONFORM_CAMPAIGN))/traces/*.trace; \
+	else echo "model-conform: no campaign steps under $(CONFORM_CAMPAIGN)"; fi
 
 model-deep: ## the model at deeper bounds (part of make chaos)
 	cd model && cargo run --release --locked -q -- deep
@@ -115,7 +123,7 @@ bench-failover: setup ## failover on the real cluster alone (kill -> worked agai
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
 # cluster (tests/chaos/realcluster.py; its section goes into the same report)
 chaos: setup image cluster-up model-deep ## long randomised fault campaign, the every-request explorer, failover faults on the real cluster -> docs/chaos-report.*
-	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30}
+	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30} --workdir $(CONFORM_CAMPAIGN)
 	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
 	$(BIN)/python -m tests.chaos.explore --all --report --workdir $(CONFORM_RUNS)
 	$(MAKE) model-conform

@@ -1,37 +1,75 @@
 //! Conformance: is a recorded run of the real processes a behaviour the model allows?
 //!
-//! A trace (one per run, written by `tests/chaos/trace.py`) is a list of observable events, one a line:
-//! `start M R` (member M begins work on resource R: its `assigned` event), `stop M R` (it stops: its
-//! `revoked` event), `algo global|resource` (the algorithm), `join M` (names the members in the order they first joined; not matched).
-//! `#` starts a comment; other words on a line (the token) are kept for the reader but not matched.
-//! Members are mapped to the model's A, B, C in join order, resources to r0, r1 in order of first
-//! appearance; a trace with more is projected onto the first ones (see `project`).
+//! A trace (one per run, written by `tests/chaos/trace.py` from the workers' JSON events) has one
+//! line per event, in time order:
 //!
-//! The search walks the model's state space guided by the trace: a model step whose change to the
-//! members' `working` sets is empty is unobservable and may come anywhere; a step that changes it must
-//! produce exactly the trace's next events (as a set). The one exception: a process that dies
-//! (`Crash`) stops its work without an event, as a killed worker does. States are explored best-first
-//! (furthest in the trace first), up to a bound on visited states.
+//! - step labels, each matched by one model step: `start M R TOKEN` (its `assigned` event), `stop M
+//!   R` (its `revoked` event), `standby M`, `rejoin M`, `leave M` (a graceful exit), `office M` (takes
+//!   office), `suspend M` (the connection dropped), `resume M` (reconnected in the same session),
+//!   `expired M` (its session ended: a new one follows);
+//! - `tick M R TOKEN`: a state predicate (M works on R at that point), checked, not a step;
+//! - `note M WHAT`: an event folded into a neighbouring step (the first `connected`, `role follower`,
+//!   a callback that returns on standby, `closed`, `stopped`); counted, not matched;
+//! - `unmapped M WHAT`: an event the exporter could map to no model step (reported);
+//! - `algo global|resource`; `join M` names the members in order of first appearance.
+//!
+//! `#` starts a comment. The model's invariants are per resource, so a run is checked once per
+//! resource (`parse` with `keep`): that resource's `start`/`stop`/`tick` lines and every member-level
+//! line, the plan free to be any plan (`Cfg::any_plan`; see docs/protocol.md, "Conformance").
+//!
+//! The search walks the model's states guided by the trace: a step whose label set is empty is
+//! unobservable and may come anywhere; a step with labels must produce exactly the trace's next
+//! labels (as a set). A process that dies (`Crash`) stops its work without an event, as a killed
+//! worker does. States are explored best-first (furthest in the trace first), up to a bound.
 
 use crate::model::{Act, Cfg, Proto, St, MAX_M, MAX_R};
 use stateright::Model;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ev {
     Start(u8, u8),
     Stop(u8, u8),
+    Standby(u8),
+    Rejoin(u8),
+    Leave(u8),
+    Office(u8),
+    Suspend(u8),
+    Resume(u8),
+    Expired(u8),
 }
 
-#[derive(Debug)]
+impl Ev {
+    fn member(&self) -> u8 {
+        match *self {
+            Ev::Start(m, _) | Ev::Stop(m, _) => m,
+            Ev::Standby(m) | Ev::Rejoin(m) | Ev::Leave(m) | Ev::Office(m) => m,
+            Ev::Suspend(m) | Ev::Resume(m) | Ev::Expired(m) => m,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Item {
+    /// A step label.
+    Step(Ev),
+    /// `tick M R`: M works on R here.
+    Works(u8, u8),
+}
+
+#[derive(Debug, Default)]
 pub struct Trace {
-    pub events: Vec<Ev>,
-    /// Events as written (for messages), parallel to `events`.
+    pub items: Vec<Item>,
+    /// Items as written (for messages), parallel to `items`.
     pub lines: Vec<String>,
     pub members: usize,
     pub resources: usize,
-    /// Members or resources beyond the model's bounds whose events were dropped.
+    /// Lines of other resources (or of members beyond the projection) left out.
     pub dropped: usize,
+    /// `note` lines: events folded into a neighbouring step.
+    pub notes: usize,
+    /// `unmapped` lines: events with no model counterpart.
+    pub unmapped: Vec<String>,
     /// `algo global`: the run used the Global Barrier.
     pub global: bool,
 }
@@ -50,78 +88,138 @@ pub enum Verdict {
     OutOfBounds(String),
 }
 
+fn words(line: &str) -> Vec<&str> {
+    line.split('#').next().unwrap_or("").split_whitespace().collect()
+}
+
+fn is_resource_line(w: &[&str]) -> bool {
+    w.len() >= 3 && matches!(w[0], "start" | "stop" | "tick")
+}
+
 /// The resources a trace names, in order of first appearance.
 pub fn resource_names(text: &str) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for line in text.lines() {
-        let w: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
-        if w.len() >= 3 && (w[0] == "start" || w[0] == "stop") && !out.iter().any(|x| x == w[2]) {
+        let w = words(line);
+        if is_resource_line(&w) && !out.iter().any(|x| x == w[2]) {
             out.push(w[2].to_string());
         }
     }
     out
 }
 
-/// Parses a trace, projecting it onto at most `MAX_M` members (in join order) and the resources `keep`
-/// (at most `MAX_R`; all when `None`).
+/// Parses a trace, projected onto the resources `keep` (at most `MAX_R`; all when `None`). Members
+/// are taken in join order; with `keep`, only those the kept lines concern (the kept resources' lines
+/// and `office`); the trace is out of bounds if they are more than `MAX_M`.
 pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
-    let mut members: Vec<String> = vec![];
-    let mut resources: Vec<String> = keep.map(|k| k.to_vec()).unwrap_or_default();
-    let max_r = keep.map_or(MAX_R, |k| k.len().min(MAX_R));
-    let mut t = Trace {
-        events: vec![],
-        lines: vec![],
-        members: 0,
-        resources: 0,
-        dropped: 0,
-        global: false,
-    };
+    let mut t = Trace::default();
+    let mut all_members: Vec<String> = vec![];
+    let mut involved: Vec<String> = vec![];
+    let kept = |w: &[&str]| keep.map_or(true, |k| k.iter().any(|x| x == w[2]));
+    // first pass: the members, and which ones the projection concerns
     for (no, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("").trim();
-        let w: Vec<&str> = line.split_whitespace().collect();
+        let w = words(raw);
         if w.is_empty() {
             continue;
         }
-        let index = |names: &mut Vec<String>, n: &str| match names.iter().position(|x| x == n) {
-            Some(i) => i,
-            None => {
-                names.push(n.to_string());
-                names.len() - 1
-            }
-        };
-        match (w[0], w.len()) {
-            ("algo", 2) => t.global = w[1] == "global",
-            ("join", 2) => {
-                index(&mut members, w[1]);
-            }
-            ("start" | "stop", n) if n >= 3 => {
-                let m = index(&mut members, w[1]);
-                if keep.is_some_and(|k| !k.iter().any(|x| x == w[2])) {
-                    t.dropped += 1;
-                    continue;
-                }
-                let r = index(&mut resources, w[2]);
-                if m >= MAX_M || r >= max_r {
-                    t.dropped += 1;
-                    continue;
-                }
-                let (m, r) = (m as u8, r as u8);
-                t.events.push(if w[0] == "start" {
-                    Ev::Start(m, r)
-                } else {
-                    Ev::Stop(m, r)
-                });
-                t.lines.push(format!("line {}: {}", no + 1, line));
-            }
-            _ => return Err(format!("line {}: cannot read {:?}", no + 1, raw)),
+        if w.len() < 2 && w[0] != "algo" {
+            return Err(format!("line {}: cannot read {:?}", no + 1, raw));
+        }
+        if w[0] == "algo" {
+            continue;
+        }
+        if !all_members.iter().any(|x| x == w[1]) {
+            all_members.push(w[1].to_string());
+        }
+        let concerns = (is_resource_line(&w) && kept(&w)) || w[0] == "office";
+        if concerns && !involved.iter().any(|x| x == w[1]) {
+            involved.push(w[1].to_string());
         }
     }
-    t.members = members.len().min(MAX_M);
-    t.resources = resources.len().min(max_r);
+    // a member with no line on the kept resources (and never in office) plays no part in them
+    let members: Vec<String> = if keep.is_none() {
+        all_members
+    } else {
+        all_members.into_iter().filter(|m| involved.contains(m)).collect()
+    };
+    if members.len() > MAX_M {
+        return Err(format!(
+            "{} members concern the projection (the model has {MAX_M})",
+            members.len()
+        ));
+    }
+    let mut resources: Vec<String> = keep.map(|k| k.to_vec()).unwrap_or_default();
+    for (no, raw) in text.lines().enumerate() {
+        let w = words(raw);
+        if w.is_empty() {
+            continue;
+        }
+        if w[0] == "algo" {
+            t.global = w.get(1) == Some(&"global");
+            continue;
+        }
+        let Some(m) = members.iter().position(|x| x == w[1]) else {
+            t.dropped += 1;
+            continue;
+        };
+        let m = m as u8;
+        let item = match (w[0], w.len()) {
+            ("join", _) => continue,
+            ("note", _) => {
+                t.notes += 1;
+                continue;
+            }
+            ("unmapped", _) => {
+                t.unmapped.push(format!("line {}: {}", no + 1, raw.trim()));
+                continue;
+            }
+            ("start" | "stop" | "tick", n) if n >= 3 => {
+                if !kept(&w) {
+                    t.dropped += 1;
+                    continue;
+                }
+                let r = match resources.iter().position(|x| x == w[2]) {
+                    Some(i) => i,
+                    None => {
+                        resources.push(w[2].to_string());
+                        resources.len() - 1
+                    }
+                };
+                if r >= MAX_R {
+                    return Err(format!("more than {MAX_R} resources"));
+                }
+                let r = r as u8;
+                match w[0] {
+                    "start" => Item::Step(Ev::Start(m, r)),
+                    "stop" => Item::Step(Ev::Stop(m, r)),
+                    _ => Item::Works(m, r),
+                }
+            }
+            ("standby", _) => Item::Step(Ev::Standby(m)),
+            ("rejoin", _) => Item::Step(Ev::Rejoin(m)),
+            ("leave", _) => Item::Step(Ev::Leave(m)),
+            ("office", _) => Item::Step(Ev::Office(m)),
+            ("suspend", _) => Item::Step(Ev::Suspend(m)),
+            ("resume", _) => Item::Step(Ev::Resume(m)),
+            ("expired", _) => Item::Step(Ev::Expired(m)),
+            _ => return Err(format!("line {}: cannot read {:?}", no + 1, raw)),
+        };
+        // a tick repeated without a step between them says nothing new
+        if matches!(item, Item::Works(..)) {
+            let since = t.items.iter().rev().take_while(|i| matches!(i, Item::Works(..)));
+            if since.clone().any(|i| *i == item) {
+                continue;
+            }
+        }
+        t.items.push(item);
+        t.lines.push(format!("line {}: {}", no + 1, raw.trim()));
+    }
+    t.members = members.len();
+    t.resources = resources.len();
     Ok(t)
 }
 
-/// The observable events of one model step (sorted); a dying process's stops are silent.
+/// The labels of one model step (sorted); a dying process's stops are silent.
 fn observe(a: &Act, s: &St, n: &St) -> Vec<Ev> {
     let mut out = vec![];
     for m in 0..MAX_M {
@@ -136,63 +234,112 @@ fn observe(a: &Act, s: &St, n: &St) -> Vec<Ev> {
             }
         }
     }
+    match *a {
+        Act::Standby(m) => out.push(Ev::Standby(m)),
+        Act::Rejoin(m) => out.push(Ev::Rejoin(m)),
+        Act::Leave(m) => out.push(Ev::Leave(m)),
+        Act::TakeOffice(m) if n.mem[m as usize].coord != 0 => out.push(Ev::Office(m)),
+        Act::Disconnect(m) | Act::FollowerGivesUp(m) | Act::Expire(m) if s.mem[m as usize].connected => {
+            out.push(Ev::Suspend(m))
+        }
+        Act::Reconnect(m) if n.mem[m as usize].sess == s.mem[m as usize].sess => out.push(Ev::Resume(m)),
+        Act::Reconnect(m) => out.push(Ev::Expired(m)),
+        _ => {}
+    }
     out.sort();
     out
 }
 
-/// Searches the model (configured by `cfg`, its sizes set from the trace) for a path whose observable
-/// projection is the trace, visiting at most `max_states` (state, position) pairs.
-pub fn check_trace(mut cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
-    if t.members == 0 {
-        return Verdict::OutOfBounds("no members".into());
-    }
+/// The model configured for conformance: `cfg`'s rules and algorithm, the trace's sizes, any plan,
+/// outsiders' deletions of member nodes and sessions, budgets wide enough for a recorded run.
+pub fn conform_cfg(mut cfg: Cfg, t: &Trace) -> Cfg {
     cfg.members = t.members;
     cfg.resources = t.resources.max(1);
     cfg.liveness = false;
-    let p = Proto { cfg };
+    cfg
+}
+
+/// Searches the model (configured by `cfg`, its sizes set from the trace) for a path whose labels
+/// are the trace's, visiting at most `max_states` (state, position) pairs.
+pub fn check_trace(cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
+    if t.members == 0 {
+        return Verdict::OutOfBounds("no members".into());
+    }
+    let p = Proto {
+        cfg: conform_cfg(cfg, t),
+    };
+    let n_items = t.items.len();
     let mut seen: HashSet<(St, usize)> = HashSet::new();
     // best-first: one stack per trace position, the furthest served first
-    let mut levels: Vec<Vec<St>> = vec![vec![]; t.events.len() + 1];
+    // breadth first within a position: the shortest unobservable way to the next label first
+    let mut levels: Vec<VecDeque<St>> = vec![VecDeque::new(); n_items + 1];
     for s in p.init_states() {
         if seen.insert((s.clone(), 0)) {
-            levels[0].push(s);
+            levels[0].push_back(s);
         }
+    }
+    // a member dies silently only after its last line (a killed worker's stream just ends)
+    let mut last = [0usize; MAX_M];
+    for (k, item) in t.items.iter().enumerate() {
+        let m = match item {
+            Item::Step(e) => e.member(),
+            Item::Works(m, _) => *m,
+        };
+        last[m as usize] = k + 1;
     }
     let mut best = 0;
     let mut acts = vec![];
-    let mut by_len: HashMap<usize, Vec<Ev>> = HashMap::new();
+    let mut want: HashMap<usize, Vec<Ev>> = HashMap::new();
     while let Some(i) = (0..levels.len()).rev().find(|&i| !levels[i].is_empty()) {
-        if i == t.events.len() {
+        if i == n_items {
             return Verdict::Conforms { states: seen.len() };
         }
         if seen.len() >= max_states {
             break;
         }
-        let s = levels[i].pop().expect("non-empty level");
+        let s = levels[i].pop_front().expect("non-empty level");
+        if let Item::Works(m, r) = t.items[i] {
+            // a predicate: holds here (then the next item), or this state is a dead end
+            if s.mem[m as usize].working & (1 << r) != 0 {
+                best = best.max(i + 1);
+                if seen.insert((s.clone(), i + 1)) {
+                    levels[i + 1].push_back(s);
+                }
+            }
+            continue;
+        }
         acts.clear();
         p.actions(&s, &mut acts);
         for a in acts.iter() {
+            if matches!(a, Act::Crash(m) if last[*m as usize] > i) {
+                continue;
+            }
             let Some(n) = p.next_state(&s, *a) else { continue };
             if !p.within_boundary(&n) {
                 continue;
             }
             let obs = observe(a, &s, &n);
             let j = i + obs.len();
-            if j > t.events.len() {
+            if j > n_items {
                 continue;
             }
             if !obs.is_empty() {
-                let want = by_len.entry(obs.len()).or_default();
-                want.clear();
-                want.extend_from_slice(&t.events[i..j]);
-                want.sort();
-                if *want != obs {
+                let w = want.entry(obs.len()).or_default();
+                w.clear();
+                for item in &t.items[i..j] {
+                    match item {
+                        Item::Step(e) => w.push(*e),
+                        Item::Works(..) => w.clear(),
+                    }
+                }
+                w.sort();
+                if *w != obs {
                     continue;
                 }
             }
             best = best.max(j);
             if seen.insert((n.clone(), j)) {
-                levels[j].push(n);
+                levels[j].push_back(n);
             }
         }
     }

@@ -51,101 +51,131 @@ fn bounds(deep: bool) -> Vec<(String, Cfg)> {
     out
 }
 
-/// `conform TRACE...`: each recorded trace checked against the model (docs/protocol.md, "Conformance").
-/// Exit 1 when a trace within bounds has no matching path.
-fn conform(files: Vec<String>) -> ExitCode {
+/// The conformance configuration of one projected trace: any plan, joins in any order, and fault
+/// budgets from what the trace shows (its observable faults) or allows (silent ones).
+fn conform_cfg(t: &rebalanser_model::conform::Trace, campaign: bool) -> Cfg {
+    use rebalanser_model::conform::{Ev, Item};
+    let count = |f: fn(&Ev) -> bool| {
+        t.items
+            .iter()
+            .filter(|i| matches!(i, Item::Step(e) if f(e)))
+            .count()
+            .min(200) as u8
+    };
+    let mut c = Cfg::small(if t.global {
+        Algo::GlobalBarrier
+    } else {
+        Algo::ResourceBarrier
+    });
+    c.max_zxid = 250;
+    c.any_plan = true;
+    c.ordered_joins = false;
+    let suspends = count(|e| matches!(e, Ev::Suspend(_)));
+    c.disconnects = suspends;
+    c.expiries = suspends;
+    c.standbys = count(|e| matches!(e, Ev::Standby(_)));
+    c.leaves = count(|e| matches!(e, Ev::Leave(_)));
+    c.crashes = t.members as u8; // a killed worker's stream just ends
+    c.node_deletes = 1; // the explorer's eviction, the failover
+    c.cuts = campaign as u8; // the campaign's partitions
+    c.admin_deletes = campaign as u8; // its tampering
+    c.group_deletes = campaign as u8;
+    c.faults = 250;
+    c
+}
+
+/// `conform [--campaign] TRACE...`: each recorded trace checked against the model, once per resource
+/// (docs/protocol.md, "Conformance"). Exit 1 when a trace has no matching path or an unmapped event.
+fn conform(args: Vec<String>) -> ExitCode {
     use rebalanser_model::conform::{check_trace, parse, resource_names, Verdict};
     let max = std::env::var("CONFORM_MAX_STATES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(400_000);
-    // a projection (a run with more resources than the model's two) may fail only because the plan
-    // balanced more resources than it sees: those are reported, and only whole traces fail the exit
-    let (mut ok, mut bad, mut out, mut bad_whole) = (0, 0, 0, 0);
+        .unwrap_or(1_000_000);
+    let campaign = args.iter().any(|a| a == "--campaign");
+    let files: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let (mut whole_ok, mut whole_bad, mut whole_out) = (0, 0, 0);
+    let (mut proj_ok, mut proj_bad, mut proj_out, mut events, mut unmapped_total) = (0, 0, 0, 0, 0);
     for f in &files {
         let text = match std::fs::read_to_string(f) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("{f}: {e}");
-                bad += 1;
-                bad_whole += 1;
+                whole_bad += 1;
                 continue;
             }
         };
-        // each pair of the run's resources in turn (the model has two)
+        let lines = text
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .count();
+        events += lines;
         let names = resource_names(&text);
-        let mut pairs: Vec<Vec<String>> = vec![];
-        for i in 0..names.len() {
-            for j in i + 1..names.len() {
-                pairs.push(vec![names[i].clone(), names[j].clone()]);
-            }
-        }
-        if names.len() < 2 {
-            pairs.push(names.clone());
-        }
-        for keep in &pairs {
-            let verdict = match parse(&text, Some(keep)) {
+        let mut verdicts = vec![];
+        let mut unmapped = vec![];
+        for r in &names {
+            let keep = vec![r.clone()];
+            let v = match parse(&text, Some(&keep)) {
                 Err(e) => Verdict::OutOfBounds(e),
                 Ok(t) => {
-                    let mut cfg = Cfg::small(if t.global {
-                        Algo::GlobalBarrier
-                    } else {
-                        Algo::ResourceBarrier
-                    });
-                    cfg.max_zxid = 60;
-                    cfg.standbys = 1; // the explorer drives standby and graceful leaves
-                    cfg.leaves = 1;
-                    let v = check_trace(cfg, &t, max);
-                    let proj = if t.dropped > 0 {
-                        format!(" ({} events beyond the bounds left out)", t.dropped)
-                    } else {
-                        String::new()
-                    };
-                    println!(
-                        "{f} [{}]: {} events, {} members, {} resources{proj}",
-                        keep.join(","),
-                        t.events.len(),
-                        t.members,
-                        t.resources
-                    );
-                    v
+                    unmapped = t.unmapped.clone();
+                    check_trace(conform_cfg(&t, campaign), &t, max)
                 }
             };
-            match verdict {
-                Verdict::Conforms { states } => {
-                    ok += 1;
-                    println!("  conforms ({states} states)");
-                }
+            verdicts.push((r.clone(), v));
+        }
+        unmapped_total += unmapped.len();
+        let bad = verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::NoPath { .. }))
+            .count();
+        let out = verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::OutOfBounds(_)))
+            .count();
+        let ok = verdicts.len() - bad - out;
+        proj_ok += ok;
+        proj_bad += bad;
+        proj_out += out;
+        let verdict = if bad > 0 || !unmapped.is_empty() {
+            whole_bad += 1;
+            "DOES NOT CONFORM"
+        } else if out > 0 {
+            whole_out += 1;
+            "out of bounds"
+        } else {
+            whole_ok += 1;
+            "conforms"
+        };
+        println!("{f}: {lines} lines, {} resources: {verdict}", names.len());
+        for u in &unmapped {
+            println!("  no model counterpart: {u}");
+        }
+        for (r, v) in &verdicts {
+            match v {
+                Verdict::Conforms { .. } => {}
                 Verdict::NoPath {
                     matched,
                     first_unmatched,
                     states,
                     exhausted,
                 } => {
-                    bad += 1;
-                    if names.len() <= 2 {
-                        bad_whole += 1;
-                    }
-                    let how = if exhausted {
+                    let how = if *exhausted {
                         "every path within the bounds tried"
                     } else {
                         "search bound reached"
                     };
-                    println!("  NO MATCHING PATH: {matched} events matched; first unmatched: {first_unmatched} ({states} states, {how})");
+                    println!("  [{r}] NO MATCHING PATH: {matched} items matched; first unmatched: {first_unmatched} ({states} states, {how})");
                 }
-                Verdict::OutOfBounds(why) => {
-                    out += 1;
-                    println!("  out of bounds: {why}");
-                }
+                Verdict::OutOfBounds(why) => println!("  [{r}] out of bounds: {why}"),
             }
         }
     }
     println!(
-        "conformance: {} traces, {} projections onto two resources: {ok} conform, {bad} without a matching path, {out} out of bounds",
-        files.len(), ok + bad + out
+        "conformance: {} traces ({events} lines): {whole_ok} conform whole, {whole_bad} do not, {whole_out} out of bounds; per resource: {proj_ok} conform, {proj_bad} without a matching path, {proj_out} out of bounds; {unmapped_total} events without a model counterpart",
+        files.len()
     );
-    println!("conformance: {bad_whole} whole traces (no projection) without a matching path");
-    if bad_whole == 0 {
+    if whole_bad == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

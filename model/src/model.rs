@@ -73,6 +73,17 @@ pub struct Cfg {
     pub quiet_steps: usize,
     /// Whether the liveness properties are checked (they cost a continuation per state).
     pub liveness: bool,
+    /// Conformance (docs/protocol.md, "Conformance"): the outsider's deletions of a member node and
+    /// of a session (the explorer's eviction and `expire` fault), both 0 in the exhaustive checks.
+    pub node_deletes: u8,
+    pub expiries: u8,
+    /// Conformance: the coordinator may write any plan over the live member nodes (each resource to
+    /// one of them or to none), not only the balanced, sticky one: a projection onto fewer resources
+    /// than the run had cannot see what the real plan balanced, and the run may delete resources.
+    pub any_plan: bool,
+    /// Members join for the first time in index order (a symmetry reduction); off for conformance,
+    /// whose members are named by the trace.
+    pub ordered_joins: bool,
 }
 
 impl Cfg {
@@ -96,6 +107,10 @@ impl Cfg {
             faults: 2,
             quiet_steps: 200,
             liveness: true,
+            node_deletes: 0,
+            expiries: 0,
+            any_plan: false,
+            ordered_joins: true,
         }
     }
 }
@@ -185,6 +200,8 @@ pub struct Budget {
     pub standbys: u8,
     pub leaves: u8,
     pub drift: u8,
+    pub node_deletes: u8,
+    pub expiries: u8,
 }
 
 /// History the invariants read; never read by the protocol's actions.
@@ -218,6 +235,9 @@ pub enum Act {
     // coordinator
     TakeOffice(u8),
     WritePlan(u8),
+    /// Conformance only (`any_plan`): coordinator `m` writes plan `code` (resource r goes to member
+    /// `code / (M+1)^r % (M+1)`, the value M meaning none).
+    WriteAnyPlan(u8, u8),
     // ZooKeeper
     Deliver(u8),
     FollowerSync,
@@ -234,6 +254,11 @@ pub enum Act {
     Cut(u8),
     AdminDeleteClaim(u8),
     DeleteGroup,
+    /// Conformance only: an outsider deletes member `m`'s node (the explorer's eviction).
+    AdminDeleteNode(u8),
+    /// Conformance only: member `m`'s session is ended at the server by an outsider (the explorer's
+    /// `expire` fault: a second client closes it); the server closes its connection.
+    Expire(u8),
 }
 
 impl Act {
@@ -245,6 +270,8 @@ impl Act {
                 | Act::Cut(_)
                 | Act::AdminDeleteClaim(_)
                 | Act::DeleteGroup
+                | Act::AdminDeleteNode(_)
+                | Act::Expire(_)
                 | Act::Standby(_)
                 | Act::Leave(_)
                 | Act::TickLagging(_)
@@ -275,6 +302,7 @@ impl fmt::Display for Act {
             Act::Leave(m) => write!(f, "member {}: leaves gracefully", name(m)),
             Act::TakeOffice(m) => write!(f, "coordinator {}: predecessor gone, takes the next epoch", name(m)),
             Act::WritePlan(m) => write!(f, "coordinator {}: fenced write of the plan", name(m)),
+            Act::WriteAnyPlan(m, p) => write!(f, "coordinator {}: fenced write of plan #{}", name(m), p),
             Act::Deliver(i) => write!(f, "server: a release batch in flight (#{}) reaches the leader", i),
             Act::FollowerSync => write!(f, "server: the follower catches up with the leader"),
             Act::FollowerGivesUp(m) => {
@@ -298,6 +326,8 @@ impl fmt::Display for Act {
             Act::Cut(m) => write!(f, "fault: member {}'s server is cut off from the leader", name(m)),
             Act::AdminDeleteClaim(r) => write!(f, "administrator: deletes G/owners/r{}", r),
             Act::DeleteGroup => write!(f, "administrator: deletes the whole group G"),
+            Act::AdminDeleteNode(m) => write!(f, "administrator: deletes member {}'s node", name(m)),
+            Act::Expire(m) => write!(f, "fault: member {}'s session is closed at the server", name(m)),
         }
     }
 }
@@ -320,6 +350,8 @@ impl Budget {
             + self.standbys
             + self.leaves
             + self.drift
+            + self.node_deletes
+            + self.expiries
     }
 }
 
@@ -445,6 +477,30 @@ impl Proto {
         live.iter().zip(cur).map(|(nd, mask)| (nd.member, mask)).collect()
     }
 
+    /// Plan `code` of `WriteAnyPlan`: each resource to one of the live member nodes (in member order)
+    /// or to none; `None` when it names a member without a node.
+    fn any_plan(&self, s: &St, code: u8) -> Option<Vec<(u8, u8)>> {
+        let k = self.m() + 1;
+        let mut masks = [0u8; MAX_M];
+        let mut code = code as usize;
+        for r in 0..self.r() {
+            let who = code % k;
+            code /= k;
+            if who < self.m() {
+                if !s.nodes.iter().any(|nd| nd.member as usize == who) {
+                    return None;
+                }
+                masks[who] |= 1 << r;
+            }
+        }
+        Some(
+            s.nodes
+                .iter()
+                .map(|nd| (nd.member, masks[nd.member as usize]))
+                .collect(),
+        )
+    }
+
     fn lowest_node(&self, s: &St) -> Option<Node> {
         s.nodes.first().copied()
     }
@@ -530,8 +586,11 @@ impl Proto {
                 continue;
             }
             if x.standby {
+                // on standby it keeps its session: a dropped connection reconnects as any other
                 if x.connected {
                     out.push(Act::Rejoin(m));
+                } else {
+                    out.push(Act::Reconnect(m));
                 }
                 continue;
             }
@@ -546,7 +605,7 @@ impl Proto {
             }
             let x = &Mem { cut: false, ..*x };
             let cut = s.mem[mi].cut;
-            let turn = x.joined || (0..mi).all(|k| s.mem[k].joined || !s.mem[k].alive);
+            let turn = !c.ordered_joins || x.joined || (0..mi).all(|k| s.mem[k].joined || !s.mem[k].alive);
             if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn && !cut {
                 out.push(Act::Join(m));
             }
@@ -569,7 +628,14 @@ impl Proto {
                 }
             }
             if x.coord != 0 && writes_ok && !cut {
-                out.push(Act::WritePlan(m));
+                if c.any_plan {
+                    let k = (self.m() + 1) as u16;
+                    for code in 0..k.pow(self.r() as u32) {
+                        out.push(Act::WriteAnyPlan(m, code as u8));
+                    }
+                } else {
+                    out.push(Act::WritePlan(m));
+                }
             }
             if x.node != 0 && !cut {
                 if bounded && s.budget.standbys < c.standbys {
@@ -601,6 +667,12 @@ impl Proto {
             }
             if x.alive && s.budget.drift < c.drift {
                 out.push(Act::TickLagging(mi as u8));
+            }
+            if writes_ok && s.budget.node_deletes < c.node_deletes && s.node_exists(x.node) {
+                out.push(Act::AdminDeleteNode(mi as u8));
+            }
+            if writes_ok && s.budget.expiries < c.expiries && x.alive && s.sess_alive(x.sess) {
+                out.push(Act::Expire(mi as u8));
             }
         }
         for i in 0..s.net.len() {
@@ -831,14 +903,17 @@ impl Proto {
                 n.mem[mi].coord = n.epoch;
                 n.mem[mi].cnode = n.mem[mi].node;
             }
-            Act::WritePlan(m) => {
+            Act::WritePlan(m) | Act::WriteAnyPlan(m, _) => {
                 let mi = m as usize;
                 if !self.fenced_ok(&n, mi) {
                     n.mem[mi].coord = 0; // fenced off: resigns
                     return Some(n);
                 }
                 let current = self.lowest_node(&n).map(|nd| nd.seq) == Some(n.mem[mi].cnode);
-                let plan = self.plan(&n);
+                let plan = match a {
+                    Act::WriteAnyPlan(_, code) => self.any_plan(&n, code)?,
+                    _ => self.plan(&n),
+                };
                 let mut changed = false;
                 let mut handover = false;
                 for &(member, mask) in &plan {
@@ -1059,6 +1134,29 @@ impl Proto {
                 n.ghost.admin_deleted |= 1 << r;
                 n.zxid += 1;
                 n.delete_claim(r as usize, true, &rules);
+            }
+            Act::AdminDeleteNode(m) => {
+                let mi = m as usize;
+                n.budget.node_deletes += 1;
+                n.zxid += 1;
+                let seq = n.mem[mi].node;
+                n.nodes.retain(|nd| nd.seq != seq);
+                n.assign[mi] = None;
+                n.evict_if_hears(mi);
+            }
+            Act::Expire(m) => {
+                let mi = m as usize;
+                n.budget.expiries += 1;
+                n.zxid += 1; // closeSession
+                n.mem[mi].connected = false; // the server closes its connection: it cannot hear first
+                let s0 = n.mem[mi].sess;
+                n.ttl[(s0 - 1) as usize] = 0;
+                for r in 0..self.r() {
+                    if n.claims[r].map(|cl| cl.sess) == Some(s0) {
+                        n.delete_claim(r, true, &rules);
+                    }
+                }
+                n.nodes.retain(|nd| nd.sess != s0);
             }
             Act::DeleteGroup => {
                 n.budget.group_deletes += 1;

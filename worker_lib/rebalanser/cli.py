@@ -87,9 +87,11 @@ class SimulatedWork(Notifications, Handler):
         with self._work_lock:
             for resource in resources:
                 self._resources.pop(resource, None)
+            # the work has stopped either way: reported before a simulated failure, or the event stream
+            # (the evidence the checks read) would show work on resources this worker no longer ticks
+            self.log.emit("revoked", resources=list(resources))
             if self.stop_behaviour == "fail":
                 raise RuntimeError("simulated stop failure")
-            self.log.emit("revoked", resources=list(resources))
 
     def halt_work(self) -> None:
         self._halt.set()
