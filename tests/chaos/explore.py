@@ -38,6 +38,7 @@ import contextlib
 import json
 import logging
 import random
+import re
 import shutil
 import signal
 import sys
@@ -57,7 +58,7 @@ from rebalanser.paths import GroupPaths, MemberNode
 from tests.chaos.checks import window_owners
 from tests.chaos.fleet import Fleet, Settings
 from tests.chaos.proxy import FAULTS, FaultProxy, RequestTap
-from tests.support.zk import ZkCluster, make_cluster
+from tests.support.zk import ZkCluster, four_letter, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 FLAP = 2.5  # a flap fault drops every request for this many T (reconnects keep the session alive)
@@ -263,13 +264,27 @@ def _settings(scenario: Scenario) -> Settings:
                        "resources": scenario.resources})
 
 
-def _expire_session(hosts: str) -> Callable[[int, bytes], None]:
-    """Ends a session on the server: a second client attaches to it (same id and password) and closes it."""
-    def expire(session: int, password: bytes) -> None:
-        other = KazooClient(hosts=hosts, client_id=(session, password), timeout=10)
-        other.start(timeout=10)
-        other.stop()
-        other.close()
+EXPIRY_PATIENCE = 60.0  # seconds an ``expire`` fault waits for the server to expire a silent session
+
+
+def live_sessions(cluster: ZkCluster) -> set[int]:
+    """The sessions the server's session tracker (the leader's, in an ensemble) still keeps: the
+    ``SessionTracker dump`` section of the ``dump`` four-letter command."""
+    server = cluster.servers[0] if len(cluster.servers) == 1 else cluster.leader()
+    text = four_letter(server.client_port, "dump")
+    tracker = text.split("ephemeral nodes dump", 1)[0]
+    return {int(word, 16) for word in re.findall(r"\b0x[0-9a-fA-F]+\b", tracker)}
+
+
+def _await_expiry(cluster: ZkCluster) -> Callable[[int, bytes], None]:
+    """Waits, while the client's link is silent, until the server has expired the session by its own
+    clock (it does T after it last heard of the session, rounded up to a tick)."""
+    def expire(session: int, _password: bytes) -> None:
+        deadline = time.monotonic() + EXPIRY_PATIENCE
+        while session in live_sessions(cluster):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"session {session:#x} still alive {EXPIRY_PATIENCE:.0f} s into the silence")
+            time.sleep(0.05)
     return expire
 
 
@@ -393,10 +408,8 @@ class ClaimWatch:
                 self.sample()
 
     def _healed_ns(self) -> int:
-        """When the injected fault ended (a flap lasts a while; no write can succeed during it)."""
-        ends = [t.fired_ns + int(t.flap * 1e9 if t.fault == "flap" else 0)
-                for t in list(self.run.taps.values()) if t.fired.is_set()]
-        return max(ends, default=0)
+        """When the injected fault ended (a flap, or the silence before an expiry, lasts a while)."""
+        return max((t.healed_ns for t in list(self.run.taps.values())), default=0)
 
     def _sessions(self) -> dict[int, str]:
         out = {}
@@ -536,7 +549,7 @@ class Recording:
 class Explorer:
     def __init__(self, cluster: ZkCluster, workdir: Path) -> None:
         self.cluster, self.workdir = cluster, workdir
-        self.expire = _expire_session(cluster.hosts)
+        self.expire = _await_expiry(cluster)
         self._runs = 0
         self._recordings: dict[str, Recording] = {}
 
