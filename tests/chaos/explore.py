@@ -217,11 +217,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("join", "a member joins", ("w0", "w1"), ("w2",), _spawn("w2")),
     Scenario("leave", "graceful leave", ("w0", "w1", "w2"), ("w2", "w0"), _leave("w2")),
     Scenario("move", "resources move from live members to a new one", ("w0", "w1"), ("w1", "w0"), _spawn("w2")),
-    Scenario("standby", "standby and rejoin", ("w0", "w1"), ("w1",), _standby("w1"), slow=("w1",),
+    Scenario("standby", "standby and rejoin", ("w0", "w1"), ("w1", "w0"), _standby("w1"), slow=("w1",),
              until="rejoining", began="standby"),
     Scenario("evict", "eviction (member node deleted from outside)", ("w0", "w1", "w2"), ("w2", "w0"),
              _evict("w2")),
-    Scenario("take-office", "a coordinator dies, the next takes office", ("w0", "w1", "w2"), ("w1",),
+    Scenario("take-office", "a coordinator dies, the next takes office", ("w0", "w1", "w2"), ("w1", "w2"),
              _kill("w0")),
     Scenario("commit", "the coordinator commits a plan for a new resource", ("w0", "w1"), ("w0", "w1"),
              _add_resource),
@@ -229,7 +229,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              ("w1", "w0"), _claim_race, resources=5),
     Scenario("global-barrier", "a Global Barrier round", ("w0", "w1"), ("w0", "w1", "w2"), _spawn("w2"),
              target="global-barrier"),
-    Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover",),
+    Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover", "w0"),
              _failover("w1")),
 ]}
 
@@ -613,8 +613,12 @@ def describe(point: Point) -> str:
 
 
 def explore(explorer: Explorer, names: list[str], faults: list[str], requests: list[int] | None,
-            out: Any) -> list[Point]:
-    points: list[Point] = []
+            out: Any, *, until: float | None = None, done: set[tuple[str, int, str]] | None = None) -> list[Point]:
+    """Every (request, fault) point of the scenarios, the scenarios taken in turn (one point of each,
+    then the next of each...), so that a run cut short by ``until`` (a ``time.monotonic()`` instant after
+    which no point is started) has explored every scenario about as far. ``done``: points already
+    explored (``--resume``), skipped."""
+    queues: list[list[tuple[Scenario, Recording, int, str]]] = []
     for name in names:
         scenario = SCENARIOS[name]
         recording = explorer.recording(name)
@@ -628,14 +632,39 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
         if beyond:
             print(f"   {name} sent {len(recording.requests)} requests this time: skipping {beyond}", flush=True)
             indices = [i for i in indices if i < len(recording.requests)]
-        for index in indices:
-            for fault in faults:
-                point = explorer.point(scenario, recording, index, fault)
-                points.append(point)
-                out.write(json.dumps(point.to_dict()) + "\n")
-                out.flush()
-                print(describe(point), flush=True)
+        queues.append([(scenario, recording, i, f) for i in indices for f in faults
+                       if (name, i, f) not in (done or set())])
+    points: list[Point] = []
+    for scenario, recording, index, fault in _interleaved(queues):
+        if until is not None and time.monotonic() > until:
+            print("   out of time: no further point started", flush=True)
+            break
+        point = explorer.point(scenario, recording, index, fault)
+        points.append(point)
+        out.write(json.dumps(point.to_dict()) + "\n")
+        out.flush()
+        print(describe(point), flush=True)
     return points
+
+
+def _interleaved(queues: list[list[Any]]) -> list[Any]:
+    """``[[a1, a2, a3], [b1]]`` -> ``[a1, b1, a2, a3]``."""
+    out: list[Any] = []
+    for rank in range(max((len(q) for q in queues), default=0)):
+        out += [q[rank] for q in queues if rank < len(q)]
+    return out
+
+
+def explored(files: list[Path]) -> set[tuple[str, int, str]]:
+    """The (scenario, request, fault) points in earlier runs' points files."""
+    out: set[tuple[str, int, str]] = set()
+    for path in files:
+        if path.exists():
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                if "recording" not in record:
+                    out.add((record["scenario"], record["request"], record["fault"]))
+    return out
 
 
 def summary(points: list[Point]) -> dict[str, Any]:
@@ -762,6 +791,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", action="store_true",
                    help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md")
     p.add_argument("--report-dir", type=Path, default=REPO / "docs")
+    p.add_argument("--minutes", type=float,
+                   help="start no point after this many minutes (the scenarios are explored in turn, so a run "
+                        "cut short covers each about as far)")
+    p.add_argument("--resume", type=Path, nargs="+", metavar="POINTS_JSONL",
+                   help="skip the points already in these files (a long --all in several sittings; the report "
+                        "of them all: --summarise)")
     p.add_argument("--summarise", type=Path, nargs="+", metavar="POINTS_JSONL",
                    help="no run: the report of earlier runs' points files (with --report: written to docs/)")
     args = p.parse_args(argv)
@@ -798,7 +833,9 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"   the fault-free run itself: {recording.violations}", flush=True)
                 return 0
             began = time.monotonic()
-            points = explore(explorer, names, faults, None if args.all else args.request, out)
+            until = began + args.minutes * 60 if args.minutes else None
+            points = explore(explorer, names, faults, None if args.all else args.request, out, until=until,
+                             done=explored(args.resume or []))
     finally:
         cluster.stop()
     if args.report:
