@@ -37,7 +37,7 @@ from rebalanser.membership import Roster
 from rebalanser.options import Options
 from rebalanser.paths import GroupPaths, MemberNode, is_valid_resource_name
 from rebalanser.storage import decode_assignment
-from rebalanser.watches import ChildrenTrigger
+from rebalanser.watches import ChildrenTrigger, DataTrigger
 from rebalanser.wire import BarrierRecord, Phase, RebalanceRecord
 from rebalanser.writer import FencedWriteError, FencedWriter
 
@@ -196,7 +196,7 @@ class Coordinator:
         self._on_epoch(self._epoch)
         self._in_office_since = self._last_join = time.monotonic()
         self._last_rebalance = self._inherited_last_rebalance()
-        self._zk.DataWatch(self._paths.epoch, self._on_epoch_node)
+        self._watch_data(self._paths.epoch, self._on_epoch_node)
         for path, on_change in ((self._paths.clients, self._members_changed), (self._paths.resources, self.trigger)):
             trigger = ChildrenTrigger(self._zk, path, on_change)
             self._triggers.append(trigger)
@@ -207,8 +207,12 @@ class Coordinator:
             trigger.start()
         if not self._active:  # stopped meanwhile: stop() may have run before the triggers existed
             self._stop_triggers()
-        self._zk.DataWatch(self._paths.config, self._on_config)
-        self._zk.DataWatch(self._paths.barrier, self._on_barrier)
+        self._watch_data(self._paths.config, self._on_config)
+        self._watch_data(self._paths.barrier, self._on_barrier)
+
+    def _watch_data(self, path: str, on_data: Callable[[bytes | None, ZnodeStat | None], bool]) -> None:
+        """Never kazoo's ``DataWatch``: it can hold up every watch of the process (see :class:`DataTrigger`)."""
+        DataTrigger(self._zk, path, on_data).start()
 
     def _stop_triggers(self) -> None:
         for trigger in list(self._triggers):
