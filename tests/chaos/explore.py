@@ -670,8 +670,12 @@ def explored(files: list[Path]) -> set[tuple[str, int, str]]:
 def summary(points: list[Point]) -> dict[str, Any]:
     by_scenario: dict[str, dict[str, Any]] = {}
     for p in points:
-        s = by_scenario.setdefault(p.scenario, {"points": 0, "reached": 0, "violating": 0, "categories": {}})
+        s = by_scenario.setdefault(p.scenario, {"points": 0, "reached": 0, "violating": 0, "categories": {},
+                                                "faults": {}})
         s["points"] += 1
+        f = s["faults"].setdefault(p.fault, {"points": 0, "violating": 0})
+        f["points"] += 1
+        f["violating"] += int(bool(p.violations))
         s["reached"] += int(p.fired)
         s["violating"] += int(bool(p.violations))
         for c in p.categories:
@@ -722,6 +726,17 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
         cats = ", ".join(f"{c} {n}" for c, n in sorted(s["categories"].items())) or "-"
         lines.append(f"| {name} | {scenario.get('path', '')} | {len(scenario.get('requests', []))} | {s['points']} | "
                      f"{s['reached']} | {s['violating']} | {cats} |")
+    faults = doc["faults"]
+    lines += ["", "Points explored per scenario and fault (with violations in brackets):", "",
+              "| scenario | requests | " + " | ".join(faults) + " |",
+              "|---|---:|" + "---:|" * len(faults)]
+    for name, s in doc["summary"].items():
+        cells = []
+        for fault in faults:
+            f = s.get("faults", {}).get(fault, {"points": 0, "violating": 0})
+            cells.append(f"{f['points']}" + (f" ({f['violating']})" if f["violating"] else ""))
+        count = len(doc["scenarios"].get(name, {}).get("requests", []))
+        lines.append(f"| {name} | {count} | " + " | ".join(cells) + " |")
     if bad:
         lines += ["", "Points with violations (replay: `python -m tests.chaos.explore --scenario S --request N "
                       "--fault F`):", ""]
