@@ -711,12 +711,14 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
     """The explorer's section of docs/chaos-report.md."""
     points = doc.get("points", [])
     bad = [p for p in points if p["violations"]]
+    product = sum(len(s.get("requests", [])) for s in doc["scenarios"].values()) * len(doc["faults"])
     lines = [
         "## Every-request explorer", "",
         f"Generated {doc['generated']} by `python -m tests.chaos.explore` ({doc['seconds']} s). Each point is one "
         f"scenario run with one fault at one request (faults: {', '.join(doc['faults'])}; a flap drops every "
         f"request for {doc['flap_T']} T). How it works: docs/chaos.md, \"The every-request explorer\".", "",
-        f"**{len(points)} points explored, {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
+        f"**{len(points)} points explored (of the product's {product}: every scenario's recorded requests times "
+        f"{len(doc['faults'])} faults), {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
         "",
         "| scenario | path | requests | points | reached | with violations | by category |",
         "|---|---|---:|---:|---:|---:|---|",
