@@ -615,9 +615,10 @@ def describe(point: Point) -> str:
 def explore(explorer: Explorer, names: list[str], faults: list[str], requests: list[int] | None,
             out: Any, *, until: float | None = None, done: set[tuple[str, int, str]] | None = None) -> list[Point]:
     """Every (request, fault) point of the scenarios, the scenarios taken in turn (one point of each,
-    then the next of each...), so that a run cut short by ``until`` (a ``time.monotonic()`` instant after
-    which no point is started) has explored every scenario about as far. ``done``: points already
-    explored (``--resume``), skipped."""
+    then the next of each...) and each one's requests in :func:`spread` order, so that a run cut short
+    by ``until`` (a ``time.monotonic()`` instant after which no point is started) has explored every
+    scenario about as far, along its whole path. ``done``: points already explored (``--resume``),
+    skipped."""
     queues: list[list[tuple[Scenario, Recording, int, str]]] = []
     for name in names:
         scenario = SCENARIOS[name]
@@ -627,7 +628,7 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
         if recording.violations:
             print(f"   the fault-free run itself: {recording.violations}", flush=True)
         out.write(json.dumps({"recording": asdict(recording)}) + "\n")
-        indices = requests if requests is not None else list(range(len(recording.requests)))
+        indices = requests if requests is not None else spread(len(recording.requests))
         beyond = [i for i in indices if i >= len(recording.requests)]
         if beyond:
             print(f"   {name} sent {len(recording.requests)} requests this time: skipping {beyond}", flush=True)
@@ -645,6 +646,14 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
         out.flush()
         print(describe(point), flush=True)
     return points
+
+
+def spread(n: int) -> list[int]:
+    """``0..n-1`` in an order whose every prefix is spread over the whole range (bit-reversed
+    counting: 13 -> 0 8 4 12 2 10 6 1 9 5 3 11 7), so that a run cut short has put faults along the
+    whole path, its late requests as well as its early ones."""
+    bits = max(1, (n - 1).bit_length())
+    return sorted(range(n), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))
 
 
 def _interleaved(queues: list[list[Any]]) -> list[Any]:
@@ -730,15 +739,16 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
                      f"{s['reached']} | {s['violating']} | {cats} |")
     faults = doc["faults"]
     lines += ["", "Points explored per scenario and fault (with violations in brackets):", "",
-              "| scenario | requests | " + " | ".join(faults) + " |",
-              "|---|---:|" + "---:|" * len(faults)]
+              "| scenario | requests | explored | " + " | ".join(faults) + " |",
+              "|---|---:|---|" + "---:|" * len(faults)]
     for name, s in doc["summary"].items():
         cells = []
         for fault in faults:
             f = s.get("faults", {}).get(fault, {"points": 0, "violating": 0})
             cells.append(f"{f['points']}" + (f" ({f['violating']})" if f["violating"] else ""))
         count = len(doc["scenarios"].get(name, {}).get("requests", []))
-        lines.append(f"| {name} | {count} | " + " | ".join(cells) + " |")
+        explored = _ranges(sorted({p["request"] for p in points if p["scenario"] == name}))
+        lines.append(f"| {name} | {count} | {explored} | " + " | ".join(cells) + " |")
     if bad:
         lines += ["", "Points with violations (replay: `python -m tests.chaos.explore --scenario S --request N "
                       "--fault F`):", ""]
@@ -750,6 +760,17 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
         if len(bad) > 60:
             lines.append(f"- ... and {len(bad) - 60} more (docs/chaos-explore.json)")
     return [*lines, ""]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``#0-2, #5``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"#{a}" if a == b else f"#{a}-{b}" for a, b in runs) or "-"
 
 
 def doc_from_files(files: list[Path]) -> dict[str, Any]:
