@@ -38,6 +38,7 @@ import contextlib
 import json
 import logging
 import random
+import re
 import shutil
 import signal
 import sys
@@ -57,7 +58,7 @@ from rebalanser.paths import GroupPaths, MemberNode
 from tests.chaos.checks import window_owners
 from tests.chaos.fleet import Fleet, Settings
 from tests.chaos.proxy import FAULTS, FaultProxy, RequestTap
-from tests.support.zk import ZkCluster, make_cluster
+from tests.support.zk import ZkCluster, four_letter, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 FLAP = 2.5  # a flap fault drops every request for this many T (reconnects keep the session alive)
@@ -216,11 +217,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("join", "a member joins", ("w0", "w1"), ("w2",), _spawn("w2")),
     Scenario("leave", "graceful leave", ("w0", "w1", "w2"), ("w2", "w0"), _leave("w2")),
     Scenario("move", "resources move from live members to a new one", ("w0", "w1"), ("w1", "w0"), _spawn("w2")),
-    Scenario("standby", "standby and rejoin", ("w0", "w1"), ("w1",), _standby("w1"), slow=("w1",),
+    Scenario("standby", "standby and rejoin", ("w0", "w1"), ("w1", "w0"), _standby("w1"), slow=("w1",),
              until="rejoining", began="standby"),
     Scenario("evict", "eviction (member node deleted from outside)", ("w0", "w1", "w2"), ("w2", "w0"),
              _evict("w2")),
-    Scenario("take-office", "a coordinator dies, the next takes office", ("w0", "w1", "w2"), ("w1",),
+    Scenario("take-office", "a coordinator dies, the next takes office", ("w0", "w1", "w2"), ("w1", "w2"),
              _kill("w0")),
     Scenario("commit", "the coordinator commits a plan for a new resource", ("w0", "w1"), ("w0", "w1"),
              _add_resource),
@@ -228,7 +229,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              ("w1", "w0"), _claim_race, resources=5),
     Scenario("global-barrier", "a Global Barrier round", ("w0", "w1"), ("w0", "w1", "w2"), _spawn("w2"),
              target="global-barrier"),
-    Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover",),
+    Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover", "w0"),
              _failover("w1")),
 ]}
 
@@ -263,13 +264,27 @@ def _settings(scenario: Scenario) -> Settings:
                        "resources": scenario.resources})
 
 
-def _expire_session(hosts: str) -> Callable[[int, bytes], None]:
-    """Ends a session on the server: a second client attaches to it (same id and password) and closes it."""
-    def expire(session: int, password: bytes) -> None:
-        other = KazooClient(hosts=hosts, client_id=(session, password), timeout=10)
-        other.start(timeout=10)
-        other.stop()
-        other.close()
+EXPIRY_PATIENCE = 60.0  # seconds an ``expire`` fault waits for the server to expire a silent session
+
+
+def live_sessions(cluster: ZkCluster) -> set[int]:
+    """The sessions the server's session tracker (the leader's, in an ensemble) still keeps: the
+    ``SessionTracker dump`` section of the ``dump`` four-letter command."""
+    server = cluster.servers[0] if len(cluster.servers) == 1 else cluster.leader()
+    text = four_letter(server.client_port, "dump")
+    tracker = text.split("ephemeral nodes dump", 1)[0]
+    return {int(word, 16) for word in re.findall(r"\b0x[0-9a-fA-F]+\b", tracker)}
+
+
+def _await_expiry(cluster: ZkCluster) -> Callable[[int, bytes], None]:
+    """Waits, while the client's link is silent, until the server has expired the session by its own
+    clock (it does T after it last heard of the session, rounded up to a tick)."""
+    def expire(session: int, _password: bytes) -> None:
+        deadline = time.monotonic() + EXPIRY_PATIENCE
+        while session in live_sessions(cluster):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"session {session:#x} still alive {EXPIRY_PATIENCE:.0f} s into the silence")
+            time.sleep(0.05)
     return expire
 
 
@@ -393,10 +408,8 @@ class ClaimWatch:
                 self.sample()
 
     def _healed_ns(self) -> int:
-        """When the injected fault ended (a flap lasts a while; no write can succeed during it)."""
-        ends = [t.fired_ns + int(t.flap * 1e9 if t.fault == "flap" else 0)
-                for t in list(self.run.taps.values()) if t.fired.is_set()]
-        return max(ends, default=0)
+        """When the injected fault ended (a flap, or the silence before an expiry, lasts a while)."""
+        return max((t.healed_ns for t in list(self.run.taps.values())), default=0)
 
     def _sessions(self) -> dict[int, str]:
         out = {}
@@ -536,7 +549,7 @@ class Recording:
 class Explorer:
     def __init__(self, cluster: ZkCluster, workdir: Path) -> None:
         self.cluster, self.workdir = cluster, workdir
-        self.expire = _expire_session(cluster.hosts)
+        self.expire = _await_expiry(cluster)
         self._runs = 0
         self._recordings: dict[str, Recording] = {}
 
@@ -600,8 +613,13 @@ def describe(point: Point) -> str:
 
 
 def explore(explorer: Explorer, names: list[str], faults: list[str], requests: list[int] | None,
-            out: Any) -> list[Point]:
-    points: list[Point] = []
+            out: Any, *, until: float | None = None, done: set[tuple[str, int, str]] | None = None) -> list[Point]:
+    """Every (request, fault) point of the scenarios, the scenarios taken in turn (one point of each,
+    then the next of each...) and each one's requests in :func:`spread` order, so that a run cut short
+    by ``until`` (a ``time.monotonic()`` instant after which no point is started) has explored every
+    scenario about as far, along its whole path. ``done``: points already explored (``--resume``),
+    skipped."""
+    queues: list[list[tuple[Scenario, Recording, int, str]]] = []
     for name in names:
         scenario = SCENARIOS[name]
         recording = explorer.recording(name)
@@ -610,26 +628,63 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
         if recording.violations:
             print(f"   the fault-free run itself: {recording.violations}", flush=True)
         out.write(json.dumps({"recording": asdict(recording)}) + "\n")
-        indices = requests if requests is not None else list(range(len(recording.requests)))
+        indices = requests if requests is not None else spread(len(recording.requests))
         beyond = [i for i in indices if i >= len(recording.requests)]
         if beyond:
             print(f"   {name} sent {len(recording.requests)} requests this time: skipping {beyond}", flush=True)
             indices = [i for i in indices if i < len(recording.requests)]
-        for index in indices:
-            for fault in faults:
-                point = explorer.point(scenario, recording, index, fault)
-                points.append(point)
-                out.write(json.dumps(point.to_dict()) + "\n")
-                out.flush()
-                print(describe(point), flush=True)
+        queues.append([(scenario, recording, i, f) for i in indices for f in faults
+                       if (name, i, f) not in (done or set())])
+    points: list[Point] = []
+    for scenario, recording, index, fault in _interleaved(queues):
+        if until is not None and time.monotonic() > until:
+            print("   out of time: no further point started", flush=True)
+            break
+        point = explorer.point(scenario, recording, index, fault)
+        points.append(point)
+        out.write(json.dumps(point.to_dict()) + "\n")
+        out.flush()
+        print(describe(point), flush=True)
     return points
+
+
+def spread(n: int) -> list[int]:
+    """``0..n-1`` in an order whose every prefix is spread over the whole range (bit-reversed
+    counting: 13 -> 0 8 4 12 2 10 6 1 9 5 3 11 7), so that a run cut short has put faults along the
+    whole path, its late requests as well as its early ones."""
+    bits = max(1, (n - 1).bit_length())
+    return sorted(range(n), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))
+
+
+def _interleaved(queues: list[list[Any]]) -> list[Any]:
+    """``[[a1, a2, a3], [b1]]`` -> ``[a1, b1, a2, a3]``."""
+    out: list[Any] = []
+    for rank in range(max((len(q) for q in queues), default=0)):
+        out += [q[rank] for q in queues if rank < len(q)]
+    return out
+
+
+def explored(files: list[Path]) -> set[tuple[str, int, str]]:
+    """The (scenario, request, fault) points in earlier runs' points files."""
+    out: set[tuple[str, int, str]] = set()
+    for path in files:
+        if path.exists():
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                if "recording" not in record:
+                    out.add((record["scenario"], record["request"], record["fault"]))
+    return out
 
 
 def summary(points: list[Point]) -> dict[str, Any]:
     by_scenario: dict[str, dict[str, Any]] = {}
     for p in points:
-        s = by_scenario.setdefault(p.scenario, {"points": 0, "reached": 0, "violating": 0, "categories": {}})
+        s = by_scenario.setdefault(p.scenario, {"points": 0, "reached": 0, "violating": 0, "categories": {},
+                                                "faults": {}})
         s["points"] += 1
+        f = s["faults"].setdefault(p.fault, {"points": 0, "violating": 0})
+        f["points"] += 1
+        f["violating"] += int(bool(p.violations))
         s["reached"] += int(p.fired)
         s["violating"] += int(bool(p.violations))
         for c in p.categories:
@@ -665,12 +720,14 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
     """The explorer's section of docs/chaos-report.md."""
     points = doc.get("points", [])
     bad = [p for p in points if p["violations"]]
+    product = sum(len(s.get("requests", [])) for s in doc["scenarios"].values()) * len(doc["faults"])
     lines = [
         "## Every-request explorer", "",
         f"Generated {doc['generated']} by `python -m tests.chaos.explore` ({doc['seconds']} s). Each point is one "
         f"scenario run with one fault at one request (faults: {', '.join(doc['faults'])}; a flap drops every "
         f"request for {doc['flap_T']} T). How it works: docs/chaos.md, \"The every-request explorer\".", "",
-        f"**{len(points)} points explored, {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
+        f"**{len(points)} points explored (of the product's {product}: every scenario's recorded requests times "
+        f"{len(doc['faults'])} faults), {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
         "",
         "| scenario | path | requests | points | reached | with violations | by category |",
         "|---|---|---:|---:|---:|---:|---|",
@@ -680,6 +737,18 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
         cats = ", ".join(f"{c} {n}" for c, n in sorted(s["categories"].items())) or "-"
         lines.append(f"| {name} | {scenario.get('path', '')} | {len(scenario.get('requests', []))} | {s['points']} | "
                      f"{s['reached']} | {s['violating']} | {cats} |")
+    faults = doc["faults"]
+    lines += ["", "Points explored per scenario and fault (with violations in brackets):", "",
+              "| scenario | requests | explored | " + " | ".join(faults) + " |",
+              "|---|---:|---|" + "---:|" * len(faults)]
+    for name, s in doc["summary"].items():
+        cells = []
+        for fault in faults:
+            f = s.get("faults", {}).get(fault, {"points": 0, "violating": 0})
+            cells.append(f"{f['points']}" + (f" ({f['violating']})" if f["violating"] else ""))
+        count = len(doc["scenarios"].get(name, {}).get("requests", []))
+        explored = _ranges(sorted({p["request"] for p in points if p["scenario"] == name}))
+        lines.append(f"| {name} | {count} | {explored} | " + " | ".join(cells) + " |")
     if bad:
         lines += ["", "Points with violations (replay: `python -m tests.chaos.explore --scenario S --request N "
                       "--fault F`):", ""]
@@ -691,6 +760,17 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
         if len(bad) > 60:
             lines.append(f"- ... and {len(bad) - 60} more (docs/chaos-explore.json)")
     return [*lines, ""]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``#0-2, #5``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"#{a}" if a == b else f"#{a}-{b}" for a, b in runs) or "-"
 
 
 def doc_from_files(files: list[Path]) -> dict[str, Any]:
@@ -749,6 +829,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", action="store_true",
                    help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md")
     p.add_argument("--report-dir", type=Path, default=REPO / "docs")
+    p.add_argument("--minutes", type=float,
+                   help="start no point after this many minutes (the scenarios are explored in turn, so a run "
+                        "cut short covers each about as far)")
+    p.add_argument("--resume", type=Path, nargs="+", metavar="POINTS_JSONL",
+                   help="skip the points already in these files (a long --all in several sittings; the report "
+                        "of them all: --summarise)")
     p.add_argument("--summarise", type=Path, nargs="+", metavar="POINTS_JSONL",
                    help="no run: the report of earlier runs' points files (with --report: written to docs/)")
     args = p.parse_args(argv)
@@ -785,7 +871,9 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"   the fault-free run itself: {recording.violations}", flush=True)
                 return 0
             began = time.monotonic()
-            points = explore(explorer, names, faults, None if args.all else args.request, out)
+            until = began + args.minutes * 60 if args.minutes else None
+            points = explore(explorer, names, faults, None if args.all else args.request, out, until=until,
+                             done=explored(args.resume or []))
     finally:
         cluster.stop()
     if args.report:

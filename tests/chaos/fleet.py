@@ -393,7 +393,7 @@ class Fleet:
             "worker", "--zk", hosts, "--group", self.group, "--id", member_id, "--json",
             "--algorithm", "resource-barrier" if s.kazoo else s.target,
             "--session-timeout", str(s.session_timeout), "--min-interval", str(s.interval),
-            "--tick", str(s.tick), "--log-level", "INFO",
+            "--tick", str(s.tick), "--log-level", os.environ.get("CHAOS_WORKER_LOG_LEVEL", "INFO"),
         ]
         if s.kazoo:
             return args

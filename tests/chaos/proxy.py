@@ -21,8 +21,9 @@ Faults:
   read, :data:`READ_OPS`): a ``ConnectionLoss`` at a chosen step of a client's protocol.
 - :meth:`FaultProxy.tap` — counts the client's requests (all but :data:`BACKGROUND_OPS`) from now on,
   by name, and optionally sabotages the one with a given index: dropped before it is sent, delivered
-  with its reply lost, or held while the session is expired (see :class:`RequestTap`; the every-request
-  explorer, ``tests/chaos/explore.py``, is built on it).
+  with its reply lost, or held while the link goes silent until the server expires the session by its
+  own clock (see :class:`RequestTap`; the every-request explorer, ``tests/chaos/explore.py``, is built
+  on it).
 
 It parses only ZooKeeper's framing (a 4-byte length, then xid and opcode) in the client-to-server
 direction, to recognise write requests. Nothing here fakes ZooKeeper.
@@ -43,7 +44,8 @@ WRITE_OPS = {
     16: "reconfig", 19: "createContainer", 20: "deleteContainer", 21: "createTTL",
 }
 READ_OPS = {3: "exists", 4: "getData", 8: "getChildren", 12: "getChildren2"}
-OTHER_OPS = {-11: "closeSession", 6: "getACL", 13: "check", 22: "multiRead"}
+OTHER_OPS = {-11: "closeSession", 6: "getACL", 13: "check", 17: "checkWatches", 18: "removeWatches",
+             22: "multiRead", 103: "getEphemerals", 104: "getAllChildrenNumber", 106: "addWatch", 107: "whoAmI"}
 #: Requests a tap does not count: the connection's keep-alive, the lease prober's periodic ``sync`` (how
 #: many of them fall into a scenario depends on timing alone), and what kazoo sends inside a reconnect.
 BACKGROUND_OPS = {11: "ping", 9: "sync", 100: "auth", 101: "setWatches", 105: "setWatches2"}
@@ -131,8 +133,14 @@ class RequestTap:
 
     - ``drop``: the request never reaches the server;
     - ``lose-reply``: the server receives and applies it, but its reply is lost;
-    - ``expire``: the request is held while ``expire(session id, password)`` ends the session on the
-      server, then dropped (the session expires there);
+    - ``expire``: the session expires there, as it does in production: the request is held and the
+      client's link goes silent (nothing passes either way, new connections hang: the proxy's
+      :meth:`FaultProxy.blackhole`) until ``expire(session id, password)`` returns, which waits until
+      the server has expired the session by its own clock (T after it last heard of it); then the
+      request is dropped, the connection reset and the link restored. The client learns of the expiry
+      when it reconnects. (Ending the session at once from outside, e.g. a second client closing it
+      with the same id and password, is no fault a member can meet: its lease, counted from instants
+      the server heard of it, would still be valid while its claims are already gone.)
     - ``flap``: like ``drop``, and every request sent in the next ``flap`` seconds is dropped the same
       way (the client reconnects each time, in the same session): a link that keeps failing for a
       while, as during a leader election, so that a step's retry fails as well as its first attempt.
@@ -146,6 +154,7 @@ class RequestTap:
     seen: list[str] = field(default_factory=list)
     fired: threading.Event = field(default_factory=threading.Event)
     fired_ns: int = 0
+    ended_ns: int = 0  # when the sabotage of the first request ended (the link restored, for ``expire``)
     sabotaged: int = 0  # requests sabotaged (more than one only with ``flap``)
     error: str = ""
 
@@ -159,6 +168,16 @@ class RequestTap:
         if self.fired.is_set():
             return self.fault == "flap" and time.monotonic_ns() - self.fired_ns < self.flap * 1e9
         return len(self.seen) - 1 == self.index
+
+    @property
+    def healed_ns(self) -> int:
+        """When the fault was over (0 if it never fired; now while it lasts): a flap lasts ``flap``
+        seconds from the first request it dropped; the other faults end with their one sabotage."""
+        if not self.fired_ns:
+            return 0
+        if self.fault == "flap":
+            return self.fired_ns + int(self.flap * 1e9)
+        return self.ended_ns or time.monotonic_ns()
 
 
 class _Pipe:
@@ -253,15 +272,27 @@ class _Pipe:
             self._send(self.upstream, frame)
             time.sleep(tap.hold)
         elif tap.fault == "expire":
-            if self.session is None or tap.expire is None:
-                tap.error = "no session to expire"
-            else:
-                try:
-                    tap.expire(*self.session)
-                except Exception as exc:  # reported by the explorer as a harness error
-                    tap.error = f"could not expire the session: {exc!r}"
+            self._expire(tap)
+        if not tap.ended_ns:
+            tap.ended_ns = time.monotonic_ns()
         tap.fired.set()
         self.close(abrupt=True)
+
+    def _expire(self, tap: RequestTap) -> None:
+        """The link goes silent until the server has expired the session; the request is never sent."""
+        if self.session is None or tap.expire is None:
+            tap.error = "no session to expire"
+            return
+        self.proxy.blackhole()
+        try:
+            tap.expire(*self.session)
+        except Exception as exc:  # reported by the explorer as a harness error
+            tap.error = f"the session did not expire: {exc!r}"
+        finally:
+            self.close(abrupt=True)  # first: nothing held back on this connection reaches the client
+            self.proxy.cut()  # the client's reconnects made while silent start afresh
+            self.proxy.restore()
+            tap.ended_ns = time.monotonic_ns()
 
     def _server_to_client(self) -> None:
         assert self.upstream is not None

@@ -111,3 +111,39 @@ def test_a_tap_counts_requests_and_sabotages_the_chosen_one(proxy: FaultProxy, c
         proxy.tap(None)
         zk.stop()
         zk.close()
+
+
+def test_an_expire_tap_lets_the_server_expire_the_session_by_its_own_clock(
+        proxy: FaultProxy, chaos_single: ZkCluster) -> None:
+    """The ``expire`` fault is one a member can meet: the link goes silent at the chosen request, and the
+    session ends only when the server's own clock says so, at least T after it last heard of the client
+    (never at once while the client could still count on its lease). The request is never applied; the
+    client learns of the expiry when the link is back."""
+    from tests.chaos.explore import _await_expiry, live_sessions
+
+    states: list[str] = []
+    zk = client(proxy.hosts, states)
+    try:
+        base = f"/proxy-test/{uuid.uuid4().hex}"
+        zk.ensure_path(base)
+        session, timeout = zk.client_id[0], zk._session_timeout / 1000
+        assert session in live_sessions(chaos_single)
+        tap = proxy.tap(RequestTap("expire", 1, _await_expiry(chaos_single)))
+        assert tap is not None
+        heard = time.monotonic()  # the server hears of the session here for the last time
+        zk.exists(base)
+        with pytest.raises((ConnectionLoss, SessionExpiredError)):
+            zk.create(f"{base}/held")
+        wait_for(tap.fired.is_set, timeout=30, message="the session never expired")
+        assert not tap.error, tap.error
+        silence = (tap.ended_ns - tap.fired_ns) / 1e9
+        assert silence >= timeout * 0.5, f"the session ended {silence:.2f} s into the silence (T = {timeout} s)"
+        assert (tap.ended_ns / 1e9 - heard) >= timeout, "expired before T had passed since the server last heard"
+        assert session not in live_sessions(chaos_single)
+        wait_for(lambda: KazooState.LOST in states, timeout=15, message="the client never learnt of the expiry")
+        with admin_client(chaos_single.hosts, start_timeout=10) as admin:
+            assert admin.exists(f"{base}/held") is None, "the held request must never reach the server"
+    finally:
+        proxy.tap(None)
+        zk.stop()
+        zk.close()

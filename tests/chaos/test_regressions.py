@@ -7,14 +7,24 @@ import json
 import random
 import threading
 import time
+import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from rebalanser import wire
 from rebalanser.cli import EventLog, SimulatedWork
+from rebalanser.client import Client
+from rebalanser.config import GroupConfig
+from rebalanser.handler import Handler
+from rebalanser.options import Options
+from rebalanser.paths import GroupPaths
 
 from tests.chaos.fleet import Fleet, Settings
+from tests.chaos.proxy import FaultProxy, RequestTap
 from tests.support.workers import wait_for
-from tests.support.zk import ZkCluster
+from tests.support.zk import ZkCluster, purge
 
 
 @pytest.mark.parametrize("behaviour", ["hang", "slow"])
@@ -112,3 +122,62 @@ def test_the_example_worker_ticks_with_the_current_token_not_a_stale_one() -> No
     ticks = [json.loads(line) for line in out.getvalue().splitlines() if '"tick"' in line]
     assert ticks, "the worker owns r: it must work on it"
     assert {t["token"] for t in ticks} == {615}, f"work reported under a stale token: {ticks}"
+
+
+class _Revocations(Handler):
+    """A handler that notes when each resource was stopped (the library's callback, timed by the test)."""
+
+    def __init__(self) -> None:
+        self.revoked: dict[str, float] = {}
+
+    def on_assigned(self, resources: Mapping[str, int]) -> None:
+        pass
+
+    def on_revoked(self, resources: Sequence[str]) -> None:
+        for resource in resources:
+            self.revoked.setdefault(resource, time.monotonic())
+
+
+def test_a_flapping_link_never_holds_up_the_members_watches(chaos_single: ZkCluster) -> None:
+    """The explorer's ``global-barrier`` #2/#3 ``flap``: after the coordinator's link flapped for a
+    while, its own member obeyed the round's stop order seconds late, so the followers that had
+    stopped kept their claims unworked past T + interval.
+
+    The coordinator watches G/epoch, G/config and G/barrier with kazoo's ``DataWatch``. Each reconnect
+    starts a thread that re-reads the node under the recipe's lock, retrying with no limit and a
+    back-off that doubles (up to 60 s); a flap of a few seconds leaves one of them asleep in a
+    back-off of seconds, holding the lock, after the link is back. When the node then changes, the
+    recipe's watch callback waits for that lock on kazoo's one callback thread, and every other watch
+    of the process waits behind it: here the member's watch on its own claim, deleted by an
+    administrator right after a change of G/config. The member must still stop the resource at once
+    (docs/protocol.md: an owner whose claim is deleted stops before its next unit of work)."""
+    zk_admin = KazooClient(hosts=chaos_single.hosts, timeout=10)
+    zk_admin.start(timeout=10)
+    group = f"/chaos/flap-watch-{uuid.uuid4().hex[:8]}"
+    paths = GroupPaths.of(group)
+    zk_admin.create(f"{group}/resources/a", makepath=True)
+    proxy = FaultProxy([s.address for s in chaos_single.servers])
+    handler = _Revocations()
+    client = Client(Options(proxy.hosts, group, member_id="m", session_timeout=2, min_interval=0.1), handler)
+    try:
+        client.start()
+        wait_for(lambda: client.owns("a") and client.role == "coordinator", 20, "never owned a, in office")
+        tap = proxy.tap(RequestTap("flap", 0, flap=6.5))
+        assert tap is not None
+        proxy.cut()  # the reconnect's re-reads are the first requests: the link flaps from there on
+        wait_for(tap.fired.is_set, 10, "the flap never began")
+        wait_for(lambda: time.monotonic_ns() > tap.healed_ns, 15, "the flap never ended")
+        proxy.tap(None)
+        wait_for(lambda: client.owns("a"), 20, "a not owned again after the flap")
+        zk_admin.create(paths.config, wire.encode_config(GroupConfig(min_interval_seconds=0.2)))
+        deleted = time.monotonic()
+        zk_admin.delete(paths.owner("a"))
+        wait_for(lambda: "a" in handler.revoked, 30, "a never stopped after its claim was deleted")
+        late = handler.revoked["a"] - deleted
+        assert late < 2.0, f"a was stopped {late:.1f} s after its claim was deleted (its watch was held up)"
+    finally:
+        client.stop()
+        proxy.close()
+        purge(zk_admin, group)
+        zk_admin.stop()
+        zk_admin.close()

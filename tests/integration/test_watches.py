@@ -94,3 +94,51 @@ def test_a_change_made_while_disconnected_is_seen_after_reconnecting(
         wait_for(lambda: seen.calls == 3, 10, "the watch was not armed again after reconnecting")
     finally:
         trigger.stop()
+
+
+def test_a_data_trigger_follows_creation_changes_deletion_and_reconnection(
+    zk: KazooClient, group_path: str, proxied: tuple[FaultProxy, KazooClient]
+) -> None:
+    """DataTrigger (the coordinator's watch on G/epoch, G/config, G/barrier): called at the start, then
+    at each change (creation and deletion included) and for a change made while disconnected; it ends
+    when its callback returns False."""
+    from rebalanser.watches import DataTrigger
+
+    proxy, client = proxied
+    path = f"{group_path}/config"
+    zk.ensure_path(group_path)
+    seen: list[bytes | None] = []
+    keep = threading.Event()
+    keep.set()
+
+    def on_data(data: bytes | None, _stat: object) -> bool:
+        seen.append(data)
+        return keep.is_set()
+
+    DataTrigger(client, path, on_data).start()
+    assert seen == [None], "called once at the start, with no node"
+    zk.create(path, b"1")
+    wait_for(lambda: seen[-1:] == [b"1"], 10, lambda: f"the creation was not seen: {seen}")
+    zk.set(path, b"2")
+    wait_for(lambda: seen[-1:] == [b"2"], 10, lambda: f"the change was not seen: {seen}")
+    proxy.blackhole()
+    proxy.cut()
+    zk.set(path, b"3")  # while the trigger's client is cut off
+    proxy.restore()
+    wait_for(lambda: seen[-1:] == [b"3"], 20, lambda: f"the change made while disconnected was not seen: {seen}")
+    zk.delete(path)
+    wait_for(lambda: seen[-1:] == [None], 10, lambda: f"the deletion was not seen: {seen}")
+    keep.clear()
+    zk.create(path, b"4")
+    wait_for(lambda: seen[-1:] == [b"4"], 10, lambda: f"the re-creation was not seen: {seen}")
+    calls = len(seen)
+    witnessed: list[bytes | None] = []  # a second trigger, same client: once it saw the change, so would the first
+
+    def witness(data: bytes | None, _stat: object) -> bool:
+        witnessed.append(data)
+        return True
+
+    DataTrigger(client, path, witness).start()
+    zk.set(path, b"5")
+    wait_for(lambda: witnessed[-1:] == [b"5"], 10, lambda: f"the witness never saw the change: {witnessed}")
+    assert len(seen) == calls and seen[-1] == b"4", f"called again after returning False: {seen}"

@@ -33,7 +33,7 @@ from rebalanser.errors import CorruptDataError
 from rebalanser.membership import Roster
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.storage import decode_assignment
-from rebalanser.watches import ChildrenTrigger
+from rebalanser.watches import ChildrenTrigger, DataTrigger
 from rebalanser.wire import BarrierRecord, Phase, RebalanceRecord
 from rebalanser.writer import FencedWriteError, FencedWriter
 
@@ -101,7 +101,7 @@ class CoordinatorStore:
         self, on_epoch: DataCallback, on_members: Callable[[], None], on_resources: Callable[[], None]
     ) -> None:
         """Watches ``G/epoch``, then ``G/clients`` and ``G/resources`` (their listings are kept)."""
-        self._zk.DataWatch(self._paths.epoch, on_epoch)
+        DataTrigger(self._zk, self._paths.epoch, on_epoch).start()
         self._member_list = ChildrenTrigger(self._zk, self._paths.clients, on_members)
         self._resource_list = ChildrenTrigger(self._zk, self._paths.resources, on_resources)
         for trigger in (self._member_list, self._resource_list):
@@ -109,9 +109,10 @@ class CoordinatorStore:
             trigger.start()
 
     def watch_settings(self, on_config: DataCallback, on_barrier: DataCallback) -> None:
-        """Watches ``G/config`` and ``G/barrier``."""
-        self._zk.DataWatch(self._paths.config, on_config)
-        self._zk.DataWatch(self._paths.barrier, on_barrier)
+        """Watches ``G/config`` and ``G/barrier`` (never with kazoo's ``DataWatch``, which can hold up every
+        watch of the process: see :class:`~rebalanser.watches.DataTrigger`)."""
+        DataTrigger(self._zk, self._paths.config, on_config).start()
+        DataTrigger(self._zk, self._paths.barrier, on_barrier).start()
 
     def unwatch(self) -> None:
         for trigger in list(self._triggers):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +82,65 @@ class ChildrenTrigger:
             except NoNodeError:
                 if self._zk.exists(self._path, watch=self._fired) is None:
                     return None
+
+
+class DataTrigger:
+    """Calls ``on_data(data, stat)`` with what ``path`` holds (``None, None`` while it does not exist):
+    once at :meth:`start`, then whenever it changed, until ``on_data`` returns False.
+
+    Unlike kazoo's ``DataWatch``, it never holds up kazoo's threads. That recipe re-reads on
+    kazoo's one callback thread when the watch fires, under a lock that a re-read started at a
+    reconnection may hold for a long time: it retries with no limit and a back-off that doubles up to
+    60 s, so after a link that flapped for a few seconds every other watch of the process (a member's
+    stop order, or the deletion of its claim) waited seconds behind it. Here every re-read runs on a
+    thread of its own, one at a time, and a read cut short by a connection loss is made again on
+    reconnection rather than retried."""
+
+    def __init__(self, zk: KazooClient, path: str,
+                 on_data: Callable[[bytes | None, ZnodeStat | None], bool]) -> None:
+        self._zk, self._path, self._on_data = zk, path, on_data
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._seen: tuple[int | None] | None = None  # (mzxid or None if absent) of the last read
+
+    def start(self) -> None:
+        self._zk.add_listener(self._on_state)
+        self._refresh()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._zk.remove_listener(self._on_state)
+
+    def _fired(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE and not self._stopped:  # NONE: the connection dropped
+            self._zk.handler.spawn(self._refresh)
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's connection thread: never block here.
+        if state == KazooState.CONNECTED and not self._stopped:
+            self._zk.handler.spawn(self._refresh)
+
+    def _refresh(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                data, stat = self._arm()
+            except (ConnectionLoss, SessionExpiredError):
+                return  # read again when the connection is back
+            seen = (stat.mzxid if stat is not None else None,)
+            if seen == self._seen:
+                return
+            self._seen = seen
+            if not self._on_data(data, stat):
+                self.stop()
+
+    def _arm(self) -> tuple[bytes | None, ZnodeStat | None]:
+        """Sets the watch; returns the data and stat, or ``None, None`` while ``path`` does not exist."""
+        while True:
+            try:
+                data, stat = self._zk.get(self._path, watch=self._fired)
+                return data, stat
+            except NoNodeError:
+                if self._zk.exists(self._path, watch=self._fired) is None:
+                    return None, None
