@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.protocol.states import ZnodeStat
 
 from rebalanser import wire, write_plan
 from rebalanser.config import Algorithm
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 DROP_ATTEMPTS = 3  # fenced deletes of stale chunks, those already gone left out in between
 
-DataCallback = Callable[[bytes | None, ZnodeStat | None, WatchedEvent | None], bool]
+DataCallback = Callable[[bytes | None, ZnodeStat | None], bool]
 
 
 @dataclass(frozen=True)
