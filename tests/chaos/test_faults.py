@@ -140,11 +140,11 @@ def test_the_checkers_catch_kazoo_working_on_after_a_pause(chaos_single: ZkClust
     fleet = make_fleet(chaos_single, "kazoo", tmp_path, workers=3, resources=6)
     try:
         found: list[tuple[str, str]] = []
-        for attempt in range(3):
+        for attempt in range(6):  # a pause can land on a worker that holds nothing at that moment
             result = run_step(fleet, "pause-follower", attempt, "subset", f"subset:kazoo:pause:{attempt}")
             found += [(c, m) for c, m in result.violations if c == "overlap"]
             if found:
                 break
-        assert found, "kazoo's SetPartitioner showed no overlap after three pauses beyond the session timeout"
+        assert found, "kazoo's SetPartitioner showed no overlap after six pauses beyond the session timeout"
     finally:
         fleet.close()

@@ -427,7 +427,9 @@ def delete_group(
     (the same namespace and name may take it back). Live workers may recreate their znodes meanwhile,
     so the deletion is repeated, up to ``attempts`` passes, each after a growing pause (50 ms doubling
     up to 1 s: a member whose claim or node was just deleted stops and re-reads before it gives up on
-    the group); raises :class:`NotEmptyError` if the group still exists after that.
+    the group). Each pass ends with what is left and the root deleted in one transaction, so that a
+    member cannot re-create a container between the two; raises :class:`NotEmptyError` if the group
+    still exists after every pass.
     """
     root = GroupPaths.of(path).root
     try:
@@ -449,14 +451,53 @@ def delete_group(
         if unknown:
             zk.set(root, owner.released().to_json())
             return Deletion(deleted, unknown)
-        try:
-            zk.delete(root)
-            return Deletion(deleted + 1)
-        except NoNodeError:
-            return Deletion(deleted)
-        except NotEmptyError:
-            continue
+        removed = _delete_rest_with_root(zk, root)
+        if removed is not None:
+            return Deletion(deleted + removed)
     raise NotEmptyError(f"{root} keeps getting new children; stop the workers and retry")
+
+
+_AT_ONCE = 500  # at most this many znodes left over are deleted with the root in one transaction
+
+
+def _delete_rest_with_root(zk: KazooClient, root: str) -> int | None:
+    """Deletes what live members re-created since the bulk deletion (their member nodes, claims and
+    containers) and the root in ONE transaction, so that nothing can be re-created in between: the
+    count, 0 when the root is already gone, None when it must be tried again (a znode was created or
+    deleted meanwhile, a child outside the layout appeared, or too much is left for one transaction)."""
+    try:
+        children = zk.get_children(root)
+    except NoNodeError:
+        return 0
+    if set(children) - LAYOUT:
+        return None  # the next pass releases the root to them
+    paths: list[str] = []
+    for child in children:
+        if not _collect_bottom_up(zk, f"{root}/{child}", paths):
+            return None
+    if len(paths) >= _AT_ONCE:
+        return None
+    transaction = zk.transaction()
+    for node in [*paths, root]:
+        transaction.delete(node)
+    results = transaction.commit()
+    if any(isinstance(result, Exception) for result in results):
+        return None
+    return len(paths) + 1
+
+
+def _collect_bottom_up(zk: KazooClient, node: str, into: list[str]) -> bool:
+    """Appends ``node``'s descendants, then ``node`` (children before parents); False when it is gone
+    or there are more than a transaction takes."""
+    try:
+        children = zk.get_children(node)
+    except NoNodeError:
+        return False
+    for child in children:
+        if len(into) >= _AT_ONCE or not _collect_bottom_up(zk, f"{node}/{child}", into):
+            return False
+    into.append(node)
+    return True
 
 
 def delete_tree(zk: KazooClient, node: str, *, batch_size: int = DEFAULT_BATCH) -> int:
