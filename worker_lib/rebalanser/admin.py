@@ -45,7 +45,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE
 from rebalanser import wire
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.credentials import DigestState, PasswordFile, PasswordFileError, read_password
-from rebalanser.errors import CorruptDataError, InvalidInputError, RebalanserError
+from rebalanser.errors import InvalidInputError, RebalanserError
 from rebalanser.paths import GroupPaths, MemberNode, validate_resource_name
 from rebalanser.tls import TlsOptions
 
@@ -117,13 +117,8 @@ def _digest(credentials: Credentials | None) -> tuple[list[tuple[str, str]] | No
 
 def managed_by(data: bytes) -> str | None:
     """``namespace/name`` of the ResourceGroup a group root's data names (None: no ResourceGroup)."""
-    try:
-        owner = wire.decode_object(data, kind="owner").get("resourceGroup") if data else None
-    except CorruptDataError:
-        return None
-    if not isinstance(owner, dict):
-        return None
-    return f"{owner.get('namespace')}/{owner.get('name')}"
+    owner = wire.decode_owner(data)
+    return None if owner is None else f"{owner.get('namespace')}/{owner.get('name')}"
 
 
 class GroupAdmin:

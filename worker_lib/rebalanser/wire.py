@@ -78,6 +78,16 @@ def decode_object(data: bytes, *, kind: str, path: str = "", max_bytes: int = MA
     return value
 
 
+def decode_owner(data: bytes) -> dict[str, Json] | None:
+    """The ``resourceGroup`` object of the owner marker an operator keeps in a group root's data; None
+    for no marker, or for anything else (foreign or corrupt data)."""
+    try:
+        owner = decode_object(data, kind="owner").get("resourceGroup") if data else None
+    except CorruptDataError:
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
 def decode_json(data: bytes, *, kind: str, path: str = "", max_bytes: int = MAX_RECORD_BYTES) -> Json:
     """Any JSON value, within every bound; CorruptDataError otherwise."""
 

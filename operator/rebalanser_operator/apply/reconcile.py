@@ -79,11 +79,8 @@ class OwnerMarker:
     @staticmethod
     def parse(data: bytes) -> OwnerMarker | None:
         """The marker in a group root's data; None for no marker, or for anything else (foreign data)."""
-        try:
-            owner = wire.decode_object(data, kind="owner").get("resourceGroup") if data else None
-        except CorruptDataError:
-            return None
-        if not isinstance(owner, dict):
+        owner = wire.decode_owner(data)
+        if owner is None:
             return None
         namespace, name, uid = owner.get("namespace"), owner.get("name"), owner.get("uid", "")
         cluster = owner.get("clusterId")
