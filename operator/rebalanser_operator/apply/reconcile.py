@@ -39,9 +39,9 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from rebalanser import wire
 from rebalanser.config import GroupConfig
-from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths
 
+from rebalanser_operator.status.groupread import config_of
 from rebalanser_operator.zkpool import DigestCredentials
 
 log = logging.getLogger(__name__)
@@ -397,14 +397,7 @@ def write_config(zk: KazooClient, paths: GroupPaths, config: GroupConfig, acl: S
 def read_config(zk: KazooClient, path: str) -> GroupConfig | None:
     """``G/config``; None when it is missing or not a valid config (either way, drift to repair)."""
     config = GroupPaths.of(path).config
-    try:
-        data, _ = zk.get(config)
-        return wire.decode_config(data, path=config)
-    except NoNodeError:
-        return None
-    except CorruptDataError as exc:
-        log.warning("rejecting %s: %s", config, exc.reason)
-        return None
+    return config_of(zk.get_async(config), config)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     state = zk.get_async(paths.state)
     config = zk.get_async(paths.config)
     exists = root.get() is not None
-    config_value = _config(config, paths.config)
+    config_value = config_of(config, paths.config)
     try:
         root_data: bytes | None = marker.get()[0]
     except NoNodeError:
@@ -113,8 +113,9 @@ def _rebalance(reply: Any, path: str, status: GroupStatus) -> wire.RebalanceReco
         return None
 
 
-def _config(reply: Any, path: str) -> GroupConfig | None:
-    """Like :func:`rebalanser_operator.apply.reconcile.read_config`: missing or invalid is drift to repair."""
+def config_of(reply: Any, path: str) -> GroupConfig | None:
+    """``G/config`` from a read's ``reply``; None when it is missing or not a valid config (either way,
+    drift to repair; :func:`rebalanser_operator.apply.reconcile.read_config` reads it the same way)."""
     try:
         data, _ = reply.get()
         return wire.decode_config(data, path=path)
