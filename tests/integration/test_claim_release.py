@@ -16,6 +16,7 @@ from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.paths import GroupPaths
 
+from tests.support.claimbook import joined
 from tests.support.zk import admin_client
 
 RESOURCES = [f"r{i}" for i in range(5)]
@@ -27,14 +28,6 @@ def member(zk_hosts: str) -> Iterator[KazooClient]:
     with admin_client(zk_hosts) as client:
         yield client
 
-
-def joined(member: KazooClient, paths: GroupPaths) -> ClaimBook:
-    """A ClaimBook of a member that joined: its ephemeral member node exists."""
-    assert ensure_group(member, paths, create_root=True)
-    node = member.create(f"{paths.clients}/m0-", b"", ephemeral=True, sequence=True)
-    book = ClaimBook(member, paths, "m0")
-    book.reset(member.client_id[0], node)
-    return book
 
 
 def owner(zk: KazooClient, paths: GroupPaths, resource: str) -> int | None:

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from rebalanser.claims import ClaimBook
-from rebalanser.containers import ensure_group
 from rebalanser.paths import GroupPaths
 
+from tests.support.claimbook import joined
 from tests.support.zk import admin_client
 
 WAIT = 20.0  # seconds: generous, the machine may be loaded
@@ -37,13 +36,6 @@ def member(zk_hosts: str) -> Iterator[KazooClient]:
         client.requests = counts  # type: ignore[attr-defined]
         yield client
 
-
-def joined(member: KazooClient, paths: GroupPaths) -> ClaimBook:
-    assert ensure_group(member, paths, create_root=True)
-    node = member.create(f"{paths.clients}/m0-", b"", ephemeral=True, sequence=True)
-    book = ClaimBook(member, paths, "m0")
-    book.reset(member.client_id[0], node)
-    return book
 
 
 class Reports:
