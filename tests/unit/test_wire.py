@@ -172,6 +172,11 @@ def test_names_are_checked_in_one_pass_as_one_by_one(values: list[object]) -> No
     assert are_valid_resource_names(values) is expected
 
 
+@pytest.mark.parametrize("values", [["a\nb"], ["ok", "a\nb"], ["a\n"], ["\na"], ["a", "b\n", "c"]])
+def test_a_name_holding_a_newline_is_not_read_as_two(values: list[object]) -> None:
+    assert are_valid_resource_names(values) is False
+
+
 def test_the_largest_numbers_in_range_are_kept() -> None:
     value = wire.decode_object(b'{"a":9223372036854775807,"b":-9223372036854775807,"c":1.5e300}', kind="state")
     assert value == {"a": wire.MAX_INT, "b": -wire.MAX_INT, "c": 1.5e300}

@@ -61,6 +61,8 @@ def assign(
 def _holdings(everyone: list[str], names: list[str], current: Mapping[str, str]) -> dict[str, list[str]]:
     allowed = set(everyone)
     kept: dict[str, list[str]] = {m: [] for m in everyone}
+    if not current:  # a group's first assignment: nobody holds anything yet
+        return kept
     for resource in names:
         owner = current.get(resource)
         if owner in allowed:

@@ -24,7 +24,7 @@ from rebalanser.assignment import Plan, assign
 from rebalanser.barrier import moves_nothing, takes_nothing_away
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import NotCoordinatorError
-from rebalanser.paths import MemberNode, is_valid_resource_name
+from rebalanser.paths import MemberNode, are_valid_resource_names, is_valid_resource_name
 from rebalanser.wire import BarrierRecord, Phase
 
 Resources = tuple[str, ...]
@@ -69,6 +69,8 @@ def live_members(listed: Iterable[MemberNode]) -> list[MemberNode]:
 def valid_resources(names: Iterable[str]) -> tuple[list[str], int]:
     """The names that are valid resource names, and how many were not."""
     listed = list(names)
+    if are_valid_resource_names(listed):  # the usual case, in one pass (100,000 names: a few ms)
+        return listed, 0
     valid = [n for n in listed if is_valid_resource_name(n)]
     return valid, len(listed) - len(valid)
 
@@ -121,6 +123,8 @@ def members_changed(proposal: Proposal, live: Iterable[MemberNode]) -> bool:
 
 def moved(before: Mapping[str, str], after: Mapping[str, str]) -> int:
     """Resources that change owner (a resource new to the layout does not count)."""
+    if not before:  # a group's first assignment: nothing to compare (100,000 lookups saved)
+        return 0
     return sum(1 for r, m in after.items() if r in before and before[r] != m)
 
 

@@ -59,10 +59,13 @@ def is_valid_resource_name(name: str) -> bool:
 
 def are_valid_resource_names(names: Sequence[object]) -> bool:
     """:func:`is_valid_resource_name` of every element, in one pass (an assignment may list 100,000)."""
-    if not all(type(name) is str for name in names):
+    try:
+        text = "\n".join(cast(Sequence[str], names))  # in C; TypeError: an element is not a string
+    except TypeError:
         return False
-    text = "\n".join(cast(Sequence[str], names))
-    return not names or (_NAMES.fullmatch(text) is not None and "." not in names and ".." not in names)
+    # One name per line: a name holding a newline would otherwise read as two valid ones.
+    return not names or (text.count("\n") == len(names) - 1 and _NAMES.fullmatch(text) is not None
+                         and "." not in names and ".." not in names)
 
 
 def validate_member_id(member_id: str) -> str:
