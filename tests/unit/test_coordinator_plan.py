@@ -240,3 +240,41 @@ def test_a_member_back_under_a_new_node_has_orphans_even_if_reserved() -> None:
 
 def test_nothing_is_an_orphan_before_anything_is_assigned() -> None:
     assert not plan.orphans_waiting([M0.name], RESOURCES, Layout(), [], [])
+
+
+# -- the first plan, made ahead inside the start-up window ----------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", [RB, GB])
+def test_a_first_plan_made_ahead_is_the_plan_and_the_bytes_the_first_rebalance_writes(algorithm: Algorithm) -> None:
+    from rebalanser import write_plan
+    from rebalanser.paths import GroupPaths
+
+    paths, listed = GroupPaths.of("/g"), [M0, M1, M2]
+    resources = [f"r{i:04d}" for i in range(2000)]  # over 256 names each: chunked
+    ahead = plan.plan_ahead(listed, resources, 4, 1, algorithm)
+    assert ahead.proposal == plan.propose(listed, resources, {}, [])
+    decision = plan.decide(ahead.proposal, Stored({}, 0, None, False), algorithm, 4, early=False)
+    assert isinstance(decision, Assign) and decision.generation == 1
+    fresh = write_plan.plan(paths, {}, {}, decision.desired, 1, 4, algorithm, decision.force, (), decision.stop)
+    reused = write_plan.plan(paths, {}, {}, decision.desired, 1, 4, algorithm, decision.force, (), decision.stop,
+                             ahead.encoded)
+    assert reused.ops == fresh.ops
+    # every assignment came from the plan made ahead (none was encoded again)
+    sentinel = {value: wire_blob(value.member) for value in ahead.encoded}
+    marked = write_plan.plan(paths, {}, {}, decision.desired, 1, 4, algorithm, decision.force, (), decision.stop,
+                             sentinel)
+    assert {op.data for op in marked.ops if op.kind == "set"} == {n.name.encode() for n in listed}
+
+
+def wire_blob(member: str) -> plan.Blob:
+    return plan.Blob(member.encode(), {})
+
+
+def test_a_first_plan_made_ahead_fits_only_what_it_was_made_from() -> None:
+    ahead = plan.plan_ahead([M0, M1], RESOURCES, 4, 1, RB)
+    assert ahead.fits([M0, M1], list(RESOURCES), [])
+    assert not ahead.fits([M0, M1, M2], RESOURCES, [])  # a member joined meanwhile
+    assert not ahead.fits([M0], RESOURCES, [])  # one left
+    assert not ahead.fits([M0, M1], [*RESOURCES, "r4"], [])  # a resource was added
+    assert not ahead.fits([M0, M1], RESOURCES, ["m9"])  # a departed member's resources are reserved

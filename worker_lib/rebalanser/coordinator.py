@@ -47,7 +47,7 @@ from rebalanser.coordinator_store import CoordinatorStore
 from rebalanser.errors import CorruptDataError, NotCoordinatorError
 from rebalanser.options import Options
 from rebalanser.paths import GroupPaths, MemberNode
-from rebalanser.wire import RebalanceRecord
+from rebalanser.wire import Blob, MemberAssignment, RebalanceRecord
 from rebalanser.writer import FencedWriteError
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,9 @@ class Coordinator:
         self._in_office_since = 0.0  # monotonic; opens the start-up window (see startup)
         self._last_join = 0.0  # monotonic: the last change of G/clients seen
         self._unplaceable: frozenset[str] = frozenset()  # orphans the last hand-out could not place
+        self._ahead: plan.Ahead | None = None  # the first plan, made while the start-up window runs
+        self._encoded: dict[MemberAssignment, Blob] = {}  # its assignments, encoded, for the write
+        self._ahead_for: list[str] = []  # the membership (G/clients, sorted) last planned ahead for
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
 
     @property
@@ -240,7 +243,15 @@ class Coordinator:
                 until = plan.wait_until(self._pace(), now, self._orphans_waiting)
                 if until is None:
                     break
-                self._wake.wait(timeout=until - now)
+                ahead = self._plan_ahead_at(until)
+                if ahead is not None and ahead <= now:
+                    self._wake.release()  # the watches' callbacks must not wait for the plan
+                    try:
+                        self._plan_ahead()
+                    finally:
+                        self._wake.acquire()
+                    continue
+                self._wake.wait(timeout=min(until, ahead or until) - now)
             self._dirty = False
 
     def _pace(self) -> plan.Pace:
@@ -252,6 +263,32 @@ class Coordinator:
         if listings is None:
             return False
         return plan.orphans_waiting(*listings, self._store.layout, self._reserved_now(), self._unplaceable)
+
+    def _plan_ahead_at(self, until: float) -> float | None:
+        """When the first plan may be made ahead (None: not in this wait). Inside the start-up window
+        (the wait ends with it), once no member has joined for half of it: the plan is made while the
+        rest of the window runs out, unless it was made for this membership already."""
+        if self._store.layout.owners or self._startup_window() != until:
+            return None
+        listings = self._store.listings()
+        if listings is None or sorted(listings[0]) == self._ahead_for:
+            return None
+        return self._last_join + self._options.initial_quiet / 2
+
+    def _plan_ahead(self) -> None:
+        """The first plan and its encoded assignments, made ahead (see :class:`coordinator_plan.Ahead`);
+        the rebalance that ends the window uses them if nothing changed meanwhile."""
+        store, started = self._store, time.monotonic()
+        listings = store.listings()
+        self._ahead_for = sorted(listings[0]) if listings is not None else []  # tried once per membership
+        try:
+            self._ahead = plan.plan_ahead(store.members(), self._resources(), store.epoch,
+                                          store.layout.generation + 1, self._algorithm())
+            log.info("first plan made ahead in %.0f ms, inside the start-up window",
+                     (time.monotonic() - started) * 1000)
+        except KazooException as exc:  # the rebalance plans again and reports what fails
+            log.info("planning ahead failed (%r)", exc)
+            self._ahead = None
 
     def _reserved_now(self) -> list[str]:
         """The departed members whose grace still runs (as last computed; no I/O)."""
@@ -305,6 +342,7 @@ class Coordinator:
         store = self._store
         barrier = store.read_barrier()
         layout = store.layout
+        self._encoded = {}  # assignments encoded ahead, for this rebalance's write only
         early = started < self._last_rebalance + self._interval()  # woken by orphans inside the interval
         proposal, complete = self._propose_early() if early else (self._propose(), True)
         planned = time.monotonic()
@@ -321,7 +359,7 @@ class Coordinator:
             if algorithm is Algorithm.GLOBAL_BARRIER:
                 log.info("global barrier %d: nothing moves between live members; assigning without a stop",
                          decision.generation)
-            store.write_assignments(decision, algorithm)
+            store.write_assignments(decision, algorithm, self._encoded)
         else:
             proposal = self._run_round(decision, proposal)
         layout = store.layout  # a round that failed a write read the layout again
@@ -344,7 +382,12 @@ class Coordinator:
     def _propose(self) -> Proposal:
         listed = self._store.members()
         live = {m.member_id for m in plan.live_members(listed)}
-        return plan.propose(listed, self._resources(), self._store.layout.owners, self._reserved(live))
+        reserved, resources = self._reserved(live), self._resources()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and not self._store.layout.owners and ahead.fits(listed, resources, reserved):
+            self._encoded = ahead.encoded
+            return ahead.proposal
+        return plan.propose(listed, resources, self._store.layout.owners, reserved)
 
     def _propose_early(self) -> tuple[Proposal, bool]:
         """Inside the interval, woken by orphans: the full plan when it takes nothing from a live member

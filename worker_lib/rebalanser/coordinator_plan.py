@@ -25,7 +25,7 @@ from rebalanser.barrier import moves_nothing, takes_nothing_away
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import NotCoordinatorError
 from rebalanser.paths import MemberNode, are_valid_resource_names, is_valid_resource_name
-from rebalanser.wire import BarrierRecord, Phase
+from rebalanser.wire import BarrierRecord, Blob, MemberAssignment, Phase, encode_assignment
 
 Resources = tuple[str, ...]
 
@@ -87,6 +87,35 @@ def propose(
     by_id = {m.member_id: m for m in members}
     plan = assign(by_id, resources, dict(owners), list(reserved))
     return Proposal(members, resources, frozenset(m.name for m in listed), dict(plan.owners), _desired(plan, by_id))
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """A group's first plan, made inside the start-up window while the coordinator waits for it to end
+    (see :func:`plan_ahead`), and its assignments encoded as they will be written: the rebalance that
+    ends the window reuses it when what it was made from is unchanged (else it plans afresh)."""
+
+    listed: list[MemberNode]
+    resources: list[str]
+    proposal: Proposal
+    encoded: dict[MemberAssignment, Blob]
+
+    def fits(self, listed: list[MemberNode], resources: list[str], reserved: Collection[str]) -> bool:
+        """Whether :func:`propose` of these inputs (and nothing assigned) is this plan."""
+        return not reserved and listed == self.listed and resources == self.resources
+
+
+def plan_ahead(
+    listed: list[MemberNode], resources: list[str], epoch: int, generation: int, algorithm: Algorithm
+) -> Ahead:
+    """The first assignment of a group (nothing assigned, no member reserved) for ``listed`` and
+    ``resources``, encoded for ``generation`` of ``epoch`` as :func:`decide` will write it: a
+    Resource Barrier assignment, or a Global Barrier one that stops nobody (nobody holds anything)."""
+    proposal = propose(listed, resources, {}, [])
+    stop = algorithm is not Algorithm.GLOBAL_BARRIER
+    values = (MemberAssignment(epoch, generation, rs, algorithm.value, node, stop)
+              for node, rs in proposal.desired.items())
+    return Ahead(list(listed), list(resources), proposal, {v: encode_assignment(v) for v in values})
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from rebalanser.membership import Roster
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.storage import decode_assignment
 from rebalanser.watches import ChildrenTrigger, DataTrigger
-from rebalanser.wire import BarrierRecord, Phase, RebalanceRecord
+from rebalanser.wire import BarrierRecord, Blob, MemberAssignment, Phase, RebalanceRecord
 from rebalanser.writer import FencedWriteError, FencedWriter
 
 log = logging.getLogger(__name__)
@@ -271,9 +271,11 @@ class CoordinatorStore:
         """A write fenced by our epoch and our member node."""
         return FencedWriter(self._zk, self._paths.epoch, self.epoch, member_path=self._member_path)
 
-    def write_assignments(self, step: Assign, algorithm: Algorithm) -> None:
+    def write_assignments(self, step: Assign, algorithm: Algorithm,
+                          encoded: Mapping[MemberAssignment, Blob] | None = None) -> None:
         """The assignments of ``step`` (and its closing ``G/barrier`` record) in one fenced write, then
-        the chunks no header names any more; then, if the step says so, older stop markers."""
+        the chunks no header names any more; then, if the step says so, older stop markers.
+        ``encoded``: assignments encoded beforehand (see :func:`write_plan.plan`)."""
         layout = self.layout
         # A member that left gracefully deleted its own assignment: deleting it again would fail the
         # whole batch (NoNode) and cost a full re-read of the layout and a second rebalance.
@@ -281,7 +283,7 @@ class CoordinatorStore:
         checks = [(n, self._zk.exists_async(self._paths.member_assignment(n))) for n in gone]
         still_stored = {n for n, check in checks if check.get() is not None}
         plan = write_plan.plan(self._paths, layout.written, layout.parts, step.desired, step.generation,
-                               self.epoch, algorithm, step.force, still_stored, step.stop)
+                               self.epoch, algorithm, step.force, still_stored, step.stop, encoded)
         writer = self._writer()
         writer.ops.extend(plan.ops)
         layout.written, layout.parts = plan.written, plan.parts

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from rebalanser import wire
 from rebalanser.config import Algorithm
 from rebalanser.paths import GroupPaths
-from rebalanser.wire import MemberAssignment
+from rebalanser.wire import Blob, MemberAssignment
 from rebalanser.writer import Op
 
 Resources = tuple[str, ...]
@@ -51,16 +51,20 @@ def plan(
     force: bool,
     still_stored: Collection[str],
     stop: bool = True,
+    encoded: Mapping[MemberAssignment, Blob] | None = None,
 ) -> WritePlan:
     """``still_stored``: those of :func:`departed` whose assignment node exists; ``stop`` False marks a
-    Global Barrier generation that stopped nobody (members apply it at once)."""
+    Global Barrier generation that stopped nobody (members apply it at once). ``encoded``: assignments
+    encoded beforehand (a memo: an assignment it lacks is encoded here, the bytes are the same)."""
+    memo = encoded or {}
     ops: list[Op] = []
     new_written, new_parts = dict(written), {n: list(p) for n, p in parts.items()}
     stale: list[str] = []
     for node, resources in desired.items():
         if not force and written.get(node) == resources:
             continue
-        blob = wire.encode_assignment(MemberAssignment(epoch, generation, resources, algorithm.value, node, stop))
+        value = MemberAssignment(epoch, generation, resources, algorithm.value, node, stop)
+        blob = memo.get(value) or wire.encode_assignment(value)
         path = paths.member_assignment(node)
         if node not in written:
             ops.append(Op("create", path, b""))
