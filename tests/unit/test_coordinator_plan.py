@@ -278,3 +278,14 @@ def test_a_first_plan_made_ahead_fits_only_what_it_was_made_from() -> None:
     assert not ahead.fits([M0], RESOURCES, [])  # one left
     assert not ahead.fits([M0, M1], [*RESOURCES, "r4"], [])  # a resource was added
     assert not ahead.fits([M0, M1], RESOURCES, ["m9"])  # a departed member's resources are reserved
+
+
+def test_a_plan_made_ahead_is_abandoned_between_encodings_once_asked() -> None:
+    asked: list[int] = []
+
+    def abandon() -> bool:
+        asked.append(1)
+        return len(asked) > 1  # a member joins while the first assignment is encoded
+
+    assert plan.plan_ahead([M0, M1, M2], RESOURCES, 4, 1, RB, abandon) is None
+    assert len(asked) == 2  # the other two were never encoded

@@ -281,11 +281,16 @@ class Coordinator:
         store, started = self._store, time.monotonic()
         listings = store.listings()
         self._ahead_for = sorted(listings[0]) if listings is not None else []  # tried once per membership
+        seen = self._last_join
+
+        def abandon() -> bool:  # a membership change makes the plan useless (the rest would be work lost)
+            return seen != self._last_join or not self._active
+
         try:
             self._ahead = plan.plan_ahead(store.members(), self._resources(), store.epoch,
-                                          store.layout.generation + 1, self._algorithm())
-            log.info("first plan made ahead in %.0f ms, inside the start-up window",
-                     (time.monotonic() - started) * 1000)
+                                          store.layout.generation + 1, self._algorithm(), abandon)
+            log.info("first plan %s ahead in %.0f ms, inside the start-up window",
+                     "made" if self._ahead else "abandoned", (time.monotonic() - started) * 1000)
         except KazooException as exc:  # the rebalance plans again and reports what fails
             log.info("planning ahead failed (%r)", exc)
             self._ahead = None

@@ -106,16 +106,23 @@ class Ahead:
 
 
 def plan_ahead(
-    listed: list[MemberNode], resources: list[str], epoch: int, generation: int, algorithm: Algorithm
-) -> Ahead:
+    listed: list[MemberNode], resources: list[str], epoch: int, generation: int, algorithm: Algorithm,
+    abandon: Callable[[], bool] = lambda: False,
+) -> Ahead | None:
     """The first assignment of a group (nothing assigned, no member reserved) for ``listed`` and
     ``resources``, encoded for ``generation`` of ``epoch`` as :func:`decide` will write it: a
-    Resource Barrier assignment, or a Global Barrier one that stops nobody (nobody holds anything)."""
+    Resource Barrier assignment, or a Global Barrier one that stops nobody (nobody holds anything).
+    ``abandon`` is asked after the plan and between encodings: once it is True (a member joined, so
+    the plan would not be used) the rest is not computed and None is returned."""
     proposal = propose(listed, resources, {}, [])
     stop = algorithm is not Algorithm.GLOBAL_BARRIER
-    values = (MemberAssignment(epoch, generation, rs, algorithm.value, node, stop)
-              for node, rs in proposal.desired.items())
-    return Ahead(list(listed), list(resources), proposal, {v: encode_assignment(v) for v in values})
+    encoded: dict[MemberAssignment, Blob] = {}
+    for node, rs in proposal.desired.items():
+        if abandon():
+            return None
+        value = MemberAssignment(epoch, generation, rs, algorithm.value, node, stop)
+        encoded[value] = encode_assignment(value)
+    return Ahead(list(listed), list(resources), proposal, encoded)
 
 
 @dataclass(frozen=True)
