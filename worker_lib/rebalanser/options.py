@@ -70,7 +70,7 @@ class Options:
     lease_fraction: float = 0.8
     departure_grace: float = 0.0
     initial_quiet: float = 0.5
-    initial_max_wait: float = 5.0
+    initial_max_wait: float = 10.0
     termination_log: str | None = None
     pod: str | None = None
     pod_uid: str | None = None
