@@ -35,7 +35,7 @@ import shutil
 import statistics
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +170,11 @@ def measure(scene: FailoverScene, group: str, victim: str, instance: int, ts: in
 
 def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int, held: set[str]) -> dict[str, Any]:
     """Where the time went, seconds after the kill: the operator's log line saying it ended the victim's
-    member (``operator_s``, with the duration it reports, ``operator_end_ms``), and the first ``assigned``
-    event of a live instance naming one of the victim's resources (``assigned_s``). The operator's
-    timestamps are wall-clock; the node's kernel is this host's, so they map onto CLOCK_MONOTONIC."""
+    member (``operator_s``, with the duration it reports, ``operator_end_ms``, and when the pod event that
+    led to it arrived, ``pod_event_s``), the first rebalance or hand-out a coordinator logged after the
+    kill (``rebalanced_s``), and the first ``assigned`` event of a live instance naming one of the
+    victim's resources (``assigned_s``). The log lines' timestamps are wall-clock; the node's kernel is
+    this host's, so they map onto CLOCK_MONOTONIC."""
     offset = time.time_ns() - time.monotonic_ns()
     out: dict[str, Any] = {}
     for line in scene.operator_lines(f"failover: pod {victim}'s"):
@@ -185,10 +187,36 @@ def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int
             out["operator_s"] = round((at - ts) / 1e9, 3)
             found = re.search(r"ended in (\d+) ms", entry.get("message", ""))
             out["operator_end_ms"] = int(found.group(1)) if found else None
+            arrived = re.search(r"the pod event arrived (\d+) ms before", entry.get("message", ""))
+            if arrived:
+                out["pod_event_s"] = round(out["operator_s"] - int(arrived.group(1)) / 1000, 3)
+    rebalanced = [at for at in coordinator_lines(scene, group, offset) if at >= ts]
+    if rebalanced:
+        out["rebalanced_s"] = round((min(rebalanced) - ts) / 1e9, 3)
     assigned = [int(e["ts"]) for e in scene.events(group) if e["event"] == "assigned" and int(e["ts"]) >= ts
                 and (e["id"], e["_pid"]) != (victim, instance) and held & set(e["resources"])]
     if assigned:
         out["assigned_s"] = round((min(assigned) - ts) / 1e9, 3)
+    return out
+
+
+COORDINATOR_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO rebalanser\.coordinator: "
+                              r"(rebalance \d+:|\d+ orphans handed out)")
+
+
+def coordinator_lines(scene: FailoverScene, group: str, offset: int) -> list[int]:
+    """When the group's coordinators logged a rebalance or a hand-out (workers' stderr, ``--log-level=INFO``;
+    wall-clock milliseconds in the container's UTC), as CLOCK_MONOTONIC nanoseconds (``offset``: wall - monotonic)."""
+    logs = scene.logs.get(group)
+    if logs is None:
+        return []
+    out = []
+    for path in sorted(logs.dir.glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            found = COORDINATOR_LINE.match(line)
+            if found:
+                wall = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
+                out.append(int(wall.timestamp() * 1e9) - offset)
     return out
 
 
@@ -210,7 +238,8 @@ def kill_pair(scene: FailoverScene, groups: dict[str, str], scenario: str, worke
     for f in groups:
         scene.wait_restarted(victims[f], instances[f], timeout=400)
     log(f"  {scenario}: " + ", ".join(f"{s['failover']} {s['seconds']:.2f} s (interval {s['interval_s']} s; "
-                                      f"operator {s.get('operator_s')} s, assigned {s.get('assigned_s')} s)"
+                                      f"pod event {s.get('pod_event_s')} s, operator {s.get('operator_s')} s, "
+                                      f"rebalanced {s.get('rebalanced_s')} s, assigned {s.get('assigned_s')} s)"
                                       for s in out) + f", load {load1}")
     return out
 
@@ -243,7 +272,8 @@ def kill_in_rollout(scene: FailoverScene, group: str, workers: int, ready_new: i
     seconds, held, where = measure(scene, group, victim, instance, kill.ts, set())
     old = "old" if victim in before else "new"
     log(f"  rollout ({ready_new} new Ready): {old} pod {victim} held {held}: worked again {seconds:.2f} s "
-        f"(interval {interval} s; operator {where.get('operator_s')} s, assigned {where.get('assigned_s')} s), "
+        f"(interval {interval} s; pod event {where.get('pod_event_s')} s, operator {where.get('operator_s')} s, "
+        f"rebalanced {where.get('rebalanced_s')} s, assigned {where.get('assigned_s')} s), "
         f"load {load1}")
     scene.kube.kubectl("rollout", "status", f"deployment/{group}-worker", "-n", scene.ns, "--timeout=600s",
                        timeout=660)

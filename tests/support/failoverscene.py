@@ -114,6 +114,7 @@ def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0
         f"--zk={ZK_CONNECT}", f"--group=/rebalanser/$(POD_NAMESPACE)/{group}", "--id=$(POD_NAME)",
         f"--session-timeout={session_timeout:g}", "--stop-timeout=10", f"--tick={tick:g}", "--metrics-port=9100",
         "--termination-log=/dev/termination-log", "--simulate-oom", "--json",
+        "--log-level=INFO",  # the coordinator's rebalance lines on stderr: where a failover's time went
     ]
     return doc
 
