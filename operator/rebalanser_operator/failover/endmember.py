@@ -73,11 +73,13 @@ def read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, MemberRecord |
     return {name: record for name, (record, _) in _read_members(zk, paths).items()}
 
 
-def _read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, tuple[MemberRecord | None, ZnodeStat]]:
-    """Every member node's record (None when it cannot be parsed) and ``Stat``; pipelined reads."""
-    try:
-        names = zk.get_children(paths.clients)
-    except NoNodeError:
+def _read_members(
+    zk: KazooClient, paths: GroupPaths, listing: Any = None,
+) -> dict[str, tuple[MemberRecord | None, ZnodeStat]]:
+    """Every member node's record (None when it cannot be parsed) and ``Stat``; pipelined reads
+    (``listing``: a ``get_children_async`` of ``G/clients`` already sent)."""
+    names = _children(listing if listing is not None else zk.get_children_async(paths.clients))
+    if names is None:
         return {}
     pending = [(n, zk.get_async(paths.client(n))) for n in names if MemberNode.parse(n) is not None]
     records: dict[str, tuple[MemberRecord | None, ZnodeStat]] = {}
@@ -101,14 +103,18 @@ def end_instances(
     """Ends every member node of ``group`` that records ``pod`` and one of its ``ended`` instances,
     after a ``sync`` and only if ``owned(<group root's data>)``; raises :class:`NotOwned` otherwise."""
     paths = GroupPaths.of(group)
-    zk.sync(paths.root)
+    # One round trip: the server answers a session's requests in order, so the reads sent behind the
+    # sync are answered after it, from state at least as new as the leader's when it took the sync.
+    synced = zk.sync_async(paths.root)
+    root, listing = zk.get_async(paths.root), zk.get_children_async(paths.clients)
+    synced.get()
     try:
-        data, _ = zk.get(paths.root)
+        data, _ = root.get()
     except NoNodeError as exc:
         raise NotOwned(paths.root) from exc
     if not owned(data):
         raise NotOwned(paths.root)
-    members = _read_members(zk, paths)
+    members = _read_members(zk, paths, listing)
     chosen = members_to_end(pod, ended, {name: record for name, (record, _) in members.items()})
     outcomes = []
     for name, instance in chosen.items():
