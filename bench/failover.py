@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.failoverscene import FailoverScene
+from tests.support.failoverscene import ZK_CONNECT, FailoverScene
 from tests.support.kubectl import wait_until
 from tests.support.podcluster import REPO, NoCluster, pod_cluster
 
@@ -85,7 +85,8 @@ def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 
     result: dict[str, Any] = {"T_s": T, "workers": workers, "resources": resources, "rollout_workers": rollout_workers,
                               "rebalance": {"minIntervalSeconds": min_interval, "maxIntervalSeconds": 30,
                                             "adaptive": True, "workload": "Deployment"},
-                              "loadavg_start": [round(v, 2) for v in os.getloadavg()]}
+                              "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+                              "zookeeper": {"connect": ZK_CONNECT, "tickTime_ms": zk_tick_ms(kube)}}
     samples: list[dict[str, Any]] = []
     violations: dict[str, dict[str, Any]] = {}
     try:
@@ -125,6 +126,17 @@ def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 
     result["violations"] = violations
     result["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     return result
+
+
+def zk_tick_ms(kube: Any) -> int | None:
+    """The tickTime of the ensemble the run uses, from the zoo.cfg of its first server (a StatefulSet ``zk``
+    in the namespace its connect string names, as e2e/cluster/zookeeper.yaml deploys it); None if unknown."""
+    parts = ZK_CONNECT.split(".")
+    if len(parts) < 2:
+        return None
+    out = kube.kubectl("-n", parts[1], "exec", "zk-0", "--", "grep", "^tickTime=", "/data/zoo.cfg", check=False)
+    found = re.search(r"tickTime=(\d+)", out.stdout or "")
+    return int(found.group(1)) if found else None
 
 
 def checked(scene: FailoverScene, group: str) -> dict[str, Any]:
@@ -509,15 +521,23 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         scenario, failover = key.split("/")
         lines.append(f"| {scenario} | {FAILOVERS[failover]} | {s['n']} | {_intervals(s)} | {s['p50_s']} s | "
                      f"{s['p95_s']} s | {s['max_s']} s | {_loads(s)} |")
-    lines += ["", "Every kill, and where its time went (seconds after the kill): the operator's log line saying "
-              "it ended the victim's member (and how long it says that took), the first `assigned` event of a "
-              "live worker naming one of the victim's resources, the last of them worked on again:", "",
-              "| scenario | failover | interval | load | operator ended the member | (its own duration) | "
-              "assigned | worked again |", "|---|---|---|---|---|---|---|---|"]
+    zk = result.get("zookeeper") or {}
+    if zk.get("tickTime_ms"):
+        lines += ["", f"ZooKeeper: `{zk.get('connect')}`, tickTime {zk['tickTime_ms']} ms (a session expires "
+                      "in tickTime buckets: between T and T + tickTime after the leader last heard of it)."]
+    lines += ["", "Every kill, and where its time went (seconds after the kill): the pod event that told the "
+              "operator (the kubelet's detection and the watch), the operator's log line saying it ended the "
+              "victim's member (and how long its ZooKeeper step says it took), the first rebalance a coordinator "
+              "logged, the first `assigned` event of a live worker naming one of the victim's resources, the "
+              "last of them worked on again:", "",
+              "| scenario | failover | interval | load | pod event | operator ended the member | "
+              "(its own duration) | rebalanced | assigned | worked again |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for x in result.get("samples", []):
         own = x.get("operator_end_ms")
         lines.append(f"| {x['scenario']} | {FAILOVERS[x['failover']]} | {x['interval_s']} s | {x['load1']} | "
-                     f"{_s(x.get('operator_s'))} | {'-' if own is None else f'{own} ms'} | "
+                     f"{_s(x.get('pod_event_s'))} | {_s(x.get('operator_s'))} | "
+                     f"{'-' if own is None else f'{own} ms'} | {_s(x.get('rebalanced_s'))} | "
                      f"{_s(x.get('assigned_s'))} | {x['seconds']:.2f} s |")
     lines.append("")
     oom = result.get("oom") or {}
