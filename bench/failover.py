@@ -202,9 +202,14 @@ def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int
             arrived = re.search(r"the pod event arrived (\d+) ms before", entry.get("message", ""))
             if arrived:
                 out["pod_event_s"] = round(out["operator_s"] - int(arrived.group(1)) / 1000, 3)
-    rebalanced = [at for at in coordinator_lines(scene, group, offset) if at >= ts]
+    logdir = scene.logs[group].dir if group in scene.logs else None
+    rebalanced = [at for at in coordinator_lines(logdir, offset) if at >= ts]
     if rebalanced:
         out["rebalanced_s"] = round((min(rebalanced) - ts) / 1e9, 3)
+    # A successor took office before that rebalance: the victim was the coordinator.
+    took = [at for at in coordinator_lines(logdir, offset, TOOK_OFFICE) if at >= ts]
+    if took and rebalanced and min(took) <= min(rebalanced):
+        out["took_office_s"] = round((min(took) - ts) / 1e9, 3)
     assigned = [int(e["ts"]) for e in scene.events(group) if e["event"] == "assigned" and int(e["ts"]) >= ts
                 and (e["id"], e["_pid"]) != (victim, instance) and held & set(e["resources"])]
     if assigned:
@@ -214,18 +219,19 @@ def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int
 
 COORDINATOR_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO rebalanser\.coordinator: "
                               r"(rebalance \d+:|\d+ orphans handed out)")
+TOOK_OFFICE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO rebalanser\.coordinator: took office")
 
 
-def coordinator_lines(scene: FailoverScene, group: str, offset: int) -> list[int]:
-    """When the group's coordinators logged a rebalance or a hand-out (workers' stderr, ``--log-level=INFO``;
-    wall-clock milliseconds in the container's UTC), as CLOCK_MONOTONIC nanoseconds (``offset``: wall - monotonic)."""
-    logs = scene.logs.get(group)
-    if logs is None:
+def coordinator_lines(logdir: Path | None, offset: int, pattern: re.Pattern[str] = COORDINATOR_LINE) -> list[int]:
+    """When the group's coordinators logged a rebalance or a hand-out (``pattern``) in the workers' logs under
+    ``logdir`` (stderr, ``--log-level=INFO``; wall-clock milliseconds in the container's UTC), as
+    CLOCK_MONOTONIC nanoseconds (``offset``: wall - monotonic)."""
+    if logdir is None:
         return []
     out = []
-    for path in sorted(logs.dir.glob("*.log")):
+    for path in sorted(logdir.glob("*.log")):
         for line in path.read_text(errors="replace").splitlines():
-            found = COORDINATOR_LINE.match(line)
+            found = pattern.match(line)
             if found:
                 wall = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
                 out.append(int(wall.timestamp() * 1e9) - offset)
@@ -445,8 +451,9 @@ def targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
                     "met": s["p50_s"] <= T + 0.5, "value": f"p50 {s['p50_s']} s, max {s['max_s']} s (n = {s['n']})",
                     "detail": "formed and calm groups; the first hand-out reached a worker p50 "
                               f"{_median(result, 'assigned_s'):.2f} s after the kill (the session's expiry at the "
-                              "server, which expires sessions in tickTime = 2 s buckets), the last resource was "
-                              f"worked again p50 {_median(result, 'after_assigned'):.2f} s after that"})
+                              "server, which expires sessions in tickTime = "
+                              f"{(result.get('zookeeper') or {}).get('tickTime_ms') or '?'} ms buckets), the last "
+                              f"resource was worked again p50 {_median(result, 'after_assigned'):.2f} s after that"})
     violations = result.get("violations") or {}
     if violations:
         total = sum(v.get("overlaps", 0) + v.get("token_regressions", 0) for v in violations.values())
@@ -472,8 +479,14 @@ def split(samples: list[dict[str, Any]]) -> str:
     after = [x["seconds"] - x["operator_s"] for x in samples if x.get("operator_s") is not None]
     if not until:
         return "the operator's log line was not found"
-    return (f"until the operator had ended the member p50 {statistics.median(until):.2f} s (its own work "
-            f"p50 {statistics.median(own):.0f} ms), after it p50 {statistics.median(after):.2f} s")
+    seen = [x["pod_event_s"] for x in samples if x.get("pod_event_s") is not None]
+    heirs = [x for x in samples if x.get("took_office_s") is not None and x.get("operator_s") is not None]
+    return (f"until the operator had ended the member p50 {statistics.median(until):.2f} s ("
+            + (f"the pod event p50 {statistics.median(seen):.2f} s, " if seen else "")
+            + f"its own work p50 {statistics.median(own):.0f} ms), after it p50 {statistics.median(after):.2f} s"
+            + (f"; {len(heirs)} of {len(samples)} killed the coordinator (a successor took office "
+               f"p50 {statistics.median([x['took_office_s'] - x['operator_s'] for x in heirs]):.2f} s after "
+               "the operator's line, then handed out)" if heirs else ""))
 
 
 def _intervals(s: dict[str, Any]) -> str:
@@ -528,8 +541,9 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
     lines += ["", "Every kill, and where its time went (seconds after the kill): the pod event that told the "
               "operator (the kubelet's detection and the watch), the operator's log line saying it ended the "
               "victim's member (and how long its ZooKeeper step says it took), the first rebalance a coordinator "
-              "logged, the first `assigned` event of a live worker naming one of the victim's resources, the "
-              "last of them worked on again:", "",
+              "logged (*successor*: the victim was the coordinator, and that rebalance came from the member that "
+              "took office after it), the first `assigned` event of a live worker naming one of the victim's "
+              "resources, the last of them worked on again:", "",
               "| scenario | failover | interval | load | pod event | operator ended the member | "
               "(its own duration) | rebalanced | assigned | worked again |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -537,7 +551,8 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         own = x.get("operator_end_ms")
         lines.append(f"| {x['scenario']} | {FAILOVERS[x['failover']]} | {x['interval_s']} s | {x['load1']} | "
                      f"{_s(x.get('pod_event_s'))} | {_s(x.get('operator_s'))} | "
-                     f"{'-' if own is None else f'{own} ms'} | {_s(x.get('rebalanced_s'))} | "
+                     f"{'-' if own is None else f'{own} ms'} | {_s(x.get('rebalanced_s'))}"
+                     f"{' (successor)' if x.get('took_office_s') is not None else ''} | "
                      f"{_s(x.get('assigned_s'))} | {x['seconds']:.2f} s |")
     lines.append("")
     oom = result.get("oom") or {}
