@@ -35,11 +35,11 @@ import shutil
 import statistics
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.failoverscene import FailoverScene
+from tests.support.failoverscene import ZK_CONNECT, FailoverScene
 from tests.support.kubectl import wait_until
 from tests.support.podcluster import REPO, NoCluster, pod_cluster
 
@@ -85,7 +85,8 @@ def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 
     result: dict[str, Any] = {"T_s": T, "workers": workers, "resources": resources, "rollout_workers": rollout_workers,
                               "rebalance": {"minIntervalSeconds": min_interval, "maxIntervalSeconds": 30,
                                             "adaptive": True, "workload": "Deployment"},
-                              "loadavg_start": [round(v, 2) for v in os.getloadavg()]}
+                              "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+                              "zookeeper": {"connect": ZK_CONNECT, "tickTime_ms": zk_tick_ms(kube)}}
     samples: list[dict[str, Any]] = []
     violations: dict[str, dict[str, Any]] = {}
     try:
@@ -125,6 +126,17 @@ def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 
     result["violations"] = violations
     result["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     return result
+
+
+def zk_tick_ms(kube: Any) -> int | None:
+    """The tickTime of the ensemble the run uses, from the zoo.cfg of its first server (a StatefulSet ``zk``
+    in the namespace its connect string names, as e2e/cluster/zookeeper.yaml deploys it); None if unknown."""
+    parts = ZK_CONNECT.split(".")
+    if len(parts) < 2:
+        return None
+    out = kube.kubectl("-n", parts[1], "exec", "zk-0", "--", "grep", "^tickTime=", "/data/zoo.cfg", check=False)
+    found = re.search(r"tickTime=(\d+)", out.stdout or "")
+    return int(found.group(1)) if found else None
 
 
 def checked(scene: FailoverScene, group: str) -> dict[str, Any]:
@@ -170,9 +182,11 @@ def measure(scene: FailoverScene, group: str, victim: str, instance: int, ts: in
 
 def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int, held: set[str]) -> dict[str, Any]:
     """Where the time went, seconds after the kill: the operator's log line saying it ended the victim's
-    member (``operator_s``, with the duration it reports, ``operator_end_ms``), and the first ``assigned``
-    event of a live instance naming one of the victim's resources (``assigned_s``). The operator's
-    timestamps are wall-clock; the node's kernel is this host's, so they map onto CLOCK_MONOTONIC."""
+    member (``operator_s``, with the duration it reports, ``operator_end_ms``, and when the pod event that
+    led to it arrived, ``pod_event_s``), the first rebalance or hand-out a coordinator logged after the
+    kill (``rebalanced_s``), and the first ``assigned`` event of a live instance naming one of the
+    victim's resources (``assigned_s``). The log lines' timestamps are wall-clock; the node's kernel is
+    this host's, so they map onto CLOCK_MONOTONIC."""
     offset = time.time_ns() - time.monotonic_ns()
     out: dict[str, Any] = {}
     for line in scene.operator_lines(f"failover: pod {victim}'s"):
@@ -185,10 +199,42 @@ def stages(scene: FailoverScene, group: str, victim: str, instance: int, ts: int
             out["operator_s"] = round((at - ts) / 1e9, 3)
             found = re.search(r"ended in (\d+) ms", entry.get("message", ""))
             out["operator_end_ms"] = int(found.group(1)) if found else None
+            arrived = re.search(r"the pod event arrived (\d+) ms before", entry.get("message", ""))
+            if arrived:
+                out["pod_event_s"] = round(out["operator_s"] - int(arrived.group(1)) / 1000, 3)
+    logdir = scene.logs[group].dir if group in scene.logs else None
+    rebalanced = [at for at in coordinator_lines(logdir, offset) if at >= ts]
+    if rebalanced:
+        out["rebalanced_s"] = round((min(rebalanced) - ts) / 1e9, 3)
+    # A successor took office before that rebalance: the victim was the coordinator.
+    took = [at for at in coordinator_lines(logdir, offset, TOOK_OFFICE) if at >= ts]
+    if took and rebalanced and min(took) <= min(rebalanced):
+        out["took_office_s"] = round((min(took) - ts) / 1e9, 3)
     assigned = [int(e["ts"]) for e in scene.events(group) if e["event"] == "assigned" and int(e["ts"]) >= ts
                 and (e["id"], e["_pid"]) != (victim, instance) and held & set(e["resources"])]
     if assigned:
         out["assigned_s"] = round((min(assigned) - ts) / 1e9, 3)
+    return out
+
+
+COORDINATOR_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO rebalanser\.coordinator: "
+                              r"(rebalance \d+:|\d+ orphans handed out)")
+TOOK_OFFICE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO rebalanser\.coordinator: took office")
+
+
+def coordinator_lines(logdir: Path | None, offset: int, pattern: re.Pattern[str] = COORDINATOR_LINE) -> list[int]:
+    """When the group's coordinators logged a rebalance or a hand-out (``pattern``) in the workers' logs under
+    ``logdir`` (stderr, ``--log-level=INFO``; wall-clock milliseconds in the container's UTC), as
+    CLOCK_MONOTONIC nanoseconds (``offset``: wall - monotonic)."""
+    if logdir is None:
+        return []
+    out = []
+    for path in sorted(logdir.glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            found = pattern.match(line)
+            if found:
+                wall = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
+                out.append(int(wall.timestamp() * 1e9) - offset)
     return out
 
 
@@ -210,7 +256,8 @@ def kill_pair(scene: FailoverScene, groups: dict[str, str], scenario: str, worke
     for f in groups:
         scene.wait_restarted(victims[f], instances[f], timeout=400)
     log(f"  {scenario}: " + ", ".join(f"{s['failover']} {s['seconds']:.2f} s (interval {s['interval_s']} s; "
-                                      f"operator {s.get('operator_s')} s, assigned {s.get('assigned_s')} s)"
+                                      f"pod event {s.get('pod_event_s')} s, operator {s.get('operator_s')} s, "
+                                      f"rebalanced {s.get('rebalanced_s')} s, assigned {s.get('assigned_s')} s)"
                                       for s in out) + f", load {load1}")
     return out
 
@@ -243,7 +290,8 @@ def kill_in_rollout(scene: FailoverScene, group: str, workers: int, ready_new: i
     seconds, held, where = measure(scene, group, victim, instance, kill.ts, set())
     old = "old" if victim in before else "new"
     log(f"  rollout ({ready_new} new Ready): {old} pod {victim} held {held}: worked again {seconds:.2f} s "
-        f"(interval {interval} s; operator {where.get('operator_s')} s, assigned {where.get('assigned_s')} s), "
+        f"(interval {interval} s; pod event {where.get('pod_event_s')} s, operator {where.get('operator_s')} s, "
+        f"rebalanced {where.get('rebalanced_s')} s, assigned {where.get('assigned_s')} s), "
         f"load {load1}")
     scene.kube.kubectl("rollout", "status", f"deployment/{group}-worker", "-n", scene.ns, "--timeout=600s",
                        timeout=660)
@@ -403,8 +451,9 @@ def targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
                     "met": s["p50_s"] <= T + 0.5, "value": f"p50 {s['p50_s']} s, max {s['max_s']} s (n = {s['n']})",
                     "detail": "formed and calm groups; the first hand-out reached a worker p50 "
                               f"{_median(result, 'assigned_s'):.2f} s after the kill (the session's expiry at the "
-                              "server, which expires sessions in tickTime = 2 s buckets), the last resource was "
-                              f"worked again p50 {_median(result, 'after_assigned'):.2f} s after that"})
+                              "server, which expires sessions in tickTime = "
+                              f"{(result.get('zookeeper') or {}).get('tickTime_ms') or '?'} ms buckets), the last "
+                              f"resource was worked again p50 {_median(result, 'after_assigned'):.2f} s after that"})
     violations = result.get("violations") or {}
     if violations:
         total = sum(v.get("overlaps", 0) + v.get("token_regressions", 0) for v in violations.values())
@@ -430,8 +479,14 @@ def split(samples: list[dict[str, Any]]) -> str:
     after = [x["seconds"] - x["operator_s"] for x in samples if x.get("operator_s") is not None]
     if not until:
         return "the operator's log line was not found"
-    return (f"until the operator had ended the member p50 {statistics.median(until):.2f} s (its own work "
-            f"p50 {statistics.median(own):.0f} ms), after it p50 {statistics.median(after):.2f} s")
+    seen = [x["pod_event_s"] for x in samples if x.get("pod_event_s") is not None]
+    heirs = [x for x in samples if x.get("took_office_s") is not None and x.get("operator_s") is not None]
+    return (f"until the operator had ended the member p50 {statistics.median(until):.2f} s ("
+            + (f"the pod event p50 {statistics.median(seen):.2f} s, " if seen else "")
+            + f"its own work p50 {statistics.median(own):.0f} ms), after it p50 {statistics.median(after):.2f} s"
+            + (f"; {len(heirs)} of {len(samples)} killed the coordinator (a successor took office "
+               f"p50 {statistics.median([x['took_office_s'] - x['operator_s'] for x in heirs]):.2f} s after "
+               "the operator's line, then handed out)" if heirs else ""))
 
 
 def _intervals(s: dict[str, Any]) -> str:
@@ -479,15 +534,25 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         scenario, failover = key.split("/")
         lines.append(f"| {scenario} | {FAILOVERS[failover]} | {s['n']} | {_intervals(s)} | {s['p50_s']} s | "
                      f"{s['p95_s']} s | {s['max_s']} s | {_loads(s)} |")
-    lines += ["", "Every kill, and where its time went (seconds after the kill): the operator's log line saying "
-              "it ended the victim's member (and how long it says that took), the first `assigned` event of a "
-              "live worker naming one of the victim's resources, the last of them worked on again:", "",
-              "| scenario | failover | interval | load | operator ended the member | (its own duration) | "
-              "assigned | worked again |", "|---|---|---|---|---|---|---|---|"]
+    zk = result.get("zookeeper") or {}
+    if zk.get("tickTime_ms"):
+        lines += ["", f"ZooKeeper: `{zk.get('connect')}`, tickTime {zk['tickTime_ms']} ms (a session expires "
+                      "in tickTime buckets: between T and T + tickTime after the leader last heard of it)."]
+    lines += ["", "Every kill, and where its time went (seconds after the kill): the pod event that told the "
+              "operator (the kubelet's detection and the watch), the operator's log line saying it ended the "
+              "victim's member (and how long its ZooKeeper step says it took), the first rebalance a coordinator "
+              "logged (*successor*: the victim was the coordinator, and that rebalance came from the member that "
+              "took office after it), the first `assigned` event of a live worker naming one of the victim's "
+              "resources, the last of them worked on again:", "",
+              "| scenario | failover | interval | load | pod event | operator ended the member | "
+              "(its own duration) | rebalanced | assigned | worked again |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for x in result.get("samples", []):
         own = x.get("operator_end_ms")
         lines.append(f"| {x['scenario']} | {FAILOVERS[x['failover']]} | {x['interval_s']} s | {x['load1']} | "
-                     f"{_s(x.get('operator_s'))} | {'-' if own is None else f'{own} ms'} | "
+                     f"{_s(x.get('pod_event_s'))} | {_s(x.get('operator_s'))} | "
+                     f"{'-' if own is None else f'{own} ms'} | {_s(x.get('rebalanced_s'))}"
+                     f"{' (successor)' if x.get('took_office_s') is not None else ''} | "
                      f"{_s(x.get('assigned_s'))} | {x['seconds']:.2f} s |")
     lines.append("")
     oom = result.get("oom") or {}

@@ -34,7 +34,9 @@ from tests.support.podlogs import PodLogs
 from tests.support.podtools import Tools
 
 NS = "rb-failover"  # the default namespace (and release name); the tools pod goes to <namespace>-tools
-ZK_CONNECT = "zk.zookeeper.svc.cluster.local:2181"
+#: The cluster's ensemble; REBALANSER_FAILOVER_ZK points a run at another one (e.g. a copy of
+#: e2e/cluster/zookeeper.yaml in a namespace of its own, to measure a ZooKeeper setting).
+ZK_CONNECT = os.environ.get("REBALANSER_FAILOVER_ZK", "zk.zookeeper.svc.cluster.local:2181")
 CHART = REPO / "charts" / "rebalanser-operator"
 EXAMPLES = REPO / "examples"
 WORKER_LABEL = "rebalanser.io/failover-scene"
@@ -114,6 +116,7 @@ def workers_manifest(group: str, replicas: int, *, session_timeout: float = 10.0
         f"--zk={ZK_CONNECT}", f"--group=/rebalanser/$(POD_NAMESPACE)/{group}", "--id=$(POD_NAME)",
         f"--session-timeout={session_timeout:g}", "--stop-timeout=10", f"--tick={tick:g}", "--metrics-port=9100",
         "--termination-log=/dev/termination-log", "--simulate-oom", "--json",
+        "--log-level=INFO",  # the coordinator's rebalance lines on stderr: where a failover's time went
     ]
     return doc
 
@@ -171,7 +174,8 @@ class FailoverScene:
         self.kube.kubectl("apply", "-f", "-", input=json.dumps(meta))
         self.kube.helm("upgrade", "--install", self.ns, str(CHART), "-n", self.ns, "-f", str(EXAMPLES / "values.yaml"),
                        "--set", f"image.repository={IMAGE_REPOSITORY}", "--set", f"image.tag={IMAGE_TAG}",
-                       "--set", "failover.enabled=true", "--wait", "--timeout", "240s", timeout=300)
+                       "--set", "failover.enabled=true", "--set", f"operator.allowedEnsembles={{{ZK_CONNECT}}}",
+                       "--wait", "--timeout", "240s", timeout=300)
         self.operator_log = PodLogs(self.kube, namespace=self.ns, selector=self.operator_selector,
                                     dir=self.out / "logs" / "operator", container="operator").start()
         return self

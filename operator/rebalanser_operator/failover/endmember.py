@@ -11,9 +11,15 @@ member node ``M`` chosen by :func:`failover.members_to_end`, with ``S`` its sess
 1. ``M`` is deleted first, at the version read. This fences ``S``: every write a member makes to its
    claims is a ``multi`` that starts with ``check(M)``, so a late request of the dead process that
    reaches the server from now on changes nothing.
-2. ``sync`` again, then every claim under ``G/owners`` and every stop marker whose ``ephemeralOwner``
-   is ``S`` is deleted at the version read (in ``multi`` batches; a batch in which one went or changed
-   meanwhile is done again one by one, leaving that one alone).
+2. Every claim under ``G/owners`` and every stop marker whose ``ephemeralOwner`` is ``S`` is deleted
+   at the version read (in ``multi`` batches, claims first; a batch in which one went or changed
+   meanwhile is done again one by one, leaving that one alone). No second ``sync`` is needed: the
+   server answered the delete of ``M`` only once it had applied it, so the reads that follow on the
+   same session see every write committed before it, which includes every claim ``S`` made.
+
+The run's round trips are the failover's latency (the claims hold the resources back from their new
+owners): the member nodes are read once (their ``Stat`` is the one ``M`` is deleted at), and the
+listings and ``Stat`` reads of each step are pipelined.
 
 A run interrupted between 1 and 2 leaves ``S``'s remaining claims to session expiry (as without the
 failover); the fence is already in place. Nothing is decided from memory (docs/protocol.md,
@@ -23,12 +29,13 @@ failover); the fence is already in place. Nothing is decided from memory (docs/p
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import ZnodeStat
 from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.wire import MemberRecord, decode_member
@@ -63,12 +70,19 @@ class NotOwned(Exception):
 
 def read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, MemberRecord | None]:
     """Every member node's record (None when it cannot be parsed); pipelined reads."""
-    try:
-        names = zk.get_children(paths.clients)
-    except NoNodeError:
+    return {name: record for name, (record, _) in _read_members(zk, paths).items()}
+
+
+def _read_members(
+    zk: KazooClient, paths: GroupPaths, listing: Any = None,
+) -> dict[str, tuple[MemberRecord | None, ZnodeStat]]:
+    """Every member node's record (None when it cannot be parsed) and ``Stat``; pipelined reads
+    (``listing``: a ``get_children_async`` of ``G/clients`` already sent)."""
+    names = _children(listing if listing is not None else zk.get_children_async(paths.clients))
+    if names is None:
         return {}
     pending = [(n, zk.get_async(paths.client(n))) for n in names if MemberNode.parse(n) is not None]
-    records: dict[str, MemberRecord | None] = {}
+    records: dict[str, tuple[MemberRecord | None, ZnodeStat]] = {}
     for name, reply in pending:
         try:
             data, stat = reply.get()
@@ -77,9 +91,9 @@ def read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, MemberRecord |
         if not stat.ephemeralOwner:
             continue  # a persistent node is not a member
         try:
-            records[name] = decode_member(data, path=paths.client(name))
+            records[name] = (decode_member(data, path=paths.client(name)), stat)
         except CorruptDataError:
-            records[name] = None
+            records[name] = (None, stat)
     return records
 
 
@@ -89,57 +103,75 @@ def end_instances(
     """Ends every member node of ``group`` that records ``pod`` and one of its ``ended`` instances,
     after a ``sync`` and only if ``owned(<group root's data>)``; raises :class:`NotOwned` otherwise."""
     paths = GroupPaths.of(group)
-    zk.sync(paths.root)
+    # One round trip: the server answers a session's requests in order, so the reads sent behind the
+    # sync are answered after it, from state at least as new as the leader's when it took the sync.
+    synced = zk.sync_async(paths.root)
+    root, listing = zk.get_async(paths.root), zk.get_children_async(paths.clients)
+    synced.get()
     try:
-        data, _ = zk.get(paths.root)
+        data, _ = root.get()
     except NoNodeError as exc:
         raise NotOwned(paths.root) from exc
     if not owned(data):
         raise NotOwned(paths.root)
-    chosen = members_to_end(pod, ended, read_members(zk, paths))
+    members = _read_members(zk, paths, listing)
+    chosen = members_to_end(pod, ended, {name: record for name, (record, _) in members.items()})
     outcomes = []
     for name, instance in chosen.items():
         try:
-            outcomes.append(end_member(zk, paths, name, instance))
+            outcomes.append(end_member(zk, paths, name, instance, members[name][1]))
         except MemberChanged:
             log.info("member node %s went meanwhile", paths.client(name))
     return outcomes
 
 
-def end_member(zk: KazooClient, paths: GroupPaths, name: str, instance: EndedInstance) -> Ended:
-    """Fences ``M``'s session by deleting ``M``, then deletes that session's claims and stop markers."""
+def end_member(
+    zk: KazooClient, paths: GroupPaths, name: str, instance: EndedInstance, stat: ZnodeStat | None = None,
+) -> Ended:
+    """Fences ``M``'s session by deleting ``M`` (at the version of ``stat``, read now when not given),
+    then deletes that session's claims and stop markers."""
     member_path = paths.client(name)
-    stat = zk.exists(member_path)
+    if stat is None:
+        stat = zk.exists(member_path)
     if stat is None or not stat.ephemeralOwner:
         raise MemberChanged(member_path)
     session = int(stat.ephemeralOwner)
+    removal = zk.delete_async(member_path, version=stat.version)
+    # Sent behind the delete on the same session, so answered after it: one round trip for the three.
+    claims_listing, stopped_listing = zk.get_children_async(paths.owners), zk.get_children_async(paths.stopped)
     try:
-        zk.delete(member_path, version=stat.version)
+        removal.get()
     except (NoNodeError, BadVersionError, NotEmptyError) as exc:
         raise MemberChanged(member_path) from exc
-    zk.sync(paths.owners)
-    claims = _delete_owned(zk, [paths.owners], session)
-    markers = _delete_owned(zk, _generation_dirs(zk, paths), session)
+    listed = {paths.owners: _children(claims_listing)}
+    generations = [f"{paths.stopped}/{child}" for child in _children(stopped_listing) or []]
+    deleted = _delete_owned_paths(zk, [paths.owners, *generations], session, listed)
+    claims = sum(1 for path in deleted if path.startswith(paths.owners + "/"))
+    markers = len(deleted) - claims
     log.info("ended member node %s (session 0x%x): %d claims, %d stop markers", member_path, session, claims, markers)
     return Ended(name, session, instance, claims, markers)
 
 
-def _generation_dirs(zk: KazooClient, paths: GroupPaths) -> list[str]:
+def _children(listing: Any) -> list[str] | None:
+    """The outcome of a ``get_children_async`` (None: the parent does not exist)."""
     try:
-        return [f"{paths.stopped}/{child}" for child in zk.get_children(paths.stopped)]
+        return list(listing.get())
     except NoNodeError:
-        return []
+        return None
 
 
-def _owned_children(zk: KazooClient, parents: list[str], session: int) -> dict[str, int]:
-    """path -> version of each child of ``parents`` that is an ephemeral node of ``session`` (pipelined)."""
+def _owned_children(
+    zk: KazooClient, parents: list[str], session: int, listed: Mapping[str, list[str] | None] | None = None,
+) -> dict[str, int]:
+    """path -> version of each child of ``parents`` that is an ephemeral node of ``session``, in the
+    order of ``parents`` (pipelined: the listings not in ``listed`` together, then the ``Stat`` reads
+    together)."""
+    known = listed or {}
+    listings = [(parent, zk.get_children_async(parent)) for parent in parents if parent not in known]
+    children_of = {**known, **{parent: _children(listing) for parent, listing in listings}}
     pending: list[tuple[str, Any]] = []
     for parent in parents:
-        try:
-            children = zk.get_children(parent)
-        except NoNodeError:
-            continue
-        pending.extend((f"{parent}/{c}", zk.exists_async(f"{parent}/{c}")) for c in children)
+        pending.extend((f"{parent}/{c}", zk.exists_async(f"{parent}/{c}")) for c in children_of[parent] or [])
     owned = {}
     for path, reply in pending:
         stat = reply.get()
@@ -149,25 +181,32 @@ def _owned_children(zk: KazooClient, parents: list[str], session: int) -> dict[s
 
 
 def _delete_owned(zk: KazooClient, parents: list[str], session: int) -> int:
+    """How many children of ``parents`` owned by ``session`` :func:`_delete_owned_paths` deleted."""
+    return len(_delete_owned_paths(zk, parents, session))
+
+
+def _delete_owned_paths(
+    zk: KazooClient, parents: list[str], session: int, listed: Mapping[str, list[str] | None] | None = None,
+) -> list[str]:
     """Deletes, at the version read, the children of ``parents`` that ``session`` owns: in ``multi``
     batches (one round trip and one transaction per :data:`BATCH`), and a batch that fails because one
-    of them went or changed meanwhile one by one, leaving that one alone. Returns how many this run
-    deleted."""
-    owned = list(_owned_children(zk, parents, session).items())
-    deleted = 0
+    of them went or changed meanwhile one by one, leaving that one alone. Returns the paths this run
+    deleted. ``listed``: the children of some of ``parents``, already listed."""
+    owned = list(_owned_children(zk, parents, session, listed).items())
+    deleted: list[str] = []
     for start in range(0, len(owned), BATCH):
         batch = owned[start:start + BATCH]
         tx = zk.transaction()
         for path, version in batch:
             tx.delete(path, version=version)
         if not any(isinstance(r, Exception) for r in tx.commit()):
-            deleted += len(batch)
+            deleted.extend(path for path, _ in batch)
             continue
         pending = [(path, zk.delete_async(path, version=version)) for path, version in batch]
         for path, reply in pending:
             try:
                 reply.get()
-                deleted += 1
+                deleted.append(path)
             except (NoNodeError, BadVersionError):
                 log.info("%s went or changed meanwhile: left alone", path)
     return deleted

@@ -71,6 +71,7 @@ class Failover:
         self._done: dict[tuple[str, str], None] = {}
 
     async def handle_pod(self, pod: Mapping[str, Any], opted_in: Iterable[OptedIn]) -> list[Ended]:
+        received = time.monotonic()
         ended = ended_instances(pod)
         ref = PodRef.of(pod)
         if not ended or ref is None:
@@ -92,7 +93,7 @@ class Failover:
                 runtime = controller.rt
 
                 def end(message: PodEnded, rt: GroupRuntime = runtime) -> list[Ended]:
-                    return self._end(rt, message.pod, list(message.ended))
+                    return self._end(rt, message.pod, list(message.ended), received)
 
                 done: list[Ended] = await asyncio.wrap_future(controller.pod_ended(PodEnded(ref, fresh), end))
                 outcomes.extend(done)
@@ -110,8 +111,9 @@ class Failover:
                 return None  # e.g. PathInUse: no waiting makes this group's path its own
             await asyncio.sleep(0.2)
 
-    def _end(self, runtime: GroupRuntime, pod: PodRef, ended: list[EndedInstance]) -> list[Ended]:
-        """A step of the group's controller: ends the member nodes ``pod``'s ``ended`` instances prove dead."""
+    def _end(self, runtime: GroupRuntime, pod: PodRef, ended: list[EndedInstance], received: float) -> list[Ended]:
+        """A step of the group's controller: ends the member nodes ``pod``'s ``ended`` instances prove dead
+        (``received``: when the pod event arrived, monotonic; the log line says how long ago)."""
         if plan_failover(view_of(runtime)) is not Decision.ACT or runtime.path is None:
             return []  # changed while the message waited (refused, another path...)
         path = runtime.path
@@ -138,8 +140,10 @@ class Failover:
                 del self._done[next(iter(self._done))]
         for outcome in outcomes:
             log.info("failover: pod %s's ended instance of container %s: member node %s/clients/%s ended in "
-                     "%.0f ms (%d claims, %d stop markers)", pod.name, outcome.instance.container, path,
-                     outcome.member_node, (time.monotonic() - started) * 1000, outcome.claims, outcome.markers)
+                     "%.0f ms (%d claims, %d stop markers); the pod event arrived %.0f ms before",
+                     pod.name, outcome.instance.container, path, outcome.member_node,
+                     (time.monotonic() - started) * 1000, outcome.claims, outcome.markers,
+                     (time.monotonic() - received) * 1000)
         return outcomes
 
 
