@@ -8,10 +8,11 @@ step each one is matched with, in brackets):
 - ``assigned`` -> ``start M R TOKEN`` per resource [Start]; ``revoked`` -> ``stop M R`` per resource
   it worked on [a step that stops work]; ``tick`` -> ``tick M R TOKEN`` [a predicate: M works on R];
 - ``session``: ``suspended`` -> ``suspend`` [Disconnect, Expire]; ``reconnected`` (or ``connected``
-  again in the same session) -> ``resume`` [Reconnect]; ``expired`` -> ``expired`` [Reconnect in a new
-  session]; ``standby`` -> ``stop`` of everything it worked on, then ``standby`` [Standby: the library
-  stops work there; the ``revoked`` events that follow on standby are the overrunning callbacks
-  returning, ``note``s]; ``rejoining`` -> ``rejoin`` [Rejoin];
+  again in the same session) -> ``resume`` [Reconnect]; ``expired`` -> ``stop`` of everything it worked
+  on, then ``expired`` [Reconnect in a new session]; ``standby`` -> ``stop`` of everything it worked on,
+  then ``standby`` [Standby]. At both the library stops work at once (its tokens are gone); the
+  ``revoked`` events that follow for those resources are the callbacks returning, ``note``s;
+  ``rejoining`` -> ``rejoin`` [Rejoin];
 - a graceful exit (the ``revoked`` events just before ``closed``) -> their ``stop`` lines, then
   ``leave`` [Leave]; ``closed`` and ``stopped`` are ``note``s;
 - ``role coordinator`` -> ``office`` [TakeOffice]; ``role follower``, the first ``connected``, the
@@ -69,6 +70,7 @@ class Mapper:
 
     working: dict[str, set[str]] = field(default_factory=dict)
     standby: set[str] = field(default_factory=set)
+    fenced: dict[str, set[str]] = field(default_factory=dict)  # stopped at a fence, callback not returned
     after_expiry: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
     suspended: set[str] = field(default_factory=set)
@@ -125,7 +127,8 @@ class Mapper:
                 if r in works:
                     works.discard(r)
                     yield f"stop {m} {r}"
-                elif m in self.standby or id(e) in self.exits:
+                elif r in self.fenced.get(m, ()) or m in self.standby or id(e) in self.exits:
+                    self.fenced.get(m, set()).discard(r)
                     yield f"note {m} revoked {r}: its callback returned (stopped before)"
                 else:
                     yield f"unmapped {m} revoked {r} it did not work on"
@@ -143,6 +146,15 @@ class Mapper:
             yield f"note {m} stopped"
         else:
             yield f"unmapped {m} {kind}"
+
+    def _fence(self, m: str) -> Iterator[str]:
+        """The library stops all work here (its tokens are gone at once), whether or not the stop
+        callbacks have returned: a ``stop`` for each resource; their ``revoked`` events come later."""
+        works = self.working[m]
+        for r in sorted(works):
+            yield f"stop {m} {r}"
+        self.fenced.setdefault(m, set()).update(works)
+        works.clear()
 
     def _leave(self, m: str) -> Iterator[str]:
         if m not in self.standby:
@@ -173,11 +185,10 @@ class Mapper:
         elif state in ("expired", "lost"):
             self.suspended.discard(m)
             self.after_expiry.add(m)
+            yield from self._fence(m)
             yield f"expired {m}"
         elif state == "standby":
-            for r in sorted(works):
-                yield f"stop {m} {r}"
-            works.clear()
+            yield from self._fence(m)
             self.standby.add(m)
             yield f"standby {m}"
         elif state == "rejoining":
