@@ -46,3 +46,15 @@ def test_a_prompt_revoked_after_expiry_is_the_callback_returning() -> None:
     assert not [line for line in lines if line.startswith("unmapped")], lines
     assert _steps(events) == ["start w1 r1 5", "start w1 r2 5", "stop w1 r1", "stop w1 r2", "expired w1",
                               "start w1 r1 8"]
+
+
+def test_bad_data_and_a_waiting_join_are_folded() -> None:
+    events = [
+        _ev(1, "w1", "session", state="connected"),
+        _ev(2, "w1", "session", state="waiting"),
+        _ev(3, "w1", "assigned", resources=["r1"], token=5),
+        _ev(4, "w1", "error", path="/g/config", reason="not JSON"),
+    ]
+    lines = list(trace_lines(events))
+    assert not [line for line in lines if line.startswith("unmapped")], lines
+    assert _steps(events) == ["start w1 r1 5"]

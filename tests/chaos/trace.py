@@ -16,7 +16,9 @@ step each one is matched with, in brackets):
 - a graceful exit (the ``revoked`` events just before ``closed``) -> their ``stop`` lines, then
   ``leave`` [Leave]; ``closed`` and ``stopped`` are ``note``s;
 - ``role coordinator`` -> ``office`` [TakeOffice]; ``role follower``, the first ``connected``, the
-  ``connected`` of the session after an expiry -> ``note``s (folded into a neighbouring step);
+  ``connected`` of the session after an expiry, ``session waiting`` (the join waits for an earlier
+  incarnation) and an ``error`` naming a record it could not read (Bad data, not modelled) -> ``note``s
+  (folded into a neighbouring step);
 - anything else -> ``unmapped`` (the checker reports it: no model counterpart).
 
 A member is one worker process (``id``, and ``_pid`` when one id had several processes).
@@ -144,6 +146,9 @@ class Mapper:
             yield from self._session(m, str(e.get("state")), id(e) in self.exits)
         elif kind == "stopped":
             yield f"note {m} stopped"
+        elif kind == "error" and e.get("path"):
+            # Bad data: a record the library could not read and treats as unchanged (not modelled)
+            yield f"note {m} error: bad data at {e.get('path')}"
         else:
             yield f"unmapped {m} {kind}"
 
@@ -191,6 +196,9 @@ class Mapper:
             yield from self._fence(m)
             self.standby.add(m)
             yield f"standby {m}"
+        elif state == "waiting":
+            # an earlier incarnation's node with our id: the join waits (the model's Join comes later)
+            yield f"note {m} waiting for an earlier incarnation to go"
         elif state == "rejoining":
             self.standby.discard(m)
             yield f"rejoin {m}"
