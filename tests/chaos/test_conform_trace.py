@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from tests.chaos.trace import trace_lines
+from tests.chaos.trace import events_of, trace_lines
 
 
 def _ev(ts: int, member: str, event: str, **fields: Any) -> dict[str, Any]:
@@ -58,3 +60,16 @@ def test_bad_data_and_a_waiting_join_are_folded() -> None:
     lines = list(trace_lines(events))
     assert not [line for line in lines if line.startswith("unmapped")], lines
     assert _steps(events) == ["start w1 r1 5"]
+
+
+def test_a_process_id_used_again_is_another_member(tmp_path: Path) -> None:
+    """A long campaign reuses process ids: a process after one that stopped is a new member."""
+    records = [
+        {"event": "session", "id": "w1", "ts": 1, "state": "connected", "_pid": 7},
+        {"event": "stopped", "id": "w1", "ts": 2, "_pid": 7},
+        {"event": "session", "id": "w1", "ts": 3, "state": "connected", "_pid": 8},
+        {"event": "stopped", "id": "w1", "ts": 4, "_pid": 8},
+        {"event": "session", "id": "w1", "ts": 5, "state": "connected", "_pid": 7},
+    ]
+    (tmp_path / "w1.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert [e["member"] for e in events_of(tmp_path)] == ["w1/7", "w1/7", "w1/8", "w1/8", "w1/7.1"]

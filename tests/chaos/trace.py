@@ -21,7 +21,8 @@ step each one is matched with, in brackets):
   (folded into a neighbouring step);
 - anything else -> ``unmapped`` (the checker reports it: no model counterpart).
 
-A member is one worker process (``id``, and ``_pid`` when one id had several processes).
+A member is one worker process (``id``, and ``_pid`` when one id had several processes; a process id
+used again after a process of it ``stopped`` is another member).
 
 The campaign (``tests/chaos/campaign.py``) keeps one fleet running through many steps; its workers'
 streams are in ``<target>/<phase>/runN/logs/`` and its steps in ``<target>/steps.jsonl``. A step is the
@@ -60,8 +61,14 @@ def events_of(run: Path) -> list[dict[str, Any]]:
     for stream in sorted(run.glob("*.jsonl")):
         records = list(_records(stream))
         pids = {r.get("_pid") for r in records}
+        ended: dict[Any, int] = {}  # per process id, the processes of it that stopped (ids are reused)
         for r in records:
-            r["member"] = str(r.get("id")) if len(pids) <= 1 else f"{r.get('id')}/{r.get('_pid')}"
+            pid = r.get("_pid")
+            n = ended.get(pid, 0)
+            suffix = f".{n}" if n else ""
+            r["member"] = str(r.get("id")) if len(pids) <= 1 and not n else f"{r.get('id')}/{pid}{suffix}"
+            if r["event"] == "stopped":
+                ended[pid] = n + 1
             out.append(r)
     return sorted(out, key=lambda e: int(e["ts"]))
 
