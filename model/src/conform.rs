@@ -22,9 +22,9 @@
 //! labels (as a set). A process that dies (`Crash`) stops its work without an event, as a killed
 //! worker does. States are explored best-first (furthest in the trace first), up to a bound.
 
-use crate::model::{Act, Cfg, Proto, St, MAX_M, MAX_R};
+use crate::model::{Act, Cfg, Ghost, Op, Proto, St, MAX_M, MAX_R};
 use stateright::Model;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ev {
@@ -259,8 +259,112 @@ pub fn conform_cfg(mut cfg: Cfg, t: &Trace) -> Cfg {
     cfg
 }
 
+/// The state with what no protocol step can tell apart made equal, so that the search visits each
+/// class of states once (a bisimulation of the model's steps, not an approximation):
+///
+/// - zxids: only their order and equality matter (node order, tokens compared with claims' czxid,
+///   the member node a write was fenced on), so every zxid-derived value is renumbered 1, 2, ... in
+///   order and `zxid` set to the largest; the next write still gets a larger one;
+/// - a token or coordinator node no step will read (the claim not held, the office not held);
+/// - history only the invariants read (`ghost`; conformance checks labels, not invariants);
+/// - the follower's copy when the failover `sync`s (nothing else reads it);
+/// - `joined` when joins are not ordered (nothing else reads it).
+pub fn canon(p: &Proto, s: &St) -> St {
+    let mut n = s.clone();
+    for m in 0..MAX_M {
+        let x = &mut n.mem[m];
+        for r in 0..MAX_R {
+            if x.held & (1 << r) == 0 {
+                x.tokens[r] = 0;
+            }
+        }
+        if x.coord == 0 {
+            x.cnode = 0;
+        }
+        if !p.cfg.ordered_joins {
+            x.joined = false;
+        }
+    }
+    for q in n.net.iter_mut() {
+        for r in 0..MAX_R {
+            if q.mask & (1 << r) == 0 {
+                q.tokens[r] = 0;
+            }
+        }
+    }
+    n.ghost = Ghost::default();
+    if p.cfg.rules.failover_syncs {
+        n.follower = n.claims;
+    }
+    // every zxid-derived value, renumbered in order (0 stays 0: none)
+    let mut vals: Vec<u8> = vec![];
+    {
+        let mut add = |v: u8| {
+            if v != 0 {
+                vals.push(v)
+            }
+        };
+        n.nodes.iter().for_each(|nd| add(nd.seq));
+        n.claims
+            .iter()
+            .chain(n.follower.iter())
+            .flatten()
+            .for_each(|c| add(c.czxid));
+        n.assign.iter().flatten().for_each(|a| add(a.0));
+        for q in &n.net {
+            add(q.node);
+            q.tokens.iter().for_each(|&t| add(t));
+        }
+        for x in &n.mem {
+            add(x.node);
+            add(x.cnode);
+            x.tokens.iter().for_each(|&t| add(t));
+        }
+        if let Op::Scanned { node, .. } = n.op {
+            add(node);
+        }
+    }
+    vals.sort_unstable();
+    vals.dedup();
+    let map = |v: u8| -> u8 {
+        if v == 0 {
+            0
+        } else {
+            vals.binary_search(&v).map(|i| i as u8 + 1).unwrap_or(v)
+        }
+    };
+    n.nodes.iter_mut().for_each(|nd| nd.seq = map(nd.seq));
+    n.claims
+        .iter_mut()
+        .chain(n.follower.iter_mut())
+        .flatten()
+        .for_each(|c| c.czxid = map(c.czxid));
+    n.assign.iter_mut().flatten().for_each(|a| a.0 = map(a.0));
+    for q in n.net.iter_mut() {
+        q.node = map(q.node);
+        q.tokens.iter_mut().for_each(|t| *t = map(*t));
+    }
+    for x in n.mem.iter_mut() {
+        x.node = map(x.node);
+        x.cnode = map(x.cnode);
+        x.tokens.iter_mut().for_each(|t| *t = map(*t));
+    }
+    if let Op::Scanned { node, .. } = &mut n.op {
+        *node = map(*node);
+    }
+    n.zxid = vals.len() as u8;
+    n
+}
+
 /// Searches the model (configured by `cfg`, its sizes set from the trace) for a path whose labels
 /// are the trace's, visiting at most `max_states` (state, position) pairs.
+///
+/// Two searches, the first a guided shortcut, the second complete:
+///
+/// 1. a member whose lines have all been matched dies at once (a worker whose stream ends was
+///    killed: the explorer's and the campaign's kills), with at most a tenth of the states; a path
+///    found so is a path of the model, so the trace conforms;
+/// 2. otherwise every path: a member dies silently at any step after its last line.
 pub fn check_trace(cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
     if t.members == 0 {
         return Verdict::OutOfBounds("no members".into());
@@ -268,12 +372,29 @@ pub fn check_trace(cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
     let p = Proto {
         cfg: conform_cfg(cfg, t),
     };
+    let first = search(&p, t, max_states / 10, true);
+    if let Verdict::Conforms { .. } = first {
+        return first;
+    }
+    match search(&p, t, max_states, false) {
+        Verdict::Conforms { states } => Verdict::Conforms {
+            states: states + max_states / 10,
+        },
+        v => v,
+    }
+}
+
+/// The search: states are canonical ([`canon`]), explored best-first (the furthest trace position
+/// first) and breadth first within a position (the shortest unobservable way to the next label
+/// first). A step whose label set is empty may come anywhere; a step with labels must produce
+/// exactly the trace's next labels (as a set). With `eager`, a member past its last line dies before
+/// anything else happens.
+fn search(p: &Proto, t: &Trace, max_states: usize, eager: bool) -> Verdict {
     let n_items = t.items.len();
     let mut seen: HashSet<(St, usize)> = HashSet::new();
-    // best-first: one stack per trace position, the furthest served first
-    // breadth first within a position: the shortest unobservable way to the next label first
     let mut levels: Vec<VecDeque<St>> = vec![VecDeque::new(); n_items + 1];
     for s in p.init_states() {
+        let s = canon(p, &s);
         if seen.insert((s.clone(), 0)) {
             levels[0].push_back(s);
         }
@@ -289,7 +410,7 @@ pub fn check_trace(cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
     }
     let mut best = 0;
     let mut acts = vec![];
-    let mut want: HashMap<usize, Vec<Ev>> = HashMap::new();
+    let mut want: Vec<Ev> = vec![];
     while let Some(i) = (0..levels.len()).rev().find(|&i| !levels[i].is_empty()) {
         if i == n_items {
             return Verdict::Conforms { states: seen.len() };
@@ -310,6 +431,12 @@ pub fn check_trace(cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
         }
         acts.clear();
         p.actions(&s, &mut acts);
+        if eager {
+            let done = (0..p.cfg.members).find(|&m| s.mem[m].alive && last[m] <= i);
+            if let Some(m) = done {
+                acts.retain(|a| *a == Act::Crash(m as u8));
+            }
+        }
         for a in acts.iter() {
             if matches!(a, Act::Crash(m) if last[*m as usize] > i) {
                 continue;
@@ -324,20 +451,20 @@ pub fn check_trace(cfg: Cfg, t: &Trace, max_states: usize) -> Verdict {
                 continue;
             }
             if !obs.is_empty() {
-                let w = want.entry(obs.len()).or_default();
-                w.clear();
+                want.clear();
                 for item in &t.items[i..j] {
                     match item {
-                        Item::Step(e) => w.push(*e),
-                        Item::Works(..) => w.clear(),
+                        Item::Step(e) => want.push(*e),
+                        Item::Works(..) => want.clear(),
                     }
                 }
-                w.sort();
-                if *w != obs {
+                want.sort();
+                if want != obs {
                     continue;
                 }
             }
             best = best.max(j);
+            let n = canon(p, &n);
             if seen.insert((n.clone(), j)) {
                 levels[j].push_back(n);
             }

@@ -112,15 +112,18 @@ fn conform(args: Vec<String>) -> ExitCode {
         events += lines;
         let names = resource_names(&text);
         let mut verdicts = vec![];
-        let mut unmapped = vec![];
+        // every event without a model counterpart, whichever member and resource it concerns
+        let unmapped: Vec<String> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("unmapped "))
+            .map(|(no, l)| format!("line {}: {}", no + 1, l.trim()))
+            .collect();
         for r in &names {
             let keep = vec![r.clone()];
             let v = match parse(&text, Some(&keep)) {
                 Err(e) => Verdict::OutOfBounds(e),
-                Ok(t) => {
-                    unmapped = t.unmapped.clone();
-                    check_trace(conform_cfg(&t, campaign), &t, max)
-                }
+                Ok(t) => check_trace(conform_cfg(&t, campaign), &t, max),
             };
             verdicts.push((r.clone(), v));
         }

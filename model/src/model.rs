@@ -835,7 +835,8 @@ impl Proto {
                     n.mem[mi].lease = c.l;
                     n.mem[mi].behind = 0;
                 } else {
-                    // the session expired: policy `reconnect` makes a new one
+                    // the session expired: policy `reconnect` makes a new one; a member on standby
+                    // stays on standby (it rejoins only once its overrunning callbacks have returned)
                     if x.sessions >= SESS_PER_MEMBER {
                         return None;
                     }
@@ -848,6 +849,7 @@ impl Proto {
                         sessions: x.sessions + 1,
                         connected: true,
                         lease: c.l,
+                        standby: x.standby,
                         ..Mem::default()
                     };
                 }

@@ -83,3 +83,27 @@ fn work_after_stop_does_not_conform() {
         v => panic!("expected no matching path, got {v:?}"),
     }
 }
+
+/// A member on standby whose session expires stays on standby in its new session: it rejoins only
+/// once its overrunning callbacks have returned (`rejoin` after `expired`), as the library does.
+#[test]
+fn a_standby_outlives_its_session() {
+    let mut c = cfg();
+    c.any_plan = true;
+    c.ordered_joins = false;
+    c.standbys = 1;
+    c.disconnects = 1;
+    c.faults = 2;
+    c.max_zxid = 30;
+    let t = parse(
+        "join a\njoin b\noffice a\nstart a x 5\nstop a x\nstart b x 9\nstop b x\nstandby b\n\
+         start a x 12\nsuspend b\nexpired b\nnote b connected in a new session\n\
+         note b revoked x: its callback returned\nrejoin b\ntick a x 12\n",
+        None,
+    )
+    .unwrap();
+    match check_trace(c, &t, 2_000_000) {
+        Verdict::Conforms { .. } => {}
+        v => panic!("a standby that outlives its session should conform, got {v:?}"),
+    }
+}

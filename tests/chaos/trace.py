@@ -8,17 +8,21 @@ step each one is matched with, in brackets):
 - ``assigned`` -> ``start M R TOKEN`` per resource [Start]; ``revoked`` -> ``stop M R`` per resource
   it worked on [a step that stops work]; ``tick`` -> ``tick M R TOKEN`` [a predicate: M works on R];
 - ``session``: ``suspended`` -> ``suspend`` [Disconnect, Expire]; ``reconnected`` (or ``connected``
-  again in the same session) -> ``resume`` [Reconnect]; ``expired`` -> ``expired`` [Reconnect in a new
-  session]; ``standby`` -> ``stop`` of everything it worked on, then ``standby`` [Standby: the library
-  stops work there; the ``revoked`` events that follow on standby are the overrunning callbacks
-  returning, ``note``s]; ``rejoining`` -> ``rejoin`` [Rejoin];
+  again in the same session) -> ``resume`` [Reconnect]; ``expired`` -> ``stop`` of everything it worked
+  on, then ``expired`` [Reconnect in a new session]; ``standby`` -> ``stop`` of everything it worked on,
+  then ``standby`` [Standby]. At both the library stops work at once (its tokens are gone); the
+  ``revoked`` events that follow for those resources are the callbacks returning, ``note``s;
+  ``rejoining`` -> ``rejoin`` [Rejoin];
 - a graceful exit (the ``revoked`` events just before ``closed``) -> their ``stop`` lines, then
   ``leave`` [Leave]; ``closed`` and ``stopped`` are ``note``s;
 - ``role coordinator`` -> ``office`` [TakeOffice]; ``role follower``, the first ``connected``, the
-  ``connected`` of the session after an expiry -> ``note``s (folded into a neighbouring step);
+  ``connected`` of the session after an expiry, ``session waiting`` (the join waits for an earlier
+  incarnation) and an ``error`` naming a record it could not read (Bad data, not modelled) -> ``note``s
+  (folded into a neighbouring step);
 - anything else -> ``unmapped`` (the checker reports it: no model counterpart).
 
-A member is one worker process (``id``, and ``_pid`` when one id had several processes).
+A member is one worker process (``id``, and ``_pid`` when one id had several processes; a process id
+used again after a process of it ``stopped`` is another member).
 
 The campaign (``tests/chaos/campaign.py``) keeps one fleet running through many steps; its workers'
 streams are in ``<target>/<phase>/runN/logs/`` and its steps in ``<target>/steps.jsonl``. A step is the
@@ -57,8 +61,14 @@ def events_of(run: Path) -> list[dict[str, Any]]:
     for stream in sorted(run.glob("*.jsonl")):
         records = list(_records(stream))
         pids = {r.get("_pid") for r in records}
+        ended: dict[Any, int] = {}  # per process id, the processes of it that stopped (ids are reused)
         for r in records:
-            r["member"] = str(r.get("id")) if len(pids) <= 1 else f"{r.get('id')}/{r.get('_pid')}"
+            pid = r.get("_pid")
+            n = ended.get(pid, 0)
+            suffix = f".{n}" if n else ""
+            r["member"] = str(r.get("id")) if len(pids) <= 1 and not n else f"{r.get('id')}/{pid}{suffix}"
+            if r["event"] == "stopped":
+                ended[pid] = n + 1
             out.append(r)
     return sorted(out, key=lambda e: int(e["ts"]))
 
@@ -69,6 +79,7 @@ class Mapper:
 
     working: dict[str, set[str]] = field(default_factory=dict)
     standby: set[str] = field(default_factory=set)
+    fenced: dict[str, set[str]] = field(default_factory=dict)  # stopped at a fence, callback not returned
     after_expiry: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
     suspended: set[str] = field(default_factory=set)
@@ -125,7 +136,8 @@ class Mapper:
                 if r in works:
                     works.discard(r)
                     yield f"stop {m} {r}"
-                elif m in self.standby or id(e) in self.exits:
+                elif r in self.fenced.get(m, ()) or m in self.standby or id(e) in self.exits:
+                    self.fenced.get(m, set()).discard(r)
                     yield f"note {m} revoked {r}: its callback returned (stopped before)"
                 else:
                     yield f"unmapped {m} revoked {r} it did not work on"
@@ -141,8 +153,20 @@ class Mapper:
             yield from self._session(m, str(e.get("state")), id(e) in self.exits)
         elif kind == "stopped":
             yield f"note {m} stopped"
+        elif kind == "error" and e.get("path"):
+            # Bad data: a record the library could not read and treats as unchanged (not modelled)
+            yield f"note {m} error: bad data at {e.get('path')}"
         else:
             yield f"unmapped {m} {kind}"
+
+    def _fence(self, m: str) -> Iterator[str]:
+        """The library stops all work here (its tokens are gone at once), whether or not the stop
+        callbacks have returned: a ``stop`` for each resource; their ``revoked`` events come later."""
+        works = self.working[m]
+        for r in sorted(works):
+            yield f"stop {m} {r}"
+        self.fenced.setdefault(m, set()).update(works)
+        works.clear()
 
     def _leave(self, m: str) -> Iterator[str]:
         if m not in self.standby:
@@ -173,13 +197,15 @@ class Mapper:
         elif state in ("expired", "lost"):
             self.suspended.discard(m)
             self.after_expiry.add(m)
+            yield from self._fence(m)
             yield f"expired {m}"
         elif state == "standby":
-            for r in sorted(works):
-                yield f"stop {m} {r}"
-            works.clear()
+            yield from self._fence(m)
             self.standby.add(m)
             yield f"standby {m}"
+        elif state == "waiting":
+            # an earlier incarnation's node with our id: the join waits (the model's Join comes later)
+            yield f"note {m} waiting for an earlier incarnation to go"
         elif state == "rejoining":
             self.standby.discard(m)
             yield f"rejoin {m}"

@@ -1,0 +1,75 @@
+"""The conformance traces' mapping of worker events to model steps (tests/chaos/trace.py; pure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.chaos.trace import events_of, trace_lines
+
+
+def _ev(ts: int, member: str, event: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": ts, "member": member, "event": event, **fields}
+
+
+def _steps(events: list[dict[str, Any]]) -> list[str]:
+    return [line for line in trace_lines(events) if not line.startswith(("algo", "join", "note", "tick"))]
+
+
+def test_work_stops_at_expiry_even_when_its_callback_overruns() -> None:
+    """The library's tokens go with the session: the work stops at ``expired`` (as the model's new
+    session stops it), not when the hung callback returns or the member steps aside later."""
+    events = [
+        _ev(1, "w1", "session", state="connected"),
+        _ev(2, "w1", "assigned", resources=["r1"], token=5),
+        _ev(3, "w1", "session", state="suspended"),
+        _ev(4, "w1", "session", state="expired"),
+        _ev(5, "w0", "assigned", resources=["r1"], token=9),
+        _ev(6, "w1", "session", state="connected"),
+        _ev(7, "w1", "session", state="standby"),
+        _ev(8, "w1", "revoked", resources=["r1"]),
+        _ev(9, "w1", "session", state="rejoining"),
+    ]
+    assert _steps(events) == [
+        "start w1 r1 5", "suspend w1", "stop w1 r1", "expired w1", "start w0 r1 9", "standby w1", "rejoin w1"]
+
+
+def test_a_prompt_revoked_after_expiry_is_the_callback_returning() -> None:
+    events = [
+        _ev(1, "w1", "session", state="connected"),
+        _ev(2, "w1", "assigned", resources=["r1", "r2"], token=5),
+        _ev(3, "w1", "session", state="expired"),
+        _ev(4, "w1", "revoked", resources=["r1", "r2"]),
+        _ev(5, "w1", "session", state="connected"),
+        _ev(6, "w1", "assigned", resources=["r1"], token=8),
+    ]
+    lines = list(trace_lines(events))
+    assert not [line for line in lines if line.startswith("unmapped")], lines
+    assert _steps(events) == ["start w1 r1 5", "start w1 r2 5", "stop w1 r1", "stop w1 r2", "expired w1",
+                              "start w1 r1 8"]
+
+
+def test_bad_data_and_a_waiting_join_are_folded() -> None:
+    events = [
+        _ev(1, "w1", "session", state="connected"),
+        _ev(2, "w1", "session", state="waiting"),
+        _ev(3, "w1", "assigned", resources=["r1"], token=5),
+        _ev(4, "w1", "error", path="/g/config", reason="not JSON"),
+    ]
+    lines = list(trace_lines(events))
+    assert not [line for line in lines if line.startswith("unmapped")], lines
+    assert _steps(events) == ["start w1 r1 5"]
+
+
+def test_a_process_id_used_again_is_another_member(tmp_path: Path) -> None:
+    """A long campaign reuses process ids: a process after one that stopped is a new member."""
+    records = [
+        {"event": "session", "id": "w1", "ts": 1, "state": "connected", "_pid": 7},
+        {"event": "stopped", "id": "w1", "ts": 2, "_pid": 7},
+        {"event": "session", "id": "w1", "ts": 3, "state": "connected", "_pid": 8},
+        {"event": "stopped", "id": "w1", "ts": 4, "_pid": 8},
+        {"event": "session", "id": "w1", "ts": 5, "state": "connected", "_pid": 7},
+    ]
+    (tmp_path / "w1.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert [e["member"] for e in events_of(tmp_path)] == ["w1/7", "w1/7", "w1/8", "w1/8", "w1/7.1"]
