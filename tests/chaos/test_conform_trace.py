@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.trace import events_of, trace_lines
+from tests.chaos.trace import JUST_BEFORE_NS, events_of, step_lines, trace_lines
 
 
 def _ev(ts: int, member: str, event: str, **fields: Any) -> dict[str, Any]:
@@ -73,3 +73,26 @@ def test_a_process_id_used_again_is_another_member(tmp_path: Path) -> None:
     ]
     (tmp_path / "w1.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     assert [e["member"] for e in events_of(tmp_path)] == ["w1/7", "w1/7", "w1/8", "w1/8", "w1/7.1"]
+
+
+def test_a_coordinator_killed_as_the_step_begins_is_in_its_preamble() -> None:
+    """A process killed at a step's start has no event in the step: its last events, just before,
+    make it live at the start (in office, working), so that its followers' work has a cause; a
+    process silent since an earlier step is not."""
+    second = 1_000_000_000
+    start = 100 * second
+    events = [
+        _ev(1, "w0", "session", state="connected"),
+        _ev(2, "w0", "role", role="coordinator"),
+        _ev(3, "w0", "assigned", resources=["r0"], token=4),
+        _ev(4, "w1", "session", state="connected"),
+        _ev(5, "w1", "assigned", resources=["r1"], token=5),
+        _ev(6, "w2", "session", state="connected"),
+        _ev(7, "w2", "assigned", resources=["r2"], token=6),
+        _ev(start - 10 * JUST_BEFORE_NS, "w2", "tick", resource="r2", token=6),
+        _ev(start - JUST_BEFORE_NS // 2, "w0", "tick", resource="r0", token=4),
+        _ev(start + second, "w1", "tick", resource="r1", token=5),
+    ]
+    lines = [line.split("  #")[0] for line in step_lines(events, "resource", start, start + 2 * second)]
+    assert lines[:6] == ["algo resource", "join w0", "join w1", "office w0", "start w0 r0 0", "start w1 r1 0"]
+    assert not [line for line in lines if "w2" in line], lines

@@ -259,6 +259,11 @@ def campaign_steps(target_dir: Path) -> list[tuple[Path, dict[str, Any], int, in
     return out
 
 
+JUST_BEFORE_NS = 1_000_000_000
+"""A process heard from this shortly before a step began was alive when it began (workers tick every
+0.1 s while they work; a process that died in an earlier step has been silent since that step)."""
+
+
 def step_lines(events: list[dict[str, Any]], algo: str, start: int, end: int) -> Iterator[str]:
     """One campaign step's trace: a preamble (the state at ``start``), then its window's events."""
     before = Mapper()
@@ -267,8 +272,11 @@ def step_lines(events: list[dict[str, Any]], algo: str, start: int, end: int) ->
         if e["ts"] >= start:
             break
         list(before.lines(e))
-    # live at the start: a process with an event in the step or after it (a killed one has none)
+    # live at the start: a process with an event in the step or after it, or one heard from just
+    # before it (a process killed at the step's start has no event after it: it dies in the step,
+    # after its last line, which the model allows at any point)
     later = {e["member"] for e in events if e["ts"] >= start}
+    later |= {e["member"] for e in events if start - JUST_BEFORE_NS <= e["ts"] < start}
     yield f"algo {algo}"
     mapper = Mapper()
     mapper.exits = before.exits
