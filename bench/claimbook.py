@@ -1,10 +1,12 @@
 """The claim book alone: how long one session takes to claim, re-take and release many resources.
 
     python -m bench.claimbook [--claims 5000] [--runs 3] [--hosts HOST:PORT] [--profile claim|release]
+                              [--plain-kazoo]
 
 Starts its own standalone ZooKeeper (the benchmark's server) unless ``--hosts`` names one. Each run
 uses a fresh session and a fresh group path: claim every resource (``ClaimBook.claim``), claim them
-again (the re-take of remembered claims), release them all. Prints one JSON line per run and a summary
+again (the re-take of remembered claims), release them all. Each step's wall-clock and CPU seconds
+(the process's, all threads). Prints one JSON line per run and a summary
 with the load average before and after, since the machine these run on is shared.
 """
 
@@ -28,18 +30,24 @@ from rebalanser.paths import GroupPaths
 from bench.zkserver import start_standalone
 
 
-def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> float:
-    start = time.perf_counter()
+def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> tuple[float, float]:
+    """Wall-clock seconds, and this process's CPU seconds (all its threads: kazoo's too, which the
+    load of a shared machine affects far less than the wall clock)."""
+    start, cpu = time.perf_counter(), time.process_time()
     if profile is not None:
         profile.enable()
     fn()
     if profile is not None:
         profile.disable()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def one_run(hosts: str, claims: int, profile: str | None) -> dict[str, float]:
+def one_run(hosts: str, claims: int, profile: str | None, plain: bool = False) -> dict[str, float]:
     zk = KazooClient(hosts=hosts, timeout=20.0)
+    if not plain:
+        from rebalanser.bufferedreads import BufferedConnection  # (absent from older libraries: --plain-kazoo)
+
+        zk._connection.__class__ = BufferedConnection  # the library's connection (rebalanser.session)
     zk.start(timeout=30)
     root = f"/bench-claimbook/{uuid.uuid4().hex[:8]}"
     paths = GroupPaths(root)
@@ -58,10 +66,10 @@ def one_run(hosts: str, claims: int, profile: str | None) -> dict[str, float]:
         nonlocal result
         result = book.claim(names)
 
-    out["claim_s"] = _timed(claim, prof["claim"])
+    out["claim_s"], out["claim_cpu_s"] = _timed(claim, prof["claim"])
     assert result is not None and len(result.claimed) == claims, "every claim taken"
-    out["retake_s"] = _timed(lambda: book.claim(names), prof["retake"])
-    out["release_s"] = _timed(lambda: book.release(names), prof["release"])
+    out["retake_s"], out["retake_cpu_s"] = _timed(lambda: book.claim(names), prof["retake"])
+    out["release_s"], out["release_cpu_s"] = _timed(lambda: book.release(names), prof["release"])
     assert not zk.get_children(paths.owners), "every claim released"
     assert not lost, f"no claim reported lost: {lost[:5]}"
     zk.delete(root, recursive=True)
@@ -81,6 +89,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hosts", default="")
     parser.add_argument("--profile", choices=("claim", "retake", "release"), default=None)
+    parser.add_argument("--plain-kazoo", action="store_true",
+                        help="kazoo's own connection (message by message) instead of the library's buffered one")
     args = parser.parse_args()
     cluster = None
     hosts = args.hosts
@@ -91,7 +101,7 @@ def main() -> None:
         load_before = os.getloadavg()
         runs = []
         for _ in range(args.runs):
-            run = one_run(hosts, args.claims, args.profile)
+            run = one_run(hosts, args.claims, args.profile, args.plain_kazoo)
             runs.append(run)
             print(json.dumps({k: round(v, 3) for k, v in run.items()}), flush=True)
         load_after = os.getloadavg()

@@ -133,7 +133,8 @@ def test_the_deletion_of_a_held_claim_is_reported(
 
 class _ReadsLostAfterCommit:
     """The member's own client, except that once a transaction has been applied, its next read fails
-    with ConnectionLoss (as if the connection dropped right after the multi's reply)."""
+    with ConnectionLoss (as if the connection dropped right after the multi's reply, or, for reads
+    sent with the transaction, right after the server applied it)."""
 
     def __init__(self, client: KazooClient) -> None:
         self._client = client
@@ -151,7 +152,15 @@ class _ReadsLostAfterCommit:
             self._armed = True
             return results
 
+        def sent_then_armed() -> object:  # the claim round sends its reads before awaiting the reply
+            pending = commit_async()
+            pending.get()  # applied: the reads sent after it are the ones lost
+            self._armed = True
+            return pending
+
+        commit_async = txn.commit_async
         txn.commit = applied_then_armed
+        txn.commit_async = sent_then_armed
         return txn
 
     def _lose(self) -> None:

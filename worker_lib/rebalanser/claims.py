@@ -15,8 +15,10 @@ if the node has turned into a real claim meanwhile (an ephemeral node cannot hav
 Claims are created and released in ``multi`` batches: one transaction, one zxid, so the resources of
 a batch share one token and their next owners are woken together. Cost: one round trip per batch of
 up to :data:`BATCH` resources; a batch that meets claims still held by others costs one pipelined
-read per resource of the batch, then one read per resource still held (its watch). Each claim won is
-read once more (pipelined), which arms the watch on it and gives its token. A remembered claim is
+read per resource of the batch, then one read per resource still held (its watch). The reads that
+arm the watch on each claim won and give its token are sent with the transaction, in the same round
+trip (a small batch: one read per claim, which also tells who holds a claim the batch failed on; a
+large one: one read, then one ``setWatches`` for the rest). A remembered claim is
 never re-taken without reading it. A release reads each claim first and deletes only those of this
 session, at the version read (see :meth:`ClaimBook._delete`).
 """
@@ -39,6 +41,7 @@ from kazoo.exceptions import (
     UnimplementedError,
 )
 from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from rebalanser.containers import ensure_container
@@ -119,36 +122,45 @@ class ClaimBook:
         """Creates one batch. A batch fails as a whole when any of its claims exists; after
         :data:`CONTENDED` such failures the rest is returned as blocked (the caller watches it and
         retries from its event loop), so a member racing many others, or claiming for an assignment
-        that a newer one already replaced, never spins here re-reading the same batch."""
+        that a newer one already replaced, never spins here re-reading the same batch.
+
+        The reads that follow the transaction are sent with it, not after its reply (one round trip):
+        ZooKeeper answers a session's requests in order, and a read after our own write sees it. For
+        a batch of up to :data:`READ_EACH` claims that is a read of each (its token and watch if the
+        transaction created it, who holds it if not); for a larger one, of the first claim."""
         failures = 0
         while batch:
+            probe = batch if len(batch) <= READ_EACH else batch[:1]
+            self._expect(probe)  # before the read arms the watch: a claim of another may go at once
             txn = self.zk.transaction()
             for resource in batch:
                 txn.create(self.paths.owner(resource), data, ephemeral=True)
             try:
-                results = txn.commit()
+                pending = txn.commit_async()
+                reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in probe]
+                results = pending.get()
             except (ConnectionLoss, OperationTimeoutError):
                 self.uncertain |= set(batch)
+                self._unexpect(probe)
                 raise
             failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
             if failed is None:
                 try:
-                    won = self._arm_created(batch)  # the token, and the watch on each new claim
+                    won = self._arm_created(batch, reads)  # the token, and the watch on each new claim
                 except (ConnectionLoss, OperationTimeoutError):
                     self.uncertain |= set(batch) - self.held.keys()  # created, but unread: settled later
+                    self._unexpect(probe)
                     raise
+                won = self._unless_fired(won, batch)
                 claimed.update(won)
-                with self._lock:
-                    for resource in won:  # ours now: its watch reports a deletion to ``on_lost``
-                        self._awaiting.pop(resource, None)
-                        self._gone_early.discard(resource)
                 blocked.extend(r for r in batch if r not in won)  # deleted at once by someone else
                 return
             if isinstance(results[failed], NoNodeError):
+                self._unexpect(probe)
                 if not ensure_container(self.zk, self.paths.owners):
                     raise NoNodeError(f"{self.paths.root} does not exist")  # never re-created here
                 continue
-            taken = self._taken(batch)
+            taken = self._taken(batch, reads)
             blocked.extend(r for r in batch if r in taken)
             claimed.update({r: self.held[r] for r in batch if r in self.held})
             batch = [r for r in batch if r not in taken and r not in self.held]
@@ -157,18 +169,48 @@ class ClaimBook:
                 blocked.extend(batch)
                 return
 
-    def _arm_created(self, batch: list[str]) -> dict[str, int]:
-        """After our transaction created every claim of ``batch`` (one zxid: one token for them all):
-        reads the first, for the token and its watch, then arms the watch on all the others in one
-        ``setWatches`` request relative to that token (:mod:`rebalanser.setwatches`). A claim deleted or
-        replaced since is reported through ``on_lost`` at once, as a deletion right after an ``exists``
-        would be; the caller then reads it (:meth:`still_held`). Reads each claim instead (one pipelined
-        round) when there are only a few, when the first is already gone, or when the server refuses
-        the request. Returns resource -> token."""
-        if len(batch) <= READ_EACH:  # one pipelined round: cheaper than two for a few claims
-            return self._read_own(batch)
-        first = self._read_own(batch[:1])
-        rest = batch[1:]
+    def _expect(self, resources: list[str]) -> None:
+        """The watches about to be armed on ``resources`` may fire before their reads are settled:
+        such an event is kept (``_gone_early``) instead of being lost."""
+        with self._lock:
+            for resource in resources:
+                self._awaiting[resource] = None
+                self._gone_early.discard(resource)
+
+    def _unexpect(self, resources: Iterable[str]) -> set[str]:
+        """Ends :meth:`_expect` for ``resources``; returns those whose watch fired meanwhile."""
+        fired: set[str] = set()
+        with self._lock:
+            for resource in resources:
+                if resource in self._gone_early:
+                    fired.add(resource)
+                self._awaiting.pop(resource, None)
+                self._gone_early.discard(resource)
+        return fired
+
+    def _unless_fired(self, won: dict[str, int], batch: list[str]) -> dict[str, int]:
+        """``won`` without the claims whose watch fired before we knew they were ours (the event
+        found no token to report): each of those is read again, and kept only if it is still ours.
+        Ends :meth:`_expect` (and any earlier wait for another session's release) for ``batch``."""
+        for resource in self._unexpect(batch):
+            token = won.get(resource)
+            if token is not None and not self.still_held(resource, token):
+                self.held.pop(resource, None)
+                del won[resource]
+        return won
+
+    def _arm_created(self, batch: list[str], reads: list[tuple[str, IAsyncResult]]) -> dict[str, int]:
+        """After our transaction created every claim of ``batch`` (one zxid: one token for them all),
+        given the reads sent with it: each claim's (up to :data:`READ_EACH`), or the first's. With
+        the first's token, arms the watch on all the others in one ``setWatches`` request relative to
+        that token (:mod:`rebalanser.setwatches`). A claim deleted or replaced since is reported
+        through ``on_lost`` at once, as a deletion right after an ``exists`` would be; the caller then
+        reads it (:meth:`still_held`). Reads each claim instead (one pipelined round) when the first
+        is already gone, or when the server refuses the request. Returns resource -> token."""
+        first = self._settle_reads(reads)
+        rest = batch[len(reads):]
+        if not rest:
+            return first
         if not first:
             return self._read_own(rest)
         token = first[batch[0]]
@@ -192,7 +234,11 @@ class ClaimBook:
         deleted them, or they belong to another session now). A read by our own session after our own
         write sees that write, so a claim we just created is found. Raises ConnectionLoss etc. with
         nothing forgotten that was not read."""
-        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in resources]
+        return self._settle_reads([(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch))
+                                   for r in resources])
+
+    def _settle_reads(self, pending: list[tuple[str, IAsyncResult]]) -> dict[str, int]:
+        """:meth:`_read_own`'s reads, sent: resource -> token of the claims read as ours."""
         mine: dict[str, int] = {}
         for resource, result in pending:
             stat: ZnodeStat | None = result.get()
@@ -298,15 +344,16 @@ class ClaimBook:
         stat = self.zk.exists(self.paths.owner(resource), watch=self._claim_watch)
         return stat is not None and ephemeral_of(stat, self.session_id) and int(stat.czxid) == token
 
-    def _taken(self, batch: list[str]) -> set[str]:
+    def _taken(self, batch: list[str], sent: list[tuple[str, IAsyncResult]] | None = None) -> set[str]:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the
-        group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources)."""
-        with self._lock:
-            for resource in batch:  # before the read arms the watch: it may fire at once
-                self._awaiting[resource] = None
-                self._gone_early.discard(resource)
-        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in batch]
+        group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources).
+        ``sent``: those of the first resources of the batch, already sent (with :meth:`_expect`) with
+        the failed transaction."""
+        sent = sent or []
+        rest = batch[len(sent):]
+        self._expect(rest)  # before the read arms the watch: it may fire at once
+        pending = sent + [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in rest]
         taken: set[str] = set()
         for resource, result in pending:
             stat = result.get()
@@ -396,9 +443,26 @@ class ClaimBook:
                 for resource in mine:
                     self.held.pop(resource, None)
                 self.uncertain |= mine.keys()
+                self._unwatch(mine)
                 sent.append((mine, self._send_deletes(mine, fenced=bool(self.member_path))))
         for mine, pending in sent:
             self._settle_deletes(mine, pending)
+
+    def _unwatch(self, resources: Iterable[str]) -> None:
+        """Takes our watcher off the claims we are about to delete, in kazoo's table only: our own
+        delete fires the server's watch, and the notification then finds nobody to tell (kazoo hands
+        each one to its callback thread otherwise: most of a large release's cost). A claim being
+        released is no longer ``held``, so that watcher would report nothing anyway; one that is
+        re-taken is read again (:meth:`_remembered`), which arms its watch again."""
+        watchers = self.zk._data_watchers
+        chroot = self.zk.chroot or ""
+        for resource in resources:
+            path = _prefix_root(chroot, self.paths.owner(resource))
+            found = watchers.get(path)
+            if found is not None:
+                found.discard(self._claim_watch)
+                if not found:
+                    watchers.pop(path, None)
 
     def _settle_deletes(self, mine: dict[str, int], pending: IAsyncResult) -> None:
         """Waits for the transaction deleting the claims of ``mine``: those read as this session's

@@ -35,6 +35,7 @@ from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
     NoNodeError,
+    NotEmptyError,
     OperationTimeoutError,
     SessionExpiredError,
 )
@@ -769,13 +770,27 @@ class Client:
     # -- leaving -------------------------------------------------------------------------------
 
     def _leave(self) -> None:
+        """A graceful leave. Joined and connected in that session: every stop callback runs to
+        completion, then the assignment node is deleted (the coordinator then gives no grace), then
+        the session is closed, which deletes every ephemeral node of it at once: its claims, its
+        member node and any stop marker. Nothing can start a resource of ours before that, since our
+        claims guard them; and the coordinator hears of the leave only with the claims already gone,
+        so whoever gains them claims them at the first attempt. Otherwise each claim is released
+        (those the session may still hold) before the session ends."""
         self._state = State.STOPPING
         self._seat.stop()
-        self._revoke_everything_for_exit()
         if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
-            self._delete_membership(self._me.name)
+            self._stop_everything_for_exit()
+            self._delete_quietly(self.paths.member_assignment(self._me.name), recursive=True)
+        else:
+            self._revoke_everything_for_exit()
         self._close()
         self._state = State.STOPPED
+
+    def _stop_everything_for_exit(self) -> None:
+        """Stops work on every owned resource; its claims are left to the session's close."""
+        table, effects = rs.stop_all(self._resources, After.RELEASING)
+        self._step((table, [e for e in effects if not isinstance(e, rs.Release)]))
 
     def _revoke_everything_for_exit(self) -> None:
         try:
@@ -794,8 +809,18 @@ class Client:
             self._delete_quietly(self.paths.stop_marker(stopped_for, node), recursive=False)
 
     def _delete_quietly(self, path: str, recursive: bool) -> None:
+        """Deletes ``path`` (``recursive``: with its children, listing them only when it has some)."""
         try:
-            self.zk.delete(path, recursive=recursive)
+            self.zk.delete(path)
+        except NotEmptyError:
+            if recursive:
+                self._delete_quietly_recursive(path)
+        except (NoNodeError, KazooException):
+            pass
+
+    def _delete_quietly_recursive(self, path: str) -> None:
+        try:
+            self.zk.delete(path, recursive=True)
         except (NoNodeError, KazooException):
             pass
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.connection import ConnectionHandler
 from kazoo.protocol.serialization import Connect
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
+from rebalanser.bufferedreads import BufferedConnection
 from rebalanser.credentials import PasswordFile, PasswordFileError, PasswordWatcher, read_password
 from rebalanser.errors import InvalidInputError
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
@@ -73,9 +73,10 @@ class Handshakes:
             return self._latest
 
 
-class _RecordingConnection(ConnectionHandler):  # type: ignore[misc]
+class _RecordingConnection(BufferedConnection):
     """kazoo keeps the negotiated timeout to itself and reports CONNECTED before returning from the
-    handshake: record it here, inside the handshake, so nothing can see CONNECTED with a stale T."""
+    handshake: record it here, inside the handshake, so nothing can see CONNECTED with a stale T.
+    Its reads are buffered (:mod:`rebalanser.bufferedreads`)."""
 
     def _invoke(self, timeout: float, request: Any, xid: int | None = None) -> Any:
         if not isinstance(request, Connect):
