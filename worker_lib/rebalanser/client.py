@@ -281,6 +281,8 @@ class Client:
                 if self._state is State.ABORTED:
                     return
                 self._dispatch(event)
+                if self._state is State.ABORTED:  # nothing may come after an abort to wake the loop
+                    return
         except Exception as exc:
             log.exception("member loop failed")
             self._abort(exc)
