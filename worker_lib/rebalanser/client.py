@@ -278,10 +278,10 @@ class Client:
                 if isinstance(event, ev.StopRequested):
                     self._leave()
                     return
-                if self._state is State.ABORTED:
+                if self._aborted():
                     return
                 self._dispatch(event)
-                if self._state is State.ABORTED:  # nothing may come after an abort to wake the loop
+                if self._aborted():  # nothing may come after an abort to wake the loop
                     return
         except Exception as exc:
             log.exception("member loop failed")
@@ -289,6 +289,9 @@ class Client:
         finally:
             self._done.set()
             self._settled.set()
+
+    def _aborted(self) -> bool:
+        return self._state is State.ABORTED
 
     def _next_event(self) -> ev.Event:
         if self._pushback is not None:
