@@ -275,113 +275,22 @@ def run_operator(args: argparse.Namespace, cluster: Any, admin: KazooClient, wor
     return out
 
 
-FINDINGS: list[str] = [
-    "Fixed (commits 'claims: the watches on a new batch's claims are armed in one setWatches request...' "
-    "and 'claims: a blocked claim is read once...'): the safety fixes of issue 19 made every claim won "
-    "cost one more read (an exists, to arm the watch that reports its deletion), and every claim blocked "
-    "by another session two reads (one in the failed round, one for its release watch). kazoo spends "
-    "about as much Python time on each request as the server does (cProfile of 5,000 claims: most of the "
-    "time waiting for the connection thread and writing its wake-up byte). Now a batch's watches are "
-    "armed by one ZooKeeper setWatches request relative to the batch's zxid (one exists for it), and the "
-    "read of a blocked claim arms the watch that reports its release. ClaimBook alone, 5,000 claims "
-    "(python -m bench.claimbook), main (abfa2d8) and this code alternated on 2026-11-26 00:03-00:05 UTC, "
-    "load average 16-22, 3 runs each twice: claim 5.06-6.33 s -> 0.18-0.59 s (commit 5068824, before the "
-    "safety fixes: 0.14-0.31 s at load 8-10); re-take of remembered claims 23-299 ms -> 17-69 ms; release"
-    " 2.44-3.32 s -> 1.88-3.38 s, unchanged (5068824: 0.09-0.14 s). A release pays for one watch "
-    "notification per claim (our own watches fire for our own deletes; kazoo reads each with three "
-    "selects, and the transaction's reply comes after them), and ZooKeeper has no request that removes "
-    "many watches at once. Its transactions are now all sent before the first reply is awaited, so the "
-    "server frees every claim at once. kazoo's default handler builds a new selector for each wait; one "
-    "that waits with poll cut a 5,000-claim release by about a third here (not adopted: the session is "
-    "created outside the claim book).",
-    "Join, leave and kill -9 at N = 50, R = 10,000, T = 2 s, main (abfa2d8, before) and this code (after)"
-    " alternated, 3 repeats per run, same minutes (2026-11-25 23:39 to 2026-11-26 00:02 UTC), bench "
-    "processes of up to 25 members: Resource Barrier join p50 1013 / 581 -> 439 / 464 ms (two rounds; "
-    "load 50 -> 19 -> 23 -> 19 at the runs' starts), leave p50 582 / 427 -> 534 / 537 ms (within the "
-    "noise: 361-666 ms before, 502-1097 after); Global Barrier join p50 1150 -> 1095 ms (a stop-the-world"
-    " round, 10,000 restarted; load 21 / 32), leave 623 -> 594 ms, kill -9 2447 -> 2441 ms (T + 441 ms; "
-    "load 19 / 24). Where the time goes (BENCH_LOG_LEVEL=INFO): the coordinator plans in 25-270 ms and "
-    "writes in 10-170 ms at these loads (the plan of 10,000 resources alone is 7.5 ms on an idle core); "
-    "the new member's claims were 196 reads plus two transactions before (now 2 requests per batch); the "
-    "rest is the 2 bench processes of 24 members working through their notifications under one "
-    "interpreter lock each, and the machine's load. One member per process (--max-per-process 1) ran 50 "
-    "interpreters on 2 cores: load 75, join 1.2-2.4 s, leave 1.0-1.3 s, slower, so on this machine it "
-    "cannot separate the library from the bench; rerun it quiet.",
-    "Cold start, 50 workers (5 per process) on a fresh group of 100,000 resources, T = 10 s, main "
-    "(abfa2d8) and this code alternated on 2026-11-26 00:05-00:09 UTC (python -m bench.coldstart "
-    "--stagger S): joins at once, settled after the last join 34.58 s -> 6.52 s (load 23 / 16 at the "
-    "start), worker CPU 30.2 -> 4.9 s; joins spread over 5 s, 31.81 s -> 6.41 s (load 29 / 32), worker "
-    "CPU 29.7 -> 4.9 s; 1.0 x R claims in all four. Before, each member read its 2,000 claims one by one "
-    "after claiming them; in both runs before, the members' events also show 150,000 and 136,000 "
-    "resources revoked and assigned again (not seen after; the cause was not confirmed: lapsed leases of "
-    "CPU-starved members would do it). The 3 s target is still missed at load 16-32; measure it quiet.",
-    "Rerunning these cells (quiet, or against another checkout's library: "
-    "PYTHONPATH=<checkout>/worker_lib runs this harness on that library): python -m bench.claimbook "
-    "--runs 3; python -m bench.run --only \"resource-barrier N=50 R=10000\" --faults join,leave --repeats 5"
-    " --merge (and \"global-barrier N=50 R=10000\"; --faults kill for kill -9; --max-per-process 1 for one "
-    "member per process; BENCH_LOG_LEVEL=INFO logs each fault's wall-clock start beside the coordinator's"
-    " plan and write times); python -m bench.coldstart --stagger 0 and --stagger 5.",
-    "Fixed (commit 'claims: settle a blocked batch with pipelined reads...'): a claim batch that met a "
-    "claim still held by someone else listed all of G/owners (every claim in the group, ~1.5 MB at "
-    "100,000 resources) and then read the existing ones one after another. With 200 members at 100,000 "
-    "resources the first runs never settled (py-spy: member threads in ClaimBook._taken -> get_children; "
-    "the 256 MB test-support ZooKeeper died with OutOfMemoryError). Now: one pipelined exists per "
-    "resource of the batch.",
-    "Fixed (commit 'client/claims: a release retries only the released claims...'): every burst of "
-    "release notifications re-tried *all* waiting resources (re-reading hundreds of still-held claims per "
-    "release: quadratic), and a contended batch was retried in a loop. py-spy on the first member of a "
-    "fresh 200-member group showed its member thread in _retry_claim -> _create -> _taken for a minute "
-    "while 100 members waited for its claims.",
-    "Fixed (commit 'coordinator: do not delete the assignment node a gracefully departed member already "
-    "deleted'): every graceful leave made the coordinator's fenced batch fail with NoNode (it deleted the "
-    "leaver's assignment again), re-read the whole layout and rebalance twice. Leave at N=200, "
-    "R=100,000 went from 2.3-2.4 s to ~0.9 s; at N=50, R=10,000 from ~330 ms to the join's level.",
-    "Fixed (commit 'coordinator: the first assignment of a group with none waits for membership to go "
-    "quiet ...'): the first member of a fresh group was assigned every resource and claimed them all "
-    "(100,000 creates in 200 sequential multis) before it read the next assignment, which moved almost "
-    "all of it again. Now the coordinator of a group with nothing assigned waits until no member has "
-    "joined for initial_quiet (0.5 s), at most initial_max_wait (5 s), and a member abandons a claim "
-    "round between batches once a newer assignment arrives. 8 members joining a fresh group of 2,000 "
-    "resources one by one: 3,500 claims created without the window, 2,000 with it (tests/integration/"
-    "test_cold_start.py); see the cold-start section. The grid still creates its resources after the "
-    "members have joined, so its initial assignment is one rebalance as before.",
-    "Fixed (commit 'assignments: lists over 256 names go in content-addressed chunks ...'): bytes written "
-    "per rebalance grew with R/N per member whose assignment changed, because each changed member's list "
-    "was rewritten whole (compressed): adding 10 resources to N=10, R=50,000 rewrote 10 lists of 5,000 "
-    "names. Lists over 256 names are now cut into content-defined, content-addressed chunks: a rebalance "
-    "writes one header per changed member and the chunks its moves touched (see \"Bytes written per "
-    "rebalance\").",
-    "Fixed (commit 'coordinator: a successor reads every member's assignment in one pipelined round "
-    "trip'): after a coordinator loss the successor read the layout with two sequential reads per member "
-    "(py-spy: ~0.3 s of the ~0.9 s between session expiry and the new assignment at N=200, R=100,000).",
-    "Fixed (commit 'global barrier: ... members keep claims through the barrier'): Global Barrier members "
-    "released every claim at the stop and re-created it after the barrier, so each rebalance wrote ~R "
-    "claim deletes and creates (write ops up to 287 x (members + moved) at N=200, R=100,000). Members now "
-    "stop all work but keep their claims, then release only the moved ones: writes ~3 x (members + moved).",
-    "Fixed (same commit): a member whose read of G/barrier got NoNode just before the coordinator created "
-    "it set an exists watch that fires only on the next change, missed the first stop, and the barrier "
-    "waited its whole timeout (30 s). Found as a rare start-up stall in the Global Barrier tests.",
-    "Fixed (commits 'coordinator: a Global Barrier rebalance that hands nothing over between live members "
-    "writes without a stop' and 'global barrier: a generation without a stop marks its assignments'): Global "
-    "Barrier missed the kill -9 target because every kill ran a stop-the-world round that stopped and "
-    "restarted all 10,000 resources (~0.6-0.8 s at N=50 on this machine, CPU-bound). A killed member's "
-    "resources go to the survivors and nothing changes hands between live members, so nobody stops now: "
-    "resources restarted per kill 10,000 -> 200, watch notifications ~155 -> ~50 (the survivors apply an "
-    "assignment marked 'stop': false on its own notification, with no second one from G/barrier). Kill "
-    "faults only, N=50, R=10,000, T=2 s, p50 member / coordinator: before 2911 / 2845 ms (load 16 -> 12), "
-    "after 2412 / 2533 ms (load 19 -> 60, the GB N=50 cell's first run); back to back on a machine at load "
-    "60-100 (other sessions' benchmarks), 4 kills each: before 3565 / 3699 ms (p99 4434 / 4770), after "
-    "2690 / 2867 ms (p99 3020 / 3328). Where the rest goes (the coordinator's timings at INFO, "
-    "BENCH_LOG_LEVEL=INFO, load 10-37): session expiry ~T; for a coordinator kill, electing and taking "
-    "office 0.11-0.37 s (most of it reading every member's assignment); planning 50-200 ms, of which "
-    "listing the 10,000 resources again took 20-110 ms (now the watch's last listing: 4-11 ms) and a "
-    "successor reading every member znode's owner again 20-50 ms (now seeded from its member's roster); "
-    "writing 30-130 ms; then 250-420 ms until the last of the 49 survivors works on its new resources, "
-    "mostly the two 24-member bench processes working through their members' notifications under one "
-    "interpreter lock each. That last part, and the coordinator's, grow with the machine's load: the "
-    "target was met for member kills at load 19-60 and missed by 33 ms for coordinator kills, and missed "
-    "by both at load 60-100.",
-]
+FINDINGS_FILE = Path(__file__).with_name("findings.md")
+
+
+def load_findings(path: Path = FINDINGS_FILE) -> list[str]:
+    """The profiling findings: ``bench/findings.md``, one bullet (``- ``) per finding; lines that
+    continue a bullet are joined to it, anything before the first bullet is the file's preamble."""
+    items: list[str] = []
+    for line in path.read_text().splitlines():
+        if line.startswith("- "):
+            items.append(line[2:].strip())
+        elif line.strip() and items:
+            items[-1] += " " + line.strip()
+    return items
+
+
+FINDINGS = load_findings()
 
 
 def main(argv: list[str] | None = None) -> int:
