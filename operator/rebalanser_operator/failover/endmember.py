@@ -68,11 +68,6 @@ class NotOwned(Exception):
     """The group root does not carry this ResourceGroup's owner marker (or does not exist)."""
 
 
-def read_members(zk: KazooClient, paths: GroupPaths) -> dict[str, MemberRecord | None]:
-    """Every member node's record (None when it cannot be parsed); pipelined reads."""
-    return {name: record for name, (record, _) in _read_members(zk, paths).items()}
-
-
 def _read_members(
     zk: KazooClient, paths: GroupPaths, listing: Any = None,
 ) -> dict[str, tuple[MemberRecord | None, ZnodeStat]]:
