@@ -47,6 +47,7 @@ from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import standby as sb
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.coordinator import Coordinator
@@ -107,6 +108,7 @@ class Client:
                           lambda role, epoch: self._notify("on_role", role, epoch))
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
+        self._rechecker: Rechecker | None = None
         self._thread: threading.Thread | None = None
         self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
         self._closed = False
@@ -161,9 +163,13 @@ class Client:
         return self._valid(resource, held)
 
     def _valid(self, resource: str, held: Ownership) -> bool:
+        """The claim is not known to be gone, the lease is valid, and the claim is verified on the
+        current connection. The lease is read before the verification: a handshake makes every claim
+        unverified before the lease can be renewed from it (:mod:`rebalanser.claimcheck`), so a lease
+        read as renewed by a new connection is never paired with a verification of an older one."""
         token, session, node = held
         return (node != self._deleted_node and self._lost_claims.get(resource) != token
-                and self._lease.view.valid(session))
+                and self._lease.view.valid(session) and self._book.verified.valid(resource, token))
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
@@ -188,8 +194,11 @@ class Client:
             self._state = State.JOINING
             self._instance_digest = begin_instance(self.options.termination_log)  # before any member node
             self._zk = make_client(self.options)
+            shakes = handshakes(self._zk)
             self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
-                                     on_lost=self._claim_deleted)
+                                     on_lost=self._claim_deleted, verified=Verified(lambda: shakes.connection))
+            self._rechecker = Rechecker(self._zk, self._claims, lambda: session_timeout(self.zk))
+            shakes.subscribe(self._rechecker.wake)  # at each handshake, before CONNECTED is reported
             self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
@@ -200,6 +209,7 @@ class Client:
         watcher = password_watcher(self._zk)
         if watcher is not None:
             watcher.start()
+        self._rechecker.start()
         self._thread.start()
         self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self._zk)))
         if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
@@ -401,14 +411,6 @@ class Client:
             log.exception("%s raised", name)
             self._report(exc)
 
-    def _recheck_claims(self) -> None:
-        """After a reconnection: kazoo dropped the watches on our claims with the connection, and one
-        may have been deleted meanwhile. Each is read again (its watch armed again)."""
-        names = set(self._resources.owned) | set(self._resources.stopping) | self._held_claims()
-        lost = self._book.recheck(sorted(names))
-        if lost:
-            self._handle_lost(lost)
-
     def _claims_lost(self, tokens: dict[str, int]) -> None:
         """Someone else deleted these claims of ours (their watches fired). Each is read first: a watch
         can fire for the release of another session's claim at the same path (see
@@ -531,9 +533,6 @@ class Client:
                 self._release_pending()
             case ms.SyncWithGroup(node):
                 self._sync_with_group(node)
-            case ms.RecheckClaims():
-                if self._me is not None and self._joined_session:
-                    self._recheck_claims()
             case ms.Reclaim():
                 if self._me is not None and self._joined_session:
                     self._retry_claim(None)
@@ -836,6 +835,8 @@ class Client:
         self._callbacks.close()
         if self._prober is not None:
             self._prober.stop()
+        if self._rechecker is not None:
+            self._rechecker.stop()
         watcher = password_watcher(self._zk) if self._zk is not None else None
         if watcher is not None:
             watcher.stop()

@@ -55,6 +55,19 @@ class Handshakes:
         self.requested_timeout = requested_timeout
         self._changed = threading.Condition()
         self._latest: Handshake | None = None
+        self._listeners: list[Callable[[Handshake], None]] = []
+
+    def subscribe(self, listener: Callable[[Handshake], None]) -> None:
+        """Calls ``listener(handshake)`` after each handshake is recorded, on kazoo's connection thread,
+        before kazoo reports CONNECTED: never block there, never call ZooKeeper."""
+        self._listeners.append(listener)
+
+    @property
+    def connection(self) -> int:
+        """The number of the latest connection (0 before the first): a claim verified on an earlier
+        one is no longer verified (:mod:`rebalanser.claimcheck`)."""
+        latest = self._latest
+        return latest.connection if latest is not None else 0
 
     @property
     def latest(self) -> Handshake | None:
@@ -65,6 +78,12 @@ class Handshakes:
             number = self._latest.connection + 1 if self._latest is not None else 1
             self._latest = Handshake(number, session_id, timeout, sent_ns)
             self._changed.notify_all()
+            latest = self._latest
+        for listener in self._listeners:
+            try:
+                listener(latest)
+            except Exception:
+                log.exception("handshake listener raised")
 
     def wait_newer(self, connection: int, timeout: float) -> Handshake | None:
         """Waits up to ``timeout`` for a handshake after connection number ``connection``."""

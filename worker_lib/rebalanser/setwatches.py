@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import int_struct, long_struct, write_string
 from kazoo.protocol.states import WatchedEvent
@@ -57,12 +58,18 @@ def watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
     exists and has not changed since ``zxid``; for the others it is called at once, with
     ``DELETED`` (no node) or ``CHANGED`` (a newer node). Waits for the server's reply. Raises what a
     request raises (ConnectionLoss, ...)."""
-    if not paths:
-        return
+    if paths:
+        send_watch_unchanged(zk, zxid, paths, watcher).get()
+
+
+def send_watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
+                         watcher: Callable[[WatchedEvent], None]) -> IAsyncResult:
+    """:func:`watch_unchanged`'s request, sent: its result is ready once the server has answered (the
+    notifications it fires at once come before the answer, on the same connection)."""
     chroot = zk.chroot or ""
     full = [_prefix_root(chroot, p) for p in paths]
     for path in full:
         zk._data_watchers[path].add(watcher)
-    result = zk.handler.async_result()
+    result: IAsyncResult = zk.handler.async_result()
     zk._call(_SetWatches(zxid, full), result)
-    result.get()
+    return result
