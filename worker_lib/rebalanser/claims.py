@@ -38,6 +38,8 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     UnimplementedError,
 )
 from kazoo.interfaces import IAsyncResult
@@ -59,11 +61,26 @@ CONTENDED = 2  # failed attempts of one batch before the rest waits for the even
 READ_EACH = 8  # a batch of up to this many claims won is read claim by claim (one pipelined round)
 
 
+def _unexpected(results: list[object]) -> Exception | None:
+    """The error a failed claim transaction reports, unless it is one a claim round expects (a claim
+    that exists, a missing ``G/owners``). The other operations of a failed transaction report that
+    they were rolled back (or not tried)."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(
+                result, NodeExistsError | NoNodeError | RolledBackError | RuntimeInconsistency):
+            return result
+    return None
+
+
 @dataclass(frozen=True)
 class ClaimResult:
     claimed: dict[str, int]  # resource -> fencing token
     blocked: list[str]  # held by another session (or contended): watch, retry when released
     deferred: list[str] = field(default_factory=list)  # not tried: the round was abandoned
+    # not claimed: a transaction failed with an error other than a claim held or a missing parent
+    # (NoAuth, say); the round stopped there. The caller tries them again later.
+    failed: list[str] = field(default_factory=list)
+    error: Exception | None = None
 
 
 @dataclass
@@ -119,10 +136,14 @@ class ClaimBook:
         for start in range(0, len(fresh), BATCH):
             if start and abandon is not None and abandon():
                 return ClaimResult(claimed, blocked, fresh[start:])
-            self._create(fresh[start : start + BATCH], data, claimed, blocked)
+            error = self._create(fresh[start : start + BATCH], data, claimed, blocked)
+            if error is not None:
+                done = set(claimed) | set(blocked)
+                return ClaimResult(claimed, blocked, failed=[r for r in fresh[start:] if r not in done], error=error)
         return ClaimResult(claimed, blocked)
 
-    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int], blocked: list[str]) -> None:
+    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int],
+                blocked: list[str]) -> Exception | None:
         """Creates one batch. A batch fails as a whole when any of its claims exists; after
         :data:`CONTENDED` such failures the rest is returned as blocked (the caller watches it and
         retries from its event loop), so a member racing many others, or claiming for an assignment
@@ -131,7 +152,11 @@ class ClaimBook:
         The reads that follow the transaction are sent with it, not after its reply (one round trip):
         ZooKeeper answers a session's requests in order, and a read after our own write sees it. For
         a batch of up to :data:`READ_EACH` claims that is a read of each (its token and watch if the
-        transaction created it, who holds it if not); for a larger one, of the first claim."""
+        transaction created it, who holds it if not); for a larger one, of the first claim.
+
+        A transaction that fails otherwise (NoAuth, say: an ACL on ``G/owners``) created nothing: the
+        error is returned, and the batch's resources are neither claimed nor blocked (they were once
+        taken as claimed and found gone at once, then claimed again, in a loop with no pause)."""
         failures = 0
         while batch:
             probe = batch if len(batch) <= READ_EACH else batch[:1]
@@ -148,6 +173,10 @@ class ClaimBook:
                 self.uncertain |= set(batch)
                 self._unexpect(probe)
                 raise
+            unexpected = _unexpected(results)
+            if unexpected is not None:
+                self._unexpect(probe)
+                return unexpected
             failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
             if failed is None:
                 try:
@@ -159,7 +188,7 @@ class ClaimBook:
                 won = self._unless_fired(won, batch)
                 claimed.update(won)
                 blocked.extend(r for r in batch if r not in won)  # deleted at once by someone else
-                return
+                return None
             if isinstance(results[failed], NoNodeError):
                 self._unexpect(probe)
                 if not ensure_container(self.zk, self.paths.owners):
@@ -172,7 +201,8 @@ class ClaimBook:
             failures += 1
             if failures >= CONTENDED:
                 blocked.extend(batch)
-                return
+                return None
+        return None
 
     def _expect(self, resources: list[str]) -> None:
         """The watches about to be armed on ``resources`` may fire before their reads are settled:

@@ -115,6 +115,7 @@ class Client:
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
+        self._claim_failures = 0  # claim rounds in a row that failed with an unexpected error (back-off)
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -443,6 +444,19 @@ class Client:
             self._step(rs.stop_all(self._resources, After.WANTED))
         self._reclaim_later()
 
+    def _claim_failed(self, count: int, error: Exception) -> None:
+        """A claim transaction failed with an error no claim round expects (NoAuth, say): the resources
+        stay wanted and are tried again after a pause that doubles with each failure in a row, from
+        T/10 up to T."""
+        self._claim_failures += 1
+        timeout = session_timeout(self.zk)
+        delay = min(timeout / 10 * 2 ** (self._claim_failures - 1), timeout)
+        log.warning("claiming %d resources failed (%r): trying again in %.1f s", count, error, delay)
+        self._report(RebalanserError(f"claiming {count} resources failed ({error!r}); trying again in {delay:.1f} s"))
+        timer = threading.Timer(delay, lambda: self._post(ev.ClaimReleased(None)))
+        timer.daemon = True
+        timer.start()
+
     def _reclaim_later(self) -> None:
         threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
 
@@ -462,13 +476,35 @@ class Client:
             self._drive()
 
     def _drive(self) -> None:
+        """Runs the queued effects in order. A lost connection or session ends the run: what is left
+        is redone by the resync after reconnecting (or the join of the next session). Any other
+        failure of one effect is reported and the rest still runs: a resync that could not read the
+        barrier still reads the assignment and claims again, a join step that failed is still followed
+        by the ones queued behind it."""
         self._driving = True
         try:
             while self._todo and self._state is not State.ABORTED:
-                self._execute(self._todo.popleft())
+                effect = self._todo.popleft()
+                try:
+                    self._execute(effect)
+                except (ConnectionLoss, SessionExpiredError):
+                    raise
+                except Exception as exc:
+                    self._failed(type(effect).__name__, exc)
         finally:
             self._driving = False
-            self._todo.clear()  # what an exception (ConnectionLoss...) interrupted: redone by the resync
+            self._todo.clear()  # what a lost connection interrupted: redone by the resync
+
+    def _failed(self, kind: str, exc: Exception) -> None:
+        """A step failed otherwise than by a lost connection: reported, and the member goes on."""
+        if isinstance(exc, CorruptDataError):
+            self._bad_data(exc)
+        elif isinstance(exc, KazooException):
+            log.warning("%s failed: %r; going on with the rest", kind, exc)
+            self._report(exc)
+        else:
+            log.exception("%s failed; going on with the rest", kind)
+            self._report(exc)
 
     def _execute(self, effect: ms.Effect) -> None:
         """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
@@ -550,13 +586,20 @@ class Client:
     def _sync_with_group(self, me: MemberNode) -> None:
         """Reads everything a member follows, arming each watch; the join is complete after it (a
         ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
-        the way ends it: the rejoin it queued reads everything (or waits for the group)."""
-        reads: list[Callable[[], None]] = [lambda: self._check_own_node(me.name), self._elect,
-                                           self._follower.read_barrier, lambda: self._follower.read_assignment(None)]
-        for read in reads:
+        the way ends it: the rejoin it queued reads everything (or waits for the group). A read that
+        fails otherwise is reported and the others still run (each arms a watch of its own)."""
+        reads: list[tuple[str, Callable[[], None]]] = [
+            ("own node", lambda: self._check_own_node(me.name)), ("election", self._elect),
+            ("barrier", self._follower.read_barrier), ("assignment", lambda: self._follower.read_assignment(None))]
+        for what, read in reads:
             if self._me is not me:
                 return
-            read()
+            try:
+                read()
+            except (ConnectionLoss, SessionExpiredError):
+                raise
+            except Exception as exc:
+                self._failed(f"reading the {what}", exc)
         if self._me is me:
             self._settled.set()
 
@@ -687,6 +730,10 @@ class Client:
         # A newer assignment arriving meanwhile ends the round between batches: what it still names
         # stays wanted and is claimed when it is applied, what it does not is never written.
         result = self._book.claim(wanted, abandon=self._follower.moved.is_set)
+        if result.error is not None:
+            self._claim_failed(len(result.failed), result.error)
+        else:
+            self._claim_failures = 0
         if result.deferred and self._me is not None:
             self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
         for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
