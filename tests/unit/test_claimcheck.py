@@ -40,13 +40,7 @@ def test_a_claim_read_on_a_connection_already_replaced_stays_unverified_and_asks
     assert verified.valid("r", 7) and asked == [True]
 
 
-def test_nothing_is_verified_before_the_first_connection_and_a_forgotten_claim_is_not() -> None:
+def test_nothing_is_verified_before_the_first_connection() -> None:
     verified = Verified()
     verified.mark({"r": 7}, 0)
-    assert not verified.valid("r", 7)
-    connections = Connections()
-    verified = Verified(connections)
-    connections.latest = 1
-    verified.mark({"r": 7}, 1)
-    verified.forget(["r"])
     assert not verified.valid("r", 7)

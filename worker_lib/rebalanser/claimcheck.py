@@ -11,7 +11,8 @@ connection and answered, so that its deletion from then on is reported by its wa
   holds only while that connection is the latest. A new handshake is recorded before kazoo reports
   CONNECTED and before the lease can be renewed from it, so at that instant every claim becomes
   unverified, with no step of anyone's.
-- :class:`Rechecker`, a thread of its own that the handshake wakes, then sets the watch on every
+- :class:`Rechecker`, a thread of its own that kazoo's connection listener wakes when it reports
+  the new connection (CONNECTED, right after the handshake), then sets the watch on every
   claim held again: one ``setWatches`` request per fencing token (:mod:`rebalanser.setwatches`),
   relative to that token, all sent before the first answer is awaited. A claim still there since its
   creation gets its watch; one deleted or replaced meanwhile is reported at once (``on_lost`` of the
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from kazoo.client import KazooClient
@@ -41,7 +42,7 @@ from kazoo.exceptions import (
     UnimplementedError,
 )
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.states import Callback, WatchedEvent, ZnodeStat
+from kazoo.protocol.states import Callback, KazooState, WatchedEvent, ZnodeStat
 
 from rebalanser.setwatches import send_watch_unchanged
 from rebalanser.zk import ephemeral_of, session_id
@@ -90,11 +91,6 @@ class Verified:
         """Those of ``claims`` (resource -> token) not verified on the current connection."""
         return {r: t for r, t in claims.items() if not self.valid(r, t)}
 
-    def forget(self, resources: Iterable[str]) -> None:
-        with self._lock:
-            for resource in resources:
-                self._on.pop(resource, None)
-
 
 class ClaimSource(Protocol):
     """What the re-check needs of a claim book (:class:`~rebalanser.claims.ClaimBook`)."""
@@ -116,7 +112,7 @@ class ClaimSource(Protocol):
 
 
 class Rechecker:
-    """The re-check thread. Woken by every handshake (:meth:`wake`, from the connection thread) and by
+    """The re-check thread. Woken by every new connection (:meth:`on_state`) and by
     claims verified on a connection already replaced; each round verifies, on the latest connection,
     every claim held that is not verified on it."""
 
@@ -136,9 +132,11 @@ class Rechecker:
         if self._thread is not threading.current_thread() and self._thread.is_alive():
             self._thread.join(timeout=10)
 
-    def wake(self, *_: object) -> None:
-        """Never blocks: called on kazoo's connection thread, inside the handshake."""
-        self._wake.set()
+    def on_state(self, state: str) -> None:
+        """kazoo's connection listener (its connection thread: never blocks). CONNECTED is reported
+        right after the handshake was recorded, once kazoo sends requests on the new connection."""
+        if state == KazooState.CONNECTED:
+            self._wake.set()
 
     def _run(self) -> None:
         while not self._stopped:

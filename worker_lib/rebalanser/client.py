@@ -8,8 +8,12 @@ Guarantees, under the stated assumptions:
    leader can have expired the session (assuming a session timeout of at least 2 x tickTime and
    client and server clocks that advance at the same rate; docs/protocol.md). Every claim held is
    watched: one deleted by someone else (an administrator, the operator's failover) makes ``owns``
-   False as soon as its notification arrives. So, if user code checks ``owns`` before each unit of
-   work, no two members work on one resource at the same time.
+   False as soon as its notification arrives. kazoo drops the watches with a connection: a claim
+   counts only once verified on the current connection, so from a reconnection's handshake until the
+   claims are re-checked on it (:mod:`rebalanser.claimcheck`, beside the member loop), ``owns`` is
+   False. So, if user code checks ``owns`` before each unit of work, no two members work on one
+   resource at the same time, except while a member cannot hear of its claim's deletion (disconnected,
+   within its lease).
 2. Liveness. Given a stable group and a reachable ZooKeeper quorum, every resource is claimed by a
    live member within the session timeout plus the rebalance interval plus the time the previous
    owner's stop callback takes (bounded by ``stop_timeout``), plus ``departure_grace`` if configured.
@@ -199,7 +203,7 @@ class Client:
             self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
                                      on_lost=self._claim_deleted, verified=Verified(lambda: shakes.connection))
             self._rechecker = Rechecker(self._zk, self._claims, lambda: session_timeout(self.zk))
-            shakes.subscribe(self._rechecker.wake)  # at each handshake, before CONNECTED is reported
+            self._zk.add_listener(self._rechecker.on_state)
             self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)

@@ -55,12 +55,6 @@ class Handshakes:
         self.requested_timeout = requested_timeout
         self._changed = threading.Condition()
         self._latest: Handshake | None = None
-        self._listeners: list[Callable[[Handshake], None]] = []
-
-    def subscribe(self, listener: Callable[[Handshake], None]) -> None:
-        """Calls ``listener(handshake)`` after each handshake is recorded, on kazoo's connection thread,
-        before kazoo reports CONNECTED: never block there, never call ZooKeeper."""
-        self._listeners.append(listener)
 
     @property
     def connection(self) -> int:
@@ -78,12 +72,6 @@ class Handshakes:
             number = self._latest.connection + 1 if self._latest is not None else 1
             self._latest = Handshake(number, session_id, timeout, sent_ns)
             self._changed.notify_all()
-            latest = self._latest
-        for listener in self._listeners:
-            try:
-                listener(latest)
-            except Exception:
-                log.exception("handshake listener raised")
 
     def wait_newer(self, connection: int, timeout: float) -> Handshake | None:
         """Waits up to ``timeout`` for a handshake after connection number ``connection``."""
