@@ -34,6 +34,21 @@ class Window:
     stop_ended: int  # b's stop callback (of the resource taken away before) returned
     events: list[Event]
 
+    def ticks(self, worker: str, resource: str) -> list[int]:
+        return [e["ts"] for e in self.events
+                if e["event"] == "tick" and e["id"] == worker and e["resource"] == resource]
+
+    def report(self) -> str:
+        """The figures of one run: the window, the overlap with d, and how long b's claim on a (never
+        touched) stopped counting around the reconnection (until its re-check was answered)."""
+        d_first = min(self.ticks("d", "r"))
+        after = [t for t in self.ticks("b", "a") if t > self.reconnected]
+        before = [t for t in self.ticks("b", "a") if t <= self.reconnected]
+        pause = (min(after) - max(before)) / 1e9 if after and before else float("nan")
+        return (f"reconnection to b's last tick on r: {self.seconds:.3f} s; b's last tick on r to d's first: "
+                f"{(d_first - self.last_tick) / 1e9:.3f} s; longest pause of b's ticks on a around the "
+                f"reconnection: {pause:.3f} s")
+
     @property
     def seconds(self) -> float:
         """From b's reconnection to its last unit of work on r (<= 0: none after it)."""
@@ -101,7 +116,7 @@ def test_a_claim_deleted_while_its_owner_was_away_stops_at_the_reconnection_even
     finally:
         for worker in group.live():
             worker.kill()  # a stop would wait out b's slow stop callbacks again
-    print(f"reconnection to b's last tick on r: {window.seconds:.3f} s")
+    print(window.report())
     assert window.stop_ended > window.reconnected, (
         "the scene did not happen: b's stop callback ended before b reconnected")
     assert overlaps([e for e in window.events if e.get("resource") == "r"]) == []
