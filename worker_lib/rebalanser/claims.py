@@ -43,12 +43,12 @@ from kazoo.exceptions import (
     UnimplementedError,
 )
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from rebalanser.claimcheck import Verified
 from rebalanser.containers import ensure_container
 from rebalanser.ephemerals import own_ephemerals
+from rebalanser.kazoo_private import discard_data_watcher, full_path
 from rebalanser.paths import GroupPaths
 from rebalanser.setwatches import watch_unchanged
 from rebalanser.zk import ephemeral_of
@@ -508,15 +508,8 @@ class ClaimBook:
         each one to its callback thread otherwise: most of a large release's cost). A claim being
         released is no longer ``held``, so that watcher would report nothing anyway; one that is
         re-taken is read again (:meth:`_remembered`), which arms its watch again."""
-        watchers = self.zk._data_watchers
-        chroot = self.zk.chroot or ""
         for resource in resources:
-            path = _prefix_root(chroot, self.paths.owner(resource))
-            found = watchers.get(path)
-            if found is not None:
-                found.discard(self.claim_watch)
-                if not found:
-                    watchers.pop(path, None)
+            discard_data_watcher(self.zk, full_path(self.zk, self.paths.owner(resource)), self.claim_watch)
 
     def _settle_deletes(self, mine: dict[str, int], pending: IAsyncResult) -> None:
         """Waits for the transaction deleting the claims of ``mine``: those read as this session's

@@ -26,9 +26,10 @@ from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import int_struct, long_struct, write_string
 from kazoo.protocol.states import WatchedEvent
+
+from rebalanser.kazoo_private import add_data_watcher, full_path, send
 
 SET_WATCHES = 101  # ZooKeeper's op code
 
@@ -66,10 +67,7 @@ def send_watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
                          watcher: Callable[[WatchedEvent], None]) -> IAsyncResult:
     """:func:`watch_unchanged`'s request, sent: its result is ready once the server has answered (the
     notifications it fires at once come before the answer, on the same connection)."""
-    chroot = zk.chroot or ""
-    full = [_prefix_root(chroot, p) for p in paths]
+    full = [full_path(zk, p) for p in paths]
     for path in full:
-        zk._data_watchers[path].add(watcher)
-    result: IAsyncResult = zk.handler.async_result()
-    zk._call(_SetWatches(zxid, full), result)
-    return result
+        add_data_watcher(zk, path, watcher)
+    return send(zk, _SetWatches(zxid, full))
