@@ -302,6 +302,8 @@ class _Pipe:
             self.proxy.session = self.session
         if not self.mute_replies:
             self._send(self.client, first, down=True)
+            with self.proxy._lock:
+                self.proxy.handshakes_ns.append(time.monotonic_ns())
         while True:
             data = self.upstream.recv(65536)
             if not data:
@@ -324,6 +326,8 @@ class FaultProxy:
         self._trap: WriteTrap | None = None
         self._tap: RequestTap | None = None
         self.session: tuple[int, bytes] | None = None  # (id, password) of the latest connect reply
+        # When each connect reply was passed on to the client (its handshake answered), oldest first
+        self.handshakes_ns: list[int] = []
         self._closed = False
         self._listeners: list[socket.socket] = []
         addresses = []

@@ -101,3 +101,25 @@ def test_a_coordinator_stopped_in_the_middle_of_a_global_barrier_round_abandons_
         held.release.set()
         for client in clients.values():
             client.stop()
+
+
+def test_every_trigger_of_a_coordinator_term_stops_with_it(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
+    """Each term watches G/epoch, G/config and G/barrier (data triggers) and G/clients and G/resources
+    (children triggers), each with a connection listener of its own. A term that ends stops all five:
+    the member's count of connection listeners after three more terms is the one it had in the first."""
+    add_resources(zk, group_path, ["a"])
+    recorder = Recorder()
+    client = Client(options(zk_hosts, group_path, "m0"), recorder)
+    client.start()
+    try:
+        wait_for(lambda: recorder.owned == {"a"} and client.role == "coordinator", 15, "never assigned")
+        listeners = len(client.zk.state_listeners)
+        for _ in range(3):  # another coordinator took a later epoch: ours resigns, and takes office again
+            epoch = client.epoch
+            zk.set(f"{group_path}/epoch", b"usurper")
+            wait_for(lambda: client.role == "coordinator" and client.epoch > epoch + 1, 15,  # noqa: B023
+                     lambda: f"never took office again (epoch {client.epoch})")
+        wait_for(lambda: len(client.zk.state_listeners) == listeners, 10,
+                 lambda: f"{len(client.zk.state_listeners)} connection listeners, {listeners} in the first term")
+    finally:
+        client.stop()

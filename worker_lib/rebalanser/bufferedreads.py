@@ -19,8 +19,9 @@ import ssl
 from typing import Any
 
 from kazoo.exceptions import ConnectionDropped
-from kazoo.protocol.connection import CLOSE_RESPONSE, ConnectionHandler
 from kazoo.protocol.serialization import int_struct
+
+from rebalanser.kazoo_private import CLOSE_RESPONSE, ConnectionHandler
 
 CHUNK = 65536
 

@@ -38,14 +38,17 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     UnimplementedError,
 )
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
+from rebalanser.claimcheck import Verified
 from rebalanser.containers import ensure_container
 from rebalanser.ephemerals import own_ephemerals
+from rebalanser.kazoo_private import discard_data_watcher, full_path
 from rebalanser.paths import GroupPaths
 from rebalanser.setwatches import watch_unchanged
 from rebalanser.zk import ephemeral_of
@@ -58,11 +61,26 @@ CONTENDED = 2  # failed attempts of one batch before the rest waits for the even
 READ_EACH = 8  # a batch of up to this many claims won is read claim by claim (one pipelined round)
 
 
+def _unexpected(results: list[object]) -> Exception | None:
+    """The error a failed claim transaction reports, unless it is one a claim round expects (a claim
+    that exists, a missing ``G/owners``). The other operations of a failed transaction report that
+    they were rolled back (or not tried)."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(
+                result, NodeExistsError | NoNodeError | RolledBackError | RuntimeInconsistency):
+            return result
+    return None
+
+
 @dataclass(frozen=True)
 class ClaimResult:
     claimed: dict[str, int]  # resource -> fencing token
     blocked: list[str]  # held by another session (or contended): watch, retry when released
     deferred: list[str] = field(default_factory=list)  # not tried: the round was abandoned
+    # not claimed: a transaction failed with an error other than a claim held or a missing parent
+    # (NoAuth, say); the round stopped there. The caller tries them again later.
+    failed: list[str] = field(default_factory=list)
+    error: Exception | None = None
 
 
 @dataclass
@@ -81,6 +99,9 @@ class ClaimBook:
     # Told (on kazoo's thread: never block, never call ZooKeeper) that a watched claim of ours was
     # deleted: ``(resource, token)``, the token being the one held when the watch fired.
     on_lost: Callable[[str, int], None] | None = None
+    # Which claims are verified on the current connection (:mod:`rebalanser.claimcheck`): each read
+    # that arms a claim's watch marks it, with the connection that was the latest when it was sent.
+    verified: Verified = field(default_factory=Verified)
     # Other sessions' claims read by a failed claim round, their watch armed by that read: resource ->
     # the callback :meth:`watch_releases` gave for it (None until it does); ``_gone_early``: those whose
     # watch fired before it did. So a blocked resource is read once, not once more for its release watch.
@@ -115,10 +136,14 @@ class ClaimBook:
         for start in range(0, len(fresh), BATCH):
             if start and abandon is not None and abandon():
                 return ClaimResult(claimed, blocked, fresh[start:])
-            self._create(fresh[start : start + BATCH], data, claimed, blocked)
+            error = self._create(fresh[start : start + BATCH], data, claimed, blocked)
+            if error is not None:
+                done = set(claimed) | set(blocked)
+                return ClaimResult(claimed, blocked, failed=[r for r in fresh[start:] if r not in done], error=error)
         return ClaimResult(claimed, blocked)
 
-    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int], blocked: list[str]) -> None:
+    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int],
+                blocked: list[str]) -> Exception | None:
         """Creates one batch. A batch fails as a whole when any of its claims exists; after
         :data:`CONTENDED` such failures the rest is returned as blocked (the caller watches it and
         retries from its event loop), so a member racing many others, or claiming for an assignment
@@ -127,7 +152,11 @@ class ClaimBook:
         The reads that follow the transaction are sent with it, not after its reply (one round trip):
         ZooKeeper answers a session's requests in order, and a read after our own write sees it. For
         a batch of up to :data:`READ_EACH` claims that is a read of each (its token and watch if the
-        transaction created it, who holds it if not); for a larger one, of the first claim."""
+        transaction created it, who holds it if not); for a larger one, of the first claim.
+
+        A transaction that fails otherwise (NoAuth, say: an ACL on ``G/owners``) created nothing: the
+        error is returned, and the batch's resources are neither claimed nor blocked (they were once
+        taken as claimed and found gone at once, then claimed again, in a loop with no pause)."""
         failures = 0
         while batch:
             probe = batch if len(batch) <= READ_EACH else batch[:1]
@@ -136,17 +165,22 @@ class ClaimBook:
             for resource in batch:
                 txn.create(self.paths.owner(resource), data, ephemeral=True)
             try:
+                connection = self.verified.connection()  # before the reads that verify are sent
                 pending = txn.commit_async()
-                reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in probe]
+                reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in probe]
                 results = pending.get()
             except (ConnectionLoss, OperationTimeoutError):
                 self.uncertain |= set(batch)
                 self._unexpect(probe)
                 raise
+            unexpected = _unexpected(results)
+            if unexpected is not None:
+                self._unexpect(probe)
+                return unexpected
             failed = next((i for i, r in enumerate(results) if isinstance(r, NodeExistsError | NoNodeError)), None)
             if failed is None:
                 try:
-                    won = self._arm_created(batch, reads)  # the token, and the watch on each new claim
+                    won = self._arm_created(batch, reads, connection)  # the token, and the watch on each new claim
                 except (ConnectionLoss, OperationTimeoutError):
                     self.uncertain |= set(batch) - self.held.keys()  # created, but unread: settled later
                     self._unexpect(probe)
@@ -154,20 +188,21 @@ class ClaimBook:
                 won = self._unless_fired(won, batch)
                 claimed.update(won)
                 blocked.extend(r for r in batch if r not in won)  # deleted at once by someone else
-                return
+                return None
             if isinstance(results[failed], NoNodeError):
                 self._unexpect(probe)
                 if not ensure_container(self.zk, self.paths.owners):
                     raise NoNodeError(f"{self.paths.root} does not exist")  # never re-created here
                 continue
-            taken = self._taken(batch, reads)
+            taken = self._taken(batch, reads, connection)
             blocked.extend(r for r in batch if r in taken)
             claimed.update({r: self.held[r] for r in batch if r in self.held})
             batch = [r for r in batch if r not in taken and r not in self.held]
             failures += 1
             if failures >= CONTENDED:
                 blocked.extend(batch)
-                return
+                return None
+        return None
 
     def _expect(self, resources: list[str]) -> None:
         """The watches about to be armed on ``resources`` may fire before their reads are settled:
@@ -199,15 +234,17 @@ class ClaimBook:
                 del won[resource]
         return won
 
-    def _arm_created(self, batch: list[str], reads: list[tuple[str, IAsyncResult]]) -> dict[str, int]:
+    def _arm_created(self, batch: list[str], reads: list[tuple[str, IAsyncResult]],
+                     connection: int) -> dict[str, int]:
         """After our transaction created every claim of ``batch`` (one zxid: one token for them all),
         given the reads sent with it: each claim's (up to :data:`READ_EACH`), or the first's. With
         the first's token, arms the watch on all the others in one ``setWatches`` request relative to
         that token (:mod:`rebalanser.setwatches`). A claim deleted or replaced since is reported
         through ``on_lost`` at once, as a deletion right after an ``exists`` would be; the caller then
         reads it (:meth:`still_held`). Reads each claim instead (one pipelined round) when the first
-        is already gone, or when the server refuses the request. Returns resource -> token."""
-        first = self._settle_reads(reads)
+        is already gone, or when the server refuses the request. Returns resource -> token. Each claim
+        is verified on ``connection`` (the latest when the reads were sent) or a later one."""
+        first = self._settle_reads(reads, connection)
         rest = batch[len(reads):]
         if not rest:
             return first
@@ -218,7 +255,8 @@ class ClaimBook:
             self.held[resource] = token
             self.uncertain.discard(resource)
         try:
-            watch_unchanged(self.zk, token, [self.paths.owner(r) for r in rest], self._claim_watch)
+            connection = self.verified.connection()
+            watch_unchanged(self.zk, token, [self.paths.owner(r) for r in rest], self.claim_watch)
         except (UnimplementedError, BadArgumentsError) as exc:  # no server since 3.3 says so
             log.warning("setWatches refused (%r): reading each claim", exc)
             return first | self._read_own(rest)
@@ -226,6 +264,7 @@ class ClaimBook:
             for resource in rest:  # unread, and maybe unwatched: settled later (the caller's ``uncertain``)
                 self.held.pop(resource, None)
             raise
+        self.verified.mark(dict.fromkeys(rest, token), connection)
         return dict.fromkeys(batch, token)
 
     def _read_own(self, resources: list[str]) -> dict[str, int]:
@@ -234,11 +273,13 @@ class ClaimBook:
         deleted them, or they belong to another session now). A read by our own session after our own
         write sees that write, so a claim we just created is found. Raises ConnectionLoss etc. with
         nothing forgotten that was not read."""
-        return self._settle_reads([(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch))
-                                   for r in resources])
+        connection = self.verified.connection()
+        return self._settle_reads([(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch))
+                                   for r in resources], connection)
 
-    def _settle_reads(self, pending: list[tuple[str, IAsyncResult]]) -> dict[str, int]:
-        """:meth:`_read_own`'s reads, sent: resource -> token of the claims read as ours."""
+    def _settle_reads(self, pending: list[tuple[str, IAsyncResult]], connection: int) -> dict[str, int]:
+        """:meth:`_read_own`'s reads, sent while ``connection`` was the latest: resource -> token of the
+        claims read as ours (verified on that connection: their watch is armed on it)."""
         mine: dict[str, int] = {}
         for resource, result in pending:
             stat: ZnodeStat | None = result.get()
@@ -247,6 +288,7 @@ class ClaimBook:
                 mine[resource] = self.held[resource] = int(stat.czxid)
             else:
                 self.held.pop(resource, None)
+        self.verified.mark(mine, connection)
         return mine
 
     def _remembered(self, wanted: list[str]) -> dict[str, int]:
@@ -284,11 +326,11 @@ class ClaimBook:
             return None
         return {p[len(prefix):] for p in paths if p.startswith(prefix)}
 
-    def _claim_watch(self, event: WatchedEvent) -> None:
+    def claim_watch(self, event: WatchedEvent) -> None:
         """The one watcher of every claim path we read (kazoo keeps one callable per path, so reading a
         path again adds nothing). For a claim of ours only a deletion counts (claims' data never
-        changes; ``CHANGED`` comes from :meth:`_arm_created`: a newer node at the path), and a dropped
-        connection (type NONE) is followed by a re-read of every claim (:meth:`recheck`). For another
+        changes; ``CHANGED`` comes from ``setWatches``: a newer node at the path), and a dropped
+        connection (type NONE) is followed by the re-check of every claim (:mod:`rebalanser.claimcheck`). For another
         session's claim we wait for (:meth:`watch_releases`), any event counts: its release, or the
         connection's drop (the watch is gone: the caller claims again after reconnecting)."""
         if event.path is None:  # kazoo's reset of every watch: the connection dropped
@@ -317,14 +359,18 @@ class ClaimBook:
         for callback, resource in told:
             callback(resource)
 
-    def recheck(self, resources: Iterable[str]) -> set[str]:
-        """Re-reads the claims this session holds among ``resources`` (after a reconnection: kazoo
-        drops every watch with the connection), arming their watches again; returns those that are no
-        longer ours (forgotten)."""
-        known = [r for r in resources if r in self.held or r in self.uncertain]
-        before = {r for r in known if r in self.held}
-        mine = self._read_own(known)
-        return before - mine.keys()
+    def snapshot(self) -> dict[str, int]:
+        """resource -> token of every claim held, for another thread (:mod:`rebalanser.claimcheck`):
+        a copy of a dict of strings is made without releasing the interpreter lock."""
+        return dict(self.held)
+
+    def owner_path(self, resource: str) -> str:
+        return self.paths.owner(resource)
+
+    def report_lost(self, resource: str, token: int) -> None:
+        """Our claim on ``resource`` of ``token`` was found gone by a read (as its watch would report)."""
+        if self.held.get(resource) == token and self.on_lost is not None:
+            self.on_lost(resource, token)
 
     def forget(self, resource: str, token: int) -> bool:
         """Our claim on ``resource`` of ``token`` was deleted by someone else; False if we no longer
@@ -341,25 +387,33 @@ class ClaimBook:
         claim we created at that path right after its release are one watch, fired by the release."""
         if self.held.get(resource) != token:
             return False
-        stat = self.zk.exists(self.paths.owner(resource), watch=self._claim_watch)
-        return stat is not None and ephemeral_of(stat, self.session_id) and int(stat.czxid) == token
+        connection = self.verified.connection()
+        stat = self.zk.exists(self.paths.owner(resource), watch=self.claim_watch)
+        mine = stat is not None and ephemeral_of(stat, self.session_id) and int(stat.czxid) == token
+        if mine:
+            self.verified.mark({resource: token}, connection)
+        return mine
 
-    def _taken(self, batch: list[str], sent: list[tuple[str, IAsyncResult]] | None = None) -> set[str]:
+    def _taken(self, batch: list[str], sent: list[tuple[str, IAsyncResult]] | None = None,
+               connection: int | None = None) -> set[str]:
         """Which of ``batch`` someone else holds now: one pipelined read per resource of the batch
         (all in flight at once), so the cost follows the batch, never the number of claims in the
         group (listing ``G/owners`` returns every claim: megabytes for 100,000 resources).
         ``sent``: those of the first resources of the batch, already sent (with :meth:`_expect`) with
-        the failed transaction."""
+        the failed transaction, while ``connection`` was the latest."""
+        if connection is None:
+            connection = self.verified.connection()
         sent = sent or []
         rest = batch[len(sent):]
         self._expect(rest)  # before the read arms the watch: it may fire at once
-        pending = sent + [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in rest]
+        pending = sent + [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in rest]
         taken: set[str] = set()
         for resource, result in pending:
             stat = result.get()
             self.uncertain.discard(resource)
             if ephemeral_of(stat, self.session_id):
                 self.held[resource] = int(stat.czxid)
+                self.verified.mark({resource: self.held[resource]}, connection)
             elif stat is not None and not stat.ephemeralOwner and self._remove_fake(resource):
                 self.held.pop(resource, None)  # created again by the next attempt
             elif stat is not None:
@@ -410,7 +464,7 @@ class ClaimBook:
                 else:
                     unread.append(resource)
                     self._awaiting[resource] = on_release
-        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self._claim_watch)) for r in unread]
+        pending = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in unread]
         for resource, result in pending:
             if result.get() is None:
                 with self._lock:
@@ -454,15 +508,8 @@ class ClaimBook:
         each one to its callback thread otherwise: most of a large release's cost). A claim being
         released is no longer ``held``, so that watcher would report nothing anyway; one that is
         re-taken is read again (:meth:`_remembered`), which arms its watch again."""
-        watchers = self.zk._data_watchers
-        chroot = self.zk.chroot or ""
         for resource in resources:
-            path = _prefix_root(chroot, self.paths.owner(resource))
-            found = watchers.get(path)
-            if found is not None:
-                found.discard(self._claim_watch)
-                if not found:
-                    watchers.pop(path, None)
+            discard_data_watcher(self.zk, full_path(self.zk, self.paths.owner(resource)), self.claim_watch)
 
     def _settle_deletes(self, mine: dict[str, int], pending: IAsyncResult) -> None:
         """Waits for the transaction deleting the claims of ``mine``: those read as this session's

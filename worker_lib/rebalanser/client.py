@@ -8,8 +8,12 @@ Guarantees, under the stated assumptions:
    leader can have expired the session (assuming a session timeout of at least 2 x tickTime and
    client and server clocks that advance at the same rate; docs/protocol.md). Every claim held is
    watched: one deleted by someone else (an administrator, the operator's failover) makes ``owns``
-   False as soon as its notification arrives. So, if user code checks ``owns`` before each unit of
-   work, no two members work on one resource at the same time.
+   False as soon as its notification arrives. kazoo drops the watches with a connection: a claim
+   counts only once verified on the current connection, so from a reconnection's handshake until the
+   claims are re-checked on it (:mod:`rebalanser.claimcheck`, beside the member loop), ``owns`` is
+   False. So, if user code checks ``owns`` before each unit of work, no two members work on one
+   resource at the same time, except while a member cannot hear of its claim's deletion (disconnected,
+   within its lease).
 2. Liveness. Given a stable group and a reachable ZooKeeper quorum, every resource is claimed by a
    live member within the session timeout plus the rebalance interval plus the time the previous
    owner's stop callback takes (bounded by ``stop_timeout``), plus ``departure_grace`` if configured.
@@ -47,6 +51,7 @@ from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import standby as sb
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.coordinator import Coordinator
@@ -107,12 +112,14 @@ class Client:
                           lambda role, epoch: self._notify("on_role", role, epoch))
         self._roster: Roster | None = None
         self._prober: LeaseProber | None = None
+        self._rechecker: Rechecker | None = None
         self._thread: threading.Thread | None = None
         self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
         self._closed = False
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
+        self._claim_failures = 0  # claim rounds in a row that failed with an unexpected error (back-off)
 
     # -- public surface ------------------------------------------------------------------------
 
@@ -161,9 +168,13 @@ class Client:
         return self._valid(resource, held)
 
     def _valid(self, resource: str, held: Ownership) -> bool:
+        """The claim is not known to be gone, the lease is valid, and the claim is verified on the
+        current connection. The lease is read before the verification: a handshake makes every claim
+        unverified before the lease can be renewed from it (:mod:`rebalanser.claimcheck`), so a lease
+        read as renewed by a new connection is never paired with a verification of an older one."""
         token, session, node = held
         return (node != self._deleted_node and self._lost_claims.get(resource) != token
-                and self._lease.view.valid(session))
+                and self._lease.view.valid(session) and self._book.verified.valid(resource, token))
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
@@ -188,8 +199,11 @@ class Client:
             self._state = State.JOINING
             self._instance_digest = begin_instance(self.options.termination_log)  # before any member node
             self._zk = make_client(self.options)
+            shakes = handshakes(self._zk)
             self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
-                                     on_lost=self._claim_deleted)
+                                     on_lost=self._claim_deleted, verified=Verified(lambda: shakes.connection))
+            self._rechecker = Rechecker(self._zk, self._claims, lambda: session_timeout(self.zk))
+            self._zk.add_listener(self._rechecker.on_state)
             self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
@@ -200,6 +214,7 @@ class Client:
         watcher = password_watcher(self._zk)
         if watcher is not None:
             watcher.start()
+        self._rechecker.start()
         self._thread.start()
         self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self._zk)))
         if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
@@ -401,14 +416,6 @@ class Client:
             log.exception("%s raised", name)
             self._report(exc)
 
-    def _recheck_claims(self) -> None:
-        """After a reconnection: kazoo dropped the watches on our claims with the connection, and one
-        may have been deleted meanwhile. Each is read again (its watch armed again)."""
-        names = set(self._resources.owned) | set(self._resources.stopping) | self._held_claims()
-        lost = self._book.recheck(sorted(names))
-        if lost:
-            self._handle_lost(lost)
-
     def _claims_lost(self, tokens: dict[str, int]) -> None:
         """Someone else deleted these claims of ours (their watches fired). Each is read first: a watch
         can fire for the release of another session's claim at the same path (see
@@ -441,6 +448,19 @@ class Client:
             self._step(rs.stop_all(self._resources, After.WANTED))
         self._reclaim_later()
 
+    def _claim_failed(self, count: int, error: Exception) -> None:
+        """A claim transaction failed with an error no claim round expects (NoAuth, say): the resources
+        stay wanted and are tried again after a pause that doubles with each failure in a row, from
+        T/10 up to T."""
+        self._claim_failures += 1
+        timeout = session_timeout(self.zk)
+        delay = min(timeout / 10 * 2 ** (self._claim_failures - 1), timeout)
+        log.warning("claiming %d resources failed (%r): trying again in %.1f s", count, error, delay)
+        self._report(RebalanserError(f"claiming {count} resources failed ({error!r}); trying again in {delay:.1f} s"))
+        timer = threading.Timer(delay, lambda: self._post(ev.ClaimReleased(None)))
+        timer.daemon = True
+        timer.start()
+
     def _reclaim_later(self) -> None:
         threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
 
@@ -460,13 +480,35 @@ class Client:
             self._drive()
 
     def _drive(self) -> None:
+        """Runs the queued effects in order. A lost connection or session ends the run: what is left
+        is redone by the resync after reconnecting (or the join of the next session). Any other
+        failure of one effect is reported and the rest still runs: a resync that could not read the
+        barrier still reads the assignment and claims again, a join step that failed is still followed
+        by the ones queued behind it."""
         self._driving = True
         try:
             while self._todo and self._state is not State.ABORTED:
-                self._execute(self._todo.popleft())
+                effect = self._todo.popleft()
+                try:
+                    self._execute(effect)
+                except (ConnectionLoss, SessionExpiredError):
+                    raise
+                except Exception as exc:
+                    self._failed(type(effect).__name__, exc)
         finally:
             self._driving = False
-            self._todo.clear()  # what an exception (ConnectionLoss...) interrupted: redone by the resync
+            self._todo.clear()  # what a lost connection interrupted: redone by the resync
+
+    def _failed(self, kind: str, exc: Exception) -> None:
+        """A step failed otherwise than by a lost connection: reported, and the member goes on."""
+        if isinstance(exc, CorruptDataError):
+            self._bad_data(exc)
+        elif isinstance(exc, KazooException):
+            log.warning("%s failed: %r; going on with the rest", kind, exc)
+            self._report(exc)
+        else:
+            log.exception("%s failed; going on with the rest", kind)
+            self._report(exc)
 
     def _execute(self, effect: ms.Effect) -> None:
         """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
@@ -531,9 +573,6 @@ class Client:
                 self._release_pending()
             case ms.SyncWithGroup(node):
                 self._sync_with_group(node)
-            case ms.RecheckClaims():
-                if self._me is not None and self._joined_session:
-                    self._recheck_claims()
             case ms.Reclaim():
                 if self._me is not None and self._joined_session:
                     self._retry_claim(None)
@@ -551,13 +590,20 @@ class Client:
     def _sync_with_group(self, me: MemberNode) -> None:
         """Reads everything a member follows, arming each watch; the join is complete after it (a
         ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
-        the way ends it: the rejoin it queued reads everything (or waits for the group)."""
-        reads: list[Callable[[], None]] = [lambda: self._check_own_node(me.name), self._elect,
-                                           self._follower.read_barrier, lambda: self._follower.read_assignment(None)]
-        for read in reads:
+        the way ends it: the rejoin it queued reads everything (or waits for the group). A read that
+        fails otherwise is reported and the others still run (each arms a watch of its own)."""
+        reads: list[tuple[str, Callable[[], None]]] = [
+            ("own node", lambda: self._check_own_node(me.name)), ("election", self._elect),
+            ("barrier", self._follower.read_barrier), ("assignment", lambda: self._follower.read_assignment(None))]
+        for what, read in reads:
             if self._me is not me:
                 return
-            read()
+            try:
+                read()
+            except (ConnectionLoss, SessionExpiredError):
+                raise
+            except Exception as exc:
+                self._failed(f"reading the {what}", exc)
         if self._me is me:
             self._settled.set()
 
@@ -688,6 +734,10 @@ class Client:
         # A newer assignment arriving meanwhile ends the round between batches: what it still names
         # stays wanted and is claimed when it is applied, what it does not is never written.
         result = self._book.claim(wanted, abandon=self._follower.moved.is_set)
+        if result.error is not None:
+            self._claim_failed(len(result.failed), result.error)
+        else:
+            self._claim_failures = 0
         if result.deferred and self._me is not None:
             self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
         for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
@@ -836,6 +886,8 @@ class Client:
         self._callbacks.close()
         if self._prober is not None:
             self._prober.stop()
+        if self._rechecker is not None:
+            self._rechecker.stop()
         watcher = password_watcher(self._zk) if self._zk is not None else None
         if watcher is not None:
             watcher.stop()

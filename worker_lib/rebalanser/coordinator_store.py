@@ -65,7 +65,10 @@ class CoordinatorStore:
         self._roster = Roster(zk, paths, known=known_members)
         self._resource_list: ChildrenTrigger | None = None
         self._member_list: ChildrenTrigger | None = None
-        self._triggers: list[ChildrenTrigger] = []
+        # Every trigger of this term (stopped with it); none starts once the term has ended (unwatched)
+        self._triggers: list[ChildrenTrigger | DataTrigger] = []
+        self._triggers_lock = threading.Lock()
+        self._unwatched = False
 
     # -- taking office ---------------------------------------------------------------------------
 
@@ -101,21 +104,34 @@ class CoordinatorStore:
         self, on_epoch: DataCallback, on_members: Callable[[], None], on_resources: Callable[[], None]
     ) -> None:
         """Watches ``G/epoch``, then ``G/clients`` and ``G/resources`` (their listings are kept)."""
-        DataTrigger(self._zk, self._paths.epoch, on_epoch).start()
+        self._start(DataTrigger(self._zk, self._paths.epoch, on_epoch))
         self._member_list = ChildrenTrigger(self._zk, self._paths.clients, on_members)
         self._resource_list = ChildrenTrigger(self._zk, self._paths.resources, on_resources)
-        for trigger in (self._member_list, self._resource_list):
-            self._triggers.append(trigger)
-            trigger.start()
+        self._start(self._member_list)
+        self._start(self._resource_list)
 
     def watch_settings(self, on_config: DataCallback, on_barrier: DataCallback) -> None:
         """Watches ``G/config`` and ``G/barrier`` (never with kazoo's ``DataWatch``, which can hold up every
         watch of the process: see :class:`~rebalanser.watches.DataTrigger`)."""
-        DataTrigger(self._zk, self._paths.config, on_config).start()
-        DataTrigger(self._zk, self._paths.barrier, on_barrier).start()
+        self._start(DataTrigger(self._zk, self._paths.config, on_config))
+        self._start(DataTrigger(self._zk, self._paths.barrier, on_barrier))
+
+    def _start(self, trigger: ChildrenTrigger | DataTrigger) -> None:
+        """Starts ``trigger`` for this term, unless the term has ended (then it never starts)."""
+        with self._triggers_lock:
+            if self._unwatched:
+                return
+            self._triggers.append(trigger)
+        trigger.start()
 
     def unwatch(self) -> None:
-        for trigger in list(self._triggers):
+        """Ends the term's watching: every trigger it started stops (the data triggers too: each one
+        left running kept a connection listener and re-read its node at every reconnection, one set
+        more per term), and none starts after this."""
+        with self._triggers_lock:
+            self._unwatched = True
+            triggers, self._triggers = self._triggers, []
+        for trigger in triggers:
             trigger.stop()
 
     @property

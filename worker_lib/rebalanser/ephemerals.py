@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
-from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import int_struct, read_string, write_string
+
+from rebalanser.kazoo_private import full_path, send
 
 GET_EPHEMERALS = 103  # ZooKeeper's op code
 
@@ -40,7 +41,5 @@ def own_ephemerals(zk: KazooClient, prefix: str) -> set[str]:
     with ``prefix``. Raises what a request raises (ConnectionLoss, ...), and kazoo's
     ``UnimplementedError`` when the server is older than 3.6."""
     chroot = zk.chroot or ""
-    result = zk.handler.async_result()
-    zk._call(_GetEphemerals(_prefix_root(chroot, prefix, trailing=prefix.endswith("/"))), result)
-    paths: list[str] = result.get()
+    paths: list[str] = send(zk, _GetEphemerals(full_path(zk, prefix, trailing=prefix.endswith("/")))).get()
     return {p[len(chroot):] if chroot and p.startswith(chroot) else p for p in paths}

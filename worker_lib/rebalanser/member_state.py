@@ -205,11 +205,6 @@ class SyncWithGroup:
 
 
 @dataclass(frozen=True)
-class RecheckClaims:
-    """After a reconnection: read every claim held again (their watches went with the connection)."""
-
-
-@dataclass(frozen=True)
 class Reclaim:
     """Claim every wanted resource again."""
 
@@ -218,7 +213,7 @@ Effect = (
     Notify | Enter | Note | StopCoordinating | EndSessionWork | Expired | Evicted | StopAllWork | Stuck
     | DropAssignment | Join | StandbyChores | RetryStandbyLater | JoinWhenCallbacksClear | EnsureGroup | AwaitGroup
     | CheckSameId | JoinTimer | CancelJoinTimer | DuplicateId | CreateNode | Joined | ReleasePending | SyncWithGroup
-    | RecheckClaims | Reclaim
+    | Reclaim
 )
 
 
@@ -279,10 +274,12 @@ def connection(state: Member, event: Connection, session: int, current: int, shu
 
 def resync(state: Member, effects: list[Effect]) -> Step:
     """The same session after a disconnection: kazoo dropped every watch with the connection, so
-    everything is read again (each watch armed again), and pending releases are tried again."""
+    everything is read again (each watch armed again), and pending releases are tried again. The
+    claims held are not re-read here: the re-check thread has done that at the handshake, beside
+    this loop (:mod:`rebalanser.claimcheck`)."""
     if state.node is None or not state.joined:
         return state, [*effects, ReleasePending(), Join()]  # dropped before the node existed (or on standby)
-    return state, [*effects, ReleasePending(), SyncWithGroup(state.node), RecheckClaims(), Reclaim()]
+    return state, [*effects, ReleasePending(), SyncWithGroup(state.node), Reclaim()]
 
 
 # -- joining -----------------------------------------------------------------------------------

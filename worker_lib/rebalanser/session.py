@@ -20,6 +20,7 @@ from kazoo.security import make_digest_acl
 from rebalanser.bufferedreads import BufferedConnection
 from rebalanser.credentials import PasswordFile, PasswordFileError, PasswordWatcher, read_password
 from rebalanser.errors import InvalidInputError
+from rebalanser.kazoo_private import requested_timeout, use_connection_class
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
 from rebalanser.options import Options
 from rebalanser.zk import session_id
@@ -55,6 +56,13 @@ class Handshakes:
         self.requested_timeout = requested_timeout
         self._changed = threading.Condition()
         self._latest: Handshake | None = None
+
+    @property
+    def connection(self) -> int:
+        """The number of the latest connection (0 before the first): a claim verified on an earlier
+        one is no longer verified (:mod:`rebalanser.claimcheck`)."""
+        latest = self._latest
+        return latest.connection if latest is not None else 0
 
     @property
     def latest(self) -> Handshake | None:
@@ -112,7 +120,7 @@ def make_client(options: Options) -> KazooClient:
         connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
         command_retry=KazooRetry(max_tries=5, delay=0.05, max_delay=1.0),
     )
-    zk._connection.__class__ = _RecordingConnection
+    use_connection_class(zk, _RecordingConnection)
     setattr(zk, _HANDSHAKES, Handshakes(options.session_timeout))
     if isinstance(source, PasswordFile):
         setattr(zk, _PASSWORD, PasswordWatcher(zk, source, password))  # sets default_acl
@@ -130,7 +138,7 @@ def password_watcher(zk: KazooClient) -> PasswordWatcher | None:
 def handshakes(zk: KazooClient) -> Handshakes:
     found = getattr(zk, _HANDSHAKES, None)
     if found is None:
-        found = Handshakes(zk._session_timeout / 1000.0)
+        found = Handshakes(requested_timeout(zk))
         setattr(zk, _HANDSHAKES, found)
     assert isinstance(found, Handshakes)
     return found

@@ -25,9 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
-from kazoo.protocol.paths import _prefix_root
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.serialization import int_struct, long_struct, write_string
 from kazoo.protocol.states import WatchedEvent
+
+from rebalanser.kazoo_private import add_data_watcher, full_path, send
 
 SET_WATCHES = 101  # ZooKeeper's op code
 
@@ -57,12 +59,15 @@ def watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
     exists and has not changed since ``zxid``; for the others it is called at once, with
     ``DELETED`` (no node) or ``CHANGED`` (a newer node). Waits for the server's reply. Raises what a
     request raises (ConnectionLoss, ...)."""
-    if not paths:
-        return
-    chroot = zk.chroot or ""
-    full = [_prefix_root(chroot, p) for p in paths]
+    if paths:
+        send_watch_unchanged(zk, zxid, paths, watcher).get()
+
+
+def send_watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
+                         watcher: Callable[[WatchedEvent], None]) -> IAsyncResult:
+    """:func:`watch_unchanged`'s request, sent: its result is ready once the server has answered (the
+    notifications it fires at once come before the answer, on the same connection)."""
+    full = [full_path(zk, p) for p in paths]
     for path in full:
-        zk._data_watchers[path].add(watcher)
-    result = zk.handler.async_result()
-    zk._call(_SetWatches(zxid, full), result)
-    result.get()
+        add_data_watcher(zk, path, watcher)
+    return send(zk, _SetWatches(zxid, full))

@@ -1,0 +1,46 @@
+"""Which claims are verified on the current connection (rebalanser.claimcheck.Verified): pure rules."""
+
+from __future__ import annotations
+
+from rebalanser.claimcheck import Verified
+
+
+class Connections:
+    def __init__(self) -> None:
+        self.latest = 0
+
+    def __call__(self) -> int:
+        return self.latest
+
+
+def test_a_claim_is_verified_only_on_the_connection_it_was_read_on() -> None:
+    connections = Connections()
+    verified = Verified(connections)
+    assert not verified.valid("r", 7)  # never read
+    connections.latest = 1
+    verified.mark({"r": 7}, 1)
+    assert verified.valid("r", 7)
+    assert not verified.valid("r", 8), "another claim (token) on the same resource is not verified by it"
+    connections.latest = 2  # a handshake: nothing verified on connection 1 counts any more
+    assert not verified.valid("r", 7)
+    assert verified.unverified({"r": 7, "s": 7}) == {"r": 7, "s": 7}
+    verified.mark({"r": 7}, 2)
+    assert verified.valid("r", 7) and verified.unverified({"r": 7, "s": 7}) == {"s": 7}
+
+
+def test_a_claim_read_on_a_connection_already_replaced_stays_unverified_and_asks_for_a_re_check() -> None:
+    connections = Connections()
+    verified = Verified(connections)
+    asked: list[bool] = []
+    verified.on_stale(lambda: asked.append(True))
+    connections.latest = 2
+    verified.mark({"r": 7}, 1)  # its read was sent on connection 1, which has gone meanwhile
+    assert not verified.valid("r", 7) and asked == [True]
+    verified.mark({"r": 7}, 2)
+    assert verified.valid("r", 7) and asked == [True]
+
+
+def test_nothing_is_verified_before_the_first_connection() -> None:
+    verified = Verified()
+    verified.mark({"r": 7}, 0)
+    assert not verified.valid("r", 7)
