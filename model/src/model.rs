@@ -973,20 +973,7 @@ impl Proto {
                 n.ghost.window[r] &= !(1 << mi);
             }
             Act::Start(m, r) => {
-                let mi = m as usize;
-                let r = r as usize;
-                let tok = n.mem[mi].tokens[r];
-                let g = &mut n.ghost;
-                let same = g.last_worker[r] == m + 1;
-                // work under an older token is possible only in the documented window, where a fenced
-                // downstream rejects it
-                let in_window = g.window[r] & (1 << mi) != 0;
-                if !in_window && (tok < g.last_token[r] || (!same && tok == g.last_token[r])) {
-                    g.token_regressed = true;
-                }
-                g.last_token[r] = g.last_token[r].max(tok);
-                g.last_worker[r] = m + 1;
-                n.mem[mi].working |= 1 << r;
+                n.mem[m as usize].working |= 1 << r;
             }
             Act::Renew(m) => {
                 let mi = m as usize;
@@ -1519,6 +1506,29 @@ impl Proto {
         Some(n)
     }
 
+    /// Every time `owns(r)` turns true for a member (a start, or a claim verified on a new
+    /// connection), its token must be above every earlier owner's of `r`, and equal only for the
+    /// same owner: work under an older token is possible only in the documented window, where a
+    /// fenced downstream rejects it.
+    fn note_new_owners(&self, s: &St, n: &mut St) {
+        for m in 0..self.m() {
+            for r in 0..self.r() {
+                if self.owns(s, m, r) || !self.owns(n, m, r) {
+                    continue;
+                }
+                let tok = n.mem[m].tokens[r];
+                let g = &mut n.ghost;
+                let same = g.last_worker[r] == m as u8 + 1;
+                let in_window = g.window[r] & (1 << m) != 0;
+                if !in_window && (tok < g.last_token[r] || (!same && tok == g.last_token[r])) {
+                    g.token_regressed = true;
+                }
+                g.last_token[r] = g.last_token[r].max(tok);
+                g.last_worker[r] = m as u8 + 1;
+            }
+        }
+    }
+
     fn overlap_ok(&self, s: &St) -> bool {
         for r in 0..self.r() {
             let workers: Vec<usize> = (0..self.m()).filter(|&m| self.owns(s, m, r)).collect();
@@ -1586,7 +1596,9 @@ impl Model for Proto {
     }
 
     fn next_state(&self, s: &St, a: Act) -> Option<St> {
-        self.next_state_inner(s, a, true)
+        let mut n = self.next_state_inner(s, a, true)?;
+        self.note_new_owners(s, &mut n);
+        Some(n)
     }
 
     fn within_boundary(&self, s: &St) -> bool {
@@ -1626,6 +1638,29 @@ impl Model for Proto {
                 p.goal_claimed(s) && s.nodes.len() >= 2
             }),
         ]);
+        // sanity: the new steps are reached within the bounds (when their budgets allow them)
+        let c = &self.cfg;
+        let two = c.faults >= 2;
+        if two && c.busy > 0 && (c.disconnects > 0 || c.cuts > 0) {
+            props.push(Property::sometimes("loop_busy_between_handshake_and_recheck", |_, s: &St| {
+                s.mem.iter().any(|x| x.busy && x.pend & PEND_RECHECK != 0 && x.held != 0)
+            }));
+        }
+        if two && c.slows > 0 && (c.admin_deletes > 0 || c.group_deletes > 0) {
+            props.push(Property::sometimes("slow_follower_notification_pending", |_, s: &St| {
+                s.mem.iter().any(|x| x.lag != 0)
+            }));
+        }
+        if c.resource_changes > 0 {
+            props.push(Property::sometimes("resource_deleted_while_held", |_, s: &St| {
+                s.mem.iter().any(|x| x.held & !s.present != 0)
+            }));
+        }
+        if c.disconnects > 0 {
+            props.push(Property::sometimes("lost_session_not_yet_processed", |_, s: &St| {
+                s.mem.iter().any(|x| x.alive && x.lsess != x.sess && x.node != 0)
+            }));
+        }
         props
     }
 }
