@@ -5,9 +5,10 @@
 //!
 //! - step labels, each matched by one model step: `start M R TOKEN` (its `assigned` event), `stop M
 //!   R` (its `revoked` event), `standby M`, `rejoin M`, `leave M` (a graceful exit), `office M` (takes
-//!   office), `suspend M` (the connection dropped), `resume M` (reconnected in the same session),
-//!   `expired M` (its session ended: a new one follows);
-//! - `tick M R TOKEN`: a state predicate (M works on R at that point), checked, not a step;
+//!   office), `suspend M` (the connection dropped), `resume M` (reconnected in the same session: the
+//!   loop's re-check; the handshake before it is unobservable), `expired M` (the loop processed the
+//!   end of its session; the new session's handshake before it is unobservable);
+//! - `tick M R TOKEN`: a state predicate (`owns(R)` of M at that point), checked, not a step;
 //! - `note M WHAT`: an event folded into a neighbouring step (the first `connected`, `role follower`,
 //!   a callback that returns on standby, `closed`, `stopped`); counted, not matched;
 //! - `unmapped M WHAT`: an event the exporter could map to no model step (reported);
@@ -242,7 +243,8 @@ fn observe(a: &Act, s: &St, n: &St) -> Vec<Ev> {
         Act::Disconnect(m) | Act::FollowerGivesUp(m) | Act::Expire(m) if s.mem[m as usize].connected => {
             out.push(Ev::Suspend(m))
         }
-        Act::Handshake(m) => out.push(Ev::Resume(m)),
+        // `reconnected` is reported by the member loop when it handles CONNECTED: its re-check
+        Act::Recheck(m) => out.push(Ev::Resume(m)),
         // the loop's processing of the lost session stops all work: the `expired` event
         Act::SessionEnded(m) => out.push(Ev::Expired(m)),
         _ => {}
