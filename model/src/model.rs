@@ -215,11 +215,24 @@ pub struct Mem {
 pub enum Op {
     Idle,
     /// Read (after a sync) dead member `member`'s node `node` and its session record `sess`.
-    Read { member: u8, node: u8, sess: u8 },
+    Read {
+        member: u8,
+        node: u8,
+        sess: u8,
+    },
     /// The earlier order: deleted `M`.
-    Fenced { member: u8, node: u8, sess: u8 },
+    Fenced {
+        member: u8,
+        node: u8,
+        sess: u8,
+    },
     /// The earlier order: listed `G/owners`; the claims of `sess` in `mask`.
-    Scanned { member: u8, node: u8, sess: u8, mask: u8 },
+    Scanned {
+        member: u8,
+        node: u8,
+        sess: u8,
+        mask: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -230,8 +243,8 @@ pub struct St {
     pub barrier_stop: bool,
     pub nodes: Vec<Node>, // sorted by seq
     pub claims: [Option<Claim>; MAX_R],
-    pub present: u8, // resources that exist (G/resources)
-    pub assign: [Option<(u8, u8)>; MAX_M], // per member: (member node written for, mask)
+    pub present: u8,                                 // resources that exist (G/resources)
+    pub assign: [Option<(u8, u8)>; MAX_M],           // per member: (member node written for, mask)
     pub ttl: [u8; MAX_M * SESS_PER_MEMBER as usize], // per session: ticks left at the leader (0: ended)
     pub net: Vec<Release>,
     pub mem: [Mem; MAX_M],
@@ -284,7 +297,8 @@ pub enum Act {
     /// The connection comes back in the same session: the handshake (the leader touches the
     /// session; the lease is renewed at once), on kazoo's connection thread.
     Handshake(u8),
-    /// The connection listener's `setWatches` for every held claim is answered (with the rule).
+    /// The claims' re-check thread (woken by the connection listener, beside the member loop): its
+    /// `setWatches` for every held claim is answered (with the rule).
     SetWatches(u8),
     /// The member loop reaches its re-check (the queued CONNECTED): own node, claims read again.
     Recheck(u8),
@@ -388,7 +402,7 @@ impl fmt::Display for Act {
             ),
             Act::SetWatches(m) => write!(
                 f,
-                "member {}: connection listener's setWatches on its claims answered",
+                "member {}: the claims' re-check thread: setWatches on its claims answered",
                 name(m)
             ),
             Act::Recheck(m) => write!(
@@ -687,13 +701,15 @@ impl Proto {
         if live_members.is_empty() {
             return !self.any_can_join(s);
         }
-        (0..self.r()).filter(|&r| s.present & (1 << r) != 0).all(|r| match s.claims[r] {
-            Some(c) => {
-                let m = s.owner_member(c.sess);
-                live_members.contains(&m) && self.owns(s, m, r)
-            }
-            None => false,
-        })
+        (0..self.r())
+            .filter(|&r| s.present & (1 << r) != 0)
+            .all(|r| match s.claims[r] {
+                Some(c) => {
+                    let m = s.owner_member(c.sess);
+                    live_members.contains(&m) && self.owns(s, m, r)
+                }
+                None => false,
+            })
     }
 
     /// `owns(r)` of member `m`: it works on `r` (started, not revoked), in the session its loop
@@ -797,7 +813,11 @@ impl Proto {
                 continue;
             }
             let turn = !c.ordered_joins || x.joined || (0..mi).all(|k| s.mem[k].joined || !s.mem[k].alive);
-            let join_loop = if rules.join_in_processed_session { in_session } else { free };
+            let join_loop = if rules.join_in_processed_session {
+                in_session
+            } else {
+                free
+            };
             if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn && !cut && join_loop {
                 out.push(Act::Join(m));
             }
@@ -1642,14 +1662,20 @@ impl Model for Proto {
         let c = &self.cfg;
         let two = c.faults >= 2;
         if two && c.busy > 0 && (c.disconnects > 0 || c.cuts > 0) {
-            props.push(Property::sometimes("loop_busy_between_handshake_and_recheck", |_, s: &St| {
-                s.mem.iter().any(|x| x.busy && x.pend & PEND_RECHECK != 0 && x.held != 0)
-            }));
+            props.push(Property::sometimes(
+                "loop_busy_between_handshake_and_recheck",
+                |_, s: &St| {
+                    s.mem
+                        .iter()
+                        .any(|x| x.busy && x.pend & PEND_RECHECK != 0 && x.held != 0)
+                },
+            ));
         }
         if two && c.slows > 0 && (c.admin_deletes > 0 || c.group_deletes > 0) {
-            props.push(Property::sometimes("slow_follower_notification_pending", |_, s: &St| {
-                s.mem.iter().any(|x| x.lag != 0)
-            }));
+            props.push(Property::sometimes(
+                "slow_follower_notification_pending",
+                |_, s: &St| s.mem.iter().any(|x| x.lag != 0),
+            ));
         }
         if c.resource_changes > 0 {
             props.push(Property::sometimes("resource_deleted_while_held", |_, s: &St| {

@@ -15,7 +15,6 @@ fn without_owners_watching_their_claims_two_members_work_on_one_resource() {
     control("owners_watch_claims");
 }
 
-
 #[test]
 fn without_the_member_node_check_a_deposed_coordinator_writes() {
     control("fenced_check_member_node");
