@@ -28,7 +28,7 @@ fn bounds(deep: bool) -> Vec<(String, Cfg)> {
         (GB, 3, 2, 7, false),
         (RB, 3, 2, 8, true),
         (GB, 2, 2, 9, false),
-        (RB, 2, 3, 10, false),
+        (RB, 2, 3, 9, false),
     ];
     let mut out = vec![];
     for &(algo, members, faults, zxid, extra) in if deep { &deeper[..] } else { &shallow[..] } {
