@@ -831,7 +831,10 @@ impl Proto {
                 }
                 if writes_ok {
                     for r in bits(x.assigned & !x.held, self.r()) {
-                        if s.claims[r].is_none() && x.lease > 0 {
+                        // a create under a deleted group fails (no parent); the loop's own release of
+                        // r is answered (or read back) before it claims r again
+                        let releasing = s.net.iter().any(|q| q.sess == x.sess && q.mask & (1 << r) != 0);
+                        if s.claims[r].is_none() && x.lease > 0 && s.group && !releasing {
                             out.push(Act::Claim(m, r as u8));
                         }
                     }
@@ -1540,7 +1543,10 @@ impl Proto {
                 let g = &mut n.ghost;
                 let same = g.last_worker[r] == m as u8 + 1;
                 let in_window = g.window[r] & (1 << m) != 0;
-                if !in_window && (tok < g.last_token[r] || (!same && tok == g.last_token[r])) {
+                if in_window {
+                    continue; // work in the window is the documented one: it moves no history
+                }
+                if tok < g.last_token[r] || (!same && tok == g.last_token[r]) {
                     g.token_regressed = true;
                 }
                 g.last_token[r] = g.last_token[r].max(tok);
