@@ -5,9 +5,10 @@
 //!
 //! - step labels, each matched by one model step: `start M R TOKEN` (its `assigned` event), `stop M
 //!   R` (its `revoked` event), `standby M`, `rejoin M`, `leave M` (a graceful exit), `office M` (takes
-//!   office), `suspend M` (the connection dropped), `resume M` (reconnected in the same session),
-//!   `expired M` (its session ended: a new one follows);
-//! - `tick M R TOKEN`: a state predicate (M works on R at that point), checked, not a step;
+//!   office), `suspend M` (the connection dropped), `resume M` (reconnected in the same session: the
+//!   loop's re-check; the handshake before it is unobservable), `expired M` (the loop processed the
+//!   end of its session; the new session's handshake before it is unobservable);
+//! - `tick M R TOKEN`: a state predicate (`owns(R)` of M at that point), checked, not a step;
 //! - `note M WHAT`: an event folded into a neighbouring step (the first `connected`, `role follower`,
 //!   a callback that returns on standby, `closed`, `stopped`); counted, not matched;
 //! - `unmapped M WHAT`: an event the exporter could map to no model step (reported);
@@ -242,8 +243,10 @@ fn observe(a: &Act, s: &St, n: &St) -> Vec<Ev> {
         Act::Disconnect(m) | Act::FollowerGivesUp(m) | Act::Expire(m) if s.mem[m as usize].connected => {
             out.push(Ev::Suspend(m))
         }
-        Act::Reconnect(m) if n.mem[m as usize].sess == s.mem[m as usize].sess => out.push(Ev::Resume(m)),
-        Act::Reconnect(m) => out.push(Ev::Expired(m)),
+        // `reconnected` is reported by the member loop when it handles CONNECTED: its re-check
+        Act::Recheck(m) => out.push(Ev::Resume(m)),
+        // the loop's processing of the lost session stops all work: the `expired` event
+        Act::SessionEnded(m) => out.push(Ev::Expired(m)),
         _ => {}
     }
     out.sort();
@@ -267,7 +270,6 @@ pub fn conform_cfg(mut cfg: Cfg, t: &Trace) -> Cfg {
 ///   order and `zxid` set to the largest; the next write still gets a larger one;
 /// - a token or coordinator node no step will read (the claim not held, the office not held);
 /// - history only the invariants read (`ghost`; conformance checks labels, not invariants);
-/// - the follower's copy when the failover `sync`s (nothing else reads it);
 /// - `joined` when joins are not ordered (nothing else reads it).
 pub fn canon(p: &Proto, s: &St) -> St {
     let mut n = s.clone();
@@ -293,9 +295,6 @@ pub fn canon(p: &Proto, s: &St) -> St {
         }
     }
     n.ghost = Ghost::default();
-    if p.cfg.rules.failover_syncs {
-        n.follower = n.claims;
-    }
     // every zxid-derived value, renumbered in order (0 stays 0: none)
     let mut vals: Vec<u8> = vec![];
     {
@@ -305,11 +304,7 @@ pub fn canon(p: &Proto, s: &St) -> St {
             }
         };
         n.nodes.iter().for_each(|nd| add(nd.seq));
-        n.claims
-            .iter()
-            .chain(n.follower.iter())
-            .flatten()
-            .for_each(|c| add(c.czxid));
+        n.claims.iter().flatten().for_each(|c| add(c.czxid));
         n.assign.iter().flatten().for_each(|a| add(a.0));
         for q in &n.net {
             add(q.node);
@@ -320,8 +315,9 @@ pub fn canon(p: &Proto, s: &St) -> St {
             add(x.cnode);
             x.tokens.iter().for_each(|&t| add(t));
         }
-        if let Op::Scanned { node, .. } = n.op {
-            add(node);
+        match n.op {
+            Op::Read { node, .. } | Op::Fenced { node, .. } | Op::Scanned { node, .. } => add(node),
+            Op::Idle => {}
         }
     }
     vals.sort_unstable();
@@ -334,11 +330,7 @@ pub fn canon(p: &Proto, s: &St) -> St {
         }
     };
     n.nodes.iter_mut().for_each(|nd| nd.seq = map(nd.seq));
-    n.claims
-        .iter_mut()
-        .chain(n.follower.iter_mut())
-        .flatten()
-        .for_each(|c| c.czxid = map(c.czxid));
+    n.claims.iter_mut().flatten().for_each(|c| c.czxid = map(c.czxid));
     n.assign.iter_mut().flatten().for_each(|a| a.0 = map(a.0));
     for q in n.net.iter_mut() {
         q.node = map(q.node);
@@ -349,8 +341,9 @@ pub fn canon(p: &Proto, s: &St) -> St {
         x.cnode = map(x.cnode);
         x.tokens.iter_mut().for_each(|t| *t = map(*t));
     }
-    if let Op::Scanned { node, .. } = &mut n.op {
-        *node = map(*node);
+    match &mut n.op {
+        Op::Read { node, .. } | Op::Fenced { node, .. } | Op::Scanned { node, .. } => *node = map(*node),
+        Op::Idle => {}
     }
     n.zxid = vals.len() as u8;
     n
@@ -421,7 +414,7 @@ fn search(p: &Proto, t: &Trace, max_states: usize, eager: bool) -> Verdict {
         let s = levels[i].pop_front().expect("non-empty level");
         if let Item::Works(m, r) = t.items[i] {
             // a predicate: holds here (then the next item), or this state is a dead end
-            if s.mem[m as usize].working & (1 << r) != 0 {
+            if p.owns(&s, m as usize, r as usize) {
                 best = best.max(i + 1);
                 if seen.insert((s.clone(), i + 1)) {
                     levels[i + 1].push_back(s);

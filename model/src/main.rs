@@ -15,24 +15,39 @@ fn threads() -> usize {
 /// `make test`), `deep` in `make model-deep` (part of `make chaos`).
 fn bounds(deep: bool) -> Vec<(String, Cfg)> {
     use Algo::{GlobalBarrier as GB, ResourceBarrier as RB};
-    let shallow = [(RB, 1, 9, false), (GB, 1, 8, false), (RB, 2, 6, false)];
+    // (algorithm, members, faults per run, zxid bound, extra)
+    let shallow = [
+        (RB, 3, 1, 9, false),
+        (GB, 3, 1, 8, false),
+        (RB, 3, 2, 6, false),
+        (RB, 2, 2, 9, false),
+    ];
     let deeper = [
-        (RB, 2, 8, false),
-        (GB, 1, 9, false),
-        (GB, 2, 7, false),
-        (RB, 2, 8, true),
+        (RB, 3, 2, 8, false),
+        (GB, 3, 1, 9, false),
+        (GB, 3, 2, 7, false),
+        (RB, 3, 2, 8, true),
+        (GB, 2, 2, 9, false),
+        (RB, 2, 3, 9, false),
     ];
     let mut out = vec![];
-    for &(algo, faults, zxid, extra) in if deep { &deeper[..] } else { &shallow[..] } {
+    for &(algo, members, faults, zxid, extra) in if deep { &deeper[..] } else { &shallow[..] } {
         let mut c = Cfg::small(algo);
+        c.members = members;
         c.faults = faults;
         c.max_zxid = zxid;
+        // every fault kind, and the steps that are not faults but share the budget: a loop busy in
+        // a callback, a slow follower, a graceful leave, a resource deleted or created
+        let env = |k: &str, d: u8| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        c.busy = env("BUSY", 1);
+        c.slows = env("SLOWS", 1);
+        c.leaves = env("LEAVES", 1);
+        c.resource_changes = env("RESCH", 1);
         if extra {
-            // a slow clock, a stop callback that overruns, a graceful leave; T grows to keep L + drift < T
+            // a slow clock, a stop callback that overruns; T grows to keep L + drift < T
             c.t = 4;
             c.drift = 1;
             c.standbys = 1;
-            c.leaves = 1;
         }
         let label = format!(
             "{:?}: {} members, {} resources, {} fault(s) per run, zxid <= {}, T={} L={} drift {}{}",
@@ -44,7 +59,7 @@ fn bounds(deep: bool) -> Vec<(String, Cfg)> {
             c.t,
             c.l,
             c.drift,
-            if extra { ", standby and leave" } else { "" }
+            if extra { ", standby" } else { "" }
         );
         out.push((label, c));
     }

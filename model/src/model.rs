@@ -1,10 +1,12 @@
 //! The Rebalanser protocol (docs/protocol.md) as a finite model for stateright's exhaustive checker.
 //!
 //! One state holds what the ZooKeeper leader stores (member nodes, claims, assignments, `G/epoch`,
-//! the Global Barrier's stop order), what one lagging follower answers reads from, the requests still
-//! in flight on the network, each member's local view (session, connection, lease, claims it holds,
-//! what it works on, coordinator office), the operator's failover, and history ("ghost") variables
-//! that the invariants read. Every action is one step of one actor; `format_action` prints it.
+//! the Global Barrier's stop order, which resources exist), the requests still in flight on the
+//! network, each member's local view (the session its connection is in and the one its loop follows,
+//! connection, lease, claims it holds and which of them are verified and watched on this connection,
+//! what it works on, coordinator office, whether its loop is busy in a callback, notifications its
+//! slow follower has not delivered yet), the operator's failover, and history ("ghost") variables that
+//! the invariants read. Every action is one step of one actor; `format_action` prints it.
 
 use stateright::{Model, Property};
 use std::fmt;
@@ -19,23 +21,29 @@ pub const SESS_PER_MEMBER: u8 = 2;
 pub struct Rules {
     /// Owners watch their own claims: a claim deleted from outside stops its owner at once.
     pub owners_watch_claims: bool,
-    /// The failover `sync`s before it scans, so its scan reads the leader's state.
-    pub failover_syncs: bool,
     /// Fenced writes (coordinator writes, release batches) `check` the writer's member node.
     pub fenced_check_member_node: bool,
     /// The lease is renewed only by a `sync` answered through the leader (not by any read).
     pub lease_through_leader: bool,
-    /// Assumption: a dead process's requests land (or die) before the kubelet reports it ended.
-    pub late_requests_before_report: bool,
+    /// At a reconnection's handshake every held claim becomes unverified on the new connection;
+    /// `owns` needs it verified (the connection listener's `setWatches`, or the loop's re-check).
+    pub unverified_until_rechecked: bool,
+    /// The failover ends the dead instance by closing its session (read `M` and the session record,
+    /// attach, close); without it, the earlier order: delete `M`, list the claims, delete those of
+    /// the dead session at the version read.
+    pub failover_closes_session: bool,
+    /// A join happens only in the session whose start the member's loop has processed.
+    pub join_in_processed_session: bool,
 }
 
 impl Rules {
     pub const ALL: Rules = Rules {
         owners_watch_claims: true,
-        failover_syncs: true,
         fenced_check_member_node: true,
         lease_through_leader: true,
-        late_requests_before_report: true,
+        unverified_until_rechecked: true,
+        failover_closes_session: true,
+        join_in_processed_session: true,
     };
 }
 
@@ -71,6 +79,12 @@ pub struct Cfg {
     pub drift: u8,
     /// Steps of the fault-free continuation the liveness checks allow.
     pub quiet_steps: usize,
+    /// Budgets of the steps that are not faults: a member loop busy in a long callback (it does no
+    /// loop step until the callback returns), a member's server a slow follower (notifications lag,
+    /// syncs still answered through the leader), a resource created or deleted by an outsider.
+    pub busy: u8,
+    pub slows: u8,
+    pub resource_changes: u8,
     /// Whether the liveness properties are checked (they cost a continuation per state).
     pub liveness: bool,
     /// Conformance (docs/protocol.md, "Conformance"): the outsider's deletions of a member node and
@@ -103,6 +117,9 @@ impl Cfg {
             group_deletes: 1,
             standbys: 0,
             leaves: 0,
+            busy: 0,
+            slows: 0,
+            resource_changes: 0,
             drift: 0,
             faults: 2,
             quiet_steps: 200,
@@ -138,10 +155,38 @@ pub struct Release {
     pub tokens: [u8; MAX_R],
 }
 
+/// `Mem::lag`: the slow follower has not notified the deletion of the member node yet.
+pub const LAG_NODE: u8 = 0x80;
+
+impl Mem {
+    /// Claims in `mask` are known lost (a watch fired, a read found them gone): `owns` is false for
+    /// them at once and the loop's revoke (abstracted into this step) forgets them.
+    fn drop_claims(&mut self, mask: u8) {
+        self.held &= !mask;
+        self.working &= !mask;
+        self.verified &= !mask;
+        self.watching &= !mask;
+        self.lag &= !mask;
+    }
+    /// Its member node is gone: it revokes all work and rejoins.
+    fn evicted(&mut self) {
+        self.working = 0;
+        self.node = 0;
+        self.coord = 0;
+        self.marker = false;
+        self.lag &= !LAG_NODE;
+    }
+}
+
+/// `Mem::pend`: what the connection's return left to do.
+pub const PEND_SETWATCHES: u8 = 1; // the connection listener's setWatches for every held claim
+pub const PEND_RECHECK: u8 = 2; // the member loop's re-check (own node, claims), queued as CONNECTED
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Mem {
     pub alive: bool,     // the process runs
-    pub sess: u8,        // its session (0: none yet); session id = member * SESS_PER_MEMBER + n + 1
+    pub sess: u8,        // its connection's session (0: none yet); id = member * SESS_PER_MEMBER + n + 1
+    pub lsess: u8,       // the session its member loop follows (differs from sess until it processes LOST)
     pub sessions: u8,    // sessions made so far
     pub connected: bool, // the connection is up
     pub cut: bool,       // its server is a follower cut off from the leader (reads answered, syncs not)
@@ -158,12 +203,30 @@ pub struct Mem {
     pub left: bool,
     pub behind: u8,   // ticks its clock lags the leader's
     pub joined: bool, // has joined at least once (members first join in index order: symmetry)
+    pub verified: u8, // held claims verified on the current connection (owns() needs it, with the rule)
+    pub watching: u8, // held claims whose watch is armed on the current connection
+    pub pend: u8,     // PEND_* bits
+    pub busy: bool,   // its loop is inside a callback (no loop step until it returns)
+    pub slow: bool,   // its server is a slow follower: notifications lag, syncs pass through the leader
+    pub lag: u8,      // deletions of its claims its slow follower has not notified yet
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Idle,
-    /// Scanned for dead member `member`: its node `node`, session `sess`, claims in `mask`.
+    /// Read (after a sync) dead member `member`'s node `node` and its session record `sess`.
+    Read {
+        member: u8,
+        node: u8,
+        sess: u8,
+    },
+    /// The earlier order: deleted `M`.
+    Fenced {
+        member: u8,
+        node: u8,
+        sess: u8,
+    },
+    /// The earlier order: listed `G/owners`; the claims of `sess` in `mask`.
     Scanned {
         member: u8,
         node: u8,
@@ -180,8 +243,8 @@ pub struct St {
     pub barrier_stop: bool,
     pub nodes: Vec<Node>, // sorted by seq
     pub claims: [Option<Claim>; MAX_R],
-    pub follower: [Option<Claim>; MAX_R], // a follower's copy, behind until it catches up
-    pub assign: [Option<(u8, u8)>; MAX_M], // per member: (member node written for, mask)
+    pub present: u8,                                 // resources that exist (G/resources)
+    pub assign: [Option<(u8, u8)>; MAX_M],           // per member: (member node written for, mask)
     pub ttl: [u8; MAX_M * SESS_PER_MEMBER as usize], // per session: ticks left at the leader (0: ended)
     pub net: Vec<Release>,
     pub mem: [Mem; MAX_M],
@@ -202,6 +265,9 @@ pub struct Budget {
     pub drift: u8,
     pub node_deletes: u8,
     pub expiries: u8,
+    pub busy: u8,
+    pub slows: u8,
+    pub resource_changes: u8,
 }
 
 /// History the invariants read; never read by the protocol's actions.
@@ -228,7 +294,24 @@ pub enum Act {
     Start(u8, u8),
     Renew(u8),
     ReadBarrier(u8),
-    Reconnect(u8),
+    /// The connection comes back in the same session: the handshake (the leader touches the
+    /// session; the lease is renewed at once), on kazoo's connection thread.
+    Handshake(u8),
+    /// The claims' re-check thread (woken by the connection listener, beside the member loop): its
+    /// `setWatches` for every held claim is answered (with the rule).
+    SetWatches(u8),
+    /// The member loop reaches its re-check (the queued CONNECTED): own node, claims read again.
+    Recheck(u8),
+    /// The session expired; kazoo connects in a new session (the loop has not processed LOST yet).
+    NewSession(u8),
+    /// The member loop processes LOST and the new CONNECTED: all work stopped, to join again.
+    SessionEnded(u8),
+    /// The member loop enters a long callback (a stop or start callback up to its timeout).
+    Busy(u8),
+    /// The callback returns.
+    Free(u8),
+    /// The slow follower delivers the claim deletions it had not notified yet.
+    CatchUp(u8),
     Standby(u8),
     Rejoin(u8),
     Leave(u8),
@@ -240,20 +323,32 @@ pub enum Act {
     WriteAnyPlan(u8, u8),
     // ZooKeeper
     Deliver(u8),
-    FollowerSync,
     FollowerGivesUp(u8),
     Tick,
     TickLagging(u8),
     // operator
-    FailoverScan(u8),
-    FailoverDelete,
+    /// The kubelet reports `m`'s container ended; after a sync the operator reads `M` and the
+    /// session record.
+    FailoverRead(u8),
+    /// Attaches to the dead session and closes it (a no-op if it has expired).
+    FailoverClose,
+    /// The earlier order: delete `M` at the version read; list `G/owners`; delete the claims of
+    /// the dead session at the version read.
+    FailoverDeleteNode,
+    FailoverScan,
+    FailoverDeleteClaims,
     RecreateGroup,
     // faults and outsiders
     Crash(u8),
     Disconnect(u8),
     Cut(u8),
+    /// Member `m`'s server becomes a slow follower (it still reaches the leader).
+    Slow(u8),
     AdminDeleteClaim(u8),
     DeleteGroup,
+    /// An outsider deletes resource `r` / creates it again.
+    DeleteResource(u8),
+    CreateResource(u8),
     /// Conformance only: an outsider deletes member `m`'s node (the explorer's eviction).
     AdminDeleteNode(u8),
     /// Conformance only: member `m`'s session is ended at the server by an outsider (the explorer's
@@ -268,13 +363,17 @@ impl Act {
             Act::Crash(_)
                 | Act::Disconnect(_)
                 | Act::Cut(_)
+                | Act::Slow(_)
                 | Act::AdminDeleteClaim(_)
                 | Act::DeleteGroup
+                | Act::DeleteResource(_)
+                | Act::CreateResource(_)
                 | Act::AdminDeleteNode(_)
                 | Act::Expire(_)
                 | Act::Standby(_)
                 | Act::Leave(_)
                 | Act::TickLagging(_)
+                | Act::Busy(_)
         )
     }
 }
@@ -296,15 +395,37 @@ impl fmt::Display for Act {
             Act::Start(m, r) => write!(f, "member {}: starts work on r{}", name(m), r),
             Act::Renew(m) => write!(f, "member {}: renews its lease", name(m)),
             Act::ReadBarrier(m) => write!(f, "member {}: reads G/barrier", name(m)),
-            Act::Reconnect(m) => write!(f, "member {}: reconnects (re-arms watches, re-reads)", name(m)),
+            Act::Handshake(m) => write!(
+                f,
+                "member {}: reconnects in its session (handshake: lease renewed)",
+                name(m)
+            ),
+            Act::SetWatches(m) => write!(
+                f,
+                "member {}: the claims' re-check thread: setWatches on its claims answered",
+                name(m)
+            ),
+            Act::Recheck(m) => write!(
+                f,
+                "member {}: loop re-checks after the reconnection (own node, claims)",
+                name(m)
+            ),
+            Act::NewSession(m) => write!(f, "member {}: session expired; connects in a new one", name(m)),
+            Act::SessionEnded(m) => write!(
+                f,
+                "member {}: loop processes the lost session (stops all work)",
+                name(m)
+            ),
+            Act::Busy(m) => write!(f, "member {}: loop enters a long callback", name(m)),
+            Act::Free(m) => write!(f, "member {}: the callback returns", name(m)),
+            Act::CatchUp(m) => write!(f, "server: {}'s slow follower delivers its notifications", name(m)),
             Act::Standby(m) => write!(f, "member {}: a stop callback overruns: steps aside (standby)", name(m)),
             Act::Rejoin(m) => write!(f, "member {}: callbacks returned: rejoins from standby", name(m)),
-            Act::Leave(m) => write!(f, "member {}: leaves gracefully", name(m)),
+            Act::Leave(m) => write!(f, "member {}: leaves gracefully (closes its session)", name(m)),
             Act::TakeOffice(m) => write!(f, "coordinator {}: predecessor gone, takes the next epoch", name(m)),
             Act::WritePlan(m) => write!(f, "coordinator {}: fenced write of the plan", name(m)),
             Act::WriteAnyPlan(m, p) => write!(f, "coordinator {}: fenced write of plan #{}", name(m), p),
             Act::Deliver(i) => write!(f, "server: a release batch in flight (#{}) reaches the leader", i),
-            Act::FollowerSync => write!(f, "server: the follower catches up with the leader"),
             Act::FollowerGivesUp(m) => {
                 write!(
                     f,
@@ -314,18 +435,24 @@ impl fmt::Display for Act {
             }
             Act::Tick => write!(f, "clock: one tick"),
             Act::TickLagging(m) => write!(f, "clock: one tick, member {}'s clock lags", name(m)),
-            Act::FailoverScan(m) => write!(
+            Act::FailoverRead(m) => write!(
                 f,
-                "operator: kubelet reports {}'s container ended; scans its claims",
+                "operator: kubelet reports {}'s container ended; reads M and its session record",
                 name(m)
             ),
-            Act::FailoverDelete => write!(f, "operator: multi(check(M), delete the scanned claims, delete M)"),
+            Act::FailoverClose => write!(f, "operator: attaches to the dead session and closes it"),
+            Act::FailoverDeleteNode => write!(f, "operator: deletes M (earlier order)"),
+            Act::FailoverScan => write!(f, "operator: lists G/owners for the dead session's claims"),
+            Act::FailoverDeleteClaims => write!(f, "operator: deletes the listed claims at the version read"),
             Act::RecreateGroup => write!(f, "operator: re-creates the group"),
             Act::Crash(m) => write!(f, "fault: member {}'s process dies", name(m)),
             Act::Disconnect(m) => write!(f, "fault: member {}'s connection drops", name(m)),
             Act::Cut(m) => write!(f, "fault: member {}'s server is cut off from the leader", name(m)),
+            Act::Slow(m) => write!(f, "fault: member {}'s server becomes a slow follower", name(m)),
             Act::AdminDeleteClaim(r) => write!(f, "administrator: deletes G/owners/r{}", r),
             Act::DeleteGroup => write!(f, "administrator: deletes the whole group G"),
+            Act::DeleteResource(r) => write!(f, "administrator: deletes resource r{}", r),
+            Act::CreateResource(r) => write!(f, "administrator: creates resource r{}", r),
             Act::AdminDeleteNode(m) => write!(f, "administrator: deletes member {}'s node", name(m)),
             Act::Expire(m) => write!(f, "fault: member {}'s session is closed at the server", name(m)),
         }
@@ -352,6 +479,9 @@ impl Budget {
             + self.drift
             + self.node_deletes
             + self.expiries
+            + self.busy
+            + self.slows
+            + self.resource_changes
     }
 }
 
@@ -376,31 +506,67 @@ impl St {
     }
 
     /// Deletes the claim on `r` (someone other than its session did it when `outside`): the owner's
-    /// claim watch fires if it has one and can hear of it; otherwise the documented window opens.
+    /// claim watch fires if it is armed on its connection and it can hear of it (a slow follower
+    /// notifies later); otherwise the documented window opens, until its lease runs out or is renewed.
     fn delete_claim(&mut self, r: usize, outside: bool, rules: &Rules) {
         let Some(c) = self.claims[r].take() else { return };
         let m = self.owner_member(c.sess);
         if !outside || self.mem[m].sess != c.sess {
             return;
         }
-        if rules.owners_watch_claims && self.hears(m) {
-            self.mem[m].held &= !(1 << r);
-            self.mem[m].working &= !(1 << r);
-        } else if self.mem[m].working & (1 << r) != 0 || self.mem[m].held & (1 << r) != 0 {
-            if !self.hears(m) {
+        let bit = 1u8 << r;
+        let x = self.mem[m];
+        if x.working & bit == 0 && x.held & bit == 0 {
+            return;
+        }
+        let watched = x.watching & bit != 0 || !rules.owners_watch_claims;
+        if self.hears(m) && watched {
+            if !rules.owners_watch_claims {
+                return; // nobody watches: the owner never notices (finding G)
+            }
+            if x.slow {
+                self.mem[m].lag |= bit;
                 self.ghost.window[r] |= 1 << m;
+            } else {
+                self.mem[m].drop_claims(bit);
+            }
+        } else {
+            self.ghost.window[r] |= 1 << m;
+        }
+    }
+
+    /// The member node of `m` is gone while `m` hears of it: it revokes all work and rejoins (a slow
+    /// follower notifies it later).
+    fn evict_if_hears(&mut self, m: usize) {
+        if self.hears(m) {
+            if self.mem[m].slow {
+                self.mem[m].lag |= LAG_NODE;
+            } else {
+                self.mem[m].evicted();
             }
         }
     }
 
-    /// The member node of `m` is gone while `m` hears of it: it revokes all work and rejoins.
-    fn evict_if_hears(&mut self, m: usize) {
-        if self.hears(m) {
-            let x = &mut self.mem[m];
-            x.working = 0;
-            x.node = 0;
-            x.coord = 0;
-            x.marker = false;
+    /// The slow follower's notifications reach member `m` (before any sync answer after them).
+    fn catch_up(&mut self, m: usize) {
+        let lag = self.mem[m].lag;
+        self.mem[m].lag = 0;
+        self.mem[m].drop_claims(lag & !LAG_NODE);
+        if lag & LAG_NODE != 0 && !self.node_exists(self.mem[m].node) {
+            self.mem[m].evicted();
+        }
+    }
+
+    /// A renewal of `m`'s lease through the leader: the window of a claim deleted while it could not
+    /// hear of it ends here (the lease from before the deletion no longer bounds its work).
+    fn renewed(&mut self, m: usize, l: u8) {
+        if self.mem[m].lag != 0 {
+            self.catch_up(m); // the sync's answer comes after the notifications before it
+        }
+        self.mem[m].lease = l;
+        self.mem[m].behind = 0;
+        for r in 0..MAX_R {
+            self.ghost.window[r] &= !(1 << m);
         }
     }
 
@@ -426,7 +592,7 @@ impl Proto {
     fn r(&self) -> usize {
         self.cfg.resources
     }
-    fn all_res(&self) -> u8 {
+    pub fn all_res(&self) -> u8 {
         ((1u16 << self.r()) - 1) as u8
     }
 
@@ -442,7 +608,7 @@ impl Proto {
         let mut cur: Vec<u8> = live
             .iter()
             .map(|nd| match s.assign[nd.member as usize] {
-                Some((seq, mask)) if seq == nd.seq => mask,
+                Some((seq, mask)) if seq == nd.seq => mask & s.present,
                 _ => 0,
             })
             .collect();
@@ -459,7 +625,7 @@ impl Proto {
         for &i in order.iter().take(extra) {
             quota[i] = q + 1;
         }
-        let mut free = self.all_res() & !taken;
+        let mut free = s.present & !taken;
         for i in 0..n {
             while cur[i].count_ones() as usize > quota[i] {
                 let hi = 7 - cur[i].leading_zeros() as u8;
@@ -487,7 +653,7 @@ impl Proto {
             let who = code % k;
             code /= k;
             if who < self.m() {
-                if !s.nodes.iter().any(|nd| nd.member as usize == who) {
+                if !s.nodes.iter().any(|nd| nd.member as usize == who) || s.present & (1 << r) == 0 {
                     return None;
                 }
                 masks[who] |= 1 << r;
@@ -535,13 +701,27 @@ impl Proto {
         if live_members.is_empty() {
             return !self.any_can_join(s);
         }
-        (0..self.r()).all(|r| match s.claims[r] {
-            Some(c) => {
-                let m = s.owner_member(c.sess);
-                live_members.contains(&m) && s.mem[m].working & (1 << r) != 0
-            }
-            None => false,
-        })
+        (0..self.r())
+            .filter(|&r| s.present & (1 << r) != 0)
+            .all(|r| match s.claims[r] {
+                Some(c) => {
+                    let m = s.owner_member(c.sess);
+                    live_members.contains(&m) && self.owns(s, m, r)
+                }
+                None => false,
+            })
+    }
+
+    /// `owns(r)` of member `m`: it works on `r` (started, not revoked), in the session its loop
+    /// follows, with its lease, and (with the rule) the claim verified on the current connection.
+    pub fn owns(&self, s: &St, m: usize, r: usize) -> bool {
+        let x = &s.mem[m];
+        let bit = 1u8 << r;
+        x.alive
+            && x.working & bit != 0
+            && x.lease > 0
+            && x.lsess == x.sess
+            && (!self.cfg.rules.unverified_until_rechecked || x.verified & bit != 0)
     }
 
     /// A fault-free continuation chosen by a fixed priority order (the fairness the liveness checks
@@ -578,6 +758,7 @@ impl Proto {
 
     fn actions_inner(&self, s: &St, out: &mut Vec<Act>, bounded: bool) {
         let c = &self.cfg;
+        let rules = c.rules;
         let writes_ok = !bounded || s.zxid < c.max_zxid;
         for mi in 0..self.m() {
             let m = mi as u8;
@@ -585,29 +766,63 @@ impl Proto {
             if !x.alive {
                 continue;
             }
-            if x.standby {
-                // on standby it keeps its session: a dropped connection reconnects as any other
-                if x.connected {
-                    out.push(Act::Rejoin(m));
-                } else {
-                    out.push(Act::Reconnect(m));
+            if x.busy {
+                out.push(Act::Free(m));
+            }
+            // the loop takes a step only when no callback holds it, in the session it follows
+            let free = !x.busy;
+            let in_session = free && x.lsess == x.sess;
+            if free && x.lsess != x.sess {
+                out.push(Act::SessionEnded(m));
+            }
+            if !x.connected {
+                // kazoo reconnects on its own thread, whatever the loop is doing
+                if s.sess_alive(x.sess) {
+                    out.push(Act::Handshake(m));
+                } else if x.sessions < SESS_PER_MEMBER {
+                    out.push(Act::NewSession(m));
                 }
                 continue;
             }
-            if !x.connected {
-                out.push(Act::Reconnect(m));
-                continue;
+            if x.pend & PEND_SETWATCHES != 0 && !x.cut {
+                out.push(Act::SetWatches(m));
+            }
+            if x.lag != 0 {
+                out.push(Act::CatchUp(m));
             }
             if x.cut {
                 // a follower cut off from the leader answers reads but forwards no write or sync,
                 // and closes its client connections after syncLimit x tickTime
                 out.push(Act::FollowerGivesUp(m));
             }
-            let x = &Mem { cut: false, ..*x };
-            let cut = s.mem[mi].cut;
+            if bounded && !x.cut && !x.slow && s.budget.slows < c.slows {
+                out.push(Act::Slow(m));
+            }
+            if bounded && free && (x.working != 0 || x.held != 0) && s.budget.busy < c.busy {
+                out.push(Act::Busy(m));
+            }
+            let cut = x.cut;
+            if x.pend & PEND_RECHECK != 0 && in_session && !cut {
+                out.push(Act::Recheck(m));
+            }
+            if x.standby {
+                // on standby it keeps its session: a dropped connection reconnects as any other
+                if in_session {
+                    out.push(Act::Rejoin(m));
+                }
+                continue;
+            }
             let turn = !c.ordered_joins || x.joined || (0..mi).all(|k| s.mem[k].joined || !s.mem[k].alive);
-            if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn && !cut {
+            let join_loop = if rules.join_in_processed_session {
+                in_session
+            } else {
+                free
+            };
+            if x.node == 0 && s.group && writes_ok && s.sess_alive(x.sess) && turn && !cut && join_loop {
                 out.push(Act::Join(m));
+            }
+            if !in_session {
+                continue;
             }
             if x.node != 0 && !cut {
                 out.push(Act::ReadAssignment(m));
@@ -616,7 +831,10 @@ impl Proto {
                 }
                 if writes_ok {
                     for r in bits(x.assigned & !x.held, self.r()) {
-                        if s.claims[r].is_none() && x.lease > 0 {
+                        // a create under a deleted group fails (no parent); the loop's own release of
+                        // r is answered (or read back) before it claims r again
+                        let releasing = s.net.iter().any(|q| q.sess == x.sess && q.mask & (1 << r) != 0);
+                        if s.claims[r].is_none() && x.lease > 0 && s.group && !releasing {
                             out.push(Act::Claim(m, r as u8));
                         }
                     }
@@ -641,7 +859,7 @@ impl Proto {
                 if bounded && s.budget.standbys < c.standbys {
                     out.push(Act::Standby(m));
                 }
-                if bounded && s.budget.leaves < c.leaves {
+                if bounded && s.budget.leaves < c.leaves && writes_ok {
                     out.push(Act::Leave(m));
                 }
             }
@@ -678,21 +896,21 @@ impl Proto {
         for i in 0..s.net.len() {
             out.push(Act::Deliver(i as u8));
         }
-        if s.follower != s.claims {
-            out.push(Act::FollowerSync);
-        }
         out.push(Act::Tick);
-        if s.op == Op::Idle && writes_ok {
-            for mi in 0..self.m() {
-                let x = &s.mem[mi];
-                let report = !x.alive && !x.left && x.node != 0 && s.node_exists(x.node);
-                let flushed = !c.rules.late_requests_before_report || !s.net.iter().any(|q| q.sess == x.sess);
-                if report && flushed {
-                    out.push(Act::FailoverScan(mi as u8));
+        match s.op {
+            Op::Idle if writes_ok => {
+                for mi in 0..self.m() {
+                    let x = &s.mem[mi];
+                    if !x.alive && !x.left && x.node != 0 && s.node_exists(x.node) {
+                        out.push(Act::FailoverRead(mi as u8));
+                    }
                 }
             }
-        } else if s.op != Op::Idle && writes_ok {
-            out.push(Act::FailoverDelete);
+            Op::Idle => {}
+            Op::Read { .. } if rules.failover_closes_session => out.push(Act::FailoverClose),
+            Op::Read { .. } => out.push(Act::FailoverDeleteNode),
+            Op::Fenced { .. } => out.push(Act::FailoverScan),
+            Op::Scanned { .. } => out.push(Act::FailoverDeleteClaims),
         }
         if !s.group && writes_ok {
             out.push(Act::RecreateGroup);
@@ -707,6 +925,15 @@ impl Proto {
             }
             if s.group && s.budget.group_deletes < c.group_deletes {
                 out.push(Act::DeleteGroup);
+            }
+            if s.group && s.budget.resource_changes < c.resource_changes {
+                for r in 0..self.r() {
+                    if s.present & (1 << r) != 0 {
+                        out.push(Act::DeleteResource(r as u8));
+                    } else {
+                        out.push(Act::CreateResource(r as u8));
+                    }
+                }
             }
         }
     }
@@ -729,6 +956,7 @@ impl Proto {
                 x.joined = true;
                 x.assigned = 0;
                 x.marker = false;
+                x.lag &= !LAG_NODE;
             }
             Act::ReadAssignment(m) => {
                 let mi = m as usize;
@@ -762,24 +990,13 @@ impl Proto {
                     czxid: z,
                 });
                 n.mem[mi].held |= 1 << r;
+                n.mem[mi].verified |= 1 << r; // created on this connection, its watch armed
+                n.mem[mi].watching |= 1 << r;
                 n.mem[mi].tokens[r] = z;
                 n.ghost.window[r] &= !(1 << mi);
             }
             Act::Start(m, r) => {
-                let mi = m as usize;
-                let r = r as usize;
-                let tok = n.mem[mi].tokens[r];
-                let g = &mut n.ghost;
-                let same = g.last_worker[r] == m + 1;
-                // work under an older token is possible only in the documented window, where a fenced
-                // downstream rejects it
-                let in_window = g.window[r] & (1 << mi) != 0;
-                if !in_window && (tok < g.last_token[r] || (!same && tok == g.last_token[r])) {
-                    g.token_regressed = true;
-                }
-                g.last_token[r] = g.last_token[r].max(tok);
-                g.last_worker[r] = m + 1;
-                n.mem[mi].working |= 1 << r;
+                n.mem[m as usize].working |= 1 << r;
             }
             Act::Renew(m) => {
                 let mi = m as usize;
@@ -790,8 +1007,7 @@ impl Proto {
                 if x.cut && rules.lease_through_leader {
                     return None; // the sync is never answered
                 }
-                n.mem[mi].lease = c.l;
-                n.mem[mi].behind = 0;
+                n.renewed(mi, c.l);
             }
             Act::ReadBarrier(m) => {
                 let mi = m as usize;
@@ -803,65 +1019,145 @@ impl Proto {
                     x.marker = false;
                 }
             }
-            Act::Reconnect(m) => {
+            Act::Handshake(m) => {
                 let mi = m as usize;
                 let x = n.mem[mi];
-                if n.sess_alive(x.sess) {
-                    // it hears again: the documented window (if any) ends here
-                    for r in 0..MAX_R {
-                        n.ghost.window[r] &= !(1 << mi);
+                let y = &mut n.mem[mi];
+                y.connected = true;
+                y.cut = false;
+                y.slow = false;
+                y.lag = 0; // what the old connection had not notified, the re-check finds
+                y.watching = 0; // kazoo dropped the watches with the connection
+                y.pend |= PEND_RECHECK; // CONNECTED, queued for the member loop
+                if rules.unverified_until_rechecked {
+                    // before the lease can read as renewed: every held claim unverified here, and
+                    // the listener sends one setWatches for them at once
+                    y.verified = 0;
+                    y.pend |= PEND_SETWATCHES;
+                }
+                // the handshake: the leader validates (touches) the session before answering, and its
+                // instant proves the lease at once
+                n.ttl[(x.sess - 1) as usize] = c.t;
+                n.renewed(mi, c.l);
+            }
+            Act::SetWatches(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                let mut lost = 0;
+                for r in bits(x.held, self.r()) {
+                    let ours = Claim {
+                        sess: x.sess,
+                        czxid: x.tokens[r],
+                    };
+                    if n.claims[r] == Some(ours) {
+                        n.mem[mi].verified |= 1 << r; // watch armed: verified on this connection
+                        n.mem[mi].watching |= 1 << r;
+                    } else {
+                        lost |= 1 << r; // reported deleted: owns() false at once, a revoke queued
                     }
-                    n.mem[mi].connected = true;
-                    n.mem[mi].cut = false;
-                    // the handshake: the leader validates (touches) the session before answering
-                    n.ttl[(x.sess - 1) as usize] = c.t;
-                    // re-arm watches and re-read what they guard
-                    if !n.node_exists(x.node) {
-                        // evicted while away: revokes all work and rejoins; its coordinator instance
-                        // (if any) learns only when its next fenced write fails
-                        n.mem[mi].node = 0;
-                        n.mem[mi].working = 0;
-                        n.mem[mi].marker = false;
-                    }
-                    if rules.owners_watch_claims {
-                        for r in bits(x.held, self.r()) {
-                            if n.claims[r].map(|cl| cl.sess) != Some(x.sess) {
-                                n.mem[mi].held &= !(1 << r);
-                                n.mem[mi].working &= !(1 << r);
-                            }
+                }
+                n.mem[mi].drop_claims(lost);
+                n.mem[mi].pend &= !PEND_SETWATCHES;
+            }
+            Act::Recheck(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                n.mem[mi].pend &= !PEND_RECHECK;
+                if !n.node_exists(x.node) {
+                    // evicted while away: revokes all work and rejoins; its coordinator instance
+                    // (if any) learns only when its next fenced write fails
+                    n.mem[mi].node = 0;
+                    n.mem[mi].working = 0;
+                    n.mem[mi].marker = false;
+                }
+                if rules.owners_watch_claims {
+                    for r in bits(x.held, self.r()) {
+                        if n.claims[r].map(|cl| cl.sess) != Some(x.sess) {
+                            n.mem[mi].drop_claims(1 << r);
+                        } else {
+                            n.mem[mi].verified |= 1 << r;
+                            n.mem[mi].watching |= 1 << r;
                         }
                     }
-                    // a handshake proves the session at once
-                    n.mem[mi].lease = c.l;
-                    n.mem[mi].behind = 0;
-                } else {
-                    // the session expired: policy `reconnect` makes a new one; a member on standby
-                    // stays on standby (it rejoins only once its overrunning callbacks have returned)
-                    if x.sessions >= SESS_PER_MEMBER {
-                        return None;
-                    }
-                    let sess = m * SESS_PER_MEMBER + x.sessions + 1;
-                    n.ttl[(sess - 1) as usize] = c.t;
-                    n.mem[mi] = Mem {
-                        alive: true,
-                        joined: true,
-                        sess,
-                        sessions: x.sessions + 1,
-                        connected: true,
-                        lease: c.l,
-                        standby: x.standby,
-                        ..Mem::default()
-                    };
                 }
             }
-            Act::Standby(m) | Act::Leave(m) => {
+            Act::NewSession(m) => {
+                // the session expired: policy `reconnect` makes a new one on kazoo's thread; owns() is
+                // false at once (the lease is the new session's), the loop learns at LOST
                 let mi = m as usize;
                 let x = n.mem[mi];
-                if matches!(a, Act::Standby(_)) {
-                    n.budget.standbys += 1;
-                } else {
-                    n.budget.leaves += 1;
-                }
+                let sess = m * SESS_PER_MEMBER + x.sessions + 1;
+                n.ttl[(sess - 1) as usize] = c.t;
+                let y = &mut n.mem[mi];
+                y.sess = sess;
+                y.sessions += 1;
+                y.connected = true;
+                y.cut = false;
+                y.slow = false;
+                y.lag = 0;
+                y.watching = 0;
+                y.verified = 0;
+                y.pend = 0;
+                n.renewed(mi, c.l);
+            }
+            Act::SessionEnded(m) => {
+                // the loop processes LOST and CONNECTED: all work stopped, claims forgotten (they went
+                // with the session), to join again; a member on standby stays on standby (it rejoins
+                // only once its overrunning callbacks have returned)
+                let mi = m as usize;
+                let x = n.mem[mi];
+                n.mem[mi] = Mem {
+                    alive: true,
+                    joined: true,
+                    sess: x.sess,
+                    lsess: x.sess,
+                    sessions: x.sessions,
+                    connected: x.connected,
+                    cut: x.cut,
+                    slow: x.slow,
+                    lease: x.lease,
+                    behind: x.behind,
+                    pend: x.pend,
+                    standby: x.standby,
+                    // without the rule, a join already taken in the new session is forgotten here
+                    ..Mem::default()
+                };
+            }
+            Act::Busy(m) => {
+                n.budget.busy += 1;
+                n.mem[m as usize].busy = true;
+            }
+            Act::Free(m) => {
+                n.mem[m as usize].busy = false;
+            }
+            Act::CatchUp(m) => {
+                n.catch_up(m as usize);
+            }
+            Act::Leave(m) => {
+                // every stop callback has returned; the assignment node is deleted, then the session
+                // is closed: its claims, member node and stop marker go in one server operation
+                // (counted as one write of the zxid bound)
+                let mi = m as usize;
+                let x = n.mem[mi];
+                n.budget.leaves += 1;
+                n.assign[mi] = None;
+                n.zxid += 1;
+                n.end_session(x.sess, &rules);
+                let y = &mut n.mem[mi];
+                y.working = 0;
+                y.held = 0;
+                y.node = 0;
+                y.coord = 0;
+                y.assigned = 0;
+                y.marker = false;
+                y.left = true;
+                y.alive = false;
+                y.connected = false;
+            }
+            Act::Standby(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                n.budget.standbys += 1;
                 // stop all work, release every claim, delete the assignment node, then the member node
                 if x.held != 0 {
                     n.net.push(Release {
@@ -882,13 +1178,9 @@ impl Proto {
                 y.coord = 0;
                 y.assigned = 0;
                 y.marker = false;
-                if matches!(a, Act::Standby(_)) {
-                    y.standby = true;
-                } else {
-                    y.left = true;
-                    y.alive = false;
-                    y.connected = false;
-                }
+                y.verified = 0;
+                y.watching = 0;
+                y.standby = true;
             }
             Act::Rejoin(m) => {
                 n.mem[m as usize].standby = false;
@@ -933,6 +1225,10 @@ impl Proto {
                     };
                     if old != mask {
                         changed = true;
+                    }
+                    if old & !n.present != 0 {
+                        // a resource deleted while a live member holds it: taken away, a full round
+                        handover = true;
                     }
                     for &(other, omask) in &plan {
                         if other != member {
@@ -1021,13 +1317,12 @@ impl Proto {
                     }
                 }
             }
-            Act::FollowerSync => {
-                n.follower = n.claims;
-            }
             Act::FollowerGivesUp(m) => {
                 let x = &mut n.mem[m as usize];
                 x.connected = false;
                 x.cut = false;
+                x.watching = 0;
+                x.lag = 0;
             }
             Act::Tick | Act::TickLagging(_) => {
                 let lag = if let Act::TickLagging(m) = a {
@@ -1065,8 +1360,7 @@ impl Proto {
                     let renewed = x.connected && n.sess_alive(x.sess) && (!x.cut || !rules.lease_through_leader);
                     if renewed {
                         // the prober's sync (or, without the rule, any read) is answered: renewed
-                        n.mem[mi].lease = c.l;
-                        n.mem[mi].behind = 0;
+                        n.renewed(mi, c.l);
                     } else if n.mem[mi].lease > 0 {
                         n.mem[mi].lease -= 1;
                         if n.mem[mi].lease == 0 {
@@ -1075,41 +1369,78 @@ impl Proto {
                     }
                 }
             }
-            Act::FailoverScan(m) => {
+            Act::FailoverRead(m) => {
                 let mi = m as usize;
-                let x = n.mem[mi];
-                let view = if rules.failover_syncs { n.claims } else { n.follower };
+                let seq = n.mem[mi].node;
+                let Some(nd) = n.nodes.iter().find(|nd| nd.seq == seq).copied() else {
+                    return None;
+                };
+                // M and the session record (created with it) name the session that made M
+                n.op = Op::Read {
+                    member: m,
+                    node: nd.seq,
+                    sess: nd.sess,
+                };
+            }
+            Act::FailoverClose => {
+                let Op::Read { sess, .. } = n.op else {
+                    return None;
+                };
+                n.op = Op::Idle;
+                if n.sess_alive(sess) {
+                    // ZooKeeper removes exactly the session's ephemerals, at once, as at an expiry
+                    n.zxid += 1;
+                    n.end_session(sess, &rules);
+                }
+            }
+            Act::FailoverDeleteNode => {
+                let Op::Read { member, node, sess } = n.op else {
+                    return None;
+                };
+                if !n.node_exists(node) {
+                    n.op = Op::Idle; // M went meanwhile: nothing to do
+                    return Some(n);
+                }
+                n.zxid += 1;
+                n.nodes.retain(|nd| nd.seq != node);
+                n.op = Op::Fenced { member, node, sess };
+            }
+            Act::FailoverScan => {
+                let Op::Fenced { member, node, sess } = n.op else {
+                    return None;
+                };
                 let mut mask = 0;
                 for r in 0..self.r() {
-                    if view[r].map(|cl| cl.sess) == Some(x.sess) {
+                    if n.claims[r].map(|cl| cl.sess) == Some(sess) {
                         mask |= 1 << r;
                     }
                 }
                 n.op = Op::Scanned {
-                    member: m,
-                    node: x.node,
-                    sess: x.sess,
+                    member,
+                    node,
+                    sess,
                     mask,
                 };
             }
-            Act::FailoverDelete => {
-                let Op::Scanned { node, sess, mask, .. } = n.op else {
+            Act::FailoverDeleteClaims => {
+                let Op::Scanned { sess, mask, .. } = n.op else {
                     return None;
                 };
                 n.op = Op::Idle;
-                if !n.node_exists(node) {
-                    return Some(n); // check(M) failed: M went meanwhile
-                }
-                n.zxid += 1;
+                let mut wrote = false;
                 for r in bits(mask, self.r()) {
+                    // at the version read: 0, as every claim's, so any claim now at the path goes
                     if let Some(cl) = n.claims[r] {
                         if cl.sess != sess {
                             n.ghost.failover_wrong = true;
                         }
+                        wrote = true;
                         n.delete_claim(r, cl.sess != sess, &rules);
                     }
                 }
-                n.nodes.retain(|nd| nd.seq != node);
+                if wrote {
+                    n.zxid += 1;
+                }
             }
             Act::RecreateGroup => {
                 n.zxid += 1;
@@ -1125,7 +1456,24 @@ impl Proto {
             }
             Act::Disconnect(m) => {
                 n.budget.disconnects += 1;
-                n.mem[m as usize].connected = false;
+                let x = &mut n.mem[m as usize];
+                x.connected = false;
+                x.watching = 0; // kazoo drops the watches with the connection
+                x.lag = 0;
+            }
+            Act::Slow(m) => {
+                n.budget.slows += 1;
+                n.mem[m as usize].slow = true;
+            }
+            Act::DeleteResource(r) => {
+                n.budget.resource_changes += 1;
+                n.zxid += 1;
+                n.present &= !(1 << r);
+            }
+            Act::CreateResource(r) => {
+                n.budget.resource_changes += 1;
+                n.zxid += 1;
+                n.present |= 1 << r;
             }
             Act::Cut(m) => {
                 n.budget.cuts += 1;
@@ -1151,6 +1499,8 @@ impl Proto {
                 n.budget.expiries += 1;
                 n.zxid += 1; // closeSession
                 n.mem[mi].connected = false; // the server closes its connection: it cannot hear first
+                n.mem[mi].watching = 0;
+                n.mem[mi].lag = 0;
                 let s0 = n.mem[mi].sess;
                 n.ttl[(s0 - 1) as usize] = 0;
                 for r in 0..self.r() {
@@ -1179,14 +1529,41 @@ impl Proto {
         Some(n)
     }
 
+    /// Every time `owns(r)` turns true for a member (a start, or a claim verified on a new
+    /// connection), its token must be above every earlier owner's of `r`, and equal only for the
+    /// same owner: work under an older token is possible only in the documented window, where a
+    /// fenced downstream rejects it.
+    fn note_new_owners(&self, s: &St, n: &mut St) {
+        for m in 0..self.m() {
+            for r in 0..self.r() {
+                if self.owns(s, m, r) || !self.owns(n, m, r) {
+                    continue;
+                }
+                let tok = n.mem[m].tokens[r];
+                let g = &mut n.ghost;
+                let same = g.last_worker[r] == m as u8 + 1;
+                let in_window = g.window[r] & (1 << m) != 0;
+                if in_window {
+                    continue; // work in the window is the documented one: it moves no history
+                }
+                if tok < g.last_token[r] || (!same && tok == g.last_token[r]) {
+                    g.token_regressed = true;
+                }
+                g.last_token[r] = g.last_token[r].max(tok);
+                g.last_worker[r] = m as u8 + 1;
+            }
+        }
+    }
+
     fn overlap_ok(&self, s: &St) -> bool {
         for r in 0..self.r() {
-            let workers: Vec<usize> = (0..self.m()).filter(|&m| s.mem[m].working & (1 << r) != 0).collect();
+            let workers: Vec<usize> = (0..self.m()).filter(|&m| self.owns(s, m, r)).collect();
             if workers.len() < 2 {
                 continue;
             }
             // allowed only for the documented window: all but the newest holder lost their claim to an
-            // outside deletion while they could not hear of it (bounded by their lease)
+            // outside deletion while they could not hear of it, and their lease has not been renewed
+            // since (so one lease bounds it)
             let newest = *workers.iter().max_by_key(|&&m| s.mem[m].tokens[r]).unwrap();
             if workers
                 .iter()
@@ -1212,7 +1589,7 @@ impl Model for Proto {
             barrier_stop: false,
             nodes: vec![],
             claims: [None; MAX_R],
-            follower: [None; MAX_R],
+            present: self.all_res(),
             assign: [None; MAX_M],
             ttl: [0; MAX_M * SESS_PER_MEMBER as usize],
             net: vec![],
@@ -1227,6 +1604,7 @@ impl Model for Proto {
             s.mem[m] = Mem {
                 alive: true,
                 sess,
+                lsess: sess,
                 sessions: 1,
                 connected: true,
                 lease: c.l,
@@ -1244,7 +1622,9 @@ impl Model for Proto {
     }
 
     fn next_state(&self, s: &St, a: Act) -> Option<St> {
-        self.next_state_inner(s, a, true)
+        let mut n = self.next_state_inner(s, a, true)?;
+        self.note_new_owners(s, &mut n);
+        Some(n)
     }
 
     fn within_boundary(&self, s: &St) -> bool {
@@ -1284,6 +1664,35 @@ impl Model for Proto {
                 p.goal_claimed(s) && s.nodes.len() >= 2
             }),
         ]);
+        // sanity: the new steps are reached within the bounds (when their budgets allow them)
+        let c = &self.cfg;
+        let two = c.faults >= 2;
+        if two && c.busy > 0 && (c.disconnects > 0 || c.cuts > 0) {
+            props.push(Property::sometimes(
+                "loop_busy_between_handshake_and_recheck",
+                |_, s: &St| {
+                    s.mem
+                        .iter()
+                        .any(|x| x.busy && x.pend & PEND_RECHECK != 0 && x.held != 0)
+                },
+            ));
+        }
+        if two && c.slows > 0 && (c.admin_deletes > 0 || c.group_deletes > 0) {
+            props.push(Property::sometimes(
+                "slow_follower_notification_pending",
+                |_, s: &St| s.mem.iter().any(|x| x.lag != 0),
+            ));
+        }
+        if c.resource_changes > 0 {
+            props.push(Property::sometimes("resource_deleted_while_held", |_, s: &St| {
+                s.mem.iter().any(|x| x.held & !s.present != 0)
+            }));
+        }
+        if c.disconnects > 0 {
+            props.push(Property::sometimes("lost_session_not_yet_processed", |_, s: &St| {
+                s.mem.iter().any(|x| x.alive && x.lsess != x.sess && x.node != 0)
+            }));
+        }
         props
     }
 }

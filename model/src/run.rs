@@ -103,18 +103,18 @@ pub fn controls() -> Vec<Control> {
         f(&mut c.rules);
         c
     };
+    let small = |mut c: Cfg, members: usize, resources: usize, zxid: u8| {
+        c.members = members;
+        c.resources = resources;
+        c.max_zxid = zxid;
+        c
+    };
     vec![
         Control {
             name: "owners_watch_claims",
             finding: "G: an owner never notices that its claim is gone",
             expect: "never_two_workers",
             cfg: base(|r| r.owners_watch_claims = false, &["admin"]),
-        },
-        Control {
-            name: "failover_syncs",
-            finding: "C: a failover scan answered by a lagging follower",
-            expect: "failover_ends_only_the_dead_instance",
-            cfg: base(|r| r.failover_syncs = false, &["crash"]),
         },
         Control {
             name: "fenced_check_member_node",
@@ -129,10 +129,27 @@ pub fn controls() -> Vec<Control> {
             cfg: base(|r| r.lease_through_leader = false, &["cut"]),
         },
         Control {
-            name: "late_requests_before_report",
-            finding: "a late request of a dead session (an assumption, not a rule)",
+            name: "unverified_until_rechecked",
+            finding: "the reconnect window: claims trusted from the handshake until the loop re-checks",
+            expect: "never_two_workers",
+            cfg: small(
+                base(|r| r.unverified_until_rechecked = false, &["disconnect", "admin"]),
+                2,
+                2,
+                9,
+            ),
+        },
+        Control {
+            name: "failover_closes_session",
+            finding: "the failover's scan-then-delete order: the dead session expires in between",
             expect: "failover_ends_only_the_dead_instance",
-            cfg: base(|r| r.late_requests_before_report = false, &["crash"]),
+            cfg: small(base(|r| r.failover_closes_session = false, &["crash"]), 2, 1, 11),
+        },
+        Control {
+            name: "join_in_processed_session",
+            finding: "a join step taken before the loop processed the lost session",
+            expect: "one_member_node_per_session",
+            cfg: small(base(|r| r.join_in_processed_session = false, &["disconnect"]), 2, 1, 6),
         },
     ]
 }

@@ -107,3 +107,20 @@ fn a_standby_outlives_its_session() {
         v => panic!("a standby that outlives its session should conform, got {v:?}"),
     }
 }
+
+/// A reconnection in the same session: `resume` is the loop's re-check; the handshake and the
+/// claims' re-check thread before it are unobservable, and the member owns its resource again after.
+#[test]
+fn a_reconnection_conforms() {
+    let mut c = cfg();
+    c.disconnects = 1;
+    let t = parse(
+        "join a\njoin b\noffice a\nstart a x 5\ntick a x 5\nsuspend a\nresume a\ntick a x 5\n",
+        None,
+    )
+    .unwrap();
+    match check_trace(c, &t, 2_000_000) {
+        Verdict::Conforms { .. } => {}
+        v => panic!("a reconnection should conform, got {v:?}"),
+    }
+}

@@ -16,11 +16,6 @@ fn without_owners_watching_their_claims_two_members_work_on_one_resource() {
 }
 
 #[test]
-fn without_the_failover_sync_a_live_members_claim_is_deleted() {
-    control("failover_syncs");
-}
-
-#[test]
 fn without_the_member_node_check_a_deposed_coordinator_writes() {
     control("fenced_check_member_node");
 }
@@ -31,8 +26,18 @@ fn without_renewal_through_the_leader_two_members_work_on_one_resource() {
 }
 
 #[test]
-fn without_the_late_request_assumption_the_failover_deletes_a_live_claim() {
-    control("late_requests_before_report");
+fn without_unverified_claims_at_the_handshake_two_members_work_on_one_resource() {
+    control("unverified_until_rechecked");
+}
+
+#[test]
+fn with_the_earlier_failover_order_a_live_members_claim_is_deleted() {
+    control("failover_closes_session");
+}
+
+#[test]
+fn a_join_before_the_loop_processed_the_lost_session_makes_two_member_nodes() {
+    control("join_in_processed_session");
 }
 
 #[test]

@@ -8,8 +8,10 @@ step each one is matched with, in brackets):
 - ``assigned`` -> ``start M R TOKEN`` per resource [Start]; ``revoked`` -> ``stop M R`` per resource
   it worked on [a step that stops work]; ``tick`` -> ``tick M R TOKEN`` [a predicate: M works on R];
 - ``session``: ``suspended`` -> ``suspend`` [Disconnect, Expire]; ``reconnected`` (or ``connected``
-  again in the same session) -> ``resume`` [Reconnect]; ``expired`` -> ``stop`` of everything it worked
-  on, then ``expired`` [Reconnect in a new session]; ``standby`` -> ``stop`` of everything it worked on,
+  again in the same session) -> ``resume`` [Recheck: the loop's re-check; the Handshake before it is
+  unobservable]; ``expired`` -> ``stop`` of everything it worked on, then ``expired`` [SessionEnded: the
+  loop processes the lost session; the NewSession before it is unobservable]; ``standby`` -> ``stop``
+  of everything it worked on,
   then ``standby`` [Standby]. At both the library stops work at once (its tokens are gone); the
   ``revoked`` events that follow for those resources are the callbacks returning, ``note``s;
   ``rejoining`` -> ``rejoin`` [Rejoin];
