@@ -48,9 +48,16 @@ from rebalanser import resource_state as rs
 from rebalanser import standby as sb
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
-from rebalanser.containers import ensure_group
+from rebalanser import wire
+from rebalanser.containers import check_group
 from rebalanser.coordinator import Coordinator
-from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
+from rebalanser.errors import (
+    CorruptDataError,
+    DuplicateMemberError,
+    GroupDeletedError,
+    GroupNotFoundError,
+    RebalanserError,
+)
 from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.follower import Follower, Hooks
 from rebalanser.handler import Handler
@@ -91,7 +98,7 @@ class Client:
         self._lease = Lease(options.lease_fraction)
         self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
-        self._member = ms.START  # joining, session and standby (replaced whole by each transition)
+        self._member = ms.start(options.create_group)  # joining, session and standby (replaced whole by each transition)
         self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
         self._driving = False
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
@@ -99,6 +106,7 @@ class Client:
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
+        self._root_watch = lambda _event: self._post(ev.RootChanged())
         self._follower = Follower(self.paths, Hooks(  # which assignment applies now, and its reads
             zk=lambda: self.zk, me=lambda: self._me, post=self._post, apply=self._apply,
             stop_work=lambda: self._step(rs.stop_all(self._resources, After.NOTHING)),
@@ -341,6 +349,8 @@ class Client:
                 self._seat.in_office(seq, epoch)
             case ev.OwnNodeChanged(node):
                 self._check_own_node(node)
+            case ev.RootChanged():
+                self._watch_root()
             case ev.BadData(error):
                 self._bad_data(error)
             case ev.JoinStep():
@@ -505,10 +515,16 @@ class Client:
             case ms.JoinWhenCallbacksClear():
                 self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
             case ms.EnsureGroup(create_root, session):
-                exists = ensure_group(self.zk, self.paths, create_root=create_root)
-                self._member_step(ms.group_checked(self._member, exists, session))
+                found = check_group(self.zk, self.paths, create_root=create_root)
+                self._member_step(ms.group_checked(self._member, found, session))
             case ms.AwaitGroup():
                 self._await_group()
+            case ms.GroupMissing():
+                self._abort(GroupNotFoundError(
+                    f"group {self.paths.root} does not exist: create it with 'rebalanser group create' or a "
+                    "ResourceGroup (or let this member create it: Options.create_group)"))
+            case ms.GroupDeleted():
+                self._group_deleted()
             case ms.CheckSameId(session, watch):
                 self._check_same_id(session, watch)
             case ms.JoinTimer(after):
@@ -552,7 +568,7 @@ class Client:
         """Reads everything a member follows, arming each watch; the join is complete after it (a
         ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
         the way ends it: the rejoin it queued reads everything (or waits for the group)."""
-        reads: list[Callable[[], None]] = [lambda: self._check_own_node(me.name), self._elect,
+        reads: list[Callable[[], None]] = [lambda: self._check_own_node(me.name), self._watch_root, self._elect,
                                            self._follower.read_barrier, lambda: self._follower.read_assignment(None)]
         for read in reads:
             if self._me is not me:
@@ -560,6 +576,28 @@ class Client:
             read()
         if self._me is me:
             self._settled.set()
+
+    def _watch_root(self) -> None:
+        """Reads the group root's data, watching it: a deletion mark ends the member (see
+        :meth:`_group_deleted`); a root deleted outright is noticed through our member node's watch."""
+        try:
+            data, _ = self.zk.get(self.paths.root, watch=self._root_watch)
+        except NoNodeError:
+            return
+        if wire.marks_deletion(data):
+            self._member_step((self._member, [ms.GroupDeleted()]))
+
+    def _group_deleted(self) -> None:
+        """The group is being deleted (``rebalanser group delete``): leave it as on :meth:`stop` and end,
+        without re-creating anything in it. Reported through ``on_error`` first, so that the code waiting
+        on the member learns why it ends; :meth:`start`, if still waiting, raises it."""
+        if self._failure is not None or self._state in ENDING:
+            return
+        error = GroupDeletedError(f"group {self.paths.root} is being deleted: left it")
+        self._failure = error
+        log.warning("%s", error)
+        self._report(error)
+        self._post(ev.StopRequested())
 
     def _await_group(self) -> None:
         """The group was deleted under us: never re-create it; join when it exists again."""
