@@ -41,14 +41,13 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata
+from rebalanser import baddata, wire
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import standby as sb
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claims import ClaimBook
-from rebalanser import wire
 from rebalanser.containers import check_group
 from rebalanser.coordinator import Coordinator
 from rebalanser.errors import (
@@ -98,7 +97,7 @@ class Client:
         self._lease = Lease(options.lease_fraction)
         self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
-        self._member = ms.start(options.create_group)  # joining, session and standby (replaced whole by each transition)
+        self._member = ms.start(options.create_group)  # joining, session, standby (replaced whole by each step)
         self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
         self._driving = False
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
@@ -187,9 +186,14 @@ class Client:
             items = list(self._resources.owned.items())
         return {r: o[0] for r, o in items if self._valid(r, o)}
 
-    def start(self, timeout: float | None = None) -> None:
+    def start(self, timeout: float | None = None, *, connect_timeout: float | None = None) -> None:
         """Connects and joins the group; returns once this member's znode exists and it has read the
-        group's state. Raises :class:`DuplicateMemberError` when another live member uses our id."""
+        group's state. ``connect_timeout`` bounds the wait for a first connection (default: ``timeout``,
+        else the larger of 15 s and the session timeout), ``timeout`` the whole join. Raises kazoo's
+        timeout error when no server answered in time (the client is then stopped),
+        :class:`GroupNotFoundError` when the group does not exist (and ``Options.create_group`` is off),
+        :class:`GroupDeletedError` when it is being deleted, and :class:`DuplicateMemberError` when
+        another live member uses our id."""
         with self._lock:
             if self._thread is not None:
                 return
@@ -202,7 +206,11 @@ class Client:
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
             self._callbacks.start()
-        self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
+        try:
+            self._zk.start(timeout=connect_timeout or timeout or max(15.0, self.options.session_timeout))
+        except BaseException:  # no server answered (or the caller was interrupted): nothing joined
+            self._end_unstarted()
+            raise
         self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
         self._prober.start()
         watcher = password_watcher(self._zk)
@@ -215,10 +223,20 @@ class Client:
         if self._failure is not None:
             raise self._failure
 
+    def _end_unstarted(self) -> None:
+        """Ends a client whose member thread never started (its connection failed)."""
+        self._close()
+        self._state = State.STOPPED
+        self._done.set()
+        self._settled.set()
+
     def stop(self, timeout: float | None = None) -> None:
         """Stops all resources (stop callbacks run to completion), then leaves the group."""
         with self._lock:
             if self._thread is None or self._done.is_set():
+                return
+            if not self._thread.is_alive() and self._thread.ident is None:  # start() has not got that far
+                self._end_unstarted()
                 return
         self._post(ev.StopRequested())
         if self._thread is not threading.current_thread():

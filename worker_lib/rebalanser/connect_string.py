@@ -45,7 +45,7 @@ def _host_port(entry: str, text: str) -> tuple[str, int]:
         raise InvalidInputError(f"connect string {text!r}: an empty host entry (two commas, or a comma at an end)")
     if entry.startswith("["):
         address, bracket, rest = entry[1:].partition("]")
-        if not bracket or rest not in ("",) and not rest.startswith(":"):
+        if not bracket or (rest not in ("",) and not rest.startswith(":")):
             raise InvalidInputError(f"connect string {text!r}: {entry!r} is not [IPv6 address]:port")
         _ipv6(address, entry, text)
         return address, _port(rest[1:], entry, text) if rest else DEFAULT_PORT

@@ -29,6 +29,7 @@ class AsyncSimulatedWork(Notifications, Handler):
         self._resources: dict[str, int] = {}
         self.halt = asyncio.Event()
         self.expired = False
+        self.ended: Exception | None = None
 
     async def on_assigned(self, resources: Mapping[str, int]) -> None:
         self._resources.update(resources)
@@ -71,16 +72,18 @@ async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
             w.cancel()
 
 
-async def run(options: Options, work: AsyncSimulatedWork, log: EventSink) -> bool:
-    """Joins, works until SIGTERM/SIGINT (or the session expired under ``shutdown``), leaves; True when
-    it ended on an expired session."""
+async def run(options: Options, work: AsyncSimulatedWork, log: EventSink,
+              connect_timeout: float | None = None) -> bool:
+    """Joins, works until SIGTERM/SIGINT (or the session expired under ``shutdown``, or the group was
+    deleted), leaves; True when it ended on an expired session. A signal before the member joined
+    ends it at once (KeyboardInterrupt for SIGINT)."""
     client = Client(options, work)
     work.client = client
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    await client.start(connect_timeout=connect_timeout)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await client.start()
     await work.run(stop)
     await client.stop()
     log.emit("stopped")
