@@ -105,7 +105,8 @@ class EventLog:
             with self._lock:
                 owned, ticks, self._ticks = sorted(self._owned), self._ticks, 0
             shown = ", ".join(owned[:8]) + (f", … (+{len(owned) - 8})" if len(owned) > 8 else "")
-            self._write(f"[{self._id}] working on {len(owned)} resources{': ' + shown if owned else ''}; "
+            noun = "resource" if len(owned) == 1 else "resources"
+            self._write(f"[{self._id}] working on {len(owned)} {noun}{': ' + shown if owned else ''}; "
                         f"{ticks} units of work in the last {self._summary_interval:g} s")
 
     def close(self) -> None:
@@ -225,7 +226,7 @@ def run_worker(args: argparse.Namespace) -> int:
     work.client = client
     if args.simulate_oom:
         signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())
-    with interruptible():  # before the member has joined, a signal ends the process at once
+    with interruptible(), worker_group_errors():  # before the member has joined, a signal ends it at once
         try:
             client.start(connect_timeout=args.connect_timeout)
         except BaseException:
@@ -248,6 +249,15 @@ def _worker_exit(work: SimulatedWork) -> int:
         print(f"rebalanser: {work.ended}", file=sys.stderr)
         return EXIT_NO_GROUP if isinstance(work.ended, GroupDeletedError) else EXIT_FAILED
     return EXIT_EXPIRED if work.expired else 0
+
+
+@contextlib.contextmanager
+def worker_group_errors() -> Iterator[None]:
+    """A missing group named in the worker's own terms (its flag, not the library's option)."""
+    try:
+        yield
+    except GroupNotFoundError as exc:
+        raise GroupNotFoundError(str(exc).replace("Options.create_group", "--create-group")) from None
 
 
 class _Terminated(Exception):
@@ -291,7 +301,8 @@ def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespac
     if args.simulate_oom:
         signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())
     log.start_summaries()
-    expired = asyncio.run(worker.run(options, work, log, connect_timeout=args.connect_timeout))
+    with worker_group_errors():
+        expired = asyncio.run(worker.run(options, work, log, connect_timeout=args.connect_timeout))
     log.close()
     if work.ended is not None:
         print(f"rebalanser: {work.ended}", file=sys.stderr)

@@ -117,6 +117,7 @@ class Client:
         self._thread: threading.Thread | None = None
         self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
         self._closed = False
+        self._closed_quietly = False
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
@@ -224,7 +225,9 @@ class Client:
             raise self._failure
 
     def _end_unstarted(self) -> None:
-        """Ends a client whose member thread never started (its connection failed)."""
+        """Ends a client whose member thread never started (its connection failed): no session was
+        reported, so none is reported closed."""
+        self._closed_quietly = True
         self._close()
         self._state = State.STOPPED
         self._done.set()
@@ -613,7 +616,7 @@ class Client:
             return
         error = GroupDeletedError(f"group {self.paths.root} is being deleted: left it")
         self._failure = error
-        log.warning("%s", error)
+        log.info("%s", error)  # the caller reports it (on_error, and start() raises it while joining)
         self._report(error)
         self._post(ev.StopRequested())
 
@@ -901,4 +904,5 @@ class Client:
                 self._zk.close()
             except Exception:
                 log.debug("error closing the ZooKeeper client", exc_info=True)
-        self._notify("on_session", "closed")
+        if not self._closed_quietly:
+            self._notify("on_session", "closed")
