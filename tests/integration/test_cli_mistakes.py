@@ -174,9 +174,9 @@ def test_create_group_makes_the_group_and_an_empty_one_is_warned_about_once(
 ) -> None:
     err_file = tmp_path / "err"
     with err_file.open("w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "rebalanser.cli", *_worker(zk_hosts, group_path, "--create-group",
-                                                                                   "--json")],
-                                stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
+        argv = _worker(zk_hosts, group_path, "--create-group", "--json")
+        proc = subprocess.Popen([sys.executable, "-m", "rebalanser.cli", *argv], stdout=subprocess.PIPE, stderr=err,
+                                text=True, cwd=REPO)
     try:
         assert proc.stdout is not None
         assert '"role"' in proc.stdout.readline() + proc.stdout.readline()  # connected, then its role

@@ -256,7 +256,8 @@ def test_reports_of_a_replaced_coordinator_instance_are_ignored(
     depose the new one: no extra role events, no extra epoch bump."""
     add_resources(zk, group_path, ["a"])
     handler = Gated()
-    client = Client(Options(zk_hosts, group_path, member_id="m", create_group=True, session_timeout=2, min_interval=0.1), handler)
+    client = Client(Options(zk_hosts, group_path, member_id="m", create_group=True,
+                            session_timeout=2, min_interval=0.1), handler)
     starter = threading.Thread(target=client.start)
     starter.start()
     try:

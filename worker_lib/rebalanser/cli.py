@@ -585,16 +585,23 @@ class KazooTrouble(logging.Handler):
                 self.reason = message.removeprefix("Connection dropped: ").removeprefix("socket connection error: ")
 
 
-def quiet_kazoo(verbose: bool) -> KazooTrouble:
-    """kazoo's logger keeps its reasons in a :class:`KazooTrouble`, and passes its records on only when
-    ``verbose``."""
+@contextlib.contextmanager
+def quiet_kazoo(verbose: bool) -> Iterator[KazooTrouble]:
+    """While the command runs, kazoo's logger keeps its reasons in a :class:`KazooTrouble` and passes
+    its records on only when ``verbose``."""
     trouble = KazooTrouble()
     kazoo = logging.getLogger("kazoo")
+    propagate, level = kazoo.propagate, kazoo.level
     kazoo.addHandler(trouble)
     kazoo.propagate = verbose
     if verbose:
         kazoo.setLevel(logging.INFO)
-    return trouble
+    try:
+        yield trouble
+    finally:
+        kazoo.removeHandler(trouble)
+        kazoo.propagate = propagate
+        kazoo.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -603,7 +610,12 @@ def main(argv: list[str] | None = None) -> int:
     level = "INFO" if verbose and getattr(args, "log_level", "WARNING") == "WARNING" else getattr(
         args, "log_level", "WARNING")
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    trouble = quiet_kazoo(verbose)
+    with quiet_kazoo(verbose) as trouble:
+        return _outcome(args, trouble)
+
+
+def _outcome(args: argparse.Namespace, trouble: KazooTrouble) -> int:
+    """Runs the command; every way it can fail becomes one line on stderr and its exit code."""
     try:
         return _run(args)
     except KeyboardInterrupt:
