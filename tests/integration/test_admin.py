@@ -66,7 +66,7 @@ def test_resources_of_a_missing_group_say_how_to_make_it(
     zk_hosts: str, group_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = cli(capsys, "group", "resources", "add", "--zk", zk_hosts, "--group", group_path, "r0")
-    assert code == 1 and "does not exist" in err and "rebalanser group create" in err, err
+    assert code == 5 and "does not exist" in err and "rebalanser group create" in err, err
     assert "Traceback" not in err
 
 
@@ -103,8 +103,9 @@ def test_delete_is_refused_while_members_live_then_removes_the_layout_only(
         workers.stop_all()
     zk.create(f"{group_path}/someone-elses", b"keep")
     code, _, err = cli(capsys, "group", "delete", *base)
-    assert code == 1 and "someone-elses" in err, err
-    assert zk.get_children(group_path) == ["someone-elses"]
+    assert code == 1 and "someone-elses" in err and "nothing was deleted" in err, err
+    assert "someone-elses" in zk.get_children(group_path) and len(zk.get_children(f"{group_path}/resources")) == 4
+    assert zk.get(group_path)[0] == b""  # not marked deleted: members may go on joining it
     zk.delete(f"{group_path}/someone-elses")
     code, out, _ = cli(capsys, "group", "delete", *base)
     assert code == 0 and out.startswith(f"deleted {group_path}"), out
