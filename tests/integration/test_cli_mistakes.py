@@ -98,7 +98,8 @@ OFFLINE = [  # (argv, the one stderr line as a regular expression, exit code): n
      r"rebalanser worker: argument --metrics-port: must be a port from 1 to 65535 \(0: none\), got '99999' "
      r"\(see rebalanser worker --help\)", 2),
     (["worker", "--zk", "localhost:2181", "--group", "/g", "--id", ""],
-     r"rebalanser worker: argument --id: member id '' must match .* \(see rebalanser worker --help\)", 2),
+     r"rebalanser worker: argument --id: member id '' must be 1 to 128 letters, digits and _\.:@\+=- "
+     r"\(starting with a letter or a digit\) \(see rebalanser worker --help\)", 2),
     (["worker", "--zk", "localhost:2181", "--group", "/g", "--nonsense"],
      r"rebalanser: unrecognized arguments: --nonsense \(see rebalanser --help\)", 2),
     (["group", "resources", "add", "--zk", "localhost:2181", "--group", "/g", "--from-file", "/no/such/file"],
