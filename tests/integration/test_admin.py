@@ -217,3 +217,29 @@ def test_group_busy_error_names_the_members(zk_hosts: str, group_path: str, tmp_
             assert group.resources() == ["r0"]
         finally:
             workers.stop_all()
+
+
+def test_create_clears_the_mark_of_a_deletion_that_did_not_finish(
+    zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """A deletion refused half-way (or interrupted) may leave the root marked deleted, which workers
+    refuse; ``group create`` makes the group usable again."""
+    from rebalanser import wire
+
+    with connect(zk_hosts) as client:
+        group = GroupAdmin(client, group_path)
+        group.create()
+        group.add_resources(["r0"])
+    zk.set(group_path, wire.DELETION_MARK)
+    proc = subprocess.run([sys.executable, "-m", "rebalanser.cli", "worker", "--zk", zk_hosts, "--group", group_path,
+                           "--id", "w1"], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 5 and "is being deleted" in proc.stderr, proc.stderr
+    with connect(zk_hosts) as client:
+        assert GroupAdmin(client, group_path).create() is True
+    assert zk.get(group_path)[0] == b""
+    workers = Group(zk_hosts, group_path, tmp_path, create_group=False)
+    try:
+        workers.spawn("w1")
+        workers.wait_settled({"r0"}, 60)
+    finally:
+        workers.stop_all()

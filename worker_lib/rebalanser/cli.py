@@ -593,9 +593,9 @@ def quiet_kazoo(verbose: bool) -> Iterator[KazooTrouble]:
     kazoo = logging.getLogger("kazoo")
     propagate, level = kazoo.propagate, kazoo.level
     kazoo.addHandler(trouble)
-    kazoo.propagate = verbose
-    if verbose:
-        kazoo.setLevel(logging.INFO)
+    kazoo.propagate = verbose  # its level follows the root's: INFO with -v, or the worker's --log-level
+    if kazoo.level > logging.WARNING:
+        kazoo.setLevel(logging.WARNING)
     try:
         yield trouble
     finally:
