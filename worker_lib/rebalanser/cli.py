@@ -301,8 +301,11 @@ def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespac
     if args.simulate_oom:
         signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())
     log.start_summaries()
-    with worker_group_errors():
-        expired = asyncio.run(worker.run(options, work, log, connect_timeout=args.connect_timeout))
+    try:
+        with worker_group_errors():
+            expired = asyncio.run(worker.run(options, work, log, connect_timeout=args.connect_timeout))
+    except worker.Interrupted as exc:
+        raise KeyboardInterrupt() if exc.signum == signal.SIGINT else _Terminated() from None
     log.close()
     if work.ended is not None:
         print(f"rebalanser: {work.ended}", file=sys.stderr)

@@ -208,8 +208,8 @@ class Client:
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
             self._callbacks.start()
         try:
-            self._zk.start(timeout=connect_timeout or timeout or max(15.0, self.options.session_timeout))
-        except BaseException:  # no server answered (or the caller was interrupted): nothing joined
+            self._connect(connect_timeout or timeout or max(15.0, self.options.session_timeout))
+        except BaseException:  # no server answered, stop() was called, or the caller was interrupted
             self._end_unstarted()
             raise
         self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
@@ -224,11 +224,25 @@ class Client:
         if self._failure is not None:
             raise self._failure
 
+    def _connect(self, timeout: float) -> None:
+        """kazoo's ``start``, also ended by :meth:`stop` from another thread (an asyncio caller
+        interrupted while connecting): kazoo's own waits for the whole timeout."""
+        assert self._zk is not None
+        connected = self._zk.start_async()
+        deadline = time.monotonic() + timeout
+        while not connected.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if self._done.is_set():
+                raise RebalanserError("stopped while connecting to ZooKeeper")
+            if time.monotonic() >= deadline:
+                raise self._zk.handler.timeout_exception("Connection time-out")
+
     def _end_unstarted(self) -> None:
-        """Ends a client whose member thread never started (its connection failed): no session was
-        reported, so none is reported closed."""
+        """Ends a client whose member thread never started (its connection failed, or it was stopped
+        while connecting): no session was reported, so none is reported closed. kazoo's own stop waits
+        for a connection attempt in progress to time out (up to the session timeout): that runs on a
+        thread of its own, since no session exists to be closed."""
         self._closed_quietly = True
-        self._close()
+        threading.Thread(target=self._close, name="rebalanser-close", daemon=True).start()
         self._state = State.STOPPED
         self._done.set()
         self._settled.set()
@@ -239,7 +253,7 @@ class Client:
             if self._thread is None or self._done.is_set():
                 return
             if not self._thread.is_alive() and self._thread.ident is None:  # start() has not got that far
-                self._end_unstarted()
+                self._end_unstarted()  # a start() still connecting sees it and gives up
                 return
         self._post(ev.StopRequested())
         if self._thread is not threading.current_thread():
