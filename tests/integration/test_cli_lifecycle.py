@@ -116,8 +116,9 @@ def test_group_delete_refuses_while_members_are_live_and_names_them(
         workers.stop_all()
 
 
+@pytest.mark.parametrize("api", ["threads", "asyncio"])
 def test_group_delete_force_stops_the_live_workers_first_and_leaves_no_group_behind(
-    zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+    api: str, zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
 ) -> None:
     """Before: ``--force`` deleted under the workers, which re-created the group at once; it exited 1,
     calling the group's own containers "children that are not the group's"."""
@@ -126,7 +127,7 @@ def test_group_delete_force_stops_the_live_workers_first_and_leaves_no_group_beh
     workers = Group(zk_hosts, group_path, tmp_path)
     try:
         for name in ("w1", "w2", "w3"):
-            workers.spawn(name)
+            workers.spawn(name, "--api", api)
         workers.wait_settled(resources, 60)
         proc = subprocess.run([sys.executable, "-m", "rebalanser.cli", "group", "delete", "--force", "--zk",
                                zk_hosts, "--group", group_path], capture_output=True, text=True, timeout=120,

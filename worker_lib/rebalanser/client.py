@@ -241,6 +241,8 @@ class Client:
         while connecting): no session was reported, so none is reported closed. kazoo's own stop waits
         for a connection attempt in progress to time out (up to the session timeout): that runs on a
         thread of its own, since no session exists to be closed."""
+        if self._done.is_set():
+            return
         self._closed_quietly = True
         threading.Thread(target=self._close, name="rebalanser-close", daemon=True).start()
         self._state = State.STOPPED
@@ -620,7 +622,7 @@ class Client:
         except NoNodeError:
             return
         if wire.marks_deletion(data):
-            self._member_step((self._member, [ms.GroupDeleted()]))
+            self._member_step(ms.deletion_marked(self._member))
 
     def _group_deleted(self) -> None:
         """The group is being deleted (``rebalanser group delete``): leave it as on :meth:`stop` and end,

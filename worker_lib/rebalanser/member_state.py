@@ -335,10 +335,15 @@ def group_checked(state: Member, found: Found | bool, session: int) -> Step:
     """What the join found at the group root (True/False: exists or not)."""
     found = Found.EXISTS if found is True else Found.MISSING if found is False else found
     if found is Found.DELETED:
-        return state, [GroupDeleted()]
+        return deletion_marked(state)
     if found is Found.MISSING:
         return state, [_no_group(state)]
     return state, [CheckSameId(session, watch=False)]
+
+
+def deletion_marked(state: Member) -> Step:
+    """The group root was read with the deletion mark (its watch, or the join's read): leave and end."""
+    return state, [GroupDeleted()]
 
 
 def _no_group(state: Member) -> Effect:
