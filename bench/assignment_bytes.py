@@ -49,7 +49,8 @@ class Group:
 
     def join(self, member_id: str) -> None:
         holder = Recorder()
-        client = Client(Options(self.hosts, self.path, member_id=member_id, session_timeout=10, min_interval=0.2),
+        client = Client(Options(self.hosts, self.path, member_id=member_id, create_group=True,
+                                session_timeout=10, min_interval=0.2),
                         holder)
         client.start()
         self.members[member_id] = (client, holder)

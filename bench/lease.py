@@ -34,7 +34,8 @@ def measure(timeout: float, tick_ms: int, seconds: float, base: Path) -> dict[st
         follower = ensemble.followers()[0]
         with admin_client(ensemble.leader().address) as admin:
             admin.create("/bench-lease/resources/r0", makepath=True)
-        client = Client(Options(follower.address, "/bench-lease", session_timeout=timeout, min_interval=0.1))
+        client = Client(Options(follower.address, "/bench-lease", create_group=True,
+                                session_timeout=timeout, min_interval=0.1))
         client.start()
         try:
             lease = client._lease

@@ -240,7 +240,7 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
     for member in ids:
         options = Options(
             hosts=args.zk, group=args.group, member_id=member, algorithm=Algorithm.parse(args.algorithm),
-            session_timeout=args.session_timeout, min_interval=args.min_interval,
+            session_timeout=args.session_timeout, min_interval=args.min_interval, create_group=True,
             **({"initial_quiet": args.initial_quiet} if args.initial_quiet is not None else {}),
         )
         client = Client(options, BenchHandler(member))

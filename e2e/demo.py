@@ -190,6 +190,7 @@ def set_up(stack: Stack) -> None:
         stack.install_chart()
         stack.start_operator()
         stack.apply_resource_group()
+        stack.wait_for_group()
     else:
         stack.say("--no-cluster: no control plane, no operator; the resources are created in ZooKeeper directly")
         stack.seed_resources()

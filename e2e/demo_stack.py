@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from base64 import b64encode
@@ -406,6 +407,23 @@ class Stack:
         self.say(f"applied ResourceGroup {NAMESPACE}/{GROUP}: resourceSets [{{prefix: {PREFIX}, "
                  f"count: {self.settings.resources}}}], ResourceBarrier, minIntervalSeconds 1 "
                  f"(manifest in {self.state / 'resourcegroup.json'})")
+
+    def wait_for_group(self, timeout: float = 120.0) -> None:
+        """Waits until the operator has created the group: a worker refuses a group that does not exist."""
+        zk = KazooClient(hosts=self.hosts, timeout=10)
+        zk.start(timeout=15)
+        try:
+            appeared = threading.Event()
+            if zk.exists(f"{GROUP_PATH}/resources", watch=lambda _event: appeared.set()) is None:
+                deadline = time.monotonic() + timeout
+                while zk.exists(f"{GROUP_PATH}/resources", watch=lambda _event: appeared.set()) is None:
+                    if not appeared.wait(max(0.0, deadline - time.monotonic())):
+                        raise RuntimeError(f"the operator did not create {GROUP_PATH} within {timeout:.0f} s")
+                    appeared.clear()
+        finally:
+            zk.stop()
+            zk.close()
+        self.say(f"the operator created {GROUP_PATH} in ZooKeeper")
 
     # -------------------------------------------------------------------------------- workers
 

@@ -7,6 +7,8 @@ says the resource is still ours (and with that token, so a downstream system cou
 ``on_revoked`` cancels the resources' tasks and waits for them: once it returns, nothing of ours runs on
 them any more and the member may hand them on. Stop it with SIGTERM or Ctrl-C: it stops its resources
 and leaves the group. One JSON line per event on stdout (``assigned``, ``revoked``, ``tick``, ``stopped``).
+The group must exist (``rebalanser group create --zk ... --group ...``, or a ResourceGroup): the member
+refuses a group that does not (``GroupNotFoundError``) rather than make one of its own.
 """
 
 from __future__ import annotations

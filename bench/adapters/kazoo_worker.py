@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--group", required=True)
     w.add_argument("--id", required=True)
     w.add_argument("--algorithm", default="resource-barrier")  # accepted for CLI compatibility
+    w.add_argument("--create-group", action="store_true")  # accepted too: the partitioner makes its paths
     w.add_argument("--session-timeout", type=float, default=10.0)
     w.add_argument("--min-interval", type=float, default=2.0, help="SetPartitioner time_boundary")
     w.add_argument("--tick", type=float, default=0.1)

@@ -28,6 +28,7 @@ from dataclasses import replace
 import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from rebalanser import __version__
 
 from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
@@ -46,6 +47,7 @@ LOG_FORMATS = {"json": kopf.LogFormat.JSON, "plain": kopf.LogFormat.PLAIN, "full
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="rebalanser-operator", description="Reconciles ResourceGroups.")
+    parser.add_argument("--version", action="version", version=f"rebalanser-operator {__version__}")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NS",
                        help="serve this namespace (repeatable; globs like 'team-*' allowed)")

@@ -113,7 +113,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 async def member(args: argparse.Namespace, stop: asyncio.Event) -> None:
-    options = Options(args.zk, args.group, member_id=args.id, session_timeout=10, min_interval=0.5)
+    options = Options(args.zk, args.group, member_id=args.id, create_group=True, session_timeout=10, min_interval=0.5)
     async with Client(options) as client:
         changes = client.assignments()
         emit(joined=True)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.zk
 
 
 def options(hosts: str, group: str, member: str, **kw: float) -> Options:
-    return Options(hosts, group, member_id=member, session_timeout=2, min_interval=0.1, **kw)  # type: ignore[arg-type]
+    return Options(hosts, group, member_id=member, create_group=True, session_timeout=2, min_interval=0.1, **kw)  # type: ignore[arg-type]
 
 
 def test_clients_on_one_loop_share_the_resources_and_hand_them_over(

@@ -394,6 +394,7 @@ class Fleet:
             "--algorithm", "resource-barrier" if s.kazoo else s.target,
             "--session-timeout", str(s.session_timeout), "--min-interval", str(s.interval),
             "--tick", str(s.tick), "--log-level", os.environ.get("CHAOS_WORKER_LOG_LEVEL", "INFO"),
+            "--create-group",
         ]
         if s.kazoo:
             return args

@@ -158,7 +158,8 @@ def test_a_flapping_link_never_holds_up_the_members_watches(chaos_single: ZkClus
     zk_admin.create(f"{group}/resources/a", makepath=True)
     proxy = FaultProxy([s.address for s in chaos_single.servers])
     handler = _Revocations()
-    client = Client(Options(proxy.hosts, group, member_id="m", session_timeout=2, min_interval=0.1), handler)
+    client = Client(Options(proxy.hosts, group, member_id="m", create_group=True,
+                            session_timeout=2, min_interval=0.1), handler)
     try:
         client.start()
         wait_for(lambda: client.owns("a") and client.role == "coordinator", 20, "never owned a, in office")

@@ -66,7 +66,7 @@ def test_resources_of_a_missing_group_say_how_to_make_it(
     zk_hosts: str, group_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = cli(capsys, "group", "resources", "add", "--zk", zk_hosts, "--group", group_path, "r0")
-    assert code == 1 and "does not exist" in err and "rebalanser group create" in err, err
+    assert code == 5 and "does not exist" in err and "rebalanser group create" in err, err
     assert "Traceback" not in err
 
 
@@ -103,8 +103,9 @@ def test_delete_is_refused_while_members_live_then_removes_the_layout_only(
         workers.stop_all()
     zk.create(f"{group_path}/someone-elses", b"keep")
     code, _, err = cli(capsys, "group", "delete", *base)
-    assert code == 1 and "someone-elses" in err, err
-    assert zk.get_children(group_path) == ["someone-elses"]
+    assert code == 1 and "someone-elses" in err and "nothing was deleted" in err, err
+    assert "someone-elses" in zk.get_children(group_path) and len(zk.get_children(f"{group_path}/resources")) == 4
+    assert zk.get(group_path)[0] == b""  # not marked deleted: members may go on joining it
     zk.delete(f"{group_path}/someone-elses")
     code, out, _ = cli(capsys, "group", "delete", *base)
     assert code == 0 and out.startswith(f"deleted {group_path}"), out
@@ -135,7 +136,7 @@ def test_the_api_adds_resources_in_batches_and_reads_the_config(zk_hosts: str, g
         assert len(group.resources()) == 1250
         config = group.config()
         assert config is not None and config.algorithm is Algorithm.GLOBAL_BARRIER
-        assert group.delete() == 1250 + len(("root", "resources", "clients", "owners", "assignment", "stopped",
+        assert group.delete().deleted == 1250 + len(("root", "resources", "clients", "owners", "assignment", "stopped",
                                              "config"))
 
 
@@ -216,3 +217,29 @@ def test_group_busy_error_names_the_members(zk_hosts: str, group_path: str, tmp_
             assert group.resources() == ["r0"]
         finally:
             workers.stop_all()
+
+
+def test_create_clears_the_mark_of_a_deletion_that_did_not_finish(
+    zk: KazooClient, zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """A deletion refused half-way (or interrupted) may leave the root marked deleted, which workers
+    refuse; ``group create`` makes the group usable again."""
+    from rebalanser import wire
+
+    with connect(zk_hosts) as client:
+        group = GroupAdmin(client, group_path)
+        group.create()
+        group.add_resources(["r0"])
+    zk.set(group_path, wire.DELETION_MARK)
+    proc = subprocess.run([sys.executable, "-m", "rebalanser.cli", "worker", "--zk", zk_hosts, "--group", group_path,
+                           "--id", "w1"], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 5 and "is being deleted" in proc.stderr, proc.stderr
+    with connect(zk_hosts) as client:
+        assert GroupAdmin(client, group_path).create() is True
+    assert zk.get(group_path)[0] == b""
+    workers = Group(zk_hosts, group_path, tmp_path, create_group=False)
+    try:
+        workers.spawn("w1")
+        workers.wait_settled({"r0"}, 60)
+    finally:
+        workers.stop_all()

@@ -46,7 +46,7 @@ class Calls(Recorder):
 
 
 def options(hosts: str, group: str, member_id: str = "m", **kw: object) -> Options:
-    return Options(hosts, group, member_id=member_id, session_timeout=2, min_interval=0.1, **kw)  # type: ignore[arg-type]
+    return Options(hosts, group, member_id=member_id, create_group=True, session_timeout=2, min_interval=0.1, **kw)  # type: ignore[arg-type]
 
 
 def test_owned_and_owns_agree_while_stop_runs(zk_hosts: str, zk: KazooClient, group_path: str) -> None:

@@ -42,7 +42,7 @@ def test_the_cli_rejects_a_bad_group_path_with_exit_code_2() -> None:
 
 def start(hosts: str, group: str, member: str) -> tuple[Client, Recorder]:
     handler = Recorder()
-    c = Client(Options(hosts, group, member_id=member, session_timeout=2, min_interval=0.1), handler)
+    c = Client(Options(hosts, group, member_id=member, create_group=True, session_timeout=2, min_interval=0.1), handler)
     c.start()
     return c, handler
 

@@ -47,7 +47,8 @@ class Blocking(Handler):
 
 
 def client(hosts: str, group: str, handler: Handler, **kw: float) -> Client:
-    return Client(Options(hosts, group, member_id="m", session_timeout=2, min_interval=0.1, **kw), handler)  # type: ignore[arg-type]
+    return Client(Options(hosts, group, member_id="m", create_group=True,
+                          session_timeout=2, min_interval=0.1, **kw), handler)  # type: ignore[arg-type]
 
 
 def test_graceful_stop_keeps_claims_and_membership_until_the_stop_callback_returns(
@@ -176,7 +177,8 @@ def test_a_raising_on_error_while_aborting_still_closes_the_client(
 ) -> None:
     add_resources(zk, group_path, ["a"])
     rec = FailingReporter()
-    options = Options(zk_hosts, group_path, member_id="m", session_timeout=2, expiry_policy=ExpiryPolicy.SHUTDOWN)
+    options = Options(zk_hosts, group_path, member_id="m", create_group=True,
+                      session_timeout=2, expiry_policy=ExpiryPolicy.SHUTDOWN)
     c = Client(options, rec)
     c.start()
     try:
@@ -245,7 +247,8 @@ def test_a_member_granted_a_resource_whose_stop_callback_still_hangs_steps_aside
                  lambda: f"its member node stayed: {zk.get_children(f'{group_path}/clients')}")
         assert zk.exists(f"{group_path}/owners/a") is None, "it kept the claim on a while on standby"
         worked = Worked()
-        other = Client(Options(zk_hosts, group_path, member_id="n", session_timeout=2, min_interval=0.1), worked)
+        other = Client(Options(zk_hosts, group_path, member_id="n", create_group=True,
+                               session_timeout=2, min_interval=0.1), worked)
         other.start()
         wait_for(lambda: worked.owned == {"a"}, 10, lambda: f"a never moved to the other member: {worked.owned}")
         assert handler.assigned == [("a",)], f"on_assigned ran while on_revoked(a) hung: {handler.assigned}"
@@ -277,7 +280,8 @@ def test_a_member_on_standby_leaves_no_stop_marker_behind(zk_hosts: str, zk: Kaz
     campaign, seed 7202: none came). Stepping aside deletes it with the member node."""
     add_resources(zk, group_path, ["a"])
     handler = HangingStop()
-    c = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1, stop_timeout=0.3,
+    c = Client(Options(zk_hosts, group_path, member_id="m", create_group=True,
+                       session_timeout=2, min_interval=0.1, stop_timeout=0.3,
                        algorithm=Algorithm.GLOBAL_BARRIER), handler)
     c.start()
     try:
@@ -430,7 +434,8 @@ def test_a_claim_whose_release_failed_as_the_member_stepped_aside_is_released_on
         wait_for(lambda: "standby" in handler.sessions, 10,
                  lambda: f"the member never stepped aside: sessions {handler.sessions}")
         worked = Worked()
-        other = Client(Options(zk_hosts, group_path, member_id="n", session_timeout=2, min_interval=0.1), worked)
+        other = Client(Options(zk_hosts, group_path, member_id="n", create_group=True,
+                               session_timeout=2, min_interval=0.1), worked)
         other.start()
         wait_for(lambda: worked.owned == {"a", "b"}, 10,
                  lambda: f"the other member never got to work on everything: {worked.owned}; the claim on b "

@@ -84,7 +84,8 @@ def test_a_deleted_claim_is_stopped_at_once_and_claimed_again_with_a_new_token(
     a new claim, so a larger token."""
     add_resources(zk, group_path, ["a"])
     calls = Calls()
-    client = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1), calls)
+    client = Client(Options(zk_hosts, group_path, member_id="m", create_group=True,
+                            session_timeout=2, min_interval=0.1), calls)
     client.start()
     try:
         wait_for(lambda: client.owns("a"), 10, "never owned a")

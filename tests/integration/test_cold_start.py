@@ -59,7 +59,7 @@ def test_members_joining_a_fresh_group_one_by_one_claim_each_resource_about_once
     logs = [ClaimLog() for _ in range(MEMBERS)]
     # A generous quiet period: on a loaded machine one start() may take longer than the default.
     clients = [
-        Client(Options(zk_hosts, group_path, member_id=f"m{i}", session_timeout=10, min_interval=0.5,
+        Client(Options(zk_hosts, group_path, member_id=f"m{i}", create_group=True, session_timeout=10, min_interval=0.5,
                        initial_quiet=2.0, initial_max_wait=60), log)
         for i, log in enumerate(logs)
     ]

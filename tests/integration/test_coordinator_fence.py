@@ -26,7 +26,7 @@ from tests.support.workers import wait_for
 
 
 def options(hosts: str, group: str, member: str, **kw: Any) -> Options:
-    return Options(hosts, group, member_id=member, session_timeout=2, min_interval=0.1, **kw)
+    return Options(hosts, group, member_id=member, create_group=True, session_timeout=2, min_interval=0.1, **kw)
 
 
 def test_a_deposed_coordinator_deletes_no_stale_chunk(zk_hosts: str, zk: KazooClient, group_path: str) -> None:

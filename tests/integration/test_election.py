@@ -115,7 +115,8 @@ def test_a_coordinator_whose_epoch_was_taken_steps_down_and_rejoins(
 ) -> None:
     add_resources(zk, group_path, ["a"])
     handler = Recorder()
-    client = Client(Options(zk_hosts, group_path, member_id="solo", session_timeout=2, min_interval=0.1), handler)
+    client = Client(Options(zk_hosts, group_path, member_id="solo", create_group=True,
+                            session_timeout=2, min_interval=0.1), handler)
     client.start()
     try:
         wait_for(lambda: handler.owned == {"a"}, 10, "never assigned")

@@ -99,7 +99,8 @@ def test_a_coordinator_from_before_the_group_was_recreated_cannot_write_into_the
     clients: dict[str, Client] = {}
 
     def start(member: str) -> None:
-        options = Options(zk_hosts, group_path, member_id=member, session_timeout=3, min_interval=0.1)
+        options = Options(zk_hosts, group_path, member_id=member, create_group=True,
+                          session_timeout=3, min_interval=0.1)
         clients[member] = Client(options, recorders[member])
         clients[member].start()
 
@@ -139,7 +140,8 @@ def test_a_coordinator_whose_writes_keep_failing_backs_off_and_resigns(
     with back-off (not in a tight loop) and, after repeated failures, resign and take office afresh."""
     add_resources(zk, group_path, ["a"])
     rec = Recorder()
-    c = Client(Options(zk_hosts, group_path, member_id="solo", session_timeout=3, min_interval=0.0), rec)
+    c = Client(Options(zk_hosts, group_path, member_id="solo", create_group=True,
+                       session_timeout=3, min_interval=0.0), rec)
     c.start()
     try:
         wait_for(lambda: rec.owned == {"a"} and zk.exists(f"{group_path}/state") is not None, 15, "never settled")

@@ -69,7 +69,7 @@ def test_a_join_step_queued_before_a_session_expiry_joins_the_new_session_once(
     library_log.setLevel(logging.INFO)
     library_log.addHandler(said)
     handler = _SlowStop()
-    client = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=SESSION_TIMEOUT,
+    client = Client(Options(zk_hosts, group_path, member_id="m", create_group=True, session_timeout=SESSION_TIMEOUT,
                             min_interval=0.1, stop_timeout=60), handler)
     earlier = KazooClient(hosts=zk_hosts, timeout=10)
     earlier.start(timeout=15)

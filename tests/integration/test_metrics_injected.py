@@ -24,7 +24,8 @@ def test_two_clients_in_one_process_report_their_own_series(
     add_resources(zk, group_path, RESOURCES)
     registries = {name: CollectorRegistry() for name in ("a", "b")}
     handlers = {name: Recorder() for name in registries}
-    clients = {name: Client(Options(zk_hosts, group_path, member_id=name, session_timeout=4, min_interval=0.1,
+    clients = {name: Client(Options(zk_hosts, group_path, member_id=name, create_group=True,
+                                    session_timeout=4, min_interval=0.1,
                                     metrics=PrometheusMetrics(registries[name])), handlers[name])
                for name in registries}
     try:

@@ -121,7 +121,8 @@ def clients(
         handler = Recorder()
         from rebalanser.config import Algorithm
 
-        client = Client(Options(zk_hosts, group_path, member_id=member, session_timeout=2, min_interval=0.1,
+        client = Client(Options(zk_hosts, group_path, member_id=member, create_group=True,
+                                session_timeout=2, min_interval=0.1,
                                 algorithm=Algorithm.parse(algorithm),
                                 metrics=PrometheusMetrics(registry, {"member": member})), handler)
         started.append(client)

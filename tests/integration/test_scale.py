@@ -48,7 +48,8 @@ def test_a_hundred_thousand_resources_are_shared_without_gaps_or_doubles(
     create_resources(zk, group_path, names)
     handlers = [Recorder() for _ in range(2)]
     clients = [
-        Client(Options(zk_hosts, group_path, member_id=f"m{i}", session_timeout=10, min_interval=0.5), h)
+        Client(Options(zk_hosts, group_path, member_id=f"m{i}", create_group=True,
+                       session_timeout=10, min_interval=0.5), h)
         for i, h in enumerate(handlers)
     ]
     started = time.monotonic()

@@ -85,7 +85,8 @@ def test_forced_expiry_with_reconnect_rejoins_and_gets_resources_back(
 ) -> None:
     add_resources(zk, group_path, ["a", "b"])
     rec = Recorder()
-    client = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1), rec)
+    client = Client(Options(zk_hosts, group_path, member_id="m", create_group=True,
+                            session_timeout=2, min_interval=0.1), rec)
     client.start()
     try:
         wait_for(lambda: rec.owned == {"a", "b"}, 10, "never assigned")
@@ -105,7 +106,8 @@ def test_forced_expiry_with_reconnect_rejoins_and_gets_resources_back(
 def test_forced_expiry_with_shutdown_ends_the_client(zk_hosts: str, zk: KazooClient, group_path: str) -> None:
     add_resources(zk, group_path, ["a"])
     rec = Recorder()
-    options = Options(zk_hosts, group_path, member_id="m", session_timeout=2, expiry_policy=ExpiryPolicy.SHUTDOWN)
+    options = Options(zk_hosts, group_path, member_id="m", create_group=True,
+                      session_timeout=2, expiry_policy=ExpiryPolicy.SHUTDOWN)
     client = Client(options, rec)
     client.start()
     wait_for(lambda: rec.owned == {"a"}, 10, "never assigned")

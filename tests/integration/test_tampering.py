@@ -50,7 +50,7 @@ def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
 def in_process(hosts: str, group: str, member: str, **options: object) -> tuple[Client, Recorder]:
     handler = Recorder()
     settings: dict[str, object] = {"session_timeout": 2, "min_interval": 0.1, **options}
-    return Client(Options(hosts, group, member_id=member, **settings), handler), handler  # type: ignore[arg-type]
+    return Client(Options(hosts, group, member_id=member, create_group=True, **settings), handler), handler  # type: ignore[arg-type]
 
 
 def revoked_since(worker: Worker, ts: int) -> set[str]:
@@ -256,7 +256,8 @@ def test_reports_of_a_replaced_coordinator_instance_are_ignored(
     depose the new one: no extra role events, no extra epoch bump."""
     add_resources(zk, group_path, ["a"])
     handler = Gated()
-    client = Client(Options(zk_hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1), handler)
+    client = Client(Options(zk_hosts, group_path, member_id="m", create_group=True,
+                            session_timeout=2, min_interval=0.1), handler)
     starter = threading.Thread(target=client.start)
     starter.start()
     try:

@@ -39,6 +39,14 @@ def test_peering_and_standalone_are_exclusive() -> None:
         parse_args(["-n", "a", "--peering", "p", "--standalone"])
 
 
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from rebalanser import __version__
+
+    with pytest.raises(SystemExit) as ended:
+        parse_args(["--version"])
+    assert ended.value.code == 0 and capsys.readouterr().out == f"rebalanser-operator {__version__}\n"
+
+
 def test_settings_keep_kopf_state_in_the_project_domain_and_bound_watches() -> None:
     settings = operator_settings()
     assert settings.persistence.finalizer == FINALIZER == "rebalanser.io/finalizer"

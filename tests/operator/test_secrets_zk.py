@@ -120,7 +120,7 @@ def test_a_worker_at_debug_level_logs_no_password(zk: KazooClient, zk_hosts: str
         proc = subprocess.Popen(
             [sys.executable, "-m", "rebalanser.cli", "worker", "--zk", zk_hosts, "--group", group_path, "--id", "w1",
              "--json", "--zk-user", "user", "--zk-password-file", str(password_file), "--zk-password-poll", "0.2",
-             "--log-level", "DEBUG"],
+             "--log-level", "DEBUG", "--verbose", "--create-group"],
             stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, cwd=REPO)
     try:
         assert proc.stdout is not None

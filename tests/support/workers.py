@@ -130,6 +130,7 @@ class Group:
     tick: float = 0.05
     extra: list[str] = field(default_factory=list)
     module: str = "rebalanser.cli"
+    create_group: bool = True  # the first worker makes the group (tests start on a fresh path)
     workers: dict[str, Worker] = field(default_factory=dict)
     retired: list[Worker] = field(default_factory=list)
 
@@ -140,7 +141,7 @@ class Group:
             "worker", "--zk", hosts or self.hosts, "--group", self.path, "--id", member_id, "--json",
             "--algorithm", self.algorithm, "--session-timeout", str(self.session_timeout),
             "--min-interval", str(self.min_interval), "--tick", str(self.tick), "--log-level", "INFO",
-            *self.extra, *extra,
+            *(["--create-group"] if self.create_group else []), *self.extra, *extra,
         ]
         if member_id in self.workers:
             self.retired.append(self.workers[member_id])

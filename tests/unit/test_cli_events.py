@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pytest
 from rebalanser.cli import EventLog, SimulatedWork
@@ -21,3 +22,33 @@ def test_a_failing_stop_handler_still_reports_revoked() -> None:
         work.on_revoked(["a"])
     revoked = [e for e in _events(out) if e["event"] == "revoked"]
     assert revoked and revoked[0]["resources"] == ["a"], _events(out)
+
+
+class ClosedPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_output_calls_on_closed_once_and_silences_the_rest() -> None:
+    """``rebalanser worker | head``: the worker leaves as on SIGTERM, and nothing more fails on stdout."""
+    calls: list[int] = []
+    log = EventLog("w0", True, ClosedPipe())
+    log.on_closed = lambda: calls.append(1)
+    for _ in range(3):
+        log.emit("tick", resource="a", token=1)
+    assert calls == [1]
+
+
+def test_without_json_ticks_are_counted_not_printed() -> None:
+    out = io.StringIO()
+    log = EventLog("w0", False, out, summary_interval=0.01)
+    log.emit("assigned", resources=["a", "b"], token=3)
+    for _ in range(50):
+        log.emit("tick", resource="a", token=3)
+    assert out.getvalue().splitlines() == ["[w0] assigned resources=a,b token=3"]
+    log.start_summaries()
+    deadline = time.monotonic() + 10
+    while "working on" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    log.close()
+    assert "[w0] working on 2 resources: a, b; 50 units of work in the last 0.01 s" in out.getvalue()

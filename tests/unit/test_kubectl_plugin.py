@@ -61,3 +61,49 @@ def test_secret_references_name_the_keys_the_plugin_reads(tmp_path: Path) -> Non
     plain = access_from({**rg, "spec": {"zookeeper": {"connect": "zk:2181", "credentialsSecret": "zk-digest",
                                                       "tls": {"secret": "zk-tls"}}}})
     assert plain.credential_keys == ("username", "password") and plain.tls_keys == ("ca.crt", "tls.crt", "tls.key")
+
+
+FAKE_KUBECTL = """#!{python}
+import json, sys
+with open({log!r}, "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+print(json.dumps({{"metadata": {{"name": "orders", "namespace": "shop"}},
+                  "spec": {{"zookeeper": {{"connect": "zk-0.zk.zookeeper.svc:2181"}}}}}}))
+"""
+
+
+def test_zk_and_context_reach_a_port_forwarded_ensemble_through_another_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: no ``--zk`` (the in-cluster connect string only) and no ``--context``."""
+    import json
+    import socket
+    import sys
+
+    from rebalanser.kubectl_plugin import main
+
+    calls = tmp_path / "calls"
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL.format(python=sys.executable, log=str(calls)))
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("KUBECTL", str(kubectl))
+    with socket.socket() as closed:  # bound, never listening: nothing answers there
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        code = main(["status", "--rg", "orders", "-n", "shop", "--context", "kind-rebalanser",
+                     "--zk", f"127.0.0.1:{port}", "--connect-timeout", "1"])
+    assert code == 4
+    assert f"cannot connect to ZooKeeper at 127.0.0.1:{port} within 1 s" in capsys.readouterr().err
+    argv = json.loads(calls.read_text().splitlines()[0])
+    assert argv[:4] == ["--context", "kind-rebalanser", "-n", "shop"] and "resourcegroups.rebalanser.io" in argv
+
+
+@pytest.mark.parametrize("argv", [["rebalanser", "--version"], ["kubectl-rebalanser", "--version"]])
+def test_both_commands_print_their_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from rebalanser import __version__
+    from rebalanser.kubectl_plugin import _parser as plugin_parser
+
+    with pytest.raises(SystemExit) as ended:
+        (parser() if argv[0] == "rebalanser" else plugin_parser()).parse_args(argv[1:])
+    assert ended.value.code == 0
+    assert capsys.readouterr().out == f"{argv[0]} {__version__}\n"

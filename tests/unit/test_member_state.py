@@ -32,8 +32,8 @@ def test_the_first_connection_announces_it_and_takes_a_join_step() -> None:
     assert state.session == S1 and state.announced == S1 and not state.joined
 
 
-def test_a_join_step_creates_the_group_root_only_on_the_first_join() -> None:
-    state, _ = connected(ms.START)
+def test_a_join_step_creates_the_group_root_only_on_the_first_join_of_a_member_asked_to() -> None:
+    state, _ = connected(ms.start(create_group=True))
     _, effects = ms.join_step(state, S1, ending=False)
     assert effects == [ms.Enter(State.JOINING), ms.EnsureGroup(True, S1)]
     state, _ = ms.node_created(state, NODE, S1)
@@ -64,10 +64,24 @@ def test_the_steps_of_a_join_end_with_a_member_node_then_the_sync() -> None:
     assert not state.in_session(S2)
 
 
-def test_a_group_gone_is_waited_for_never_created_again() -> None:
+def test_by_default_a_first_join_never_creates_the_group_and_ends_on_a_missing_one() -> None:
     state, _ = connected(ms.START)
+    _, effects = ms.join_step(state, S1, ending=False)
+    assert effects == [ms.Enter(State.JOINING), ms.EnsureGroup(False, S1)]
+    assert ms.group_checked(state, ms.Found.MISSING, S1) == (state, [ms.GroupMissing()])
+    assert ms.node_created(state, None, S1) == (state, [ms.GroupMissing()])
+
+
+def test_a_group_gone_after_a_join_is_waited_for_never_created_again() -> None:
+    state = joined()
+    state, _ = ms.evicted(state)
     assert ms.group_checked(state, False, S1) == (state, [ms.AwaitGroup()])
     assert ms.node_created(state, None, S1) == (state, [ms.AwaitGroup()])
+
+
+def test_a_group_marked_deleted_ends_the_member_whether_or_not_it_joined_before() -> None:
+    for state in (connected(ms.start(create_group=True))[0], ms.evicted(joined())[0]):
+        assert ms.group_checked(state, ms.Found.DELETED, S1) == (state, [ms.GroupDeleted()])
 
 
 def test_an_earlier_incarnation_is_waited_for_2t_plus_5s_then_the_id_is_a_duplicate() -> None:

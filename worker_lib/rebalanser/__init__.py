@@ -9,6 +9,8 @@ from rebalanser.client import Client, State, StopTimeoutError
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import (
     CorruptDataError,
+    GroupDeletedError,
+    GroupNotFoundError,
     InvalidInputError,
     NotCoordinatorError,
     RebalanserError,
@@ -23,6 +25,8 @@ __all__ = [
     "CorruptDataError",
     "ExpiryPolicy",
     "GroupConfig",
+    "GroupDeletedError",
+    "GroupNotFoundError",
     "Handler",
     "InvalidInputError",
     "NotCoordinatorError",

@@ -23,8 +23,12 @@ What it guarantees:
 - Every operation is idempotent: creating an existing group, adding a resource that exists or removing
   one that does not changes nothing and is not an error. The returned lists say what did change.
 - :meth:`GroupAdmin.delete` removes only the group's own layout (the children named in
-  :mod:`rebalanser.paths` and what lies below them), then the root. It refuses while members are live
-  (unless ``force``) and leaves a root holding anything else in place, naming what it found.
+  :mod:`rebalanser.paths` and what lies below them), then the root. It refuses while members are live,
+  naming them, unless ``force``: then it first marks the group deleted (the root's data), which has
+  every member leave gracefully and end (:class:`~rebalanser.errors.GroupDeletedError`) instead of
+  re-creating what is being deleted, and waits for them (bounded) before it deletes. What is left and
+  the root go in one transaction, so nothing is re-created in between: it never leaves an empty group
+  behind. A root holding anything outside the layout is left in place (unmarked), naming what it found.
 
 It does not promise atomicity across calls: a worker that joins while resources are being added sees
 them arrive over several rebalances, which is what the protocol is for.
@@ -32,25 +36,29 @@ them arrive over several rebalances, which is what the protocol is for.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import WatchedEvent
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
 from rebalanser import wire
 from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.connect_string import parse_connect_string
 from rebalanser.credentials import DigestState, PasswordFile, PasswordFileError, read_password
-from rebalanser.errors import InvalidInputError, RebalanserError
+from rebalanser.errors import GroupNotFoundError, InvalidInputError, RebalanserError
 from rebalanser.paths import GroupPaths, MemberNode, validate_resource_name
 from rebalanser.tls import TlsOptions
 
 __all__ = [
     "Credentials",
+    "Deletion",
     "GroupAdmin",
     "GroupBusyError",
     "GroupManagedError",
@@ -64,10 +72,10 @@ Credentials = tuple[str, str] | PasswordFile
 #: The group root's children that belong to the protocol (docs/protocol.md): ``delete`` removes these.
 KNOWN_CHILDREN = ("resources", "clients", "epoch", "config", "owners", "assignment", "barrier", "stopped", "state")
 _BATCH = 1000  # requests in flight at once
-
-
-class GroupNotFoundError(RebalanserError):
-    """The group does not exist (``rebalanser group create`` makes it)."""
+_AT_ONCE = 500  # at most this many znodes left over are deleted with the root in one transaction
+DELETE_PASSES = 8
+#: How long :meth:`GroupAdmin.delete` waits for live members to leave a group marked deleted.
+MEMBERS_LEAVE_WAIT = 60.0
 
 
 class GroupManagedError(RebalanserError):
@@ -82,11 +90,22 @@ class GroupNotEmptyError(RebalanserError):
     """The group root holds children that are not the protocol's; they were left in place."""
 
 
+@dataclass(frozen=True)
+class Deletion:
+    """What :meth:`GroupAdmin.delete` did: znodes deleted, the members that were live when it began,
+    and those of them still there when it stopped waiting (their nodes were deleted with the group)."""
+
+    deleted: int
+    members: tuple[str, ...] = ()
+    stayed: tuple[str, ...] = ()
+
+
 @contextmanager
 def connect(
     hosts: str, *, credentials: Credentials | None = None, tls: TlsOptions | None = None, timeout: float = 15.0,
 ) -> Iterator[KazooClient]:
     """A started client with the worker's connection options; closed when the block ends."""
+    parse_connect_string(hosts)
     auth, acl = _digest(credentials)
     zk = KazooClient(hosts=hosts, timeout=timeout, auth_data=auth, default_acl=acl,
                      **(tls.kazoo_arguments() if tls is not None else {}))
@@ -144,7 +163,7 @@ class GroupAdmin:
             created = True
         except NodeExistsError:
             self._check_unmanaged()
-            created = False
+            created = self._unmark()
         for container in self.paths.containers()[1:]:
             try:
                 self._zk.create(container, b"")
@@ -154,32 +173,112 @@ class GroupAdmin:
             self.set_config(config)
         return created
 
-    def delete(self, *, force: bool = False) -> int:
-        """Deletes the group's layout and then its root; returns how many znodes went. Members live in the
-        group refuse it (:class:`GroupBusyError`) unless ``force`` (their sessions' nodes go too; they
-        re-create the group as they notice). Other children of the root are left, and the root with them
-        (:class:`GroupNotEmptyError`). A missing group deletes nothing."""
+    def delete(self, *, force: bool = False, wait: float = MEMBERS_LEAVE_WAIT) -> Deletion:
+        """Deletes the group's layout and then its root. Members live in the group refuse it
+        (:class:`GroupBusyError`, naming them) unless ``force``: the root is marked deleted first, every
+        member leaves (as on a stop) and ends, and the deletion waits up to ``wait`` seconds for them to
+        go; the nodes of any that stay are deleted with the group. Other children of the root are left,
+        and the root with them, unmarked (:class:`GroupNotEmptyError`). A missing group deletes nothing."""
         if not self.exists():
-            return 0
+            return Deletion(0)
         self._check_unmanaged()
-        live = self.members()
+        live = tuple(self.members())
         if live and not force:
             raise GroupBusyError(
-                f"{len(live)} members are live in {self.paths.root} ({', '.join(live[:5])}"
-                f"{', …' if len(live) > 5 else ''}): stop them first, or force the deletion (--force)"
+                f"{len(live)} members are live in {self.paths.root}: {_some(live)}; stop them first, or "
+                "delete it with --force (they leave the group and end)"
             )
-        deleted = sum(_delete_tree(self._zk, f"{self.paths.root}/{child}") for child in KNOWN_CHILDREN)
-        try:
-            self._zk.delete(self.paths.root)
-        except NoNodeError:
-            return deleted
-        except NotEmptyError:
-            left = sorted(self._zk.get_children(self.paths.root))
+        self._check_layout()
+        self._mark()
+        stayed = tuple(self._wait_for_members(wait)) if live else ()
+        return Deletion(self._delete_all(), live, stayed)
+
+    def _check_layout(self) -> None:
+        unknown = sorted(set(self._children(self.paths.root)) - set(KNOWN_CHILDREN))
+        if unknown:
             raise GroupNotEmptyError(
-                f"{self.paths.root} holds children that are not the group's ({', '.join(left[:10])}); "
-                f"deleted the group's own {deleted} znodes and left the root in place"
-            ) from None
-        return deleted + 1
+                f"{self.paths.root} holds children that are not the group's ({', '.join(unknown[:10])}); "
+                "nothing was deleted"
+            )
+
+    def _mark(self) -> None:
+        try:
+            self._zk.set(self.paths.root, wire.DELETION_MARK)
+        except NoNodeError:
+            pass
+
+    def _unmark(self) -> bool:
+        """Clears a deletion mark left by a deletion that did not finish; True if there was one."""
+        data, stat = self._zk.get(self.paths.root)
+        if not wire.marks_deletion(data):
+            return False
+        self._zk.set(self.paths.root, b"", version=stat.version)
+        return True
+
+    def _wait_for_members(self, wait: float) -> list[str]:
+        """Waits up to ``wait`` seconds for ``G/clients`` to empty; the members still there."""
+        changed = threading.Event()
+
+        def fired(_event: WatchedEvent) -> None:
+            changed.set()
+
+        deadline = time.monotonic() + wait
+        while True:
+            changed.clear()
+            try:
+                left = self._zk.get_children(self.paths.clients, watch=fired)
+            except NoNodeError:
+                return []
+            if not left or time.monotonic() >= deadline:
+                return [node.member_id for node in sorted(filter(None, map(MemberNode.parse, left)))]
+            changed.wait(max(0.0, deadline - time.monotonic()))
+
+    def _delete_all(self) -> int:
+        """The layout's subtrees in bulk, then what is left with the root in one transaction (a member
+        re-creating something in between makes it fail: then again, after a growing pause)."""
+        deleted = 0
+        for attempt in range(DELETE_PASSES):
+            if attempt:
+                time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
+            for child in self._children(self.paths.root):
+                if child in KNOWN_CHILDREN:
+                    deleted += _delete_tree(self._zk, f"{self.paths.root}/{child}")
+            removed = self._delete_rest_with_root()
+            if removed is not None:
+                return deleted + removed
+        raise GroupBusyError(f"{self.paths.root} keeps getting new znodes; stop its members and delete it again")
+
+    def _delete_rest_with_root(self) -> int | None:
+        """What is left below the root, and the root, in ONE transaction: the count (0: the root is
+        already gone), or None when it must be tried again."""
+        try:
+            children = self._zk.get_children(self.paths.root)
+        except NoNodeError:
+            return 0
+        unknown = sorted(set(children) - set(KNOWN_CHILDREN))
+        if unknown:
+            self._unmark()
+            raise GroupNotEmptyError(
+                f"{self.paths.root} holds children that are not the group's ({', '.join(unknown[:10])}); "
+                "deleted the group's own znodes and left the root in place"
+            )
+        nodes: list[str] = []
+        if not all(_collect_bottom_up(self._zk, f"{self.paths.root}/{child}", nodes) for child in children):
+            return None
+        if len(nodes) >= _AT_ONCE:
+            return None
+        transaction = self._zk.transaction()
+        for node in [*nodes, self.paths.root]:
+            transaction.delete(node)
+        if any(isinstance(result, Exception) for result in transaction.commit()):
+            return None
+        return len(nodes) + 1
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self._zk.get_children(path))
+        except NoNodeError:
+            return []
 
     def members(self) -> list[str]:
         """The live members' ids, in election order."""
@@ -296,6 +395,24 @@ class GroupAdmin:
 
     def _not_found(self) -> GroupNotFoundError:
         return GroupNotFoundError(f"group {self.paths.root} does not exist (rebalanser group create makes it)")
+
+
+def _some(members: Sequence[str], shown: int = 5) -> str:
+    return ", ".join(members[:shown]) + (f", … (+{len(members) - shown})" if len(members) > shown else "")
+
+
+def _collect_bottom_up(zk: KazooClient, node: str, into: list[str]) -> bool:
+    """Appends ``node``'s descendants, then ``node`` (children first); False when it is gone meanwhile
+    or there are more than one transaction takes."""
+    try:
+        children = zk.get_children(node)
+    except NoNodeError:
+        return False
+    for child in children:
+        if len(into) >= _AT_ONCE or not _collect_bottom_up(zk, f"{node}/{child}", into):
+            return False
+    into.append(node)
+    return True
 
 
 def _validated(names: Iterable[str]) -> list[str]:

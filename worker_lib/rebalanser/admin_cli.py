@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from rebalanser.admin import Credentials, GroupAdmin, connect
+from rebalanser.admin import MEMBERS_LEAVE_WAIT, Credentials, Deletion, GroupAdmin, connect
+from rebalanser.cli_args import OneLineParser, non_negative_seconds, positive_seconds
 from rebalanser.config import Algorithm, GroupConfig
+from rebalanser.errors import InvalidInputError
 from rebalanser.tls import TlsOptions
 
 __all__ = ["add_parser", "run_group"]
@@ -26,7 +28,7 @@ __all__ = ["add_parser", "run_group"]
 ALGORITHMS = ["resource-barrier", "global-barrier"]
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+def add_parser(sub: argparse._SubParsersAction[OneLineParser],
                connection: Callable[[argparse.ArgumentParser], None]) -> None:
     """Adds ``group`` and its subcommands; ``connection`` adds the shared connection options."""
     g = sub.add_parser("group", help="create a group, add and remove its resources, set its config, delete it")
@@ -47,22 +49,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _settings(config)
     config.add_argument("--clear", action="store_true",
                         help="delete G/config: every worker goes back to its own options")
-    delete = actions.add_parser("delete", help="delete the group's znodes (refused while members are live)")
+    delete = actions.add_parser(
+        "delete", help="delete the group's znodes (refused while members are live, naming them)")
     connection(delete)
-    delete.add_argument("--force", action="store_true", help="delete it even while members are live")
+    delete.add_argument("--force", action="store_true",
+                        help="delete it even while members are live: they leave the group and end first "
+                             "(a worker exits 5)")
+    delete.add_argument("--wait", type=positive_seconds, default=MEMBERS_LEAVE_WAIT, metavar="SECONDS",
+                        help="with --force, how long to wait for the members to leave (default: %(default)s)")
 
 
 def _settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algorithm", choices=ALGORITHMS, help="how rebalances hand resources over")
-    p.add_argument("--min-interval", type=float, metavar="SECONDS", help="least time between two rebalances")
-    p.add_argument("--max-interval", type=float, metavar="SECONDS", help="the most the interval may be raised to")
-    p.add_argument("--departure-grace", type=float, metavar="SECONDS",
+    p.add_argument("--min-interval", type=non_negative_seconds, metavar="SECONDS",
+                   help="least time between two rebalances")
+    p.add_argument("--max-interval", type=positive_seconds, metavar="SECONDS",
+                   help="the most the interval may be raised to")
+    p.add_argument("--departure-grace", type=non_negative_seconds, metavar="SECONDS",
                    help="how long a departed member's resources wait for it to come back")
 
 
 def run_group(args: argparse.Namespace, credentials: Credentials | None, tls: TlsOptions | None) -> int:
     """Runs one ``group`` subcommand; errors propagate to :func:`rebalanser.cli.main`."""
-    with connect(args.zk, credentials=credentials, tls=tls) as zk:
+    if args.group_command == "resources" and args.resources_command != "list":
+        args.names = list(args.names) + _read_names(args.from_file)  # a bad file fails before connecting
+    with connect(args.zk, credentials=credentials, tls=tls, timeout=args.connect_timeout) as zk:
         group = GroupAdmin(zk, args.group)
         command = args.group_command
         if command == "create":
@@ -71,9 +82,25 @@ def run_group(args: argparse.Namespace, credentials: Credentials | None, tls: Tl
             return _resources(group, args)
         if command == "config":
             return _config(group, args)
-        deleted = group.delete(force=args.force)
-        print(f"deleted {group.paths.root} ({deleted} znodes)" if deleted else f"{group.paths.root} does not exist")
-        return 0
+        return _delete(group, args)
+
+
+def _delete(group: GroupAdmin, args: argparse.Namespace) -> int:
+    deletion = group.delete(force=args.force, wait=args.wait)
+    print(_deleted(group.paths.root, deletion))
+    return 0
+
+
+def _deleted(root: str, deletion: Deletion) -> str:
+    if not deletion.deleted:
+        return f"{root} does not exist"
+    line = f"deleted {root} ({deletion.deleted} znodes)"
+    left = len(deletion.members) - len(deletion.stayed)
+    if deletion.members:
+        line += f"; {left} of {len(deletion.members)} members left it first"
+    if deletion.stayed:
+        line += f" (not within --wait: {', '.join(deletion.stayed[:5])})"
+    return line
 
 
 def _changes(args: argparse.Namespace) -> dict[str, Any]:
@@ -98,7 +125,7 @@ def _resources(group: GroupAdmin, args: argparse.Namespace) -> int:
         for name in group.resources():
             print(name)
         return 0
-    names = list(args.names) + list(_read_names(args.from_file))
+    names = args.names
     if not names:
         print(f"rebalanser group resources {verb}: name at least one resource", file=sys.stderr)
         return 2
@@ -108,15 +135,22 @@ def _resources(group: GroupAdmin, args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_names(path: str | None) -> Iterator[str]:
+def _read_names(path: str | None) -> list[str]:
+    """The names in ``path`` ('-': stdin), one per line; :class:`InvalidInputError` when it cannot be read."""
     if not path:
-        return
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+        return []
+    if path == "-":
+        return _names(sys.stdin)
     try:
-        yield from (line.strip() for line in stream if line.strip())
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
+        with open(path, encoding="utf-8") as stream:
+            return _names(stream)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidInputError(f"--from-file {path}: {reason}") from None
+
+
+def _names(stream: Iterable[str]) -> list[str]:
+    return [line.strip() for line in stream if line.strip()]
 
 
 def _config(group: GroupAdmin, args: argparse.Namespace) -> int:

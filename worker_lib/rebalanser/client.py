@@ -45,7 +45,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata
+from rebalanser import baddata, wire
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
@@ -53,9 +53,15 @@ from rebalanser import standby as sb
 from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
 from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
-from rebalanser.containers import ensure_group
+from rebalanser.containers import check_group
 from rebalanser.coordinator import Coordinator
-from rebalanser.errors import CorruptDataError, DuplicateMemberError, RebalanserError
+from rebalanser.errors import (
+    CorruptDataError,
+    DuplicateMemberError,
+    GroupDeletedError,
+    GroupNotFoundError,
+    RebalanserError,
+)
 from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.follower import Follower, Hooks
 from rebalanser.handler import Handler
@@ -96,7 +102,7 @@ class Client:
         self._lease = Lease(options.lease_fraction)
         self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
-        self._member = ms.START  # joining, session and standby (replaced whole by each transition)
+        self._member = ms.start(options.create_group)  # joining, session, standby (replaced whole by each step)
         self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
         self._driving = False
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
@@ -104,6 +110,7 @@ class Client:
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
+        self._root_watch = lambda _event: self._post(ev.RootChanged())
         self._follower = Follower(self.paths, Hooks(  # which assignment applies now, and its reads
             zk=lambda: self.zk, me=lambda: self._me, post=self._post, apply=self._apply,
             stop_work=lambda: self._step(rs.stop_all(self._resources, After.NOTHING)),
@@ -116,6 +123,7 @@ class Client:
         self._thread: threading.Thread | None = None
         self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
         self._closed = False
+        self._closed_quietly = False
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
@@ -190,9 +198,14 @@ class Client:
             items = list(self._resources.owned.items())
         return {r: o[0] for r, o in items if self._valid(r, o)}
 
-    def start(self, timeout: float | None = None) -> None:
+    def start(self, timeout: float | None = None, *, connect_timeout: float | None = None) -> None:
         """Connects and joins the group; returns once this member's znode exists and it has read the
-        group's state. Raises :class:`DuplicateMemberError` when another live member uses our id."""
+        group's state. ``connect_timeout`` bounds the wait for a first connection (default: ``timeout``,
+        else the larger of 15 s and the session timeout), ``timeout`` the whole join. Raises kazoo's
+        timeout error when no server answered in time (the client is then stopped),
+        :class:`GroupNotFoundError` when the group does not exist (and ``Options.create_group`` is off),
+        :class:`GroupDeletedError` when it is being deleted, and :class:`DuplicateMemberError` when
+        another live member uses our id."""
         with self._lock:
             if self._thread is not None:
                 return
@@ -208,7 +221,11 @@ class Client:
             self._zk.add_listener(self._on_state)
             self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
             self._callbacks.start()
-        self._zk.start(timeout=timeout or max(15.0, self.options.session_timeout))
+        try:
+            self._connect(connect_timeout or timeout or max(15.0, self.options.session_timeout))
+        except BaseException:  # no server answered, stop() was called, or the caller was interrupted
+            self._end_unstarted()
+            raise
         self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
         self._prober.start()
         watcher = password_watcher(self._zk)
@@ -222,10 +239,38 @@ class Client:
         if self._failure is not None:
             raise self._failure
 
+    def _connect(self, timeout: float) -> None:
+        """kazoo's ``start``, also ended by :meth:`stop` from another thread (an asyncio caller
+        interrupted while connecting): kazoo's own waits for the whole timeout."""
+        assert self._zk is not None
+        connected = self._zk.start_async()
+        deadline = time.monotonic() + timeout
+        while not connected.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if self._done.is_set():
+                raise RebalanserError("stopped while connecting to ZooKeeper")
+            if time.monotonic() >= deadline:
+                raise self._zk.handler.timeout_exception("Connection time-out")
+
+    def _end_unstarted(self) -> None:
+        """Ends a client whose member thread never started (its connection failed, or it was stopped
+        while connecting): no session was reported, so none is reported closed. kazoo's own stop waits
+        for a connection attempt in progress to time out (up to the session timeout): that runs on a
+        thread of its own, since no session exists to be closed."""
+        if self._done.is_set():
+            return
+        self._closed_quietly = True
+        threading.Thread(target=self._close, name="rebalanser-close", daemon=True).start()
+        self._state = State.STOPPED
+        self._done.set()
+        self._settled.set()
+
     def stop(self, timeout: float | None = None) -> None:
         """Stops all resources (stop callbacks run to completion), then leaves the group."""
         with self._lock:
             if self._thread is None or self._done.is_set():
+                return
+            if not self._thread.is_alive() and self._thread.ident is None:  # start() has not got that far
+                self._end_unstarted()  # a start() still connecting sees it and gives up
                 return
         self._post(ev.StopRequested())
         if self._thread is not threading.current_thread():
@@ -356,6 +401,8 @@ class Client:
                 self._seat.in_office(seq, epoch)
             case ev.OwnNodeChanged(node):
                 self._check_own_node(node)
+            case ev.RootChanged():
+                self._watch_root()
             case ev.BadData(error):
                 self._bad_data(error)
             case ev.JoinStep():
@@ -547,10 +594,16 @@ class Client:
             case ms.JoinWhenCallbacksClear():
                 self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
             case ms.EnsureGroup(create_root, session):
-                exists = ensure_group(self.zk, self.paths, create_root=create_root)
-                self._member_step(ms.group_checked(self._member, exists, session))
+                found = check_group(self.zk, self.paths, create_root=create_root)
+                self._member_step(ms.group_checked(self._member, found, session))
             case ms.AwaitGroup():
                 self._await_group()
+            case ms.GroupMissing():
+                self._abort(GroupNotFoundError(
+                    f"group {self.paths.root} does not exist: create it with 'rebalanser group create' or a "
+                    "ResourceGroup (or let this member create it: Options.create_group)"))
+            case ms.GroupDeleted():
+                self._group_deleted()
             case ms.CheckSameId(session, watch):
                 self._check_same_id(session, watch)
             case ms.JoinTimer(after):
@@ -593,8 +646,9 @@ class Client:
         the way ends it: the rejoin it queued reads everything (or waits for the group). A read that
         fails otherwise is reported and the others still run (each arms a watch of its own)."""
         reads: list[tuple[str, Callable[[], None]]] = [
-            ("own node", lambda: self._check_own_node(me.name)), ("election", self._elect),
-            ("barrier", self._follower.read_barrier), ("assignment", lambda: self._follower.read_assignment(None))]
+            ("own node", lambda: self._check_own_node(me.name)), ("group root", self._watch_root),
+            ("election", self._elect), ("barrier", self._follower.read_barrier),
+            ("assignment", lambda: self._follower.read_assignment(None))]
         for what, read in reads:
             if self._me is not me:
                 return
@@ -606,6 +660,28 @@ class Client:
                 self._failed(f"reading the {what}", exc)
         if self._me is me:
             self._settled.set()
+
+    def _watch_root(self) -> None:
+        """Reads the group root's data, watching it: a deletion mark ends the member (see
+        :meth:`_group_deleted`); a root deleted outright is noticed through our member node's watch."""
+        try:
+            data, _ = self.zk.get(self.paths.root, watch=self._root_watch)
+        except NoNodeError:
+            return
+        if wire.marks_deletion(data):
+            self._member_step(ms.deletion_marked(self._member))
+
+    def _group_deleted(self) -> None:
+        """The group is being deleted (``rebalanser group delete``): leave it as on :meth:`stop` and end,
+        without re-creating anything in it. Reported through ``on_error`` first, so that the code waiting
+        on the member learns why it ends; :meth:`start`, if still waiting, raises it."""
+        if self._failure is not None or self._state in ENDING:
+            return
+        error = GroupDeletedError(f"group {self.paths.root} is being deleted: left it")
+        self._failure = error
+        log.info("%s", error)  # the caller reports it (on_error, and start() raises it while joining)
+        self._report(error)
+        self._post(ev.StopRequested())
 
     def _await_group(self) -> None:
         """The group was deleted under us: never re-create it; join when it exists again."""
@@ -897,4 +973,5 @@ class Client:
                 self._zk.close()
             except Exception:
                 log.debug("error closing the ZooKeeper client", exc_info=True)
-        self._notify("on_session", "closed")
+        if not self._closed_quietly:
+            self._notify("on_session", "closed")

@@ -36,3 +36,13 @@ class CorruptDataError(RebalanserError):
 
 class DuplicateMemberError(InvalidInputError):
     """Another live member of the group uses this member id (each id must be unique in its group)."""
+
+
+class GroupNotFoundError(RebalanserError):
+    """The group does not exist: ``rebalanser group create`` (or a ResourceGroup) makes it, or a member
+    created with ``Options(create_group=True)`` makes it on its first join."""
+
+
+class GroupDeletedError(RebalanserError):
+    """The group was marked deleted (``rebalanser group delete``, :meth:`rebalanser.admin.GroupAdmin.delete`):
+    the member left it and ended, and does not re-create it."""

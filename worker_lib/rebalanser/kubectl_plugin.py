@@ -5,11 +5,15 @@ and the TLS and credentials Secrets it names: workers with credentials give thei
 ACL), then answers from ZooKeeper itself, as
 ``rebalanser status`` does: complete however many resources the group has, where the ResourceGroup's
 status is capped. It needs ``kubectl`` on the PATH (or ``$KUBECTL``) and the network reach of a worker
-pod, so it is meant for a shell inside the cluster or a port-forwarded ensemble::
+pod: a shell inside the cluster, or ``--zk`` naming a port-forwarded ensemble instead of the connect
+string the ResourceGroup names (``--context`` picks the kubeconfig context, as for kubectl)::
 
     kubectl rebalanser owner orders-0042 --rg orders -n shop     # who owns a resource
     kubectl rebalanser pod orders-worker-7d9f-x2 --rg orders -n shop   # what a pod owns
     kubectl rebalanser status --rg orders -n shop                 # the whole group, last rebalance
+
+    kubectl -n zookeeper port-forward svc/zk 2181:2181 &          # from outside the cluster
+    kubectl rebalanser status --rg orders -n shop --zk 127.0.0.1:2181
 
 Installed as the ``kubectl-rebalanser`` command (kubectl finds plugins by that name on the PATH).
 """
@@ -28,7 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rebalanser import cli
+from rebalanser import __version__, cli
+from rebalanser.cli_args import OneLineParser, positive_seconds
 from rebalanser.errors import InvalidInputError
 
 __all__ = ["GroupAccess", "access_from", "main"]
@@ -73,10 +78,12 @@ def access_from(rg: Mapping[str, Any]) -> GroupAccess:
 
 
 class Kubectl:
-    def __init__(self, namespace: str | None, kubeconfig: str | None) -> None:
+    def __init__(self, namespace: str | None, kubeconfig: str | None, context: str | None = None) -> None:
         self._base = [os.environ.get("KUBECTL", "kubectl")]
         if kubeconfig:
             self._base += ["--kubeconfig", kubeconfig]
+        if context:
+            self._base += ["--context", context]
         if namespace:
             self._base += ["-n", namespace]
 
@@ -129,13 +136,20 @@ PASSED_THROUGH = ("--zk-user", "--zk-password-file", "--zk-tls-dir", "--zk-tls-c
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kubectl rebalanser", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="kubectl rebalanser", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--version", action="version", version=f"kubectl-rebalanser {__version__}")
     p.add_argument("command", choices=["owner", "pod", "status"],
                    help="owner NAME...: who owns each resource; pod NAME...: what each pod owns; status: the group")
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("--rg", required=True, metavar="NAME", help="the ResourceGroup")
     p.add_argument("-n", "--namespace", help="its namespace (default: kubectl's)")
     p.add_argument("--kubeconfig")
+    p.add_argument("--context", help="the kubeconfig context to use (default: the current one)")
+    p.add_argument("--zk", metavar="HOSTS",
+                   help="reach ZooKeeper here instead of at the connect string the ResourceGroup names "
+                        "(e.g. 127.0.0.1:2181 through kubectl port-forward)")
+    p.add_argument("--connect-timeout", type=positive_seconds, metavar="SECONDS",
+                   help="as for rebalanser status")
     p.add_argument("--json", action="store_true")
     for option in PASSED_THROUGH:
         p.add_argument(option, help="as for rebalanser status; overrides what the ResourceGroup names")
@@ -149,6 +163,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         value = getattr(args, option.lstrip("-").replace("-", "_"))
         if value:
             argv += [option, value]
+    if args.connect_timeout is not None:
+        argv += ["--connect-timeout", f"{args.connect_timeout:g}"]
     return argv + (["--zk-tls-verify-hostname"] if args.zk_tls_verify_hostname else [])
 
 
@@ -157,9 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "status" and not args.names:
         print(f"kubectl rebalanser {args.command}: name at least one", file=sys.stderr)
         return 2
-    kubectl = Kubectl(args.namespace, args.kubeconfig)
+    kubectl = Kubectl(args.namespace, args.kubeconfig, args.context)
     try:
         access = access_from(kubectl.get("resourcegroups.rebalanser.io", args.rg))
+        if args.zk:  # e.g. a port-forwarded ensemble: the group's path and Secrets still come from the object
+            access = replace(access, connect=args.zk)
         if args.zk_user or args.zk_password_file:  # given: the credentials Secret need not be readable
             access = replace(access, credentials_secret=None)
         if args.zk_tls_dir or args.zk_tls_ca or args.zk_tls_cert:

@@ -74,6 +74,11 @@ class OwnNodeChanged:
 
 
 @dataclass(frozen=True)
+class RootChanged:
+    """The group root's data changed or the root went (its watch fired): read again for the deletion mark."""
+
+
+@dataclass(frozen=True)
 class BadData:
     error: CorruptDataError
 
@@ -90,8 +95,9 @@ class StopRequested:
 
 Event = (
     SessionChanged | ElectionChanged | AssignmentChanged | BarrierChanged | ClaimReleased | ClaimLost | LeaseExpired
-    | CoordinatorEpoch | Deposed | OwnNodeChanged | BadData | JoinStep | StopRequested
+    | CoordinatorEpoch | Deposed | OwnNodeChanged | RootChanged | BadData | JoinStep | StopRequested
 )
 
 # Posted by a watch or a timer of the session that joined: dropped when that session is not current.
-SESSION_BOUND = (ElectionChanged, AssignmentChanged, BarrierChanged, ClaimReleased, ClaimLost, OwnNodeChanged)
+SESSION_BOUND = (ElectionChanged, AssignmentChanged, BarrierChanged, ClaimReleased, ClaimLost, OwnNodeChanged,
+                 RootChanged)

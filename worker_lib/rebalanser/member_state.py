@@ -10,8 +10,9 @@ ZooKeeper something (:class:`EnsureGroup`, :class:`CheckSameId`, :class:`CreateN
 :class:`StandbyChores`) is answered by the next transition (:func:`group_checked`,
 :func:`same_id_checked`, :func:`node_created`, :func:`standby_observed`).
 
-Joining, one step at a time in the current session: (group root exists, or this is the first join)
--> (no other live member uses our id) -> member node created -> in sync with the group.
+Joining, one step at a time in the current session: (group root exists, or this is the first join of
+a member asked to create its group) -> (no other live member uses our id) -> member node created -> in
+sync with the group.
 
 Rules kept here, so that they are tested without ZooKeeper:
 
@@ -19,7 +20,10 @@ Rules kept here, so that they are tested without ZooKeeper:
   has not (a join step of an ended session never joins the next one early: never two member nodes in
   one session), and never twice in one session;
 - ``connected`` is announced once per session;
-- only the first join may create the group root;
+- only the first join may create the group root, and only when the member was asked to
+  (``Options.create_group``); otherwise a first join that finds no group ends the member
+  (:class:`GroupMissing`), and a later one waits for the group to be created again;
+- a group root marked deleted ends the member, after a graceful leave (:class:`GroupDeleted`);
 - a member on standby rejoins only through standby's rules (:mod:`standby`);
 - a member node of our id that outlives 2T + 5 s is another live member's: fatal.
 """
@@ -48,6 +52,14 @@ class State(StrEnum):
 
 
 ENDING = (State.STOPPING, State.STOPPED, State.ABORTED)  # nothing is owned, nothing joins in these states
+
+
+class Found(StrEnum):
+    """What a join found at the group root (:func:`rebalanser.containers.check_group`)."""
+
+    EXISTS = "exists"
+    MISSING = "missing"
+    DELETED = "deleted"  # the root carries the deletion mark
 
 
 # -- effects -----------------------------------------------------------------------------------
@@ -149,6 +161,16 @@ class AwaitGroup:
 
 
 @dataclass(frozen=True)
+class GroupMissing:
+    """The first join found no group and may not create it: the member ends (``GroupNotFoundError``)."""
+
+
+@dataclass(frozen=True)
+class GroupDeleted:
+    """The group is marked deleted: the member leaves gracefully and ends (``GroupDeletedError``)."""
+
+
+@dataclass(frozen=True)
 class CheckSameId:
     """See whether a node with our member id from an earlier session is still there (watching
     ``G/clients`` when ``watch``), then :func:`same_id_checked`."""
@@ -212,6 +234,7 @@ class Reclaim:
 Effect = (
     Notify | Enter | Note | StopCoordinating | EndSessionWork | Expired | Evicted | StopAllWork | Stuck
     | DropAssignment | Join | StandbyChores | RetryStandbyLater | JoinWhenCallbacksClear | EnsureGroup | AwaitGroup
+    | GroupMissing | GroupDeleted
     | CheckSameId | JoinTimer | CancelJoinTimer | DuplicateId | CreateNode | Joined | ReleasePending | SyncWithGroup
     | Reclaim
 )
@@ -233,6 +256,7 @@ class Member:
     announced: int = 0  # the session on_session("connected"/"reconnected") was reported for
     suspended: bool = False  # the connection was suspended since the last reconnection
     ever_joined: bool = False  # only the first join may create the group root
+    create_group: bool = False  # ... and only when the options ask for it (else a first join ends on no group)
     standby: sb.Standby = sb.IN_GROUP
     same_id_until: float = 0.0  # while waiting for an earlier incarnation with our id to go
 
@@ -242,6 +266,11 @@ class Member:
 
 
 START = Member()
+
+
+def start(create_group: bool) -> Member:
+    """Where a member starts; ``create_group``: its first join may create the group root."""
+    return replace(START, create_group=create_group)
 Step = tuple[Member, list[Effect]]
 
 
@@ -292,13 +321,31 @@ def join_step(state: Member, current: int, ending: bool) -> Step:
         return state, []
     if state.standby.aside:
         return state, [Enter(State.JOINING), StandbyChores(joining=True)]
-    return state, [Enter(State.JOINING), EnsureGroup(not state.ever_joined, current)]
+    return state, [Enter(State.JOINING), EnsureGroup(_may_create(state), current)]
 
 
-def group_checked(state: Member, exists: bool, session: int) -> Step:
-    if not exists:
-        return state, [AwaitGroup()]
+def _may_create(state: Member) -> bool:
+    return state.create_group and not state.ever_joined
+
+
+def group_checked(state: Member, found: Found | bool, session: int) -> Step:
+    """What the join found at the group root (True/False: exists or not)."""
+    found = Found.EXISTS if found is True else Found.MISSING if found is False else found
+    if found is Found.DELETED:
+        return deletion_marked(state)
+    if found is Found.MISSING:
+        return state, [_no_group(state)]
     return state, [CheckSameId(session, watch=False)]
+
+
+def deletion_marked(state: Member) -> Step:
+    """The group root was read with the deletion mark (its watch, or the join's read): leave and end."""
+    return state, [GroupDeleted()]
+
+
+def _no_group(state: Member) -> Effect:
+    """A first join ends on a missing group; once joined, a vanished group is waited for."""
+    return AwaitGroup() if state.ever_joined else GroupMissing()
 
 
 def same_id_checked(state: Member, stale: bool, session: int, now: float, timeout: float) -> Step:
@@ -329,7 +376,7 @@ def same_id_rechecked(state: Member, stale: bool, session: int) -> Step:
 def node_created(state: Member, node: MemberNode | None, session: int) -> Step:
     """Our member node was created (None: the group went meanwhile)."""
     if node is None:
-        return state, [AwaitGroup()]
+        return state, [_no_group(state)]
     state = replace(state, joined=session, node=node, ever_joined=True, same_id_until=0.0)
     # What an eviction or standby could not release (the same session may hold it) goes first.
     return state, [Joined(node, session), ReleasePending(), Enter(State.PENDING_ASSIGNMENT), SyncWithGroup(node)]
@@ -367,5 +414,5 @@ def standby_observed(state: Member, node_gone: bool, releases_left: bool, callba
             case sb.Rejoin():
                 effects.append(Notify("rejoining"))
                 if joining:
-                    effects.append(EnsureGroup(not state.ever_joined, state.session))
+                    effects.append(EnsureGroup(_may_create(state), state.session))
     return state, effects

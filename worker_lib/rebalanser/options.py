@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from rebalanser.config import Algorithm
+from rebalanser.connect_string import parse_connect_string
 from rebalanser.credentials import PasswordFile
 from rebalanser.errors import InvalidInputError
 from rebalanser.metrics import Metrics, NoMetrics
@@ -50,6 +51,11 @@ class Options:
     ``pod_namespace``, ``pod``, ``pod_uid`` and ``container``: the worker's pod (from the downward API)
     and container, recorded in the member node: the status shows which pod each member is, and the
     failover ends a member only for an instance of that very container. None: not recorded.
+    ``create_group``: the member's first join creates the group (its root and containers) when it does
+    not exist. Off by default: a member whose group does not exist ends at once with
+    :class:`~rebalanser.errors.GroupNotFoundError` (:meth:`Client.start` raises it), so that a mistyped
+    path fails instead of making a group of its own that nothing else uses. Groups are made with
+    ``rebalanser group create`` (:meth:`rebalanser.admin.GroupAdmin.create`) or a ResourceGroup.
     ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
     :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
     with the ``rebalanser[metrics]`` extra.
@@ -76,6 +82,7 @@ class Options:
     pod_uid: str | None = None
     pod_namespace: str | None = None
     container: str | None = None
+    create_group: bool = False
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
 
     def __repr__(self) -> str:
@@ -94,6 +101,7 @@ class Options:
     def __post_init__(self) -> None:
         if not isinstance(self.hosts, str) or not self.hosts.strip():
             raise InvalidInputError("hosts must be a non-empty ZooKeeper connect string")
+        parse_connect_string(self.hosts)
         object.__setattr__(self, "group", validate_group_path(self.group))
         validate_member_id(self.member_id)
         _positive("session_timeout", self.session_timeout, 0.5, 600)

@@ -70,7 +70,8 @@ def are_valid_resource_names(names: Sequence[object]) -> bool:
 
 def validate_member_id(member_id: str) -> str:
     if not isinstance(member_id, str) or not _MEMBER_ID.fullmatch(member_id):
-        raise InvalidInputError(f"member id {member_id!r} must match {_MEMBER_ID.pattern}")
+        raise InvalidInputError(f"member id {member_id!r} must be 1 to 128 letters, digits and _.:@+=- "
+                                "(starting with a letter or a digit)")
     return member_id
 
 

@@ -88,6 +88,19 @@ def decode_owner(data: bytes) -> dict[str, Json] | None:
     return owner if isinstance(owner, dict) else None
 
 
+#: The group root's data while ``rebalanser group delete`` deletes the group: members that read it leave
+#: the group and end, and none creates anything more in it (:mod:`rebalanser.containers`).
+DELETION_MARK = b'{"deleting": true}'
+
+
+def marks_deletion(data: bytes) -> bool:
+    """Whether a group root's data is the deletion mark (:data:`DELETION_MARK`); anything else is not."""
+    try:
+        return bool(data) and decode_object(data, kind="root").get("deleting") is True
+    except CorruptDataError:
+        return False
+
+
 def decode_json(data: bytes, *, kind: str, path: str = "", max_bytes: int = MAX_RECORD_BYTES) -> Json:
     """Any JSON value, within every bound; CorruptDataError otherwise."""
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from rebalanser.errors import CorruptDataError, SessionExpiredError
+from rebalanser.errors import CorruptDataError, GroupDeletedError, GroupNotFoundError, SessionExpiredError
 
 
 class EventSink(Protocol):
@@ -28,10 +28,13 @@ def emit_assigned(log: EventSink, resources: Mapping[str, int]) -> None:
 
 class Notifications:
     """``on_role``, ``on_session`` and ``on_error`` as events. A session expiry reported as an error
-    (under the ``shutdown`` policy) sets ``expired`` and calls :meth:`halt_work`."""
+    (under the ``shutdown`` policy) sets ``expired`` and calls :meth:`halt_work`; so does a group deleted
+    under the member, kept in ``ended`` (the worker says it in one line as it exits). A missing group is
+    not logged: :meth:`Client.start` raises it."""
 
     log: EventSink
     expired: bool
+    ended: Exception | None
 
     def halt_work(self) -> None:
         raise NotImplementedError
@@ -43,6 +46,12 @@ class Notifications:
         self.log.emit("session", state=state)
 
     def on_error(self, error: Exception) -> None:
+        if isinstance(error, GroupNotFoundError):
+            return
+        if isinstance(error, GroupDeletedError):
+            self.ended = error
+            self.halt_work()
+            return
         logging.getLogger("rebalanser.worker").error("%s: %s", type(error).__name__, error)
         if isinstance(error, CorruptDataError):
             self.log.emit("error", path=error.path, reason=error.reason)

@@ -135,8 +135,9 @@ class Client:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self, timeout: float | None = None) -> None:
-        """Connects and joins the group (in a thread of its own: the loop goes on meanwhile)."""
+    async def start(self, timeout: float | None = None, *, connect_timeout: float | None = None) -> None:
+        """Connects and joins the group (in a thread of its own: the loop goes on meanwhile); the
+        timeouts and errors are those of :meth:`rebalanser.Client.start`."""
         if self._member is not None:
             return
         loop = asyncio.get_running_loop()
@@ -151,7 +152,8 @@ class Client:
         ), _MemberHandler(self, bridge))
         member.watch_state(lambda state: bridge.post(self._state_changed, state))
         self._member = member
-        starting, self._starter = _in_thread(loop, lambda: member.start(timeout), "rebalanser-aio-start")
+        starting, self._starter = _in_thread(loop, lambda: member.start(timeout, connect_timeout=connect_timeout),
+                                          "rebalanser-aio-start")
         try:
             await starting
         except BaseException:  # failed, or cancelled: leave (shielded, so a second cancel cannot stop it)

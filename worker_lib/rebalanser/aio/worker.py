@@ -11,6 +11,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rebalanser.aio.client import Client
 from rebalanser.aio.handler import Handler
@@ -29,6 +30,7 @@ class AsyncSimulatedWork(Notifications, Handler):
         self._resources: dict[str, int] = {}
         self.halt = asyncio.Event()
         self.expired = False
+        self.ended: Exception | None = None
 
     async def on_assigned(self, resources: Mapping[str, int]) -> None:
         self._resources.update(resources)
@@ -62,6 +64,28 @@ class AsyncSimulatedWork(Notifications, Handler):
                 await asyncio.wait_for(_either(stop, self.halt), self.tick)
 
 
+async def _start(client: Client, stop: asyncio.Event, signals: list[int], connect_timeout: float | None) -> None:
+    """``client.start``, unless a signal comes first: then the member is stopped (also while it is still
+    connecting) and :class:`Interrupted` raised."""
+    starting = asyncio.ensure_future(client.start(connect_timeout=connect_timeout))
+    await _either_done(starting, stop)
+    if not starting.done() or signals:
+        await client.stop()
+        with contextlib.suppress(BaseException):
+            await starting
+        raise Interrupted(signals[0] if signals else signal.SIGTERM)
+    starting.result()
+
+
+async def _either_done(task: asyncio.Future[None], event: asyncio.Event) -> None:
+    waiting = asyncio.ensure_future(event.wait())
+    both: list[asyncio.Future[Any]] = [task, waiting]
+    try:
+        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+
+
 async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
     waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
     try:
@@ -71,16 +95,31 @@ async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
             w.cancel()
 
 
-async def run(options: Options, work: AsyncSimulatedWork, log: EventSink) -> bool:
-    """Joins, works until SIGTERM/SIGINT (or the session expired under ``shutdown``), leaves; True when
-    it ended on an expired session."""
+class Interrupted(Exception):
+    """A signal arrived before the member had joined: it was ended without joining."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+
+
+async def run(options: Options, work: AsyncSimulatedWork, log: EventSink,
+              connect_timeout: float | None = None) -> bool:
+    """Joins, works until SIGTERM/SIGINT (or the session expired under ``shutdown``, or the group was
+    deleted), leaves; True when it ended on an expired session. A signal before the member joined
+    ends it at once (:class:`Interrupted`)."""
     client = Client(options, work)
     work.client = client
     stop = asyncio.Event()
+    signals: list[int] = []
     loop = asyncio.get_running_loop()
+    def interrupted(signum: int) -> None:
+        signals.append(signum)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await client.start()
+        loop.add_signal_handler(sig, interrupted, sig)
+    await _start(client, stop, signals, connect_timeout)
     await work.run(stop)
     await client.stop()
     log.emit("stopped")
