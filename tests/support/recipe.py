@@ -99,7 +99,7 @@ class Shell:
     cwd: Path
     env: dict[str, str]
     scratch: Path
-    transcript: list[tuple[str, str, float]] = field(default_factory=list)
+    transcript: list[tuple[str, str, str, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ class Shell:
         self._proc.stdin.write(text)
         self._proc.stdin.flush()
 
-    def run(self, block: str, timeout: float) -> str:
+    def run(self, block: str, timeout: float, title: str = "") -> str:
         """Runs ``block`` and returns its output; :class:`ShellExited` when a command in it failed."""
         self._count += 1
         path = self.scratch / f"block-{self._count}.sh"
@@ -136,14 +136,14 @@ class Shell:
             try:
                 line = self._lines.get(timeout=max(left, 0.01))
             except queue.Empty:
-                self.transcript.append((block, "".join(out) + f"\n[timed out after {timeout:.0f} s]\n", timeout))
+                self.transcript.append((title, block, "".join(out) + f"\n[timed out after {timeout:.0f} s]\n", timeout))
                 raise AssertionError(f"timed out after {timeout:.0f}s in:\n{block}\noutput:\n{''.join(out)}") from None
             if line is None:
                 rc = self._proc.wait()
-                self.transcript.append((block, "".join(out) + f"[exit {rc}]\n", time.monotonic() - started))
+                self.transcript.append((title, block, "".join(out) + f"[exit {rc}]\n", time.monotonic() - started))
                 raise ShellExited(f"exit {rc} in:\n{block}\noutput:\n{''.join(out)[-6000:]}")
             if line.rstrip("\n") == mark:
-                self.transcript.append((block, "".join(out), time.monotonic() - started))
+                self.transcript.append((title, block, "".join(out), time.monotonic() - started))
                 return "".join(out)
             out.append(line)
 
@@ -159,7 +159,8 @@ class Shell:
     def markdown(self, title: str) -> str:
         """The transcript: each block as typed, then its output and how long it took."""
         parts = [f"# {title}", ""]
-        for block, output, seconds in self.transcript:
+        for heading, block, output, seconds in self.transcript:
+            parts += [f"## {heading}", ""] if heading else []
             parts += ["```sh", block.rstrip("\n"), "```", "", f"({seconds:.1f} s)", "", "```",
                       output.rstrip("\n") or "(no output)", "```", ""]
         return "\n".join(parts)
