@@ -150,7 +150,11 @@ def test_the_page_runs_as_written_on_the_local_cluster(kube: Kube, shell: Shell)
     numbers = [step.number for step in recipe]
     assert numbers == sorted(numbers) and {2, 3, 4, 6, 7, 8, 9} <= set(numbers), numbers
     for step in recipe:
-        out = shell.run(step.script, TIMEOUTS.get(step.number, 600.0), f"{step.number}. {step.title}")
+        try:
+            out = shell.run(step.script, TIMEOUTS.get(step.number, 600.0), f"{step.number}. {step.title}")
+        except AssertionError as exc:
+            raise AssertionError(f"step {step.number} of the page failed: {exc}\n"
+                                 f"the ResourceGroup's status: {json.dumps(status(kube))[:3000]}") from None
         if step.number == 2:
             assert (REPO / "dist" / f"rebalanser-operator-{rebalanser.__version__}.tgz").exists(), out
         elif step.number == 4:

@@ -97,9 +97,9 @@ class Shell:
     its stdout and stderr together are its output."""
 
     cwd: Path
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)
     scratch: Path
-    transcript: list[tuple[str, str, str, float]] = field(default_factory=list)
+    transcript: list[tuple[str, str, str, float]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self.scratch.mkdir(parents=True, exist_ok=True)
