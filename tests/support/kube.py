@@ -157,8 +157,12 @@ def upgrade_crd(cluster: KubeCluster, timeout: float) -> None:
     """Applies this checkout's CRD, as docs/operator.md tells users to before every ``helm upgrade``: a
     kept cluster holds the CRD of whichever checkout first installed the chart (Helm installs a chart's
     CRDs once and never upgrades them), and a new field would fail validation against it."""
-    crd = _run([str(cluster.kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply", "--server-side",
-                "--force-conflicts", "-f", str(REPO / "charts" / "rebalanser-operator" / "crds")], timeout)
+    shown = _run([str(cluster.helm), "show", "crds", str(REPO / "charts" / "rebalanser-operator")], timeout)
+    if shown.returncode != 0:
+        raise KubeError(f"helm show crds failed (exit {shown.returncode})\n{_tail(shown.stdout + shown.stderr)}")
+    crd = subprocess.run([str(cluster.kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply", "--server-side",
+                          "--force-conflicts", "-f", "-"], input=shown.stdout, capture_output=True, text=True,
+                         timeout=timeout, check=False)
     if crd.returncode != 0:
         raise KubeError(f"applying the CRD failed (exit {crd.returncode})\n{_tail(crd.stdout + crd.stderr)}")
 
