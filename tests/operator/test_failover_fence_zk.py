@@ -16,9 +16,10 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 from rebalanser.instance import new_instance, termination_record
+from rebalanser.membership import session_companion
 from rebalanser.paths import GroupPaths, member_prefix
 from rebalanser.wire import MemberRecord, encode_member
-from rebalanser.zk import new_guid
+from rebalanser.zk import create_protected, new_guid
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.failover import endmember
 from rebalanser_operator.failover.podwatch import Failover, index_entry
@@ -56,13 +57,18 @@ def reconcile(ctx: OperatorContext, connect: str, path: str, namespace: str = "s
     return entry.values()
 
 
-def dead_member(dead: KazooClient, path: str, nonce: str, claims: list[str]) -> str:
+def dead_member(dead: KazooClient, path: str, nonce: str, claims: list[str], *, record: bool = True) -> str:
     """A worker's member node and claims, in its own session. The record is what both the old and the new
-    operator read: the nonce (in clear, as member nodes written before the digest) and the pod's name and UID."""
+    operator read: the nonce (in clear, as member nodes written before the digest) and the pod's name and UID.
+    With ``record``, the session record is created with the member node in one ``multi``, as the library does
+    (without it: a worker of a version before session records)."""
     paths = GroupPaths.of(path)
-    record = MemberRecord("w1", time.time(), instance=nonce, pod="w-1", pod_uid=UID)
-    node: str = dead.create(f"{paths.clients}/{member_prefix(new_guid(), 'w1')}", encode_member(record),
-                            ephemeral=True, sequence=True)
+    data = encode_member(MemberRecord("w1", time.time(), instance=nonce, pod="w-1", pod_uid=UID))
+    prefix = member_prefix(new_guid(), "w1")
+    dead.ensure_path(paths.sessions)
+    companions = [session_companion(dead, paths, prefix)] if record else []
+    name = create_protected(dead, paths.clients, prefix, data, deadline=time.monotonic() + 10, companions=companions)
+    node = paths.client(name)
     for resource in claims:
         tx = dead.transaction()
         tx.check(node, -1)
