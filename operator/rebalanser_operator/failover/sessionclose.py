@@ -31,10 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
+#: The attaching clients' own kazoo logger. Errors only: an expired answer is an expected outcome here (kazoo
+#: warns of it), and kazoo writes the session's password at its lowest (BLATHER) level.
+_kazoo_log = logging.getLogger(f"{__name__}.kazoo")
+_kazoo_log.setLevel(logging.ERROR)
 
 #: The session timeout asked for while attached (seconds; the server raises it to its minimum if lower).
 ATTACH_TIMEOUT = 4.0
@@ -47,7 +52,7 @@ class Closed(enum.Enum):
     EXPIRED = "expired"  # the session had already ended (or the password is not its own): nothing to do
 
 
-class Unreachable(Exception):
+class Unreachable(KazooException):  # type: ignore[misc]
     """No server answered the attach and the close; the session's fate is unknown (its expiry ends it)."""
 
 
@@ -98,7 +103,7 @@ class SessionCloser:
         """One server, one handshake (no retry: an expired answer ends the attempt), then the close."""
         client = _Attachment(hosts=address, timeout=ATTACH_TIMEOUT, client_id=(session_id, password),
                              auth_data=list(self.auth) or None, connection_retry=KazooRetry(max_tries=0),
-                             **self.options)
+                             logger=_kazoo_log, **self.options)
         try:
             client.start_async()
             if not client.answered.wait(self.wait):
