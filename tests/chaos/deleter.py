@@ -89,7 +89,7 @@ def failover_ends(fleet: Fleet, rng: random.Random, result: StepResult) -> list[
     start = time.monotonic_ns()
     try:
         ended = end_member(fleet.zk, GroupPaths.of(fleet.group), name, EndedInstance("worker", "outside-deleter"))
-        detail = f"the failover ended live {name}: {ended.claims} claims"
+        detail = f"the failover ended live {name}: its session {ended.outcome.value}"
     except MemberChanged:
         detail = f"the failover found {name} gone"
     return [FaultRecord("outside-deleter", worker.member_id, start, time.monotonic_ns(), detail)]

@@ -136,8 +136,8 @@ def test_the_api_adds_resources_in_batches_and_reads_the_config(zk_hosts: str, g
         assert len(group.resources()) == 1250
         config = group.config()
         assert config is not None and config.algorithm is Algorithm.GLOBAL_BARRIER
-        assert group.delete().deleted == 1250 + len(("root", "resources", "clients", "owners", "assignment", "stopped",
-                                             "config"))
+        assert group.delete().deleted == 1250 + len(("root", "resources", "clients", "sessions", "owners",
+                                                     "assignment", "stopped", "config"))
 
 
 def test_a_digest_protected_group_from_the_cli_alone(

@@ -13,9 +13,10 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser.instance import instance_digest, parse_termination_message
 from rebalanser.paths import GroupPaths
+from rebalanser.wire import decode_session
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.failover.choice import EndedInstance, PodRef
-from rebalanser_operator.failover.endmember import end_instances
+from rebalanser_operator.failover.endmember import Outcome, end_instances
 from rebalanser_operator.failover.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
@@ -120,7 +121,7 @@ def test_a_killed_members_node_and_claims_go_at_once(zk: KazooClient, zk_hosts: 
         assert end_instances(zk, group_path, pod_ref("w1"), ended_of(tmp_path, "w1", "sidecar"), owned=anyone) == []
         assert end_instances(zk, group_path, pod_ref("w1"), {EndedInstance("worker", "0" * 32)}, owned=anyone) == []
         outcomes = end_instances(zk, group_path, pod_ref("w1"), ended, owned=anyone)
-        assert [(o.member_node, o.claims) for o in outcomes] == [(w1_node, len(held))]
+        assert [(o.member_node, o.outcome) for o in outcomes] == [(w1_node, Outcome.CLOSED)] and held
         assert w1_node not in member_sessions(zk, group_path)
         assert claims_of(zk, group_path, before[w1_node]) == set()
         assert claims_of(zk, group_path, before[next(n for n in before if "-w2-" in n)]) >= w2_claims
@@ -149,6 +150,10 @@ def test_the_member_node_records_only_the_digest_of_a_fresh_nonce(zk: KazooClien
         w1 = spawn(group, tmp_path, "w1")
         group.wait_settled(RESOURCES, 60)
         first = next(iter(ended_of(tmp_path, "w1"))).nonce
+        # The worker CLI (the image's entry point) records its session with the member node (issue 28).
+        (name,) = zk.get_children(paths.clients)
+        data, stat = zk.get(paths.session_record(name))
+        assert decode_session(data).session_id == stat.ephemeralOwner == zk.exists(paths.client(name)).ephemeralOwner
         assert record() == {"id": "w1", "joined": record()["joined"], "instanceDigest": instance_digest(first),
                             "podNamespace": "shop", "pod": "pod-w1", "podUid": "uid-w1", "container": "worker"}
         assert w1.terminate() == 0  # a graceful leave
@@ -213,7 +218,7 @@ def test_the_operator_ends_the_member_of_a_pod_that_opted_in(
         other["metadata"]["labels"] = {"app": "other"}
         assert asyncio.run(failover.handle_pod(other, entry.values())) == []  # not the group's pod
         outcomes = asyncio.run(failover.handle_pod(pod_of(tmp_path, "w1"), entry.values()))
-        assert len(outcomes) == 1 and outcomes[0].claims == 3
+        assert [o.outcome for o in outcomes] == [Outcome.CLOSED]
         wait_for(lambda: w2.owned() == RESOURCES, T / 2, lambda: f"w2 owns {sorted(w2.owned())}")
         assert index_entry("shop", "orders", {**spec, "failover": "SessionExpiry"}) is None
         events = group.events()

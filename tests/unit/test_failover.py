@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.protocol.states import ZnodeStat
+from kazoo.security import OPEN_ACL_UNSAFE, Permissions, make_acl, make_digest_acl
+from rebalanser.credentials import session_record_acl
 from rebalanser.errors import CorruptDataError, InvalidInputError
 from rebalanser.instance import (
     begin_instance,
@@ -16,8 +19,10 @@ from rebalanser.instance import (
     termination_record,
 )
 from rebalanser.options import Options
-from rebalanser.wire import MemberRecord, decode_member, encode_member
+from rebalanser.paths import GroupPaths
+from rebalanser.wire import MemberRecord, SessionRecord, decode_member, encode_member, encode_session
 from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances, members_to_end
+from rebalanser_operator.failover.endmember import Aim, Outcome, aim
 from rebalanser_operator.spec.models import FailoverMode, PodSelector, ResourceGroupSpec
 
 A, B = new_instance(), new_instance()
@@ -147,3 +152,41 @@ def test_spec_failover_is_opt_in() -> None:
     assert spec.pod_selector == PodSelector.model_validate({"matchLabels": {"app": "w"}})
     assert spec.pod_selector.selects({"app": "w", "x": "y"}) and not spec.pod_selector.selects({"app": "v"})
     assert not spec.pod_selector.selects(None)
+
+
+def stat(owner: int) -> ZnodeStat:
+    return ZnodeStat(1, 1, 0, 0, 0, 0, 0, owner, 0, 0, 1)
+
+
+S, OTHER = 0x100000C8D20000C, -0x7000000000000001  # session ids are signed 64-bit numbers
+PASSWORD = bytes(range(16))
+GROUP = GroupPaths.of("/g")
+NODE = "b1a7b21a9ab544eebc9705d6018bfc0d-w1-0000000000"
+
+
+def test_the_operator_closes_only_a_session_whose_own_record_names_it_and_owns_the_member_node() -> None:
+    def verdict(record: tuple[bytes, ZnodeStat] | None, member: ZnodeStat | None = None) -> object:
+        return aim(GROUP, NODE, S, record, member if member is not None else stat(S))
+
+    own = encode_session(SessionRecord(S, PASSWORD))
+    assert verdict((own, stat(S))) == Aim(SessionRecord(S, PASSWORD))
+    assert verdict(None) == (Outcome.NO_RECORD, "a worker of an older version?")
+    assert aim(GROUP, NODE, S, None, None) == (None, "")  # the member node and its record went: S ended
+    planted = encode_session(SessionRecord(OTHER, PASSWORD))
+    for record in ((planted, stat(S)), (planted, stat(OTHER)), (own, stat(OTHER)), (own, stat(0))):
+        outcome = verdict(record)
+        assert isinstance(outcome, tuple) and outcome[0] is Outcome.REFUSED, record
+    bad = verdict((b'{"version": 9}', stat(S)))
+    assert isinstance(bad, tuple) and bad[0] is Outcome.REFUSED and "version" in bad[1]
+    assert GROUP.session_record(NODE) == "/g/sessions/b1a7b21a9ab544eebc9705d6018bfc0d-w1"
+    assert GROUP.session_record("b1a7b21a9ab544eebc9705d6018bfc0d-w1-") == GROUP.session_record(NODE)
+
+
+def test_the_session_record_is_readable_by_the_groups_digest_identities_only() -> None:
+    current, previous = make_digest_acl("grp", "new", all=True), make_digest_acl("grp", "old", all=True)
+    acl = session_record_acl([current, previous])
+    assert [(a.id, a.perms) for a in acl] == [(current.id, Permissions.READ), (previous.id, Permissions.READ)]
+    assert session_record_acl(None) == session_record_acl(OPEN_ACL_UNSAFE) == [make_acl("world", "anyone", read=True)]
+    operator = make_digest_acl("operator", "pw", all=True)
+    assert [a.id for a in session_record_acl([current], readers=[operator])] == [current.id, operator.id]
+    assert all(a.perms == Permissions.READ for a in session_record_acl([current], readers=[operator]))

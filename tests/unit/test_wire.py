@@ -248,12 +248,38 @@ def test_foreign_generation_dirs_are_rejected(name: str) -> None:
         wire.decode_generation_dir(name)
 
 
+@given(st.integers(-(2**63), 2**63 - 1), st.binary(min_size=16, max_size=16))
+def test_a_session_record_reads_back_as_written(session: int, password: bytes) -> None:
+    record = wire.SessionRecord(session, password)
+    assert wire.decode_session(wire.encode_session(record)) == record
+    assert password.hex() not in repr(record)
+
+
+@pytest.mark.parametrize("data", [
+    b'{"version": 2, "sessionId": "0000000000000001", "password": "' + b"0" * 32 + b'"}',  # a later version
+    b'{"sessionId": "0000000000000001", "password": "' + b"0" * 32 + b'"}',  # no version
+    b'{"version": 1, "sessionId": "1", "password": "' + b"0" * 32 + b'"}',  # not 16 digits
+    b'{"version": 1, "sessionId": "000000000000000G", "password": "' + b"0" * 32 + b'"}',
+    b'{"version": 1, "sessionId": "00000000000000AB", "password": "' + b"0" * 32 + b'"}',  # uppercase
+    b'{"version": 1, "sessionId": 1, "password": "' + b"0" * 32 + b'"}',  # a number
+    b'{"version": 1, "sessionId": "0000000000000001", "password": "' + b"0" * 30 + b'"}',  # 15 bytes
+    b'{"version": 1, "sessionId": "0000000000000001"}',  # no password
+    b'{"version": 1, "sessionId": "0000000000000001", "password": "' + b"0" * 32 + b'", "x": "' + b"y" * 2000 + b'"}',
+    b"[1]", b"", b"\xff",
+])
+def test_a_session_record_is_read_strictly(data: bytes) -> None:
+    with pytest.raises(CorruptDataError) as caught:
+        wire.decode_session(data, path="/g/sessions/x")
+    assert caught.value.kind == "session" and b"0" * 30 not in str(caught.value).encode()
+
+
 DECODERS: dict[str, Callable[[bytes], object]] = {
     "barrier": wire.decode_barrier, "state": wire.decode_rebalance, "config": wire.decode_config,
     "assignment": wire.decode_assignment_header,
     "chunk": lambda data: wire.decode_chunk(wire.encode_chunk(("x",))[0], data),
     "chunk-named": lambda data: wire.decode_chunk("c" + hashlib.sha256(data).hexdigest()[:wire.CHUNK_ID_HEX], data),
     "object": lambda data: wire.decode_object(data, kind="owner"),
+    "session": wire.decode_session,
 }
 
 json_values = st.recursive(
@@ -264,7 +290,7 @@ json_values = st.recursive(
 record_keys = st.sampled_from([
     "phase", "generation", "epoch", "coordinator", "algorithm", "startedAt", "completedAt", "durationMs", "moved",
     "members", "resources", "minIntervalSeconds", "maxIntervalSeconds", "effectiveIntervalSeconds",
-    "departureGraceSeconds", "chunks", "count", "names", "resourceGroup",
+    "departureGraceSeconds", "chunks", "count", "names", "resourceGroup", "version", "sessionId", "password",
 ])
 record_like = st.dictionaries(record_keys, json_values, max_size=8)
 

@@ -70,7 +70,8 @@ __all__ = [
 Credentials = tuple[str, str] | PasswordFile
 
 #: The group root's children that belong to the protocol (docs/protocol.md): ``delete`` removes these.
-KNOWN_CHILDREN = ("resources", "clients", "epoch", "config", "owners", "assignment", "barrier", "stopped", "state")
+KNOWN_CHILDREN = ("resources", "clients", "sessions", "epoch", "config", "owners", "assignment", "barrier", "stopped",
+                  "state")
 _BATCH = 1000  # requests in flight at once
 _AT_ONCE = 500  # at most this many znodes left over are deleted with the root in one transaction
 DELETE_PASSES = 8

@@ -741,7 +741,11 @@ class Client:
 
     def _evicted(self) -> None:
         """Someone deleted our member znode (e.g. the whole group) while our session lives: our claims
-        may be gone too, so stop all work at once, then rejoin (:func:`member_state.evicted`)."""
+        may be gone too, so stop all work at once, then rejoin (:func:`member_state.evicted`). The session
+        record of that node goes too (the rejoin makes another)."""
+        left = self._me
+        if left is not None:
+            self._delete_quietly(self.paths.session_record(left.name), recursive=False)
         self._member_step(ms.evicted(self._member))
 
     def _set_state(self, state: State) -> None:
@@ -935,6 +939,7 @@ class Client:
         its session: nothing of it may stay in the group; no later round may come to drop it)."""
         self._delete_quietly(self.paths.member_assignment(node), recursive=True)
         self._delete_quietly(self.paths.client(node), recursive=False)
+        self._delete_quietly(self.paths.session_record(node), recursive=False)
         stopped_for = self._follower.state.stopped_for
         if stopped_for is not None:
             self._delete_quietly(self.paths.stop_marker(stopped_for, node), recursive=False)

@@ -20,17 +20,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 from kazoo.protocol.serialization import Auth
-from kazoo.security import ACL, make_digest_acl
+from kazoo.security import ACL, Id, Permissions, make_acl, make_digest_acl
 
 from rebalanser.errors import InvalidInputError
 
 __all__ = ["DigestState", "PasswordFile", "PasswordFileError", "PasswordWatcher", "read_password",
-           "redact_kazoo_auth"]
+           "redact_kazoo_auth", "session_record_acl"]
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,21 @@ class DigestState:
         if self.previous is not None and now < self.previous_until:
             entries.append(make_digest_acl(self.username, self.previous, all=True))
         return entries
+
+
+def session_record_acl(group_acl: Sequence[ACL] | None, readers: Sequence[ACL] = ()) -> list[ACL]:
+    """The ACL of a member's session record (``G/sessions/<guid>-<id>``, which holds its session's
+    password): READ, and nothing else, for every digest identity of ``group_acl`` (the ACL the member gives
+    the nodes it creates: its credentials, and during a rotation's grace the previous password too), and for
+    ``readers``. Without a digest identity (the quick start without credentials, where anybody may delete
+    any claim anyway) the record is world-readable.
+
+    ``readers`` is where the operator's own identity goes once it has one (a later issue): the record
+    should then name that identity alone, and the group's entries can be dropped from it."""
+    digest = [make_acl(e.id.scheme, e.id.id, read=True) for e in group_acl or () if e.id.scheme == "digest"]
+    extra = [ACL(Permissions.READ, Id(e.id.scheme, e.id.id)) for e in readers]
+    named = [*digest, *(e for e in extra if e not in digest)]
+    return named or [make_acl("world", "anyone", read=True)]
 
 
 class PasswordWatcher:

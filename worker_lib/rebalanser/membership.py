@@ -17,9 +17,10 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from rebalanser.containers import ensure_container
+from rebalanser.credentials import session_record_acl
 from rebalanser.paths import GroupPaths, MemberNode, member_prefix
-from rebalanser.wire import MemberRecord, encode_member
-from rebalanser.zk import create_protected, new_guid
+from rebalanser.wire import MemberRecord, SessionRecord, encode_member, encode_session
+from rebalanser.zk import Companion, create_protected, new_guid
 
 log = logging.getLogger(__name__)
 
@@ -90,19 +91,35 @@ def create_member_node(
 ) -> MemberNode:
     """Creates this member's znode exactly once, even when a create is retried after ConnectionLoss.
     Its data records the instance nonce's digest and the pod's namespace, name, UID and container
-    when given (confirmed-death failover; never the nonce itself)."""
+    when given (confirmed-death failover; never the nonce itself). The same ``multi`` creates the
+    session record (``G/sessions/<guid>-<id>``: this session's id and password, readable only by the
+    group's digest identities, :func:`~rebalanser.credentials.session_record_acl`), with which the
+    operator's failover closes the session once the kubelet reports this instance ended."""
     prefix = member_prefix(new_guid(), member_id)
     data = encode_member(MemberRecord(
         member_id, time.time(), pod=pod, pod_uid=pod_uid, instance_digest=instance_digest,
         pod_namespace=pod_namespace, container=container,
     ))
-    # A missing G/clients is made again, but never G itself: the group may be being deleted.
+    # A missing G/clients or G/sessions is made again, but never G itself: the group may be being deleted.
     name = create_protected(
-        zk, paths.clients, prefix, data, deadline=deadline, on_no_parent=lambda: ensure_container(zk, paths.clients)
+        zk, paths.clients, prefix, data, deadline=deadline,
+        on_no_parent=lambda: ensure_container(zk, paths.clients) and ensure_container(zk, paths.sessions),
+        companions=[session_companion(zk, paths, prefix)],
     )
     node = MemberNode.parse(name)
     assert node is not None
     return node
+
+
+def session_companion(zk: KazooClient, paths: GroupPaths, prefix: str) -> Companion:
+    """The session record to create with the member node of ``prefix``: the session the client is in
+    now. Should the ``multi`` be sent in a later session (an expiry in between), the record names
+    another session than its own ``ephemeralOwner``, and the operator refuses it (session expiry then
+    ends the member, as without the record)."""
+    ids = zk.client_id
+    session, password = (int(ids[0]), bytes(ids[1])) if ids else (0, bytes(16))
+    return Companion(paths.session_record(prefix), encode_session(SessionRecord(session, password)),
+                     session_record_acl(zk.default_acl))
 
 
 def predecessor(members: list[MemberNode], me: MemberNode) -> MemberNode | None:

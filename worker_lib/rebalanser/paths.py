@@ -5,6 +5,7 @@ rest is documented in ``docs/protocol.md``)::
 
     G/resources/<name>        persistent   one child per resource
     G/clients/<guid>-<id>-<seq> ephemeral-sequential, one per live member
+    G/sessions/<guid>-<id>    ephemeral    the member's session id and password (read by the failover only)
     G/epoch                   persistent   coordinator epoch = its version
     G/config                  persistent   JSON written by the operator
     G/owners/<name>           ephemeral    exclusive claim on a resource by its owner's session
@@ -119,6 +120,10 @@ class GroupPaths:
         return f"{self.root}/clients"
 
     @property
+    def sessions(self) -> str:
+        return f"{self.root}/sessions"
+
+    @property
     def epoch(self) -> str:
         return f"{self.root}/epoch"
 
@@ -155,6 +160,12 @@ class GroupPaths:
     def client(self, node: str) -> str:
         return f"{self.clients}/{node}"
 
+    def session_record(self, member_node: str) -> str:
+        """The session record created with ``member_node`` in one ``multi``: named by the member node's name
+        without its sequence number (``<guid>-<id>``), which the ``multi`` cannot know before it runs
+        (``member_node`` may also be the node's prefix, ``<guid>-<id>-``)."""
+        return f"{self.sessions}/{member_node.rsplit('-', 1)[0]}"
+
     def member_assignment(self, member_node: str) -> str:
         return f"{self.assignment}/{member_node}"
 
@@ -169,4 +180,4 @@ class GroupPaths:
 
     def containers(self) -> tuple[str, ...]:
         """Persistent znodes every participant may create when missing."""
-        return (self.root, self.resources, self.clients, self.owners, self.assignment, self.stopped)
+        return (self.root, self.resources, self.clients, self.owners, self.assignment, self.stopped, self.sessions)

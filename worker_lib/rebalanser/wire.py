@@ -9,6 +9,7 @@ Records (each has one encoder and one decoder here, used by the library and the 
   (``RB1I`` + zlib-compressed JSON inline, or ``RB1C`` + zlib-compressed JSON naming the
   content-addressed chunk children that hold the names, each ``RB1K`` + zlib-compressed JSON).
 * :class:`~rebalanser.config.GroupConfig` in ``G/config``.
+* :class:`SessionRecord` in ``G/sessions/<guid>-<id>``: a member's session id and password.
 * the generation directories ``G/stopped/g<generation>``, and any other JSON object the operator
   keeps under ``G`` (:func:`decode_object`).
 
@@ -32,7 +33,7 @@ import re
 import time
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypeAlias, cast
@@ -565,3 +566,43 @@ def decode_member(data: bytes, *, path: str = "") -> MemberRecord:
         joined=fields.optional_number("joined") or 0.0,
         **{attribute: fields.optional_text(key) for key, attribute in _MEMBER_TEXT},
     )
+
+
+# -- G/sessions/<guid>-<id> ------------------------------------------------------------------------
+
+SESSION_RECORD_VERSION = 1
+MAX_SESSION_RECORD_BYTES = 1024  # as written: about 100 bytes
+_SESSION_ID = re.compile(r"[0-9a-f]{16}")
+_SESSION_PASSWORD = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """The session a member joined in, written by that session in the ``multi`` that creates its member
+    node: its id (as ZooKeeper gives it: a signed 64-bit number, like a ``Stat``'s ``ephemeralOwner``) and
+    password (16 bytes). With both, the operator's confirmed-death failover attaches to the session and
+    closes it (docs/protocol.md, "Confirmed-death failover"). ``repr`` never shows the password."""
+
+    session_id: int
+    password: bytes = field(repr=False)
+
+
+def encode_session(record: SessionRecord) -> bytes:
+    return _dumps({"version": SESSION_RECORD_VERSION, "sessionId": f"{record.session_id & 0xFFFFFFFFFFFFFFFF:016x}",
+                   "password": record.password.hex()})
+
+
+def decode_session(data: bytes, *, path: str = "") -> SessionRecord:
+    """Only version 1 is read; the id is 16 and the password 32 lowercase hex digits, nothing else."""
+    fields = _Fields(decode_object(data, kind="session", path=path, max_bytes=MAX_SESSION_RECORD_BYTES),
+                     "session", path)
+    version = fields.integer("version")
+    if version != SESSION_RECORD_VERSION:
+        raise fields.bad(f"session record version {version}, not {SESSION_RECORD_VERSION}")
+    session, password = fields.text("sessionId"), fields.text("password")
+    if not _SESSION_ID.fullmatch(session):
+        raise fields.bad(f"'sessionId' is not 16 hex digits: {_show(session)}")
+    if not _SESSION_PASSWORD.fullmatch(password):
+        raise fields.bad("'password' is not 32 hex digits")
+    unsigned = int(session, 16)
+    return SessionRecord(unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned, bytes.fromhex(password))

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from kazoo.client import KazooClient
@@ -31,10 +32,13 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry, RetryFailedError
+from kazoo.security import ACL
 
 from rebalanser.errors import InvalidInputError
 
@@ -150,6 +154,16 @@ def find_child(children: Iterable[str], prefix: str) -> str | None:
     return next((name for name in children if name.startswith(prefix)), None)
 
 
+@dataclass(frozen=True)
+class Companion:
+    """An ephemeral znode created in the same ``multi`` as a protected node, so that both exist or
+    neither does (``acl``: None for the client's default ACL)."""
+
+    path: str
+    data: bytes
+    acl: Sequence[ACL] | None = None
+
+
 def create_protected(
     client: KazooClient,
     parent: str,
@@ -158,16 +172,18 @@ def create_protected(
     *,
     deadline: float,
     on_no_parent: Callable[[], bool] | None = None,
+    companions: Sequence[Companion] = (),
 ) -> str:
     """Creates the ephemeral sequential znode ``parent/prefix<sequence>`` exactly once and returns its
-    name. ``prefix`` must carry a fresh GUID (:func:`new_guid`): after a lost reply the children of
-    ``parent`` are searched for it, so a create that did happen is found rather than repeated. When
-    ``parent`` is missing, ``on_no_parent()`` may create it (True) or give up (False: NoNode is
+    name; with ``companions``, in one ``multi`` with them. ``prefix`` must carry a fresh GUID
+    (:func:`new_guid`): after a lost reply the children of ``parent`` are searched for it, so a create
+    that did happen is found rather than repeated (the ``multi`` is atomic: found, its companions exist
+    too). When a parent is missing, ``on_no_parent()`` may create it (True) or give up (False: NoNode is
     raised). Raises ``TimeoutError`` once ``deadline`` (``time.monotonic()``) has passed."""
     path = join(parent, prefix)
     while True:
         try:
-            return basename(client.create(path, data, ephemeral=True, sequence=True))
+            return basename(_create_with(client, path, data, companions))
         except CONNECTION_ERRORS:
             found = _find_created(client, parent, prefix, deadline)
             if found is not None:
@@ -177,6 +193,24 @@ def create_protected(
                 raise
         if time.monotonic() > deadline:
             raise TimeoutError(f"could not create {path}<sequence> before the deadline")
+
+
+_ROLLED_BACK = (RolledBackError, RuntimeInconsistency)  # the other operations of a failed multi
+
+
+def _create_with(client: KazooClient, path: str, data: bytes, companions: Sequence[Companion]) -> str:
+    if not companions:
+        return str(client.create(path, data, ephemeral=True, sequence=True))
+    tx = client.transaction()
+    tx.create(path, data, ephemeral=True, sequence=True)
+    for companion in companions:
+        tx.create(companion.path, companion.data, acl=list(companion.acl) if companion.acl is not None else None,
+                  ephemeral=True)
+    results = tx.commit()
+    failure = next((r for r in results if isinstance(r, Exception) and not isinstance(r, _ROLLED_BACK)), None)
+    if failure is not None:
+        raise failure
+    return str(results[0])
 
 
 def _find_created(client: KazooClient, parent: str, prefix: str, deadline: float) -> str | None:

@@ -1,5 +1,5 @@
 """Confirmed-death failover: which member nodes a pod's status proves dead (``choice``, pure), ending
-them in ZooKeeper (``endmember``), and the pod watch's glue (``podwatch``)."""
+closing their sessions in ZooKeeper (``endmember``, ``sessionclose``), and the pod watch's glue (``podwatch``)."""
 
 from rebalanser_operator.failover.choice import EndedInstance, PodRef, ended_instances, members_to_end
 

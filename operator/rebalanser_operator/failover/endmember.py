@@ -1,67 +1,87 @@
-"""Confirmed-death failover, the ZooKeeper part: ends the member nodes of a dead container instance.
+"""Confirmed-death failover, the ZooKeeper part: ends the session of a dead container instance's member.
 
     outcomes = end_instances(zk, "/rebalanser/shop/orders", pod, ended, owned=marker_is_ours)
 
-A run first ``sync``s the group, so that it reads what the leader has committed (a lagging follower
-may still show a claim the dead session released and a live member took since), and checks the
-group root's owner marker (``owned``): it acts only in a group its ResourceGroup owns. Then, for each
-member node ``M`` chosen by :func:`failover.members_to_end`, with ``S`` its session
-(``ephemeralOwner``):
+A run first ``sync``s the group, so that it reads what the leader has committed, and checks the group
+root's owner marker (``owned``): it acts only in a group its ResourceGroup owns. Then, for each member
+node ``M`` chosen by :func:`failover.members_to_end`, with ``S`` its session (``ephemeralOwner``):
 
-1. ``M`` is deleted first, at the version read. This fences ``S``: every write a member makes to its
-   claims is a ``multi`` that starts with ``check(M)``, so a late request of the dead process that
-   reaches the server from now on changes nothing.
-2. Every claim under ``G/owners`` and every stop marker whose ``ephemeralOwner`` is ``S`` is deleted
-   at the version read (in ``multi`` batches, claims first; a batch in which one went or changed
-   meanwhile is done again one by one, leaving that one alone). No second ``sync`` is needed: the
-   server answered the delete of ``M`` only once it had applied it, so the reads that follow on the
-   same session see every write committed before it, which includes every claim ``S`` made.
+1. It reads ``M``'s session record ``G/sessions/<guid>-<id>`` (and ``M`` again, in the same round trip).
+   The record must be an ephemeral node of the very session it names, and that session must be ``S``:
+   nobody can write a record that aims the close at another session (only ``S`` can create an
+   ephemeral node owned by ``S``).
+2. It attaches to ``S`` with the recorded id and password and closes it
+   (:class:`~rebalanser_operator.failover.sessionclose.SessionCloser`). ZooKeeper deletes every
+   ephemeral node of ``S`` (``M``, its claims, stop markers and the record) in one transaction, as at
+   ``S``'s expiry, and refuses every later request of ``S``. A session that has already ended is
+   reported so by the attach: nothing to do.
 
-The run's round trips are the failover's latency (the claims hold the resources back from their new
-owners): the member nodes are read once (their ``Stat`` is the one ``M`` is deleted at), and the
-listings and ``Stat`` reads of each step are pipelined.
+The operator deletes nothing by path: a claim taken by a live member after ``S`` ended (every claim has
+version 0) cannot be touched. A member node without a record (a worker of an older version) or with a
+record that fails the checks is left to session expiry (:attr:`Outcome.NO_RECORD`, :attr:`Outcome.REFUSED`).
 
-A run interrupted between 1 and 2 leaves ``S``'s remaining claims to session expiry (as without the
-failover); the fence is already in place. Nothing is decided from memory (docs/protocol.md,
+Round trips: the sync with the marker and the listing of ``G/clients``; the member nodes' reads; the
+records' reads; then per member the attach (a TCP, and with TLS a TLS, handshake, and ZooKeeper's) and
+the close. A run interrupted anywhere has changed nothing but, at most, ended ``S`` (docs/protocol.md,
 "Confirmed-death failover").
 """
 
 from __future__ import annotations
 
+import enum
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
+from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from rebalanser.errors import CorruptDataError
 from rebalanser.paths import GroupPaths, MemberNode
-from rebalanser.wire import MemberRecord, decode_member
+from rebalanser.wire import MemberRecord, SessionRecord, decode_member, decode_session
 
 from rebalanser_operator.failover.choice import EndedInstance, PodRef, members_to_end
+from rebalanser_operator.failover.sessionclose import Closed, SessionCloser, Unreachable
 
 log = logging.getLogger(__name__)
 
-#: Deletes per multi (claims are small; ZooKeeper caps a request at 1 MiB).
-BATCH = 500
+
+class Outcome(enum.Enum):
+    """What ending one member did."""
+
+    CLOSED = "closed"  # S closed by the operator: M, its claims, stop markers and record went at once
+    ALREADY_ENDED = "already ended"  # S had ended before the close (expired, or closed by another run)
+    NO_RECORD = "no session record"  # a worker of an older version: left to session expiry
+    REFUSED = "session record refused"  # the record does not name M's session, or is bad data: left to expiry
+
+    @property
+    def final(self) -> bool:
+        """Whether S is over (no expiry is still to come for this member)."""
+        return self in (Outcome.CLOSED, Outcome.ALREADY_ENDED)
 
 
 @dataclass(frozen=True)
 class Ended:
-    """What ending one member node did: its session, the instance it recorded, claims and stop
-    markers deleted."""
+    """What ending one member node did: its session, the instance it recorded, the outcome (and why a
+    record was refused)."""
 
     member_node: str
     session: int
     instance: EndedInstance
-    claims: int
-    markers: int
+    outcome: Outcome
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Aim:
+    """The session a record lets the operator close (the pure check's verdict when it may)."""
+
+    record: SessionRecord
 
 
 class MemberChanged(Exception):
-    """``M`` is gone or changed under the run (another run or the session's end came first)."""
+    """``M`` and its session record are gone (another run or the session's end came first)."""
 
 
 class NotOwned(Exception):
@@ -94,9 +114,12 @@ def _read_members(
 
 def end_instances(
     zk: KazooClient, group: str, pod: PodRef, ended: Iterable[EndedInstance], *, owned: Callable[[bytes], bool],
+    closer: SessionCloser | None = None,
 ) -> list[Ended]:
-    """Ends every member node of ``group`` that records ``pod`` and one of its ``ended`` instances,
-    after a ``sync`` and only if ``owned(<group root's data>)``; raises :class:`NotOwned` otherwise."""
+    """Ends the session of every member node of ``group`` that records ``pod`` and one of its ``ended``
+    instances, after a ``sync`` and only if ``owned(<group root's data>)``; raises :class:`NotOwned`
+    otherwise. ``closer``: how sessions are closed (default: as ``zk`` connects). A member whose close
+    got no answer is left out (the next pod event tries again)."""
     paths = GroupPaths.of(group)
     # One round trip: the server answers a session's requests in order, so the reads sent behind the
     # sync are answered after it, from state at least as new as the leader's when it took the sync.
@@ -111,40 +134,92 @@ def end_instances(
         raise NotOwned(paths.root)
     members = _read_members(zk, paths, listing)
     chosen = members_to_end(pod, ended, {name: record for name, (record, _) in members.items()})
+    sessions = _read_sessions(zk, paths, list(chosen))  # one round trip for all of them
+    closer = closer if closer is not None else SessionCloser.like(zk)
     outcomes = []
     for name, instance in chosen.items():
         try:
-            outcomes.append(end_member(zk, paths, name, instance, members[name][1]))
+            outcomes.append(_end(closer, paths, name, instance, members[name][1], sessions[name]))
         except MemberChanged:
             log.info("member node %s went meanwhile", paths.client(name))
+        except Unreachable as exc:
+            log.warning("failover: %s; the next pod event tries again", exc)
     return outcomes
 
 
 def end_member(
     zk: KazooClient, paths: GroupPaths, name: str, instance: EndedInstance, stat: ZnodeStat | None = None,
+    closer: SessionCloser | None = None,
 ) -> Ended:
-    """Fences ``M``'s session by deleting ``M`` (at the version of ``stat``, read now when not given),
-    then deletes that session's claims and stop markers."""
-    member_path = paths.client(name)
+    """Ends ``M``'s session as :func:`end_instances` does for a member it chose (``stat``: ``M``'s, read
+    now when not given); :class:`MemberChanged` when ``M`` is gone."""
     if stat is None:
-        stat = zk.exists(member_path)
+        stat = zk.exists(paths.client(name))
     if stat is None or not stat.ephemeralOwner:
-        raise MemberChanged(member_path)
+        raise MemberChanged(paths.client(name))
+    sessions = _read_sessions(zk, paths, [name])
+    return _end(closer if closer is not None else SessionCloser.like(zk), paths, name, instance, stat, sessions[name])
+
+
+def _end(closer: SessionCloser, paths: GroupPaths, name: str, instance: EndedInstance, stat: ZnodeStat,
+         read: tuple[Any, Any]) -> Ended:
     session = int(stat.ephemeralOwner)
-    removal = zk.delete_async(member_path, version=stat.version)
-    # Sent behind the delete on the same session, so answered after it: one round trip for the three.
-    claims_listing, stopped_listing = zk.get_children_async(paths.owners), zk.get_children_async(paths.stopped)
     try:
-        removal.get()
-    except (NoNodeError, BadVersionError, NotEmptyError) as exc:
-        raise MemberChanged(member_path) from exc
-    listed = {paths.owners: _children(claims_listing)}
-    generations = [f"{paths.stopped}/{child}" for child in _children(stopped_listing) or []]
-    deleted = _delete_owned_paths(zk, [paths.owners, *generations], session, listed)
-    claims = sum(1 for path in deleted if path.startswith(paths.owners + "/"))
-    markers = len(deleted) - claims
-    log.info("ended member node %s (session 0x%x): %d claims, %d stop markers", member_path, session, claims, markers)
-    return Ended(name, session, instance, claims, markers)
+        replies = _replies(*read)
+    except NoAuthError:
+        reason = "the record is not readable with the group's credentials"
+        log.warning("failover: member node %s (session 0x%x): %s; left to session expiry", paths.client(name),
+                    session, reason)
+        return Ended(name, session, instance, Outcome.REFUSED, reason)
+    verdict = aim(paths, name, session, *replies)
+    if not isinstance(verdict, Aim):
+        outcome, reason = verdict
+        if outcome is None:
+            raise MemberChanged(paths.client(name))
+        log.warning("failover: member node %s (session 0x%x): %s%s; left to session expiry",
+                    paths.client(name), session, outcome.value, f" ({reason})" if reason else "")
+        return Ended(name, session, instance, outcome, reason)
+    closed = closer.close(verdict.record.session_id, verdict.record.password)
+    outcome = Outcome.CLOSED if closed is Closed.DONE else Outcome.ALREADY_ENDED
+    log.info("session 0x%x of member node %s: %s", session, paths.client(name), outcome.value)
+    return Ended(name, session, instance, outcome)
+
+
+def aim(
+    paths: GroupPaths, name: str, session: int, record: tuple[bytes, ZnodeStat] | None, member: ZnodeStat | None,
+) -> Aim | tuple[Outcome | None, str]:
+    """Whether the operator may close ``session`` (``M``'s ``ephemeralOwner``, as read) for member node
+    ``name``, from what it read next: the session record (data and ``Stat``; None: none) and ``M`` again.
+    An :class:`Aim` only for a record that is an ephemeral node of the session it names, that session
+    being ``M``'s. Otherwise the outcome (None: ``M`` and the record are gone, the session has ended)
+    and why."""
+    if record is None:
+        return (None, "") if member is None else (Outcome.NO_RECORD, "a worker of an older version?")
+    data, stat = record
+    try:
+        decoded = decode_session(data, path=paths.session_record(name))
+    except CorruptDataError as exc:
+        return Outcome.REFUSED, exc.reason
+    if int(stat.ephemeralOwner) != decoded.session_id:
+        return Outcome.REFUSED, (f"the record names session 0x{decoded.session_id & (2**64 - 1):x} but is owned by "
+                                 f"0x{int(stat.ephemeralOwner) & (2**64 - 1):x}")
+    if decoded.session_id != session:
+        return Outcome.REFUSED, f"the record is of session 0x{decoded.session_id & (2**64 - 1):x}, not the member's"
+    return Aim(decoded)
+
+
+def _read_sessions(zk: KazooClient, paths: GroupPaths, names: list[str]) -> dict[str, tuple[Any, Any]]:
+    """Each member node's session record and the node itself, read again: pipelined, one round trip."""
+    return {name: (zk.get_async(paths.session_record(name)), zk.exists_async(paths.client(name))) for name in names}
+
+
+def _replies(record: Any, member: Any) -> tuple[tuple[bytes, ZnodeStat] | None, ZnodeStat | None]:
+    try:
+        data, stat = record.get()
+        found: tuple[bytes, ZnodeStat] | None = (bytes(data), stat)
+    except NoNodeError:
+        found = None
+    return found, member.get()
 
 
 def _children(listing: Any) -> list[str] | None:
@@ -153,55 +228,3 @@ def _children(listing: Any) -> list[str] | None:
         return list(listing.get())
     except NoNodeError:
         return None
-
-
-def _owned_children(
-    zk: KazooClient, parents: list[str], session: int, listed: Mapping[str, list[str] | None] | None = None,
-) -> dict[str, int]:
-    """path -> version of each child of ``parents`` that is an ephemeral node of ``session``, in the
-    order of ``parents`` (pipelined: the listings not in ``listed`` together, then the ``Stat`` reads
-    together)."""
-    known = listed or {}
-    listings = [(parent, zk.get_children_async(parent)) for parent in parents if parent not in known]
-    children_of = {**known, **{parent: _children(listing) for parent, listing in listings}}
-    pending: list[tuple[str, Any]] = []
-    for parent in parents:
-        pending.extend((f"{parent}/{c}", zk.exists_async(f"{parent}/{c}")) for c in children_of[parent] or [])
-    owned = {}
-    for path, reply in pending:
-        stat = reply.get()
-        if stat is not None and stat.ephemeralOwner == session:
-            owned[path] = int(stat.version)
-    return owned
-
-
-def _delete_owned(zk: KazooClient, parents: list[str], session: int) -> int:
-    """How many children of ``parents`` owned by ``session`` :func:`_delete_owned_paths` deleted."""
-    return len(_delete_owned_paths(zk, parents, session))
-
-
-def _delete_owned_paths(
-    zk: KazooClient, parents: list[str], session: int, listed: Mapping[str, list[str] | None] | None = None,
-) -> list[str]:
-    """Deletes, at the version read, the children of ``parents`` that ``session`` owns: in ``multi``
-    batches (one round trip and one transaction per :data:`BATCH`), and a batch that fails because one
-    of them went or changed meanwhile one by one, leaving that one alone. Returns the paths this run
-    deleted. ``listed``: the children of some of ``parents``, already listed."""
-    owned = list(_owned_children(zk, parents, session, listed).items())
-    deleted: list[str] = []
-    for start in range(0, len(owned), BATCH):
-        batch = owned[start:start + BATCH]
-        tx = zk.transaction()
-        for path, version in batch:
-            tx.delete(path, version=version)
-        if not any(isinstance(r, Exception) for r in tx.commit()):
-            deleted.extend(path for path, _ in batch)
-            continue
-        pending = [(path, zk.delete_async(path, version=version)) for path, version in batch]
-        for path, reply in pending:
-            try:
-                reply.get()
-                deleted.append(path)
-            except (NoNodeError, BadVersionError):
-                log.info("%s went or changed meanwhile: left alone", path)
-    return deleted

@@ -5,13 +5,14 @@
 after the operator starts is not lost. :func:`handle_pod` waits (bounded) until the group's runtime has
 been reconciled successfully (connect string, path, credentials, and the group root's owner marker
 verified as this ResourceGroup's: a group in ``PathInUse`` gets no failover), then ends, in a worker
-thread, every member node that the pod's terminated container instances prove dead
-(:mod:`endmember`, which checks the marker again after its ``sync``). Whether to act is
+thread, the session of every member node that the pod's terminated container instances prove dead
+(:mod:`endmember`, which checks the marker again after its ``sync``, and closes the session). Whether to act is
 :func:`~rebalanser_operator.controller.plan.plan_failover` of the group's published view; the ending
 itself is one of the group's controller steps, so it never overlaps another write of the group. A run that cannot finish
 (ZooKeeper unreachable, credentials missing) ends nothing: the group falls back to session expiry,
 and the next pod event or operator start tries again. An instance counts as handled (later events
-about it are skipped) only once a run has found and ended its member node.
+about it are skipped) only once a run has found its member node and ended its session, or found that it
+cannot (a worker of an older version without a session record: left to session expiry).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from rebalanser_operator.apply.actions import owner_marker
+from rebalanser_operator.apply.actions import event, owner_marker
 from rebalanser_operator.apply.reconcile import OwnerMarker
 from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.messages import PodEnded
@@ -134,16 +135,23 @@ class Failover:
                         pod.name, path, type(exc).__name__, exc)
             return []
         with self._lock:
-            for outcome in outcomes:  # handled only once its member node was found and ended
+            for outcome in outcomes:  # handled once its member node was found and its session ended or judged
                 self._done[(path, outcome.instance.nonce)] = None
             while len(self._done) > DONE_LIMIT:
                 del self._done[next(iter(self._done))]
         for outcome in outcomes:
-            log.info("failover: pod %s's ended instance of container %s: member node %s/clients/%s ended in "
-                     "%.0f ms (%d claims, %d stop markers); the pod event arrived %.0f ms before",
-                     pod.name, outcome.instance.container, path, outcome.member_node,
-                     (time.monotonic() - started) * 1000, outcome.claims, outcome.markers,
-                     (time.monotonic() - received) * 1000)
+            if outcome.outcome.final:
+                log.info("failover: pod %s's ended instance of container %s: member node %s/clients/%s, session "
+                         "0x%x %s in %.0f ms; the pod event arrived %.0f ms before", pod.name,
+                         outcome.instance.container, path, outcome.member_node, outcome.session & (2**64 - 1),
+                         outcome.outcome.value, (time.monotonic() - started) * 1000,
+                         (time.monotonic() - received) * 1000)
+            else:
+                message = (f"pod {pod.name}'s ended instance of container {outcome.instance.container}: member node "
+                           f"{outcome.member_node} has {outcome.outcome.value}"
+                           f"{f' ({outcome.reason})' if outcome.reason else ''}; its session is left to expire")
+                log.warning("failover: %s", message)
+                event(self.ctx, runtime, "Warning", "FailoverLeftToExpiry", message)
         return outcomes
 
 
