@@ -9,14 +9,16 @@ cd "$(dirname "$0")/.."
 PY="${PY:-python3}"
 (( $# > 0 )) || { echo "usage: $0 KAZOO_VERSION..." >&2; exit 2; }
 
-# kazoo_private's contract and the buffered reads, then one file per module that goes through kazoo_private:
-# ephemerals (getEphemerals), claims and setwatches (a batch's watches, set again after a reconnection),
-# session and lease (the negotiated timeout inside the handshake, the lease ended once when cut off)
+# kazoo_private's contract and the buffered reads, then the modules that go through kazoo_private: ephemerals
+# (getEphemerals), claims and setwatches (a batch's watches; a deleted claim noticed by its owner, worker
+# processes; the watches set again after a reconnection), session and lease (the negotiated timeout inside the
+# handshake, the lease ended once when cut off)
 TESTS=(
   tests/unit/test_kazoo_private.py
   tests/unit/test_bufferedreads.py
   tests/integration/test_ephemerals.py
   tests/integration/test_claim_waits.py
+  tests/integration/test_claim_deleted.py
   tests/integration/test_lease_prober.py
   tests/integration/test_reconnect_recheck.py
 )
