@@ -12,7 +12,7 @@ PURE := -m "not zk and not ensemble and not e2e and not pods and not slow" tests
 
 .PHONY: help setup venv constraints zookeeper controlplane node cluster-prereqs test unit lint typecheck crds \
         demo demo-lite bench bench-kafka bench-failover chaos docs cluster-up cluster-down image docker dist clean \
-        model model-negative model-deep model-conform
+        model model-negative model-deep model-conform kazoo-range
 
 # `make help` prints the "##" line of every target (tests/docs/test_makefile.py checks none is missing)
 help: ## this list
@@ -60,8 +60,15 @@ typecheck: venv ## mypy (strict) over both packages and the examples
 crds: venv ## regenerate the CRD YAML from the pydantic models
 	$(BIN)/python -m rebalanser_operator.spec.crdgen
 
-test: venv zookeeper cluster-prereqs setup lint model model-negative ## set everything up and run the whole suite (what CI runs)
+test: venv zookeeper cluster-prereqs setup lint model model-negative kazoo-range ## set everything up and run the whole suite (what CI runs)
 	$(BIN)/pytest -q tests
+
+# The contract with kazoo's private surface and a short real-ZooKeeper subset, run against the lowest and the
+# highest kazoo that pyproject.toml allows, each in a throwaway virtualenv (docs/release.md "Which kazoo").
+# KAZOO_VERSIONS="2.12.0" tries another release before the range is widened to it.
+KAZOO_VERSIONS ?= $(shell $(PY) scripts/kazoo_range.py)
+kazoo-range: zookeeper ## the kazoo contract test and a real-ZooKeeper subset at both ends of the allowed kazoo range
+	@PY=$(PY) scripts/kazoo-range.sh $(KAZOO_VERSIONS)
 
 # The protocol's model (model/, docs/protocol.md "What is checked"): bounded exhaustive checks with
 # every rule on; each protected rule removed in turn (a counterexample each); deeper bounds (chaos).
