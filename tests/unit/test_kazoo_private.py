@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from kazoo.client import KazooClient
 from kazoo.protocol import connection, paths
-from kazoo.protocol.states import Callback
+from kazoo.protocol.states import Callback, KeeperState
 from rebalanser import kazoo_private
 from rebalanser.bufferedreads import BufferedConnection
 from rebalanser.options import Options
@@ -21,6 +21,7 @@ def parameters(function: object) -> list[str]:
 
 def test_the_private_methods_have_the_signatures_the_library_assumes() -> None:
     assert parameters(KazooClient._call) == ["self", "request", "async_object"]
+    assert parameters(KazooClient._session_callback) == ["self", "state"]
     assert parameters(paths._prefix_root) == ["root", "path", "trailing"]
     handler = connection.ConnectionHandler
     assert parameters(handler._invoke) == ["self", "timeout", "request", "xid"]
@@ -60,3 +61,15 @@ def test_the_member_connection_is_kazoos_with_buffered_reads_and_the_handshake_r
     assert isinstance(zk._connection, BufferedConnection)
     assert isinstance(zk._connection, connection.ConnectionHandler)
     assert type(zk._connection).__name__ == "_RecordingConnection"
+
+
+def test_a_state_observing_client_sees_every_session_state_first() -> None:
+    seen: list[KeeperState] = []
+
+    class Observer(kazoo_private.StateObservingClient):
+        def on_state(self, state: KeeperState) -> None:
+            seen.append(state)
+
+    zk = Observer(hosts="127.0.0.1:1")
+    zk._session_callback(KeeperState.EXPIRED_SESSION)
+    assert seen == [KeeperState.EXPIRED_SESSION]

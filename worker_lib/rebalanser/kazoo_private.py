@@ -20,6 +20,10 @@ What is private, and who uses it:
   ``_read`` and ``_read_socket`` (:mod:`rebalanser.bufferedreads`), and use ``_socket``,
   ``_socket_error_handling``, ``handler`` and ``CLOSE_RESPONSE``.
 - ``KazooClient._session_timeout``: the requested session timeout, in milliseconds.
+- ``KazooClient._session_callback(state)``: called with every ``KeeperState`` the session goes through
+  (expired, auth failed, closed as well as connected); :class:`StateObservingClient` reports each one
+  (the operator's session close, ``rebalanser_operator.failover.sessionclose``, must tell an
+  attach's "expired" from a drop).
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from kazoo.client import KazooClient
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.connection import CLOSE_RESPONSE, ConnectionHandler
 from kazoo.protocol.paths import _prefix_root
-from kazoo.protocol.states import WatchedEvent
+from kazoo.protocol.states import KeeperState, WatchedEvent
 
 __all__ = [
-    "CLOSE_RESPONSE", "ConnectionHandler", "add_data_watcher", "discard_data_watcher", "full_path",
-    "requested_timeout", "send", "use_connection_class",
+    "CLOSE_RESPONSE", "ConnectionHandler", "StateObservingClient", "add_data_watcher", "discard_data_watcher",
+    "full_path", "requested_timeout", "send", "use_connection_class",
 ]
 
 Watcher = Callable[[WatchedEvent], None]
@@ -80,3 +84,15 @@ def use_connection_class(zk: KazooClient, cls: type[ConnectionHandler]) -> None:
     """Makes the client's connection an instance of ``cls``, a subclass of kazoo's ``ConnectionHandler``
     that adds no state of its own at construction (before :meth:`KazooClient.start`)."""
     zk._connection.__class__ = cls
+
+
+class StateObservingClient(KazooClient):  # type: ignore[misc]
+    """A ``KazooClient`` that reports every ``KeeperState`` of its session to :meth:`on_state` before
+    kazoo acts on it (kazoo's listeners see only connected, suspended and lost)."""
+
+    def on_state(self, state: KeeperState) -> None:
+        """Called on kazoo's connection thread with each state; override it (it must not block)."""
+
+    def _session_callback(self, state: KeeperState) -> None:
+        self.on_state(state)
+        super()._session_callback(state)

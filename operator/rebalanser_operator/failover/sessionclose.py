@@ -34,6 +34,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
+from rebalanser.kazoo_private import StateObservingClient
 
 log = logging.getLogger(__name__)
 #: The attaching clients' own kazoo logger. Errors only: an expired answer is an expected outcome here (kazoo
@@ -56,7 +57,7 @@ class Unreachable(KazooException):  # type: ignore[misc]
     """No server answered the attach and the close; the session's fate is unknown (its expiry ends it)."""
 
 
-class _Attachment(KazooClient):  # type: ignore[misc]
+class _Attachment(StateObservingClient):
     """A client that keeps the session states its connection went through, so the handshake's answer
     (connected, expired, refused) and the close's (closed, or a drop first) are known for certain."""
 
@@ -65,11 +66,10 @@ class _Attachment(KazooClient):  # type: ignore[misc]
         self.states: list[KeeperState] = []
         self.answered = threading.Event()
 
-    def _session_callback(self, state: KeeperState) -> None:
+    def on_state(self, state: KeeperState) -> None:
         self.states.append(state)
         if state in _ANSWERS:
             self.answered.set()
-        super()._session_callback(state)
 
 
 @dataclass(frozen=True)
