@@ -374,7 +374,7 @@ def test_resource_group_creates_znodes_and_config(
     kube = installed
     kube.run_kubectl("apply", "-f", "-", input=manifest(
         zookeeper.hosts, resources=["extra"], resourceSets=[{"prefix": "orders-", "count": 8}],
-        rebalance={"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2},
+        rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 2},
     ))
     paths = GroupPaths.of(GROUP_PATH)
     expected = sorted([*names("orders-", 8), "extra"])
@@ -785,7 +785,7 @@ def test_a_pods_ended_container_instance_is_failed_over_by_its_uid(
     path = f"/rebalanser/{NS}/confirmed"
     installed.run_kubectl("apply", "-f", "-", input=manifest(
         zookeeper.hosts, name="confirmed", resources=["a", "b", "c", "d"], failover="KubeletConfirmed",
-        podSelector={"matchLabels": {"app": "confirmed-worker"}}, rebalance={"minIntervalSeconds": 0.5}))
+        podSelector={"matchLabels": {"app": "confirmed-worker"}}, rebalance={"minIntervalSeconds": 1}))
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "confirmed-0", "namespace": NS, "labels": {"app": "confirmed-worker"}},
            "spec": {"containers": [{"name": "worker", "image": "none"}]}}

@@ -111,7 +111,7 @@ def test_real_workers_reach_stable_and_status_follows_a_departure(
     ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str, tmp_path: Path
 ) -> None:
     rt = setup_group(ctx, zk_hosts, group_path, resourceSets=[{"prefix": "r", "count": 12}],
-                     rebalance={"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2})
+                     rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 2})
     workers = {}
     with status_loop(ctx, rt):
         try:
