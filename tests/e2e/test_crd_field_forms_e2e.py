@@ -13,6 +13,8 @@ fraction is refused. The module leaves this checkout's CRD in place, as the modu
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -146,3 +148,17 @@ def test_new_objects_may_still_use_the_older_field_names(upgraded: Cluster) -> N
 def test_ready_is_a_default_column(upgraded: Cluster) -> None:
     header = upgraded.run_kubectl("get", "rg", "-n", NS).stdout.splitlines()[0].split()
     assert header[-2:] == ["READY", "AGE"] and "INTERVAL" not in header
+
+
+def test_the_uninstall_check_refuses_while_resource_groups_remain(upgraded: Cluster) -> None:
+    """The chart's pre-delete hook, run as the Job runs it (here with the admin kubeconfig)."""
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rebalanser_operator.uninstallcheck", *args],
+                              env=upgraded.env(), capture_output=True, text=True, timeout=60, check=False)
+
+    refused = check("--namespace", NS, "--namespace", "default")
+    assert refused.returncode == 1, refused.stderr
+    assert f"{NS}/older" in refused.stderr and f"kubectl delete resourcegroups --all -n {NS}" in refused.stderr
+    assert check("--all-namespaces").returncode == 1
+    passed = check("--namespace", "default")
+    assert passed.returncode == 0 and "may be uninstalled" in passed.stdout, passed.stderr
