@@ -75,7 +75,8 @@ def test_chart_crd_is_the_generated_one() -> None:
 def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     docs = render(helm)
     assert {d["kind"] for d in docs} == {
-        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"}
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment",
+        "Job"}  # the uninstall check, a pre-delete hook (test_chart_values.py)
     assert len(by_kind(docs, "ClusterRoleBinding")) == 2
     docs = [d for d in docs if not d["metadata"]["name"].endswith(("-view", "-edit"))]  # aggregated, bound to nobody
     roles = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
