@@ -8,7 +8,8 @@ from :class:`ResourceGroupStatus`. Kubernetes-only schema details (list types, C
 
 Guarantees: a spec accepted by the API server under the generated schema is accepted by
 :meth:`ResourceGroupSpec.parse` unless it is invalid in ways a schema cannot express (the expanded
-resource count, reserved paths); those raise :class:`SpecError` with a message for the user.
+resource count, reserved paths) or in ways the API server checks on create only (the interval order,
+see :class:`RebalanceSpec`); those raise :class:`SpecError` with a message for the user.
 """
 
 from __future__ import annotations
@@ -336,9 +337,14 @@ class RebalanceSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
+                # Checked on create only (updates: the operator's parse): on an object stored while these
+                # fields were numbers, a fraction makes the rule fail to evaluate ("expected int, got
+                # float64"), which validation ratcheting does not excuse, and every update (a finalizer's
+                # removal included) would be refused. Create-only rules never evaluate on updates.
                 {
-                    "rule": "!has(self.minIntervalSeconds) || !has(self.maxIntervalSeconds) "
+                    "rule": "oldSelf.hasValue() || !has(self.minIntervalSeconds) || !has(self.maxIntervalSeconds) "
                     "|| self.minIntervalSeconds <= self.maxIntervalSeconds",
+                    "optionalOldSelf": True,
                     "message": "rebalance.minIntervalSeconds must not exceed rebalance.maxIntervalSeconds",
                 }
             ]
