@@ -433,9 +433,10 @@ def test_workers_join_and_status_becomes_ready(installed: Cluster, operator: Ope
     assert {len(rs) for rs in st["assignments"].values()} == {3}
     assert st["lastRebalance"]["completedAt"]
     table = kube.run_kubectl("get", "rg", "-n", NS).stdout.splitlines()
-    assert table[0].split() == ["NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "AGE"]
+    assert table[0].split() == ["NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE",
+                                "READY", "AGE"]
     row = table[1].split()
-    assert row[:5] == [GROUP, "ResourceBarrier", "9", "3", "9"] and row[6] == "Stable"
+    assert row[:5] == [GROUP, "ResourceBarrier", "9", "3", "9"] and row[6:8] == ["Stable", "True"]
     wide = kube.run_kubectl("get", "rg", GROUP, "-n", NS, "-o", "wide").stdout.splitlines()
     assert wide[0].split()[6:9] == ["PHASE", "READY", "INTERVAL"], wide[0]
     assert wide[1].split()[6:8] == ["Stable", "True"], wide
