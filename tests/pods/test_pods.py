@@ -170,7 +170,7 @@ def test_examples_reach_stable_with_the_printer_columns(scene: Scene) -> None:
     assert ready_condition(status)["status"] == "True"
     table = scene.kube.kubectl("get", "rg", "-n", NS).stdout.splitlines()
     assert re.split(r"\s+", table[0].strip()) == [
-        "NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "AGE"], table
+        "NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "READY", "AGE"], table
     row = re.split(r"\s+", table[1].strip())
     assert row[:7] == [GROUP, "ResourceBarrier", str(RESOURCES), "3", str(RESOURCES), status["coordinator"],
                        "Stable"], table
