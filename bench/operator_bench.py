@@ -132,7 +132,7 @@ def bench_status_lag(cluster: ZkCluster, admin: KazooClient, log_dir: Path, roun
     rt = ctx.group("bench", "status", uuid.uuid4().hex)
     spec = {"zookeeper": {"connect": cluster.hosts, "path": path, "sessionTimeoutSeconds": 2},
             "resourceSets": [{"prefix": "r", "count": resources}],
-            "rebalance": {"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2, "adaptive": False}}
+            "rebalance": {"minIntervalSeconds": 1, "maxIntervalSeconds": 2, "adaptive": False}}
     apply_spec(ctx, rt, spec, generation=1, body=BODY)
     state_seen: dict[int, int] = {}
 

@@ -1,9 +1,11 @@
 """The chart's README, generated from Chart.yaml and values.yaml (its comments are the descriptions).
 
-    python scripts/chart_readme.py charts/rebalanser-operator > README.md
+    python scripts/chart_readme.py charts/rebalanser-operator > charts/rebalanser-operator/README.md
 
 Every key of values.yaml gets a row: its dotted path, its default, and the comment lines written just
-above it. ``make dist`` writes the README into the packaged chart, so it never drifts from the values.
+above it. The chart's README.md is this output, committed (tests/operator/test_chart_readme.py keeps it
+current); ``make dist`` writes it again into the packaged chart. (There is no served version of the usual
+Go generator, helm-docs, among the modules this project may install: this script does its job.)
 """
 
 from __future__ import annotations
@@ -89,6 +91,17 @@ def render(chart: Path) -> str:
         "",
         "With `crds.templated: true` the CRD is a template instead (kept on uninstall, upgraded with the chart);",
         "then install with `--skip-crds`.",
+        "",
+        "## Uninstalling",
+        "",
+        "Delete the ResourceGroups first, while the operator runs: each carries a finalizer that only the",
+        "operator releases. `helm uninstall` checks (`uninstallCheck.enabled`, a pre-delete hook Job) and",
+        "stops, deleting nothing, while any remain in the served namespaces; the Job's log names them.",
+        "",
+        "```sh",
+        "kubectl delete resourcegroups --all -n <each served namespace>",
+        "helm uninstall rebalanser-operator --namespace rebalanser",
+        "```",
         "",
         "## Values",
         "",

@@ -7,7 +7,8 @@
 # The version is rebalanser.__version__; the chart is packaged with it as version and appVersion (a test
 # keeps Chart.yaml equal to it). The image is built from PYTHON_IMAGE when set, else from the base made
 # here (scripts/build-base-images.sh). Where Docker cannot run, the image is skipped with one line
-# (DIST_REQUIRE_IMAGE=1 makes that an error). docs/release.md says what the release workflow does.
+# (DIST_REQUIRE_IMAGE=1 makes that an error); DIST_PYTHON_ONLY=1 stops after the wheel and the sdist.
+# docs/release.md says what the release workflow does.
 set -euo pipefail
 NAME=dist
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,13 +23,16 @@ STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 rm -f "$DIST"/rebalanser-*
 
-# 1. wheel and sdist, from a clean copy of the sources (the checkout stays clean)
+# 1. wheel and sdist, from a clean copy of the sources (the checkout stays clean). The sdist also
+#    carries the tests and what they read (MANIFEST.in); the package index shows PACKAGE.md.
 log "wheel and sdist $VERSION"
 git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
-    | grep -zE '^(pyproject\.toml|README\.md|LICENSE|constraints\.txt|worker_lib/|operator/)' \
+    | grep -zE '^(pyproject\.toml|README\.md|PACKAGE\.md|MANIFEST\.in|LICENSE|constraints\.txt|worker_lib/|operator/|tests/|e2e/|charts/|crds/|examples/)' \
     | xargs -0 cp --parents -t "$STAGE" --
 (cd "$STAGE" && "$PYTHON" -m build --outdir "$DIST" . >"$STAGE/build.log" 2>&1) \
     || { tail -n 30 "$STAGE/build.log" >&2; die "python -m build failed"; }
+
+if [[ "${DIST_PYTHON_ONLY:-0}" == 1 ]]; then ls -1 "$DIST"; exit 0; fi
 
 # 2. the chart: a copy with its README generated from values.yaml, packaged at the package's version
 HELM="$("$ROOT/scripts/build-controlplane.sh" --bin-dir 2>/dev/null)/helm"

@@ -177,6 +177,7 @@ def build_registry(
             waker.cancel()
 
     failover = Failover(ctx)
+    ctx.watch_pods = watch_pods
 
     @kopf.index(GROUP, VERSION, PLURAL, id="failover_groups", registry=registry)
     def failover_groups(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[str, OptedIn] | None:

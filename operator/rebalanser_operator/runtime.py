@@ -103,6 +103,7 @@ class GroupRuntime:
     secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
     sync: SyncState | None = None
     spec_error: str | None = None
+    notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
     tuning: TuningState | None = None
     body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
     worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
@@ -164,6 +165,8 @@ class OperatorContext:
         tenancy: Tenancy | None = None,
     ) -> None:
         self.kube = kube
+        #: the pod watch of KubeletConfirmed failover is registered (handlers.build_registry sets it)
+        self.watch_pods = True
         self.tenancy = tenancy if tenancy is not None else Tenancy()
         self.metrics = metrics if metrics is not None else Metrics()
         self.options = options if options is not None else LoopOptions()

@@ -35,10 +35,10 @@ def rendered() -> dict[str, Any]:
 def test_the_credentials_overlay_adds_the_secret_and_nothing_else() -> None:
     docs = rendered()
     group, workers = docs["ResourceGroup"], docs["Deployment"]
-    assert group["spec"]["zookeeper"]["credentialsSecret"] == "zk-digest"
+    assert group["spec"]["zookeeper"]["credentialsSecretRef"] == {"name": "zk-digest"}
     base_group = yaml.safe_load((EXAMPLES / "resourcegroup.yaml").read_text())
     trimmed = copy.deepcopy(group)
-    del trimmed["spec"]["zookeeper"]["credentialsSecret"]
+    del trimmed["spec"]["zookeeper"]["credentialsSecretRef"]
     assert trimmed == base_group
 
     pod = workers["spec"]["template"]["spec"]
@@ -52,3 +52,13 @@ def test_the_credentials_overlay_adds_the_secret_and_nothing_else() -> None:
     base = yaml.safe_load((EXAMPLES / "workers.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]
     assert {"POD_NAME", "POD_UID"} <= set(env) and container["args"] == base["args"]
     assert container["envFrom"] == base["envFrom"]
+
+
+@pytest.mark.parametrize("manifest", sorted(EXAMPLES.rglob("*.yaml")), ids=lambda path: path.name)
+def test_the_examples_teach_only_the_current_field_forms(manifest: Path) -> None:
+    """No deprecated field and no fraction of a second in a ResourceGroup of examples/ (what a newcomer copies)."""
+    from rebalanser_operator.spec.notices import spec_notices
+
+    for doc in yaml.safe_load_all(manifest.read_text()):
+        if isinstance(doc, dict) and doc.get("kind") == "ResourceGroup":
+            assert spec_notices(doc.get("spec")) == (), manifest

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import tarfile
+import tomllib
+import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,3 +42,44 @@ def test_the_docs_say_the_workflow_cannot_run_here_and_make_dist_builds_what_it_
     dist = (REPO / "scripts" / "dist.sh").read_text().replace('"', "")
     for made in ("$PYTHON -m build", "$HELM package", "$DOCKER save", "sbom.cdx.json"):
         assert made in dist, made
+
+
+PACKAGE_PAGE = REPO / "PACKAGE.md"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+BLOB = "https://github.com/rebalanser/rebalanser/blob/main/"
+
+
+def test_the_package_index_page_is_its_own_with_absolute_links() -> None:
+    """The index shows pyproject's readme without the repository beside it: relative links would break
+    there, so it is PACKAGE.md (absolute links, each to a file that exists), not the developers' README."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["readme"] == {"file": "PACKAGE.md", "content-type": "text/markdown"}
+    links = LINK.findall(PACKAGE_PAGE.read_text())
+    assert links and all(link.startswith("https://") for link in links), links
+    for link in links:
+        if link.startswith(BLOB):
+            assert (REPO / link.removeprefix(BLOB)).is_file(), link
+
+
+@pytest.mark.slow
+def test_the_sdist_carries_the_tests_and_the_package_page(tmp_path: Path) -> None:
+    """What `make dist` builds first (scripts/dist.sh, stopped after the wheel and the sdist)."""
+    proc = subprocess.run([str(REPO / "scripts" / "dist.sh"), str(tmp_path)],
+                          env={**os.environ, "DIST_PYTHON_ONLY": "1"}, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (sdist,) = tmp_path.glob("rebalanser-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+        info = archive.extractfile(next(m for m in archive.getmembers() if m.name.endswith("/PKG-INFO")))
+        assert info is not None
+        metadata = info.read().decode()
+    for carried in ("tests/conftest.py", "tests/unit/test_assignment.py", "tests/operator/test_crd.py",
+                    "e2e/lab/cluster.py", "charts/rebalanser-operator/values.yaml",
+                    "crds/resourcegroups.rebalanser.io.yaml"):
+        assert carried in names, carried
+    assert not any("__pycache__" in name for name in names)
+    assert PACKAGE_PAGE.read_text().strip() in metadata
+    (wheel,) = tmp_path.glob("rebalanser-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert not any(name.startswith("tests/") for name in archive.namelist())

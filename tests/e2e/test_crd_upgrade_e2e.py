@@ -311,7 +311,7 @@ def test_the_crd_upgrades_under_live_groups_without_touching_zookeeper(scene: Sc
         "spec": {"zookeeper": {"connect": hosts, "path": GROUP_PATH, "sessionTimeoutSeconds": 8},
                  "resources": ["ledger-special"], "resourceSets": [{"prefix": "ledger-", "count": 6}],
                  "algorithm": "ResourceBarrier",
-                 "rebalance": {"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2, "adaptive": True},
+                 "rebalance": {"minIntervalSeconds": 1, "maxIntervalSeconds": 2, "adaptive": True},
                  "failover": "SessionExpiry"},
     }))
     wait_status(kube, lambda s: s.get("resources") == 7 and s.get("observedGeneration") == 1, 30,

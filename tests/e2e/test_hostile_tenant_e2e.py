@@ -116,7 +116,7 @@ def resource_group(namespace: str, name: str, zookeeper: dict[str, Any]) -> dict
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"zookeeper": {"sessionTimeoutSeconds": 10, **zookeeper},
                      "resourceSets": [{"prefix": "orders-", "count": 12}],
-                     "rebalance": {"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2}}}
+                     "rebalance": {"minIntervalSeconds": 1, "maxIntervalSeconds": 2}}}
 
 
 def secret(namespace: str, name: str, username: str, password: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _largest(connect: str | None, resources: list[str]) -> dict[str, Any]:
             for i in range(MAX_RESOURCE_SETS)
         ],
         "algorithm": "GlobalBarrier",
-        "rebalance": {"minIntervalSeconds": 3599.5, "maxIntervalSeconds": 3600, "adaptive": True,
+        "rebalance": {"minIntervalSeconds": 3599, "maxIntervalSeconds": 3600, "adaptive": True,
                       "departureGraceSeconds": 3600},
         "workloadRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "w" * 253},
         "failover": "SessionExpiry",  # the e2e cluster has no pods to watch; the other value is 3 bytes longer

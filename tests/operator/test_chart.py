@@ -75,7 +75,8 @@ def test_chart_crd_is_the_generated_one() -> None:
 def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     docs = render(helm)
     assert {d["kind"] for d in docs} == {
-        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"}
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment",
+        "Job"}  # the uninstall check, a pre-delete hook (test_chart_values.py)
     assert len(by_kind(docs, "ClusterRoleBinding")) == 2
     docs = [d for d in docs if not d["metadata"]["name"].endswith(("-view", "-edit"))]  # aggregated, bound to nobody
     roles = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
@@ -152,9 +153,11 @@ def test_pod_meets_the_restricted_pod_security_standard(helm: Path) -> None:
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
-def test_service_monitor_only_with_the_prometheus_operator_api(helm: Path) -> None:
+def test_service_monitor_only_when_asked_for_and_with_the_prometheus_operator_api(helm: Path) -> None:
     assert not by_kind(render(helm), "ServiceMonitor")
-    docs = render(helm, "--api-versions", "monitoring.coreos.com/v1")
+    assert not by_kind(render(helm, "--api-versions", "monitoring.coreos.com/v1"), "ServiceMonitor")  # off by default
+    assert not by_kind(render(helm, "--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
+    docs = render(helm, "--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.serviceMonitor.enabled=true")
     (monitor,) = by_kind(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True, "per-group namespace/name labels would be renamed"

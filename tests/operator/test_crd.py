@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from rebalanser_operator.spec import crdgen, models
 
@@ -73,10 +74,50 @@ def test_names_scope_subresource_and_printer_columns() -> None:
     version = spec["versions"][0]
     assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 0]
-    assert columns == ["Algorithm", "Resources", "Members", "Assigned", "Coordinator", "Phase", "Age"]
+    assert columns == ["Algorithm", "Resources", "Members", "Assigned", "Coordinator", "Phase", "Ready", "Age"]
+    ready = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Ready")
+    assert ready["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
     wide = {c["name"]: c for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 1}
-    assert wide["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
-    assert set(wide) == {"Ready", "Interval"}
+    assert set(wide) == {"Interval"}
+
+
+def test_no_spec_field_is_a_floating_point_number() -> None:
+    """The Kubernetes API conventions: durations are whole seconds (or duration strings), never floats."""
+    def numbers(node: dict[str, Any], where: str) -> list[str]:
+        found = [where] if node.get("type") == "number" else []
+        for name, child in node.get("properties", {}).items():
+            found += numbers(child, f"{where}.{name}")
+        if isinstance(node.get("items"), dict):
+            found += numbers(node["items"], f"{where}[]")
+        return found
+
+    assert numbers(schema()["properties"]["spec"], "spec") == []
+    for section, name in (("zookeeper", "sessionTimeoutSeconds"), ("rebalance", "minIntervalSeconds"),
+                          ("rebalance", "maxIntervalSeconds"), ("rebalance", "departureGraceSeconds")):
+        assert schema()["properties"]["spec"]["properties"][section]["properties"][name]["type"] == "integer"
+
+
+def test_the_last_rebalance_times_are_date_times() -> None:
+    last = schema()["properties"]["status"]["properties"]["lastRebalance"]["properties"]
+    assert last["startedAt"]["format"] == last["completedAt"]["format"] == "date-time"
+
+
+@pytest.mark.parametrize(("older", "current"), [
+    ("spec.workload", "spec.workloadRef"),
+    ("spec.zookeeper.credentialsSecret", "spec.zookeeper.credentialsSecretRef"),
+    ("spec.zookeeper.tls.secret", "spec.zookeeper.tls.secretRef"),
+])
+def test_each_older_form_stays_in_the_schema_marked_deprecated(older: str, current: str) -> None:
+    """Objects stored with the older form still validate and keep it (nothing is pruned); its
+    description names the field to write instead."""
+    def node(dotted: str) -> dict[str, Any]:
+        found = schema()
+        for name in dotted.split("."):
+            found = found["properties"][name]
+        return found
+
+    assert node(older)["description"].startswith(f"Deprecated: write {current.rsplit('.', 1)[-1]} ")
+    assert not node(current)["description"].startswith("Deprecated")
 
 
 def test_validation_rules_are_in_the_schema() -> None:
@@ -90,7 +131,11 @@ def test_validation_rules_are_in_the_schema() -> None:
     path = spec["properties"]["zookeeper"]["properties"]["path"]
     assert {"rule": "self == oldSelf", "message": "zookeeper.path is immutable"} in path["x-kubernetes-validations"]
     rebalance = spec["properties"]["rebalance"]
-    assert "minIntervalSeconds <= self.maxIntervalSeconds" in rebalance["x-kubernetes-validations"][0]["rule"]
+    (order,) = rebalance["x-kubernetes-validations"]
+    assert "minIntervalSeconds <= self.maxIntervalSeconds" in order["rule"]
+    # create only: on an object stored with a fraction (number seconds) the rule cannot evaluate, and
+    # ratcheting does not excuse that, so an update (a finalizer's removal too) would be refused
+    assert order["rule"].startswith("oldSelf.hasValue() || ") and order["optionalOldSelf"] is True
     assert spec["properties"]["algorithm"]["enum"] == ["ResourceBarrier", "GlobalBarrier"]
     conditions = schema()["properties"]["status"]["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"

@@ -111,7 +111,7 @@ def test_real_workers_reach_stable_and_status_follows_a_departure(
     ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str, tmp_path: Path
 ) -> None:
     rt = setup_group(ctx, zk_hosts, group_path, resourceSets=[{"prefix": "r", "count": 12}],
-                     rebalance={"minIntervalSeconds": 0.5, "maxIntervalSeconds": 2})
+                     rebalance={"minIntervalSeconds": 1, "maxIntervalSeconds": 2})
     workers = {}
     with status_loop(ctx, rt):
         try:
@@ -449,3 +449,59 @@ def test_a_new_object_not_reconciled_in_time_says_pending(
 def refreshes(ctx: OperatorContext) -> float:
     return next(sample.value for metric in ctx.metrics.status_refresh_seconds.collect() for sample in metric.samples
                 if sample.name.endswith("_count"))
+
+
+def add_recorded_member(zk: KazooClient, path: str, member_id: str, **record: str) -> str:
+    """A member node with its record (as a worker writes it: pod UID and instance digest when started
+    with --termination-log and the downward API's environment)."""
+    from rebalanser.wire import MemberRecord, encode_member
+
+    prefix = f"{GroupPaths.of(path).clients}/{uuid.uuid4().hex}-{member_id}-"
+    data = encode_member(MemberRecord(member_id=member_id, joined=time.time(), **record))
+    created: str = zk.create(prefix, data, ephemeral=True, sequence=True)
+    return created
+
+
+def test_kubelet_confirmed_without_a_pod_watch_says_so(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    """The operator installed without failover.enabled: the group falls back to session expiry, and
+    the status and an Event say why and what to change (it used to say nothing)."""
+    ctx.watch_pods = False
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"], failover="KubeletConfirmed")
+    with status_loop(ctx, rt):
+        status = kube.wait_status(lambda s: "FailoverReady" in conditions(s), 10, "FailoverReady")
+        failover = conditions(status)["FailoverReady"]
+        assert (failover["status"], failover["reason"]) == ("False", "PodsNotWatched")
+        assert "failover.enabled=true" in failover["message"]
+        assert kube.reasons().count("PodsNotWatched") == 1
+
+
+def test_kubelet_confirmed_names_the_members_it_cannot_confirm(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a", "b"], failover="KubeletConfirmed")
+    add_recorded_member(zk, group_path, "confirmable", pod="w-0", pod_uid="uid-0", instance_digest="0" * 64)
+    add_recorded_member(zk, group_path, "bare", pod="w-1")  # no --termination-log, no POD_UID
+    with status_loop(ctx, rt):
+        status = kube.wait_status(lambda s: s.get("members") == 2 and "FailoverReady" in conditions(s), 10,
+                                  "two members and FailoverReady")
+        failover = conditions(status)["FailoverReady"]
+        assert (failover["status"], failover["reason"]) == ("False", "MembersUnconfirmable")
+        assert "1 of 2 members" in failover["message"] and "(bare)" in failover["message"]
+        assert "--termination-log" in failover["message"] and "MembersUnconfirmable" in kube.reasons()
+
+
+def test_a_spec_in_the_older_forms_is_read_and_named(
+    ctx: OperatorContext, kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    rt = setup_group(ctx, zk_hosts, group_path, resources=["a"], workload={"kind": "Deployment", "name": "w"},
+                     rebalance={"minIntervalSeconds": 1.5, "maxIntervalSeconds": 5})
+    with status_loop(ctx, rt):
+        status = kube.wait_status(lambda s: "SpecCurrent" in conditions(s), 10, "SpecCurrent")
+        current = conditions(status)["SpecCurrent"]
+        assert (current["status"], current["reason"]) == ("False", "DeprecatedFields")
+        assert "write spec.workloadRef" in current["message"] and "read as 2 (rounded up)" in current["message"]
+        assert "DeprecatedFields" in kube.reasons()
+        config = decode_config(zk.get(GroupPaths.of(group_path).config)[0])
+        assert config.min_interval_seconds == 2

@@ -12,6 +12,7 @@ from rebalanser.status import GroupStatus
 from rebalanser.wire import decode_rebalance
 from rebalanser_operator.spec.models import Phase
 from rebalanser_operator.status.view import (
+    FailoverFacts,
     Observation,
     SyncState,
     cap_assignments,
@@ -184,3 +185,36 @@ def test_status_shows_each_live_members_pod() -> None:
 
 def test_status_records_the_connect_string_the_group_lives_on() -> None:
     assert status_dict(compute_status(obs(connect="zk-0:2181"), now=NOW))["zookeeperConnect"] == "zk-0:2181"
+
+
+def test_spec_current_names_the_older_forms_without_changing_the_phase() -> None:
+    older = status_dict(compute_status(obs(notices=("spec.workload is deprecated: write spec.workloadRef",)), now=NOW))
+    current = status_dict(compute_status(obs(notices=()), now=NOW))
+    assert conditions(older)["SpecCurrent"]["status"] == "False"
+    assert conditions(older)["SpecCurrent"]["reason"] == "DeprecatedFields"
+    assert "write spec.workloadRef" in conditions(older)["SpecCurrent"]["message"]
+    assert conditions(current)["SpecCurrent"]["status"] == "True"
+    assert older["phase"] == current["phase"] == "Stable"
+    assert "SpecCurrent" not in conditions(status_dict(compute_status(obs(), now=NOW)))  # no spec adopted
+
+
+@pytest.mark.parametrize(("facts", "status", "reason", "says"), [
+    (FailoverFacts(watching_pods=False), "False", "PodsNotWatched", "failover.enabled=true"),
+    (FailoverFacts(watching_pods=True, unconfirmable=("b",)), "False", "MembersUnconfirmable",
+     "1 of 2 members record no pod UID or container instance (b)"),
+    (FailoverFacts(watching_pods=True), "True", "Confirming", "all 2 members"),
+])
+def test_failover_ready_says_why_kubelet_confirmed_falls_back_and_how_to_fix_it(
+    facts: FailoverFacts, status: str, reason: str, says: str
+) -> None:
+    result = status_dict(compute_status(obs(failover=facts), now=NOW))
+    condition = conditions(result)["FailoverReady"]
+    assert (condition["status"], condition["reason"]) == (status, reason)
+    assert says in condition["message"]
+    assert result["phase"] == "Stable"
+    assert "FailoverReady" not in conditions(status_dict(compute_status(obs(), now=NOW)))  # SessionExpiry
+
+
+def test_an_odd_coordinator_timestamp_is_left_out_rather_than_refused() -> None:
+    last = normalise_last_rebalance(decode_rebalance(b'{"generation": 1, "startedAt": "yesterday"}'))
+    assert last is not None and last.started_at is None

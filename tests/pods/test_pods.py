@@ -89,7 +89,8 @@ def scene(kube: Kube) -> Iterator[Scene]:
     OUT.mkdir(parents=True)
     s = Scene(kube, OUT)
     if kube.helm("status", RELEASE, "-n", NS, check=False).returncode == 0:
-        kube.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s")
+        # a leftover of an earlier run, ResourceGroups and all: no uninstall check
+        kube.helm("uninstall", RELEASE, "-n", NS, "--no-hooks", "--wait", "--timeout", "120s")
     for name in (DOOMED, OWN, NS):
         _delete_namespace(s, name)
     _delete_release_leftovers(s, OWN)
@@ -170,7 +171,7 @@ def test_examples_reach_stable_with_the_printer_columns(scene: Scene) -> None:
     assert ready_condition(status)["status"] == "True"
     table = scene.kube.kubectl("get", "rg", "-n", NS).stdout.splitlines()
     assert re.split(r"\s+", table[0].strip()) == [
-        "NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "AGE"], table
+        "NAME", "ALGORITHM", "RESOURCES", "MEMBERS", "ASSIGNED", "COORDINATOR", "PHASE", "READY", "AGE"], table
     row = re.split(r"\s+", table[1].strip())
     assert row[:7] == [GROUP, "ResourceBarrier", str(RESOURCES), "3", str(RESOURCES), status["coordinator"],
                        "Stable"], table
@@ -451,8 +452,15 @@ def test_namespace_deletion_completes_and_removes_the_znodes(scene: Scene) -> No
 
 
 def test_helm_uninstall_keeps_the_crd_and_resource_groups(scene: Scene) -> None:
+    """A ResourceGroup remains: the chart's pre-delete check refuses the uninstall (the operator keeps
+    running, its log names the group); with --no-hooks the operator goes and the CRD and the group stay."""
     started = time.monotonic()
-    scene.kube.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s", timeout=180)
+    refused = scene.kube.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s", timeout=180, check=False)
+    assert refused.returncode != 0, refused.stdout
+    check = scene.kube.kubectl("logs", f"job/{FULLNAME}-uninstall-check", "-n", NS, check=False)
+    assert f"{NS}/{GROUP}" in check.stdout + check.stderr and "refusing to uninstall" in check.stdout + check.stderr
+    assert scene.operator_pods(), "the refused uninstall removed the operator"
+    scene.kube.helm("uninstall", RELEASE, "-n", NS, "--no-hooks", "--wait", "--timeout", "120s", timeout=180)
     wait_until(lambda: not scene.operator_pods(), 120, "operator pods still there after helm uninstall")
     assert _gone(scene, "deployment", FULLNAME, "-n", NS)
     assert _gone(scene, "service", f"{FULLNAME}-metrics", "-n", NS)

@@ -121,7 +121,7 @@ def group_manifest() -> dict[str, Any]:
         "spec": {
             "zookeeper": {"connect": ZK_CONNECT, "sessionTimeoutSeconds": 10, "tls": {"secret": CLIENT_SECRET}},
             "resourceSets": [{"prefix": f"{GROUP}-", "count": RESOURCES}],
-            "rebalance": {"minIntervalSeconds": 0.5, "maxIntervalSeconds": 30},
+            "rebalance": {"minIntervalSeconds": 1, "maxIntervalSeconds": 30},
             "podSelector": {"matchLabels": {"app.kubernetes.io/name": f"{GROUP}-worker"}},
         },
     }

@@ -95,7 +95,7 @@ def group_manifest(name: str, failover: str, resources: int, *, min_interval: fl
         "podSelector": {"matchLabels": {"app.kubernetes.io/name": f"{name}-worker"}},
     }
     if workload:
-        spec["workload"] = {"kind": "Deployment", "name": f"{name}-worker"}
+        spec["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"{name}-worker"}
     return {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": name}, "spec": spec}
 
 

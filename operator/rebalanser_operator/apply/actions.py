@@ -38,6 +38,7 @@ from rebalanser_operator.controller.messages import Deletion, DesiredSpec, Secre
 from rebalanser_operator.controller.plan import plan_admission
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.spec.notices import spec_notices
 from rebalanser_operator.status.tuning import initial_state
 from rebalanser_operator.status.view import SyncState
 from rebalanser_operator.tenancy import PATH_IN_USE, Placement, Refusal
@@ -101,6 +102,7 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
     spec, path, desired = _parse(ctx, rt, desired_spec)
     placement = _admit(ctx, rt, desired_spec, spec, path, desired)
     _adopt(rt, desired_spec, spec, path, desired, placement)
+    _note_older_forms(ctx, rt)
     credentials = _read_secrets(ctx, rt, spec, desired_spec.retry)
     zk = _connect(ctx, rt, spec, desired_spec.retry)
     result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
@@ -169,6 +171,15 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
+
+
+def _note_older_forms(ctx: OperatorContext, rt: GroupRuntime) -> None:
+    """The spec's deprecated forms and rounded fractions (:mod:`notices`): in the SpecCurrent condition,
+    and a Warning Event each time the set changes."""
+    notices = spec_notices(rt.raw_spec)
+    if notices != rt.notices and notices:
+        event(ctx, rt, "Warning", "DeprecatedFields", "; ".join(notices))
+    rt.notices = notices
 
 
 def _read_secrets(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec,

@@ -22,6 +22,25 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: Breaking changes made on purpose, each safe for stored objects for the reason given (the API
+#: server's validation ratcheting, on by default since Kubernetes 1.30, lets an update through when a
+#: field it leaves unchanged is invalid only under the new schema). docs/operator.md, "Upgrading".
+ACCEPTED_CHANGES: dict[str, str] = {
+    **{
+        f".spec.{field}: type changed from 'number' to 'integer'": (
+            "whole seconds; a stored fraction is read rounded up and named in the SpecCurrent condition"
+        )
+        for field in ("zookeeper.sessionTimeoutSeconds", "rebalance.minIntervalSeconds",
+                      "rebalance.maxIntervalSeconds", "rebalance.departureGraceSeconds")
+    },
+    **{
+        f".status.lastRebalance.{field}: format 'date-time' added": (
+            "the operator writes RFC 3339 (and rewrites the status it owns)"
+        )
+        for field in ("startedAt", "completedAt")
+    },
+}
+
 #: Keys whose value must not change at all.
 _EQUAL = ("type", "format", "pattern", "x-kubernetes-list-type", "x-kubernetes-map-type")
 #: Upper bounds: the new one must be absent or at least the old one (absent old = unbounded).

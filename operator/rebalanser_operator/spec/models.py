@@ -8,15 +8,25 @@ from :class:`ResourceGroupStatus`. Kubernetes-only schema details (list types, C
 
 Guarantees: a spec accepted by the API server under the generated schema is accepted by
 :meth:`ResourceGroupSpec.parse` unless it is invalid in ways a schema cannot express (the expanded
-resource count, reserved paths); those raise :class:`SpecError` with a message for the user.
+resource count, reserved paths) or in ways the API server checks on create only (the interval order,
+see :class:`RebalanceSpec`); those raise :class:`SpecError` with a message for the user.
 """
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.errors import InvalidInputError
 from rebalanser.paths import is_valid_resource_name, validate_group_path
@@ -66,7 +76,7 @@ MAX_RESOURCE_SETS = 64
 MAX_SET_COUNT = 100_000
 #: Upper bound of the expanded resource set (explicit names plus every resource set).
 MAX_TOTAL_RESOURCES = 100_000
-MAX_INTERVAL_SECONDS = 3600.0
+MAX_INTERVAL_SECONDS = 3600
 #: DNS-1123 subdomain (a Secret's or a workload's name).
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 #: A key of a Secret's data.
@@ -104,6 +114,21 @@ ResourceName = Annotated[
 ]
 K8sName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=K8S_NAME_PATTERN)]
 SecretKey = Annotated[str, StringConstraints(min_length=1, max_length=SECRET_KEY_MAX, pattern=SECRET_KEY_PATTERN)]
+
+
+def whole_seconds(value: Any) -> Any:
+    """A stored fraction of a second (these fields were numbers before they were integers) is read
+    rounded up: a longer timeout, interval or grace, never a shorter one. :func:`spec_notices` names
+    every value read this way, for the ResourceGroup's owner to write the whole number."""
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        return math.ceil(value)
+    return value
+
+
+#: What the whole-seconds fields say about a fraction stored before they were integers.
+FRACTION_NOTE = "A fraction stored by an earlier CRD is read rounded up (see the SpecCurrent condition)."
+#: Whole seconds (``type: integer``); a stored fraction is read rounded up (:func:`whole_seconds`).
+Seconds = Annotated[int, BeforeValidator(whole_seconds)]
 
 
 class SpecError(ValueError):
@@ -153,16 +178,16 @@ class ZooKeeperTls(_Model):
 
     secret_name: K8sName | None = Field(
         default=None, alias="secret",
-        description="Secret (same namespace) with PEM files under the keys ca.crt (the CA that verifies "
-        "the servers; the system's trust store without it), tls.crt and tls.key (a client certificate and "
-        "its key, for mutual TLS; both or neither): the keys of a kubernetes.io/tls Secret. Workers mount the same "
-        "Secret; a change to it reaches the operator's connection without a restart. The same as secretRef "
-        "with only a name.",
+        description="Deprecated: write secretRef {name: ...} (still read, with the same meaning). "
+        "Secret (same namespace) with PEM files under the keys ca.crt, tls.crt and tls.key.",
     )
     secret_ref: TlsSecretRef | None = Field(
         default=None, alias="secretRef",
         description="Secret (same namespace) with the TLS material under the keys it names (default: ca.crt, "
-        "tls.crt, tls.key). Workers mount the same Secret, each key at its default file name.",
+        "the CA that verifies the servers, the system's trust store without it; tls.crt and tls.key, a client "
+        "certificate and its key for mutual TLS, both or neither: the keys of a kubernetes.io/tls Secret). "
+        "Workers mount the same Secret, each key at its default file name; a change to it reaches the "
+        "operator's connection without a restart.",
     )
     verify_hostname: bool = Field(
         default=False, alias="verifyHostname",
@@ -243,26 +268,27 @@ class ZooKeeperSpec(_Model):
             ]
         },
     )
-    session_timeout_seconds: float = Field(
-        default=10.0,
+    session_timeout_seconds: Seconds = Field(
+        default=10,
         alias="sessionTimeoutSeconds",
         ge=1,
         le=600,
-        description="Session timeout of the operator's own ZooKeeper connection for this connect string.",
+        description="Session timeout of the operator's own ZooKeeper connection for this connect string, "
+        f"in whole seconds. {FRACTION_NOTE}",
     )
     credentials_secret_name: K8sName | None = Field(
         default=None,
         alias="credentialsSecret",
-        description="Secret (same namespace) with keys username and password: group znodes get "
-        "digest ACLs so only holders of these credentials can write (everyone can read). A change to "
-        "the Secret is applied without a restart (the group's znodes get the new credentials' ACL). "
-        "The same as credentialsSecretRef with only a name.",
+        description="Deprecated: write credentialsSecretRef {name: ...} (still read, with the same meaning). "
+        "Secret (same namespace) with keys username and password.",
     )
     credentials_secret_ref: CredentialsSecretRef | None = Field(
         default=None,
         alias="credentialsSecretRef",
         description="Secret (same namespace) with digest credentials under the keys it names (default: "
-        "username, password); what credentialsSecret does, with other key names.",
+        "username, password): group znodes get digest ACLs so only holders of these credentials can write "
+        "(everyone can read). A change to the Secret is applied without a restart (the group's znodes get "
+        "the new credentials' ACL).",
     )
     tls: ZooKeeperTls | None = Field(
         default=None,
@@ -311,29 +337,35 @@ class RebalanceSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
+                # Checked on create only (updates: the operator's parse): on an object stored while these
+                # fields were numbers, a fraction makes the rule fail to evaluate ("expected int, got
+                # float64"), which validation ratcheting does not excuse, and every update (a finalizer's
+                # removal included) would be refused. Create-only rules never evaluate on updates.
                 {
-                    "rule": "!has(self.minIntervalSeconds) || !has(self.maxIntervalSeconds) "
+                    "rule": "oldSelf.hasValue() || !has(self.minIntervalSeconds) || !has(self.maxIntervalSeconds) "
                     "|| self.minIntervalSeconds <= self.maxIntervalSeconds",
+                    "optionalOldSelf": True,
                     "message": "rebalance.minIntervalSeconds must not exceed rebalance.maxIntervalSeconds",
                 }
             ]
         }
     )
 
-    min_interval_seconds: float = Field(
-        default=2.0, alias="minIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
-        description="Shortest time between two rebalances.",
+    min_interval_seconds: Seconds = Field(
+        default=2, alias="minIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        description=f"Shortest time between two rebalances, in whole seconds. {FRACTION_NOTE}",
     )
-    max_interval_seconds: float = Field(
-        default=30.0, alias="maxIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
-        description="Longest effective interval the adaptive policy may choose.",
+    max_interval_seconds: Seconds = Field(
+        default=30, alias="maxIntervalSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        description=f"Longest effective interval the adaptive policy may choose, in whole seconds. {FRACTION_NOTE}",
     )
     adaptive: bool = Field(
         default=True, description="Raise the effective interval under churn and rollouts; false pins it to the minimum."
     )
-    departure_grace_seconds: float = Field(
-        default=0.0, alias="departureGraceSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
-        description="Wait this long before moving a departed stable member's resources.",
+    departure_grace_seconds: Seconds = Field(
+        default=0, alias="departureGraceSeconds", ge=0, le=MAX_INTERVAL_SECONDS,
+        description=f"Wait this long before moving a departed stable member's resources, in whole seconds. "
+        f"{FRACTION_NOTE}",
     )
 
     @model_validator(mode="after")
@@ -502,12 +534,13 @@ class ResourceGroupSpec(_Model):
     )
     workload_by_kind: Workload | None = Field(
         default=None, alias="workload",
-        description="Optional: the workers' Deployment or StatefulSet (the same as workloadRef with "
-        "apiVersion apps/v1).",
+        description="Deprecated: write workloadRef {apiVersion: apps/v1, kind: ..., name: ...} (still read, "
+        "with the same meaning).",
     )
     workload_ref: WorkloadRef | None = Field(
         default=None, alias="workloadRef",
-        description="Optional: the workers' Deployment or StatefulSet, as apiVersion, kind and name.",
+        description="Optional: the workers' Deployment or StatefulSet, as apiVersion, kind and name; while "
+        "it rolls out, the operator lengthens the rebalance interval.",
     )
     failover: FailoverMode = Field(
         default=FailoverMode.SESSION_EXPIRY,
@@ -622,6 +655,8 @@ class ConditionType(StrEnum):
     ZOOKEEPER_CONNECTED = "ZooKeeperConnected"
     RESOURCES_SYNCED = "ResourcesSynced"
     BALANCED = "Balanced"
+    SPEC_CURRENT = "SpecCurrent"  # once a spec is adopted: False while it uses an older form (spec.notices)
+    FAILOVER_READY = "FailoverReady"  # with spec.failover KubeletConfirmed: whether a crash can be confirmed
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -631,7 +666,9 @@ class Condition(_Model):
     """A metav1.Condition."""
 
     type: str = Field(
-        max_length=316, description="Ready, ZooKeeperConnected, ResourcesSynced or Balanced."
+        max_length=316,
+        description="Ready, ZooKeeperConnected, ResourcesSynced, Balanced; SpecCurrent once a spec is adopted; "
+        "FailoverReady with spec.failover KubeletConfirmed.",
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
@@ -650,9 +687,13 @@ class Condition(_Model):
 class LastRebalance(_Model):
     """The coordinator's summary of the last completed rebalance (from the group's state znode)."""
 
-    started_at: str | None = Field(default=None, alias="startedAt", description="When the rebalance began.")
+    started_at: str | None = Field(
+        default=None, alias="startedAt", json_schema_extra={"format": "date-time"},
+        description="When the rebalance began (RFC 3339).",
+    )
     completed_at: str | None = Field(
-        default=None, alias="completedAt", description="When every resource was assigned under it."
+        default=None, alias="completedAt", json_schema_extra={"format": "date-time"},
+        description="When every resource was assigned under it (RFC 3339).",
     )
     duration_ms: float | None = Field(
         default=None, alias="durationMs", ge=0, description="completedAt - startedAt, in milliseconds."
@@ -724,7 +765,7 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
     {"name": "Coordinator", "type": "string", "jsonPath": ".status.coordinator"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-     "priority": 1, "description": "The Ready condition's status (kubectl get -o wide)"},
+     "description": "The Ready condition's status"},
     {"name": "Interval", "type": "number", "jsonPath": ".status.effectiveIntervalSeconds", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )

@@ -41,6 +41,8 @@ class Snapshot:
     config: GroupConfig | None
     pods: dict[str, str] = field(default_factory=dict)  # member id -> the pod it recorded (POD_NAME)
     root_data: bytes | None = None  # the group root's data (its owner marker), None when there is no root
+    #: live members whose node records no pod UID or no container instance (KubeletConfirmed cannot end them)
+    unconfirmable: tuple[str, ...] = ()
 
 
 def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
@@ -74,7 +76,21 @@ def read_with_watches(zk: KazooClient, path: str, watcher: Watcher) -> Snapshot:
     _assignments(zk, paths, members, status)
     status.last_rebalance = _rebalance(state, paths.state, status)
     status.pods = pods_of(records)
-    return Snapshot(status, config_value, status.pods, root_data)
+    return Snapshot(status, config_value, status.pods, root_data, unconfirmable_of(records))
+
+
+def unconfirmable_of(records: list[tuple[MemberNode, Any]]) -> tuple[str, ...]:
+    """Member ids whose node lacks what confirmed-death failover matches a terminated container on (the
+    pod UID, and the instance's digest or nonce), from the pipelined reads; unreadable nodes are left out."""
+    found = []
+    for member, reply in records:
+        try:
+            record = wire.decode_member(reply.get()[0])
+        except (NoNodeError, CorruptDataError):
+            continue
+        if not record.pod_uid or (record.instance_digest is None and record.instance is None):
+            found.append(member.member_id)
+    return tuple(found)
 
 
 def _children(zk: KazooClient, reply: Any, path: str, watcher: Watcher) -> list[str]:

@@ -68,10 +68,18 @@ from rebalanser_operator.controller.plan import (
     plan_refresh,
 )
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
-from rebalanser_operator.spec.models import FINALIZER, Phase
+from rebalanser_operator.spec.models import FINALIZER, FailoverMode, Phase
 from rebalanser_operator.status.groupread import Snapshot, read_with_watches
 from rebalanser_operator.status.tuning import FIXED, QUIET, initial_state, observe
-from rebalanser_operator.status.view import Observation, balance_of, compute_status, merge_patch, status_dict
+from rebalanser_operator.status.view import (
+    FailoverFacts,
+    Observation,
+    balance_of,
+    compute_status,
+    failover_condition,
+    merge_patch,
+    status_dict,
+)
 from rebalanser_operator.tenancy import PATH_IN_USE, Refusal
 
 log = logging.getLogger(__name__)
@@ -96,6 +104,8 @@ class StatusLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: GroupStatus | None = None
         self._pods: dict[str, str] | None = None
+        self._unconfirmable: tuple[str, ...] = ()
+        self._failover_reason: str | None = None  # the FailoverReady reason last reported in an Event
         self._members: list[str] | None = None
         # A status published by an earlier operator: this loop's first view must not be an empty one.
         self._inherited = bool(self.published.get("phase"))
@@ -257,6 +267,7 @@ class StatusLoop:
             ever_connected=self._ever_connected, degraded_after=self._degraded_after(),
             assignment_budget=self.options.assignment_budget, pods=self._pods,
             connect=rt.connect if rt.sync is not None and rt.sync.ok else self.published.get("zookeeperConnect"),
+            notices=rt.notices if rt.spec is not None else None, failover=self._failover_facts(),
         )
         read = plan_read(view_of(rt), current=self.ctx.is_current(rt))
         if read is Read.GONE:
@@ -292,10 +303,12 @@ class StatusLoop:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
         self._ever_connected = self._read_once = True
         self._group, self._pods = group, snapshot.pods
+        self._unconfirmable = snapshot.unconfirmable
         self._note_balance(group, now)
         self._connection_event(True, "")
         return _with(
             base, zk_connected=True, zk_message=f"connected to {rt.connect}", group=group, pods=self._pods,
+            failover=self._failover_facts(),
             ever_connected=True, effective_interval=rt.effective_interval(),
             unbalanced_for=0.0 if self._unbalanced_since is None else now - self._unbalanced_since,
         )
@@ -320,6 +333,20 @@ class StatusLoop:
         reason = "ConnectionLost" if self._ever_connected else "Unreachable"
         self._connection_event(False, message)
         return _with(base, zk_connected=False, zk_reason=reason, zk_message=message)
+
+    def _failover_facts(self) -> FailoverFacts | None:
+        """What KubeletConfirmed needs (None for SessionExpiry); a Warning Event when it starts lacking."""
+        spec = self.rt.spec
+        if spec is None or spec.failover is not FailoverMode.KUBELET_CONFIRMED:
+            self._failover_reason = None
+            return None
+        facts = FailoverFacts(self.ctx.watch_pods, self._unconfirmable)
+        members = len(self._group.members) if self._group is not None else 0
+        status, reason, message = failover_condition(facts, members)
+        if status == "False" and reason != self._failover_reason:
+            event(self.ctx, self.rt, "Warning", reason, message)
+        self._failover_reason = reason if status == "False" else None
+        return facts
 
     def _degraded_after(self) -> float:
         spec = self.rt.spec

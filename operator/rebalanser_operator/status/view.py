@@ -44,6 +44,41 @@ class SyncState:
 
 
 @dataclass(frozen=True)
+class FailoverFacts:
+    """What KubeletConfirmed failover needs, as the operator sees it: a pod watch (the chart's
+    ``failover.enabled``), and members whose nodes record their pod UID and container instance."""
+
+    watching_pods: bool
+    unconfirmable: tuple[str, ...] = ()  # live members whose node lacks the pod UID or the instance
+
+
+#: What FailoverReady tells the owner to do, per reason.
+PODS_NOT_WATCHED = (
+    "spec.failover is KubeletConfirmed, but this operator does not watch pods (it was installed without the "
+    "chart's failover.enabled): a crashed member's resources move only when its ZooKeeper session expires. "
+    "Install the chart with --set failover.enabled=true, or set spec.failover: SessionExpiry"
+)
+MEMBERS_UNCONFIRMABLE = (
+    "{count} of {members} members record no pod UID or container instance ({names}): their crashes fall back to "
+    "session expiry. Start the workers with --termination-log=/dev/termination-log and POD_NAMESPACE, POD_NAME, "
+    "POD_UID from the downward API (examples/workers.yaml)"
+)
+
+
+def failover_condition(facts: FailoverFacts, members: int) -> tuple[str, str, str]:
+    """(status, reason, message) of FailoverReady."""
+    if not facts.watching_pods:
+        return "False", "PodsNotWatched", PODS_NOT_WATCHED
+    if facts.unconfirmable:
+        names = ", ".join(facts.unconfirmable[:10]) + (", ..." if len(facts.unconfirmable) > 10 else "")
+        return "False", "MembersUnconfirmable", MEMBERS_UNCONFIRMABLE.format(
+            count=len(facts.unconfirmable), members=members, names=names)
+    return "True", "Confirming", (
+        f"pods are watched and all {members} members record their pod and container instance: a container the "
+        "kubelet reports terminated frees its resources at once")
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything the status is computed from (no clocks, no I/O)."""
 
@@ -63,6 +98,8 @@ class Observation:
     assignment_budget: int = ASSIGNMENT_BUDGET
     pods: Mapping[str, str] | None = None  # member id -> pod name, as the member nodes record it
     connect: str | None = None  # the connect string of the last successful reconcile
+    notices: tuple[str, ...] | None = None  # the adopted spec's older forms (None: no spec adopted)
+    failover: FailoverFacts | None = None  # only with spec.failover KubeletConfirmed
 
 
 @dataclass(frozen=True)
@@ -121,10 +158,22 @@ def normalise_last_rebalance(record: RebalanceRecord | None) -> LastRebalance | 
     if record is None:
         return None
     return LastRebalance.model_validate({
-        "startedAt": record.started_at, "completedAt": record.completed_at,
+        "startedAt": date_time(record.started_at), "completedAt": date_time(record.completed_at),
         "durationMs": None if record.duration_ms is None else float(record.duration_ms),
         "moved": record.moved, "generation": record.generation,
     })
+
+
+def date_time(text: str | None) -> str | None:
+    """``text`` when it is an RFC 3339 date-time (the schema's ``format: date-time``), else None: a
+    coordinator's odd timestamp must not get the whole status patch refused."""
+    if text is None or len(text) < 20 or text[10] not in "Tt":
+        return None
+    try:
+        datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        return None
+    return text
 
 
 def rfc3339(moment: datetime) -> str:
@@ -167,7 +216,21 @@ def _phase_and_conditions(obs: Observation) -> tuple[Phase, list[_Cond]]:
         if obs.group is not None and obs.group.rejected and phase is Phase.DEGRADED and cause is balanced:
             cause = _Cond(ConditionType.READY, "False", "CorruptData", "; ".join(obs.group.rejected)[:1000])
         ready = _Cond(ConditionType.READY, "False", cause.reason, cause.message)
-    return phase, [ready, zk, synced, balanced]
+    return phase, [ready, zk, synced, balanced, *_advisories(obs, group)]
+
+
+def _advisories(obs: Observation, group: GroupStatus | None) -> list[_Cond]:
+    """Conditions that never change the phase: they say what the owner should change."""
+    out = []
+    if obs.notices is not None:
+        if obs.notices:
+            out.append(_Cond(ConditionType.SPEC_CURRENT, "False", "DeprecatedFields", "; ".join(obs.notices)))
+        else:
+            out.append(_Cond(ConditionType.SPEC_CURRENT, "True", "Current", "the spec uses only current field forms"))
+    if obs.failover is not None:
+        members = len(group.members) if group is not None else 0
+        out.append(_Cond(ConditionType.FAILOVER_READY, *failover_condition(obs.failover, members)))
+    return out
 
 
 def _phase(obs: Observation, group: GroupStatus | None, zk: _Cond, synced: _Cond, balance: Balance) -> Phase:
