@@ -46,7 +46,8 @@ def test_a_resync_goes_on_past_a_read_that_fails(
     with an exception of another kind the member aborted)."""
     add_resources(zk, group_path, ["a"])
     recorder = Recorder()
-    client = Client(Options(proxy.hosts, group_path, member_id="m", session_timeout=4, min_interval=0.1), recorder)
+    client = Client(Options(proxy.hosts, group_path, member_id="m", session_timeout=4, min_interval=0.1,
+                            create_group=True), recorder)
     client.start()
     try:
         wait_for(lambda: client.owns("a"), 15, "never owned a")
@@ -80,7 +81,8 @@ def test_a_claim_the_server_refuses_is_tried_again_after_a_growing_pause(
     it the resource is claimed."""
     paths = GroupPaths.of(group_path)
     recorder = Recorder()
-    client = Client(Options(proxy.hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1), recorder)
+    client = Client(Options(proxy.hosts, group_path, member_id="m", session_timeout=2, min_interval=0.1,
+                            create_group=True), recorder)
     client.start()
     try:
         zk.set_acls(paths.owners, ANYONE_READ_DELETE)
