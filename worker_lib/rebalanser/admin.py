@@ -264,7 +264,7 @@ class GroupAdmin:
                 "deleted the group's own znodes and left the root in place"
             )
         nodes: list[str] = []
-        if not all(_collect_bottom_up(self._zk, f"{self.paths.root}/{child}", nodes) for child in children):
+        if not all(collect_bottom_up(self._zk, f"{self.paths.root}/{child}", nodes) for child in children):
             return None
         if len(nodes) >= _AT_ONCE:
             return None
@@ -402,15 +402,16 @@ def _some(members: Sequence[str], shown: int = 5) -> str:
     return ", ".join(members[:shown]) + (f", … (+{len(members) - shown})" if len(members) > shown else "")
 
 
-def _collect_bottom_up(zk: KazooClient, node: str, into: list[str]) -> bool:
+def collect_bottom_up(zk: KazooClient, node: str, into: list[str], limit: int = _AT_ONCE) -> bool:
     """Appends ``node``'s descendants, then ``node`` (children first); False when it is gone meanwhile
-    or there are more than one transaction takes."""
+    or there are more than ``limit`` (what one transaction takes). The operator's deletion of a group
+    root uses it too."""
     try:
         children = zk.get_children(node)
     except NoNodeError:
         return False
     for child in children:
-        if len(into) >= _AT_ONCE or not _collect_bottom_up(zk, f"{node}/{child}", into):
+        if len(into) >= limit or not collect_bottom_up(zk, f"{node}/{child}", into, limit):
             return False
     into.append(node)
     return True

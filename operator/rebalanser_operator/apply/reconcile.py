@@ -38,6 +38,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from rebalanser import wire
+from rebalanser.admin import collect_bottom_up
 from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
 
@@ -463,7 +464,7 @@ def _delete_rest_with_root(zk: KazooClient, root: str) -> int | None:
         return None  # the next pass releases the root to them
     paths: list[str] = []
     for child in children:
-        if not _collect_bottom_up(zk, f"{root}/{child}", paths):
+        if not collect_bottom_up(zk, f"{root}/{child}", paths, _AT_ONCE):
             return None
     if len(paths) >= _AT_ONCE:
         return None
@@ -474,20 +475,6 @@ def _delete_rest_with_root(zk: KazooClient, root: str) -> int | None:
     if any(isinstance(result, Exception) for result in results):
         return None
     return len(paths) + 1
-
-
-def _collect_bottom_up(zk: KazooClient, node: str, into: list[str]) -> bool:
-    """Appends ``node``'s descendants, then ``node`` (children before parents); False when it is gone
-    or there are more than a transaction takes."""
-    try:
-        children = zk.get_children(node)
-    except NoNodeError:
-        return False
-    for child in children:
-        if len(into) >= _AT_ONCE or not _collect_bottom_up(zk, f"{node}/{child}", into):
-            return False
-    into.append(node)
-    return True
 
 
 def delete_tree(zk: KazooClient, node: str, *, batch_size: int = DEFAULT_BATCH) -> int:
