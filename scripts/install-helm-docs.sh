@@ -8,7 +8,7 @@
 #
 # Cache: ${REBALANSER_CACHE:-$HOME/.cache/rebalanser}/helm-docs-<hash>/bin/helm-docs, where <hash>
 # covers HELM_DOCS_VERSION, the Go toolchain and RECIPE below. A `.complete` stamp marks a finished
-# build; a second run is a cache hit. Progress goes to stderr (a cold build takes a few minutes on
+# build; a second run is a cache hit. Progress goes to stderr (a cold build takes about a minute on
 # 2 cores: helm-docs compiles part of Helm). `make chart-readme` regenerates the README with it.
 set -euo pipefail
 
