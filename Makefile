@@ -10,7 +10,8 @@ DIST ?= dist
 # every test that needs no server: no ZooKeeper, no API server, no cluster
 PURE := -m "not zk and not ensemble and not e2e and not pods and not slow" tests/unit tests/operator tests/recipes tests/docs
 
-.PHONY: help setup venv constraints zookeeper controlplane node cluster-prereqs test unit lint typecheck crds \
+.PHONY: help setup venv constraints zookeeper controlplane node helm-docs cluster-prereqs test unit lint typecheck crds \
+        chart-readme \
         demo demo-lite bench bench-kafka bench-failover chaos docs cluster-up cluster-down image docker dist clean \
         model model-negative model-deep model-conform kazoo-range
 
@@ -25,7 +26,7 @@ $(VENV)/.stamp: pyproject.toml constraints.txt
 	touch $@
 
 venv: $(VENV)/.stamp ## .venv with the package (editable) and every extra, at the versions of constraints.txt
-setup: venv zookeeper controlplane ## venv, ZooKeeper and the control-plane binaries
+setup: venv zookeeper controlplane helm-docs ## venv, ZooKeeper, the control-plane binaries and helm-docs
 
 # The exact versions of constraints.txt: the newest that pyproject.toml's ranges allow, resolved in a
 # fresh virtualenv (review the diff before committing it).
@@ -40,6 +41,9 @@ zookeeper: ## the ZooKeeper server jars (cached)
 
 controlplane: ## etcd, kube-apiserver and kubectl built from Go modules (cached)
 	@scripts/build-controlplane.sh
+
+helm-docs: ## helm-docs, the generator of the chart's README, built from its Go module (cached)
+	@scripts/install-helm-docs.sh >/dev/null
 
 # kubelet, kubeadm, kube-controller-manager, kube-scheduler, kube-proxy, kind, CoreDNS, pause
 node: ## the node binaries for the local cluster (cached)
@@ -59,6 +63,12 @@ typecheck: venv ## mypy (strict) over both packages and the examples
 
 crds: venv ## regenerate the CRD YAML from the pydantic models
 	$(BIN)/python -m rebalanser_operator.spec.crdgen
+
+# README.md.gotmpl, Chart.yaml and values.yaml (each key's "# --" comment) -> the chart's README.md;
+# tests/operator/test_chart_values.py fails when it is not current. CHART_README_FLAGS=--dry-run prints it.
+chart-readme: ## regenerate charts/rebalanser-operator/README.md from its values.yaml (helm-docs)
+	@helm_docs="$$(scripts/install-helm-docs.sh)" && "$$helm_docs" --chart-search-root charts/rebalanser-operator \
+		--sort-values-order file --log-level warning $(CHART_README_FLAGS)
 
 test: venv zookeeper cluster-prereqs setup lint model model-negative kazoo-range ## set everything up and run the whole suite (what CI runs)
 	$(BIN)/pytest -q tests

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make dist: everything a release publishes, built here into DIST (default dist/):
 #   rebalanser-VERSION-py3-none-any.whl, rebalanser-VERSION.tar.gz   the wheel and the sdist
-#   rebalanser-operator-VERSION.tgz                                  the chart, with its generated README
+#   rebalanser-operator-VERSION.tgz                                  the chart, with its README
 #   rebalanser-image-VERSION.tar.gz, rebalanser-image-VERSION.cdx.json  the image (docker save) and its SBOM
 #   SHA256SUMS
 # The version is rebalanser.__version__; the chart is packaged with it as version and appVersion (a test
@@ -34,13 +34,14 @@ git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
 
 if [[ "${DIST_PYTHON_ONLY:-0}" == 1 ]]; then ls -1 "$DIST"; exit 0; fi
 
-# 2. the chart: a copy with its README generated from values.yaml, packaged at the package's version
+# 2. the source chart, packaged at the package's version. Its README.md is the committed one (helm-docs
+#    writes it from values.yaml, `make chart-readme`; a test keeps it current); .helmignore leaves out
+#    its template, README.md.gotmpl.
 HELM="$("$ROOT/scripts/build-controlplane.sh" --bin-dir 2>/dev/null)/helm"
 [[ -x "$HELM" ]] || HELM="$(command -v helm || true)"
 [[ -x "$HELM" ]] || die "helm not found: make controlplane builds it"
-cp -r "$ROOT/charts/rebalanser-operator" "$STAGE/chart"
-"$PYTHON" "$ROOT/scripts/chart_readme.py" "$STAGE/chart" >"$STAGE/chart/README.md"
-"$HELM" package "$STAGE/chart" --version "$VERSION" --app-version "$VERSION" --destination "$DIST" >/dev/null
+"$HELM" package "$ROOT/charts/rebalanser-operator" --version "$VERSION" --app-version "$VERSION" \
+    --destination "$DIST" >/dev/null
 log "chart rebalanser-operator-$VERSION.tgz"
 
 # 3. the image, with OCI labels, saved as a tarball; its SBOM (made inside the build) beside it

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +86,57 @@ def test_the_chart_names_its_home_sources_maintainers_and_icon() -> None:
     assert base64.b64decode(meta["icon"][len(prefix):]).startswith(b"<svg ")
 
 
+def helm_docs_readme() -> str:
+    """The chart's README as `make chart-readme` writes it (helm-docs, which scripts/install-helm-docs.sh builds
+    into the cache when it is missing), printed instead of written."""
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "chart-readme", "CHART_README_FLAGS=--dry-run"],
+                          cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def readme_rows(readme: str) -> dict[str, str]:
+    """Key -> description, from the values table of the README (helm-docs: | Key | Type | Default | Description |)."""
+    table = readme.split("\n## Values\n", 1)[1]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and " | " in line]
+    return {cells[0].removeprefix("| "): cells[-1].removesuffix(" |").strip() for cells in rows[1:]}
+
+
+def leaf_paths(values: Any, prefix: str = "") -> list[str]:
+    """The dotted path of every value that is not a non-empty mapping (a list is one value)."""
+    if isinstance(values, dict) and values:
+        return [path for key, value in values.items() for path in leaf_paths(value, f"{prefix}{key}.")]
+    return [prefix.removesuffix(".")]
+
+
 def test_the_charts_readme_is_current_with_values_yaml() -> None:
-    generated = subprocess.run([sys.executable, str(REPO / "scripts" / "chart_readme.py"), str(CHART)],
-                               capture_output=True, text=True, check=True).stdout
+    generated = helm_docs_readme()
     assert (CHART / "README.md").read_text() == generated, (
-        "charts/rebalanser-operator/README.md is out of date: "
-        "python scripts/chart_readme.py charts/rebalanser-operator > charts/rebalanser-operator/README.md")
+        "charts/rebalanser-operator/README.md is out of date: make chart-readme")
     for key in ("uninstallCheck.enabled", "metrics.serviceMonitor.enabled", "operator.allowedEnsembles"):
-        assert f"| `{key}` |" in generated
+        assert key in readme_rows(generated)
+
+
+def test_every_value_has_a_description_in_the_readme() -> None:
+    """Every key of values.yaml carries a "# --" comment that helm-docs read (a comment it misreads, e.g. one
+    whose first line holds " --", leaves the row's description empty)."""
+    rows = readme_rows((CHART / "README.md").read_text())
+    undescribed = [path for path in leaf_paths(DEFAULTS) if not rows.get(path)]
+    assert undescribed == [], f"values.yaml: no '# --' description helm-docs could read for {undescribed}"
+    assert len(rows) >= len(leaf_paths(DEFAULTS)) > 50
+
+
+def test_the_packaged_chart_carries_the_charts_readme_and_not_its_template(helm: Path, tmp_path: Path) -> None:
+    """What scripts/dist.sh packages: the source chart as it is."""
+    proc = subprocess.run([str(helm), "package", str(CHART), "--destination", str(tmp_path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (package,) = tmp_path.glob("rebalanser-operator-*.tgz")
+    with tarfile.open(package) as archive:
+        names = set(archive.getnames())
+        readme = archive.extractfile("rebalanser-operator/README.md")
+        assert readme is not None and readme.read().decode() == (CHART / "README.md").read_text()
+    assert "rebalanser-operator/values.yaml" in names and "rebalanser-operator/README.md.gotmpl" not in names
 
 
 def test_uninstall_runs_a_check_first_that_lists_the_served_namespaces(helm: Path) -> None:
