@@ -44,7 +44,7 @@ from tests.support.kubectl import wait_until
 from tests.support.podcluster import REPO, NoCluster, pod_cluster
 
 T = 10.0
-MIN_INTERVAL = 1.0
+MIN_INTERVAL = 1
 CALM = 2.0  # a group is calm once the effective interval is at most this
 NAMESPACE = "rb-bench-failover"
 OUT = REPO / ".pod-failover-bench"
@@ -76,7 +76,7 @@ def owned_by(owners: dict[str, str], pod: str) -> set[str]:
 
 def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 1, *, formed: int = 3,
         rollouts: int = 3, rollout_workers: int = 5, extras: bool = True, namespace: str = NAMESPACE,
-        min_interval: float = MIN_INTERVAL) -> dict[str, Any]:
+        min_interval: int = MIN_INTERVAL) -> dict[str, Any]:
     """Every scenario of the module's docstring; ``kills`` calm kills, ``formed`` fresh group pairs,
     ``rollouts`` rollouts (one kill each)."""
     kube = pod_cluster()

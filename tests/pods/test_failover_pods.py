@@ -87,7 +87,7 @@ def test_sigkill_right_after_the_group_formed_does_not_wait_for_the_interval(sce
     worked on again within T, well before that interval would allow the next full rebalance."""
     group = "formed"
     scene.deploy(group, "KubeletConfirmed", replicas=WORKERS, resources=RESOURCES, session_timeout=T,
-                 min_interval=1.0, adaptive=True, workload=True)
+                 min_interval=1, adaptive=True, workload=True)
     owners = scene.stable(group, WORKERS)
     interval = scene.effective_interval(group)
     victim = sorted(set(owners.values()))[0]

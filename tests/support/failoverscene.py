@@ -83,7 +83,7 @@ class Signalled:
     later: list[int] = field(default_factory=list)
 
 
-def group_manifest(name: str, failover: str, resources: int, *, min_interval: float = 0.5,
+def group_manifest(name: str, failover: str, resources: int, *, min_interval: int = 1,
                    adaptive: bool = False, workload: bool = False) -> dict[str, Any]:
     """The ResourceGroup ``name``; ``adaptive`` with ``workload`` is how a user runs it (examples/): the
     interval rises while the workers' Deployment rolls out or churns, up to 30 s."""
@@ -205,10 +205,13 @@ class FailoverScene:
             self.tools.delete()
 
     def deploy(self, group: str, failover: str, *, replicas: int, resources: int, session_timeout: float = 10.0,
-               min_interval: float = 0.5, adaptive: bool = False, workload: bool = False) -> None:
+               min_interval: int = 1, adaptive: bool = False, workload: bool = False) -> None:
+        """The ResourceGroup, then (once the operator has made its group in ZooKeeper: a worker joins only
+        a group that exists) its workers."""
         manifest = group_manifest(group, failover, resources, min_interval=min_interval, adaptive=adaptive,
                                   workload=workload)
         self.kube.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
+        self.synced(group)
         self.kube.kubectl("apply", "-n", self.ns, "-f", "-",
                           input=json.dumps(workers_manifest(group, replicas, session_timeout=session_timeout)))
         self.logs[group] = PodLogs(self.kube, namespace=self.ns, selector=f"app.kubernetes.io/name={group}-worker",
@@ -225,6 +228,14 @@ class FailoverScene:
                           timeout=150)
 
     # ------------------------------------------------------------------------------------ observing
+
+    def synced(self, group: str, timeout: float = 120.0) -> None:
+        """Waits for ``ResourcesSynced=True``: the operator has made the group's znodes and resources."""
+        def check() -> bool:
+            conditions = self.status(group).get("conditions") or []
+            return any(c.get("type") == "ResourcesSynced" and c.get("status") == "True" for c in conditions)
+
+        wait_until(check, timeout, lambda: f"{group}: ResourcesSynced never True: {self.status(group)}", poll=0.5)
 
     def status(self, group: str) -> dict[str, Any]:
         return dict(self.kube.json("get", "rg", group, "-n", self.ns).get("status") or {})
