@@ -154,6 +154,20 @@ def test_uninstall_runs_a_check_first_that_lists_the_served_namespaces(helm: Pat
     assert not by_kind(render(helm, "--set", "uninstallCheck.enabled=false"), "Job")
 
 
+def test_the_checks_pod_is_not_selected_as_an_operator_pod(helm: Path) -> None:
+    """A failed check's pod stays for its log: the Deployment's and the Service's selectors (and whatever
+    finds the operator's pods by them) must not match it."""
+    objects = render(helm)
+    (job,) = by_kind(objects, "Job")
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    (deployment,) = by_kind(objects, "Deployment")
+    services = [service["spec"]["selector"] for service in by_kind(objects, "Service")]
+    selectors = [deployment["spec"]["selector"]["matchLabels"], *services]
+    for selector in selectors:
+        assert not all(labels.get(k) == v for k, v in selector.items()), (selector, labels)
+    assert labels["app.kubernetes.io/instance"] == "rel" and labels["app.kubernetes.io/component"] == "uninstall-check"
+
+
 def test_the_check_passes_only_when_no_resource_group_remains() -> None:
     assert verdict([])[0] == 0
     status, message = verdict([("shop", "orders"), ("billing", "invoices")])
