@@ -60,18 +60,10 @@ fi
 if complete; then echo "$BIN"; exit 0; fi
 
 mkdir -p "$BIN"
-# One build at a time per cache dir (make and a pytest fixture may race).
-exec 9>"$DIR/.lock"
-if ! flock -n 9; then
-    log "another build of $DIR is running; waiting for it"
-    flock 9
-fi
+lock_build "$DIR"
 if complete; then echo "$BIN"; exit 0; fi
 
-export CGO_ENABLED=0
-GOFLAGS="$("$GO" env GOFLAGS)"
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -buildvcs=false"
-export GOTOOLCHAIN=local
+go_static_env
 
 TMP="$DIR/tmp"
 rm -rf "$TMP"

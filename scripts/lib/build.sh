@@ -16,6 +16,24 @@ find_go() {
     fi
 }
 
+# lock_build DIR: holds DIR/.lock on fd 9 for the rest of the script, so one build per cache dir runs
+# at a time (make and a pytest fixture may race); waits, saying so, while another holds it.
+lock_build() {
+    exec 9>"$1/.lock"
+    if ! flock -n 9; then
+        log "another build of $1 is running; waiting for it"
+        flock 9
+    fi
+}
+
+# go_static_env: the environment of every Go build here (needs GO): static binaries, no local paths or
+# VCS stamps in them, and this toolchain only (no download of another).
+go_static_env() {
+    export CGO_ENABLED=0 GOTOOLCHAIN=local
+    GOFLAGS="$("$GO" env GOFLAGS)"
+    export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -buildvcs=false"
+}
+
 # run_step NAME LOGFILE CMD...: runs CMD in the background, prints a progress line every 30 s,
 # and on failure prints the tail of its log and exits with its status.
 run_step() {
