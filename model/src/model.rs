@@ -168,6 +168,16 @@ impl Mem {
         self.watching &= !mask;
         self.lag &= !mask;
     }
+    /// It has left the group (a graceful leave, a standby): no work, no claims, no member node, no office,
+    /// no assignment, no stop marker.
+    fn out_of_group(&mut self) {
+        self.working = 0;
+        self.held = 0;
+        self.node = 0;
+        self.coord = 0;
+        self.assigned = 0;
+        self.marker = false;
+    }
     /// Its member node is gone: it revokes all work and rejoins.
     fn evicted(&mut self) {
         self.working = 0;
@@ -1144,12 +1154,7 @@ impl Proto {
                 n.zxid += 1;
                 n.end_session(x.sess, &rules);
                 let y = &mut n.mem[mi];
-                y.working = 0;
-                y.held = 0;
-                y.node = 0;
-                y.coord = 0;
-                y.assigned = 0;
-                y.marker = false;
+                y.out_of_group();
                 y.left = true;
                 y.alive = false;
                 y.connected = false;
@@ -1172,12 +1177,7 @@ impl Proto {
                 n.zxid += 1;
                 n.nodes.retain(|nd| nd.seq != x.node);
                 let y = &mut n.mem[mi];
-                y.working = 0;
-                y.held = 0;
-                y.node = 0;
-                y.coord = 0;
-                y.assigned = 0;
-                y.marker = false;
+                y.out_of_group();
                 y.verified = 0;
                 y.watching = 0;
                 y.standby = true;
