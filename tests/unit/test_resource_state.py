@@ -115,6 +115,13 @@ def test_a_lost_claim_is_not_released_any_more() -> None:
     assert table == rs.EMPTY
 
 
+def test_a_start_called_off_makes_the_resource_wanted_again_with_no_stop_callback() -> None:
+    table = owning("a", "b")
+    table = rs.not_started(table, {"a", "z"})
+    assert table.phases() == {"a": Phase.WANTED, "b": Phase.OWNED}
+    assert rs.claim_targets(table, None) == Claim(frozenset({"a"}))
+
+
 def test_claim_targets_are_the_wanted_resources_or_those_of_them_just_released() -> None:
     table, _ = rs.assign(rs.EMPTY, {"a", "b"}, set())
     assert rs.claim_targets(table, None) == Claim(frozenset({"a", "b"}))

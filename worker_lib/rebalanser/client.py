@@ -781,7 +781,9 @@ class Client:
                 case rs.Claim(names):
                     self._claim(names)
                 case rs.StartCallback(tokens):
-                    self._call("on_assigned", set(tokens), dict(tokens), self.options.start_timeout)
+                    started = self._verified_for_start(dict(tokens))
+                    if started:
+                        self._call("on_assigned", set(started), started, self.options.start_timeout)
                 case rs.StopCallback(names):
                     try:
                         self._call("on_revoked", set(names), sorted(names), self.options.stop_timeout)
@@ -790,6 +792,39 @@ class Client:
                 case rs.Release(names):
                     self._release(names)
         self._update_state()
+
+    def _claim_valid(self, resource: str, token: int) -> bool:
+        return self._book.verified.valid(resource, token) and self._lost_claims.get(resource) != token
+
+    def _verified_for_start(self, tokens: dict[str, int]) -> dict[str, int]:
+        """The claims of ``tokens`` that may be started: only those verified on the current connection
+        (:mod:`rebalanser.claimcheck`). A reconnection between a claim round and its start (the loop
+        held up in between) leaves claims verified on the old connection only, and one of them may
+        have been deleted while the member was away. Each such claim is read now, on the current
+        connection; one found gone, or not verified on the latest connection by that read (another
+        reconnection, a lost connection), is not started: it is wanted again and claimed anew (a claim
+        still ours is re-taken after reading it)."""
+        unverified = {r: t for r, t in tokens.items() if not self._claim_valid(r, t)}
+        if not unverified:
+            return tokens
+        called_off = {r for r, t in unverified.items() if not self._verify_claim(r, t)}
+        if called_off:
+            log.info("not starting %s: claims not verified on the current connection", sorted(called_off)[:5])
+            self._set_resources(rs.not_started(self._resources, called_off))
+            for resource in called_off:
+                self._post(ev.ClaimReleased(resource))
+        return {r: t for r, t in tokens.items() if r not in called_off}
+
+    def _verify_claim(self, resource: str, token: int) -> bool:
+        """Reads our claim on ``resource`` of ``token`` on the current connection (arming its watch):
+        True if it is ours and now verified on the latest connection. A claim found gone is forgotten."""
+        try:
+            held = self._book.still_held(resource, token)
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
+            return False  # remembered: read again when it is re-taken
+        if not held:
+            self._book.forget(resource, token)
+        return held and self._claim_valid(resource, token)
 
     def _retry_claim(self, released: set[str] | None) -> None:
         self._claim(rs.claim_targets(self._resources, released).names)

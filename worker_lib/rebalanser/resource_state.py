@@ -15,7 +15,8 @@ Each transition returns the new table and the effects the member then executes i
 (:class:`Claim`, :class:`StartCallback`, :class:`StopCallback`, :class:`Release`): the transitions
 do no I/O, the member loop does. After executing a :class:`StopCallback` the member applies
 :func:`stopped`; after a :class:`Claim` it applies :func:`claimed` with what it won, and after a
-:class:`Release` that went through, :func:`released`.
+:class:`Release` that went through, :func:`released`. A :class:`StartCallback` runs only for claims
+verified on the current connection; the others are taken back by :func:`not_started`.
 """
 
 from __future__ import annotations
@@ -212,6 +213,15 @@ def claims_lost(table: Resources, names: Collection[str]) -> Step:
             stopping[name] = After.NOTHING
     effects: list[Effect] = [StopCallback(gone)] if gone else []
     return Resources(table.wanted, owned, stopping, table.releasing - names), effects
+
+
+def not_started(table: Resources, names: Collection[str]) -> Resources:
+    """Owned resources whose start was called off (their claim was not verified on the current
+    connection, or was found gone): wanted again, with no stop callback, since ``on_assigned`` never
+    ran for them. Whatever claim the session still holds on one is re-taken after reading it."""
+    names = frozenset(r for r in names if r in table.owned)
+    owned = {r: o for r, o in table.owned.items() if r not in names}
+    return Resources(table.wanted | names, owned, table.stopping, table.releasing)
 
 
 def session_ended(table: Resources) -> Step:
