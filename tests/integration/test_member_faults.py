@@ -14,6 +14,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Permissions
 from rebalanser.client import Client
+from rebalanser.follower import Effect
 from rebalanser.member_state import State
 from rebalanser.options import Options
 from rebalanser.paths import GroupPaths
@@ -54,11 +55,11 @@ def test_a_resync_goes_on_past_a_read_that_fails(
         failed = threading.Event()
         read_barrier = client._follower.read_barrier
 
-        def fails_once() -> None:
+        def fails_once() -> list[Effect]:
             if not failed.is_set():
                 failed.set()
                 raise failure("the barrier could not be read")
-            read_barrier()
+            return read_barrier()
 
         monkeypatch.setattr(client._follower, "read_barrier", fails_once)
         assert proxy.cut() >= 1

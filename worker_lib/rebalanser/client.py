@@ -30,8 +30,8 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -39,13 +39,14 @@ from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
     NoNodeError,
-    NotEmptyError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from rebalanser import baddata, wire
+from rebalanser import follow as fl
+from rebalanser import follower as fw
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
@@ -55,6 +56,7 @@ from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import check_group
 from rebalanser.coordinator import Coordinator
+from rebalanser.effect_queue import EffectQueue
 from rebalanser.errors import (
     CorruptDataError,
     DuplicateMemberError,
@@ -63,13 +65,14 @@ from rebalanser.errors import (
     RebalanserError,
 )
 from rebalanser.errors import SessionExpiredError as ExpiredError
-from rebalanser.follower import Follower, Hooks
+from rebalanser.follower import Follower
 from rebalanser.handler import Handler
 from rebalanser.instance import begin_instance
 from rebalanser.lease import Lease
 from rebalanser.member_state import ENDING
 from rebalanser.member_state import State as State  # re-exported: rebalanser.State
-from rebalanser.membership import Roster, create_member_node, predecessor, stale_same_id
+from rebalanser.member_store import Identity, KazooMemberStore
+from rebalanser.membership import Roster, predecessor, stale_same_id
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After, Ownership, Resources
@@ -77,6 +80,33 @@ from rebalanser.seat import Seat
 from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyncRead:
+    """One read of :class:`member_state.SyncWithGroup` for member node ``node`` (skipped once it is no
+    longer ours): ``what`` is ``own node``, ``group root``, ``election``, ``barrier`` or ``assignment``."""
+
+    what: str
+    node: MemberNode
+
+
+@dataclass(frozen=True)
+class Synced:
+    """:class:`member_state.SyncWithGroup` for ``node`` is done: the join is complete."""
+
+    node: MemberNode
+
+
+@dataclass(frozen=True)
+class UpdateState:
+    """The member's :class:`State` follows what it owns (after a resource transition's effects)."""
+
+
+SYNC_READS = ("own node", "group root", "election", "barrier", "assignment")
+
+Effect = ms.Effect | rs.Effect | fw.Effect | SyncRead | Synced | UpdateState
+"""The union of the member's, the follower's and the resource machine's effects: one queue."""
 
 
 class StopTimeoutError(RebalanserError):
@@ -103,18 +133,15 @@ class Client:
         self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
         self._member = ms.start(options.create_group)  # joining, session, standby (replaced whole by each step)
-        self._todo: deque[ms.Effect] = deque()  # the member machine's effects still to run (see _drive)
-        self._driving = False
+        self._effects: EffectQueue[Effect] = EffectQueue()  # every machine's effects still to run (see _drive)
+        self._store: KazooMemberStore | None = None
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._root_watch = lambda _event: self._post(ev.RootChanged())
-        self._follower = Follower(self.paths, Hooks(  # which assignment applies now, and its reads
-            zk=lambda: self.zk, me=lambda: self._me, post=self._post, apply=self._apply,
-            stop_work=lambda: self._step(rs.stop_all(self._resources, After.NOTHING)),
-            read_epoch=lambda: self._seat.read_epoch(), bad_data=self._bad_data))
+        self._follower = Follower(lambda: self.store, self._post, lambda: self._me)  # which assignment applies now
         self._seat = Seat(self.paths, options, lambda: self.zk, self._post,
                           lambda role, epoch: self._notify("on_role", role, epoch))
         self._roster: Roster | None = None
@@ -212,6 +239,9 @@ class Client:
             self._state = State.JOINING
             self._instance_digest = begin_instance(self.options.termination_log)  # before any member node
             self._zk = make_client(self.options)
+            opts = self.options
+            self._store = KazooMemberStore(self._zk, self.paths, Identity(
+                opts.member_id, self._instance_digest, opts.pod, opts.pod_uid, opts.pod_namespace, opts.container))
             shakes = handshakes(self._zk)
             self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
                                      on_lost=self._claim_deleted, verified=Verified(lambda: shakes.connection))
@@ -285,6 +315,11 @@ class Client:
     def zk(self) -> KazooClient:
         assert self._zk is not None
         return self._zk
+
+    @property
+    def store(self) -> KazooMemberStore:
+        assert self._store is not None
+        return self._store
 
     @property
     def _book(self) -> ClaimBook:
@@ -385,9 +420,9 @@ class Client:
             case ev.ElectionChanged():
                 self._elect()
             case ev.AssignmentChanged(node):
-                self._follower.read_assignment(node)
+                self._queue(self._follower.read_assignment(node))
             case ev.BarrierChanged():
-                self._follower.read_barrier()
+                self._queue(self._follower.read_barrier())
             case ev.ClaimReleased(resource):
                 self._retry_claim(self._drain_claims(resource))
             case ev.ClaimLost(resource, token):
@@ -518,13 +553,16 @@ class Client:
         self._member_step(ms.join_step(self._member, session_id(self.zk), self._state in ENDING))
 
     def _member_step(self, step: ms.Step) -> None:
-        """Takes a transition's new state; its effects go to the front of the queue, in order (they
-        follow the effect that produced them, before what was queued earlier), and are run by
-        :meth:`_drive`, never by recursion: a transition made while effects run only queues more."""
+        """Takes a member transition's new state and queues its effects (:meth:`_queue`)."""
         self._member, effects = step
-        self._todo.extendleft(reversed(effects))
-        if not self._driving:
-            self._drive()
+        self._queue(effects)
+
+    def _queue(self, effects: Sequence[Effect]) -> None:
+        """Puts effects at the front of the one effect queue, in order (they follow the effect that
+        produced them, before what was queued earlier), and runs the queue unless it runs already:
+        a transition made while effects run only queues more (:mod:`rebalanser.effect_queue`)."""
+        self._effects.push(effects)
+        self._drive()
 
     def _drive(self) -> None:
         """Runs the queued effects in order. A lost connection or session ends the run: what is left
@@ -532,19 +570,16 @@ class Client:
         failure of one effect is reported and the rest still runs: a resync that could not read the
         barrier still reads the assignment and claims again, a join step that failed is still followed
         by the ones queued behind it."""
-        self._driving = True
+        self._effects.drain(self._run_effect, lambda: self._state is not State.ABORTED)
+
+    def _run_effect(self, effect: Effect) -> None:
+        """The one place an effect runs (the drain's; never from inside another effect)."""
         try:
-            while self._todo and self._state is not State.ABORTED:
-                effect = self._todo.popleft()
-                try:
-                    self._execute(effect)
-                except (ConnectionLoss, SessionExpiredError):
-                    raise
-                except Exception as exc:
-                    self._failed(type(effect).__name__, exc)
-        finally:
-            self._driving = False
-            self._todo.clear()  # what a lost connection interrupted: redone by the resync
+            self._execute(effect)
+        except (ConnectionLoss, SessionExpiredError):
+            raise
+        except Exception as exc:
+            self._failed(type(effect).__name__, exc)
 
     def _failed(self, kind: str, exc: Exception) -> None:
         """A step failed otherwise than by a lost connection: reported, and the member goes on."""
@@ -557,7 +592,44 @@ class Client:
             log.exception("%s failed; going on with the rest", kind)
             self._report(exc)
 
-    def _execute(self, effect: ms.Effect) -> None:
+    def _execute(self, effect: Effect) -> None:
+        match effect:
+            case rs.Claim() | rs.StartCallback() | rs.StopCallback() | rs.Release():
+                self._execute_resource(effect)
+            case fl.Apply() | fl.StopForBarrier() | fl.ReadAssignment() | fl.Ignored() | fw.Post() \
+                    | fw.ReportBadData() | fw.StopWork() | fw.MarkStopped():
+                self._execute_follow(effect)
+            case SyncRead(what, node):
+                self._sync_read(what, node)
+            case Synced(node):
+                if self._me is node:
+                    self._settled.set()
+            case UpdateState():
+                self._update_state()
+            case _:
+                self._execute_member(effect)
+
+    def _execute_follow(self, effect: fl.Effect | fw.Effect) -> None:
+        """Carries out one effect of following (:mod:`follow`, :mod:`follower`)."""
+        match effect:
+            case fl.Apply(resources):
+                self._apply(set(resources))
+            case fl.StopForBarrier(record):
+                self._queue(self._follower.barrier_stop(record))
+            case fl.ReadAssignment():
+                self._queue(self._follower.read_assignment(None))
+            case fl.Ignored(reason):
+                log.warning("ignoring %s", reason)
+            case fw.Post(event):
+                self._post(event)
+            case fw.ReportBadData(error):
+                self._bad_data(error)
+            case fw.StopWork():
+                self._step(rs.stop_all(self._resources, After.NOTHING))
+            case fw.MarkStopped(generation):
+                self._follower.mark_stopped(generation)
+
+    def _execute_member(self, effect: ms.Effect) -> None:
         """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
         match effect:
             case ms.Notify(state):
@@ -617,7 +689,8 @@ class Client:
                     f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
                     "member ids must be unique"))
             case ms.CreateNode(session):
-                self._member_step(ms.node_created(self._member, self._create_member_node(), session))
+                node = self.store.create_member_node(time.monotonic() + 4 * session_timeout(self.zk))
+                self._member_step(ms.node_created(self._member, node, session))
             case ms.Joined(node, session):
                 self._cancel_join_timer()
                 self._follower.new_node()
@@ -625,41 +698,30 @@ class Client:
             case ms.ReleasePending():
                 self._release_pending()
             case ms.SyncWithGroup(node):
-                self._sync_with_group(node)
+                self._queue([*(SyncRead(what, node) for what in SYNC_READS), Synced(node)])
             case ms.Reclaim():
                 if self._me is not None and self._joined_session:
                     self._retry_claim(None)
 
-    def _create_member_node(self) -> MemberNode | None:
-        """Our member node (None: the group is gone)."""
-        try:
-            return create_member_node(
-                self.zk, self.paths, self.options.member_id, time.monotonic() + 4 * session_timeout(self.zk),
-                instance_digest=self._instance_digest, pod=self.options.pod, pod_uid=self.options.pod_uid,
-                pod_namespace=self.options.pod_namespace, container=self.options.container)
-        except NoNodeError:
-            return None
-
-    def _sync_with_group(self, me: MemberNode) -> None:
-        """Reads everything a member follows, arming each watch; the join is complete after it (a
-        ConnectionLoss in between is finished by the resync after reconnecting). An eviction seen on
-        the way ends it: the rejoin it queued reads everything (or waits for the group). A read that
-        fails otherwise is reported and the others still run (each arms a watch of its own)."""
-        reads: list[tuple[str, Callable[[], None]]] = [
-            ("own node", lambda: self._check_own_node(me.name)), ("group root", self._watch_root),
-            ("election", self._elect), ("barrier", self._follower.read_barrier),
-            ("assignment", lambda: self._follower.read_assignment(None))]
-        for what, read in reads:
-            if self._me is not me:
-                return
-            try:
-                read()
-            except (ConnectionLoss, SessionExpiredError):
-                raise
-            except Exception as exc:
-                self._failed(f"reading the {what}", exc)
-        if self._me is me:
-            self._settled.set()
+    def _sync_read(self, what: str, me: MemberNode) -> None:
+        """One of the reads of everything a member follows, arming its watch (the join is complete
+        after the last: :class:`Synced`). Skipped once ``me`` is no longer our node: an eviction seen on
+        the way queued a rejoin that reads everything (or waits for the group). A read that fails
+        otherwise than by a lost connection is reported and the others still run (each arms a watch
+        of its own); a lost connection is finished by the resync after reconnecting."""
+        if self._me is not me:
+            return
+        match what:
+            case "own node":
+                self._check_own_node(me.name)
+            case "group root":
+                self._watch_root()
+            case "election":
+                self._elect()
+            case "barrier":
+                self._queue(self._follower.read_barrier())
+            case "assignment":
+                self._queue(self._follower.read_assignment(None))
 
     def _watch_root(self) -> None:
         """Reads the group root's data, watching it: a deletion mark ends the member (see
@@ -733,7 +795,7 @@ class Client:
                 self._deleted_node = node  # owns() is False from now on, before the loop reacts
             self._post(ev.OwnNodeChanged(node))
 
-        return self.zk.exists(self.paths.client(node), watch=fired) is not None
+        return self.store.check_member_node(node, fired)
 
     def _check_own_node(self, node: str) -> None:
         if self._me is not None and node == self._me.name and not self._watch_own_node():
@@ -745,7 +807,7 @@ class Client:
         record of that node goes too (the rejoin makes another)."""
         left = self._me
         if left is not None:
-            self._delete_quietly(self.paths.session_record(left.name), recursive=False)
+            self.store.delete_session_record(left.name)
         self._member_step(ms.evicted(self._member))
 
     def _set_state(self, state: State) -> None:
@@ -773,25 +835,27 @@ class Client:
         self.options.metrics.owned(len(table.owned))
 
     def _step(self, step: rs.Step) -> None:
-        """Takes a transition's new table, then executes its effects in order."""
+        """Takes a resource transition's new table and queues its effects, then the state's update."""
         table, effects = step
         self._set_resources(table)
-        for effect in effects:
-            match effect:
-                case rs.Claim(names):
-                    self._claim(names)
-                case rs.StartCallback(tokens):
-                    started = self._verified_for_start(dict(tokens))
-                    if started:
-                        self._call("on_assigned", set(started), started, self.options.start_timeout)
-                case rs.StopCallback(names):
-                    try:
-                        self._call("on_revoked", set(names), sorted(names), self.options.stop_timeout)
-                    finally:
-                        self._set_resources(rs.stopped(self._resources, names))
-                case rs.Release(names):
-                    self._release(names)
-        self._update_state()
+        self._queue([*effects, UpdateState()])
+
+    def _execute_resource(self, effect: rs.Effect) -> None:
+        """Carries out one effect of the resource machine (:mod:`resource_state`)."""
+        match effect:
+            case rs.Claim(names):
+                self._claim(names)
+            case rs.StartCallback(tokens):
+                started = self._verified_for_start(dict(tokens))
+                if started:
+                    self._call("on_assigned", set(started), started, self.options.start_timeout)
+            case rs.StopCallback(names):
+                try:
+                    self._call("on_revoked", set(names), sorted(names), self.options.stop_timeout)
+                finally:
+                    self._set_resources(rs.stopped(self._resources, names))
+            case rs.Release(names):
+                self._release(names)
 
     def _claim_valid(self, resource: str, token: int) -> bool:
         return self._book.verified.valid(resource, token) and self._lost_claims.get(resource) != token
@@ -859,7 +923,8 @@ class Client:
             self._post(ev.ClaimReleased(gone))
         if result.claimed:
             self._step(rs.claimed(self._resources, result.claimed, self._joined_session, self._me.name))
-        self._update_state()
+        else:
+            self._update_state()
 
     # -- standby: a stop callback that has not returned -----------------------------------------
 
@@ -951,7 +1016,7 @@ class Client:
         self._seat.stop()
         if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
             self._stop_everything_for_exit()
-            self._delete_quietly(self.paths.member_assignment(self._me.name), recursive=True)
+            self.store.delete_assignment(self._me.name)
         else:
             self._revoke_everything_for_exit()
         self._close()
@@ -972,28 +1037,7 @@ class Client:
         """A graceful leave: the assignment node first (the coordinator then gives no grace), then
         the member node, then our stop marker of a Global Barrier round (a member on standby keeps
         its session: nothing of it may stay in the group; no later round may come to drop it)."""
-        self._delete_quietly(self.paths.member_assignment(node), recursive=True)
-        self._delete_quietly(self.paths.client(node), recursive=False)
-        self._delete_quietly(self.paths.session_record(node), recursive=False)
-        stopped_for = self._follower.state.stopped_for
-        if stopped_for is not None:
-            self._delete_quietly(self.paths.stop_marker(stopped_for, node), recursive=False)
-
-    def _delete_quietly(self, path: str, recursive: bool) -> None:
-        """Deletes ``path`` (``recursive``: with its children, listing them only when it has some)."""
-        try:
-            self.zk.delete(path)
-        except NotEmptyError:
-            if recursive:
-                self._delete_quietly_recursive(path)
-        except (NoNodeError, KazooException):
-            pass
-
-    def _delete_quietly_recursive(self, path: str) -> None:
-        try:
-            self.zk.delete(path, recursive=True)
-        except (NoNodeError, KazooException):
-            pass
+        self.store.leave(node, self._follower.state.stopped_for)
 
     def _close(self) -> None:
         if self._closed:

@@ -1,56 +1,71 @@
-"""The I/O of following an assignment: reads the member's assignment node and ``G/barrier`` (arming
-their watches) and carries out the effects of :mod:`follow`'s transitions, queued (never by
-recursion). Runs on the member's thread only; the member supplies what it owns (``apply``, stopping
-work for a barrier, the current epoch).
+"""The I/O of following an assignment: reads the member's assignment node and ``G/barrier`` through the
+member's storage (:mod:`rebalanser.member_store`), arming their watches, and returns what
+:mod:`follow`'s transitions ask for as effects, which the member's one effect queue runs
+(:mod:`rebalanser.effect_queue`): the follower never calls back into its member. Runs on the member's
+thread only; its watches post events to the member's event queue.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from rebalanser import follow as fl
 from rebalanser import member_events as ev
-from rebalanser import wire
 from rebalanser.barrier import stop_binds
 from rebalanser.errors import CorruptDataError
-from rebalanser.paths import GroupPaths, MemberNode
-from rebalanser.storage import ChunkCache, decode_assignment
+from rebalanser.member_store import MemberStore
+from rebalanser.paths import MemberNode
 from rebalanser.wire import BarrierRecord
 
 log = logging.getLogger("rebalanser.client")  # the member's log, as before this was split out
 
 
-@dataclass(frozen=True)
-class Hooks:
-    """What the follower asks of its member (all called on the member's thread)."""
+# -- the follower's own effects (beside follow's) ------------------------------------------------
 
-    zk: Callable[[], KazooClient]
-    me: Callable[[], MemberNode | None]
-    post: Callable[[ev.Event], None]
-    apply: Callable[[set[str]], None]  # own exactly these resources now
-    stop_work: Callable[[], None]  # stop all work for a barrier (the claims stay)
-    read_epoch: Callable[[], int]
-    bad_data: Callable[[CorruptDataError], None]
+
+@dataclass(frozen=True)
+class Post:
+    """Post ``event`` to the member's event queue (a node appeared between its read and its watch)."""
+
+    event: ev.Event
+
+
+@dataclass(frozen=True)
+class ReportBadData:
+    """Report a record that could not be decoded (the member's ``on_error``; ignored otherwise)."""
+
+    error: CorruptDataError
+
+
+@dataclass(frozen=True)
+class StopWork:
+    """Stop all work for a barrier; the claims stay (``resource_state.stop_all``, nothing after)."""
+
+
+@dataclass(frozen=True)
+class MarkStopped:
+    """After :class:`StopWork`: create our stop marker of ``generation`` (:meth:`Follower.mark_stopped`)."""
+
+    generation: int
+
+
+Effect = fl.Effect | Post | ReportBadData | StopWork | MarkStopped
 
 
 class Follower:
-    def __init__(self, paths: GroupPaths, hooks: Hooks) -> None:
-        self.paths = paths
-        self._hooks = hooks
+    """Follows the assignment of the member node ``me()`` names; ``post`` is the member's event queue."""
+
+    def __init__(self, store: Callable[[], MemberStore], post: Callable[[ev.Event], None],
+                 me: Callable[[], MemberNode | None]) -> None:
+        self._store, self._post, self._me = store, post, me
         self.state = fl.NEW  # replaced whole by each transition
         self.moved = threading.Event()  # our assignment changed since we last read it (set by its watch)
-        self._chunks: ChunkCache = {}  # our assignment's chunks read so far (storage.decode_assignment)
         self._watchers: dict[ev.Event, Callable[[WatchedEvent], None]] = {}  # see watch
-        self._todo: deque[fl.Effect] = deque()
-        self._driving = False
 
     def new_node(self) -> None:
         """A new member node: no stop answered yet (generations may even restart)."""
@@ -62,7 +77,7 @@ class Follower:
         an assignment re-read at every barrier round), and one change would then post them all."""
         watcher = self._watchers.get(event)
         if watcher is None:
-            watcher = self._watchers[event] = lambda _watched: self._hooks.post(event)
+            watcher = self._watchers[event] = lambda _watched: self._post(event)
         return watcher
 
     def _assignment_watch(self, node: str) -> Callable[[WatchedEvent], None]:
@@ -73,101 +88,62 @@ class Follower:
         if watcher is None:
             def fired(watched: WatchedEvent) -> None:
                 # NONE: the connection dropped (resync re-reads); another node: an earlier member node's
-                me = self._hooks.me()
+                me = self._me()
                 if watched.type != EventType.NONE and me is not None and me.name == node:
                     self.moved.set()
-                self._hooks.post(event)
+                self._post(event)
 
             watcher = self._watchers[event] = fired
         return watcher
 
-    def read_assignment(self, node: str | None) -> None:
-        """Reads our assignment node (``node``: only if it is ours) and follows it."""
-        me, zk = self._hooks.me(), self._hooks.zk()
+    def read_assignment(self, node: str | None) -> list[Effect]:
+        """Reads our assignment node (``node``: only if it is ours): what following it takes."""
+        me = self._me()
         if me is None or (node is not None and node != me.name):
-            return
-        path = self.paths.member_assignment(me.name)
+            return []
         self.moved.clear()
         try:
-            data, _ = zk.get(path, watch=self._assignment_watch(me.name))
-        except NoNodeError:
-            if zk.exists(path, watch=self._assignment_watch(me.name)) is not None:
-                self._hooks.post(ev.AssignmentChanged(me.name))
-            return
-        if not data:
-            return
-        try:
-            assignment = decode_assignment(zk, self.paths, me.name, data, self._chunks)
+            read = self._store().read_assignment(me.name, self._assignment_watch(me.name))
         except CorruptDataError as exc:  # our previous assignment stays
-            self._hooks.bad_data(exc)
-            return
-        self._step(fl.assignment_read(self.state, assignment, me.name))
+            return [ReportBadData(exc)]
+        if read.value is None:
+            return [Post(ev.AssignmentChanged(me.name))] if read.appeared else []
+        return self._step(fl.assignment_read(self.state, read.value, me.name))
 
-    def read_barrier(self) -> None:
-        """Reads ``G/barrier`` and follows it."""
-        zk = self._hooks.zk()
+    def read_barrier(self) -> list[Effect]:
+        """Reads ``G/barrier``: what following it takes. A barrier created between the read and its
+        watch is read again (the watch fires only at the *next* change: a member would miss the first
+        stop and stall the barrier until its timeout)."""
         try:
-            data, _ = zk.get(self.paths.barrier, watch=self.watch(ev.BarrierChanged()))
-        except NoNodeError:
-            # Created between the two reads: the exists watch only fires on the *next* change, so
-            # read again now, or a member misses the first stop and stalls the barrier until its timeout.
-            if zk.exists(self.paths.barrier, watch=self.watch(ev.BarrierChanged())) is not None:
-                self._hooks.post(ev.BarrierChanged())
-            return
-        try:
-            record = wire.decode_barrier(data, path=self.paths.barrier)
+            read = self._store().read_barrier(self.watch(ev.BarrierChanged()))
         except CorruptDataError as exc:  # ignored; a Global Barrier coordinator overwrites it
-            self._hooks.bad_data(exc)
-            return
-        self._step(fl.barrier_read(self.state, record))
+            return [ReportBadData(exc)]
+        if read.value is None:
+            return [Post(ev.BarrierChanged())] if read.appeared else []
+        return self._step(fl.barrier_read(self.state, read.value))
 
-    def _step(self, step: fl.Step) -> None:
-        """Takes a transition's new state; its effects are queued (ahead of older ones) and run in order."""
+    def _step(self, step: fl.Step) -> list[Effect]:
         self.state, effects = step
-        self._todo.extendleft(reversed(effects))
-        if self._driving:
-            return
-        self._driving = True
-        try:
-            while self._todo:
-                self._execute(self._todo.popleft())
-        finally:
-            self._driving = False
-            self._todo.clear()
+        return list(effects)
 
-    def _execute(self, effect: fl.Effect) -> None:
-        match effect:
-            case fl.Apply(resources):
-                self._hooks.apply(set(resources))
-            case fl.StopForBarrier(record):
-                if self._binding(record):
-                    self._stop_for_barrier(record.generation)
-            case fl.ReadAssignment():
-                self.read_assignment(None)
-            case fl.Ignored(reason):
-                log.warning("ignoring %s", reason)
-
-    def _binding(self, record: BarrierRecord) -> bool:
-        """A stop order binds only when the current coordinator gave it (see :func:`stop_binds`). One
+    def barrier_stop(self, record: BarrierRecord) -> list[Effect]:
+        """A stop order: stop all work, then mark it, if the order binds (see :func:`stop_binds`). One
         left by a coordinator that has since been replaced, or written by hand, is ignored (the
         coordinator in office ends it)."""
-        current = self._hooks.read_epoch()
+        current = self._store().read_epoch()
         if not stop_binds(record, current):
             log.warning("ignoring the stop order of barrier generation %d: given under epoch %d, the "
                         "current epoch is %d", record.generation, record.epoch, current)
-            return False
-        return True
-
-    def _stop_for_barrier(self, generation: int) -> None:
-        me = self._hooks.me()
-        assert me is not None
+            return []
         # Work stops everywhere; the claims stay until the new assignment says which ones moved, so a
         # rebalance writes in proportion to the moved resources (and a kept resource keeps its token).
-        self._hooks.stop_work()
-        try:
-            self._hooks.zk().create(self.paths.stop_marker(generation, me.name), b"", ephemeral=True)
-        except NodeExistsError:
-            pass
-        except NoNodeError:
+        return [StopWork(), MarkStopped(record.generation)]
+
+    def mark_stopped(self, generation: int) -> None:
+        """Our stop marker of ``generation`` (the round may be over already)."""
+        me = self._me()
+        if me is None:
+            return
+        if not self._store().create_stop_marker(generation, me.name):
             log.info("barrier generation %d already finished", generation)
         self.state = fl.barrier_stopped(self.state, generation)
