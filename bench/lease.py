@@ -38,7 +38,7 @@ def measure(timeout: float, tick_ms: int, seconds: float, base: Path) -> dict[st
                                 session_timeout=timeout, min_interval=0.1))
         client.start()
         try:
-            lease = client._lease
+            lease = client._loop._lease
             remaining: list[float] = []
             renewals: list[int] = []
             lapses = 0

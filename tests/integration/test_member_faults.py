@@ -53,7 +53,7 @@ def test_a_resync_goes_on_past_a_read_that_fails(
     try:
         wait_for(lambda: client.owns("a"), 15, "never owned a")
         failed = threading.Event()
-        read_barrier = client._follower.read_barrier
+        read_barrier = client._loop._follower.read_barrier
 
         def fails_once() -> list[Effect]:
             if not failed.is_set():
@@ -61,7 +61,7 @@ def test_a_resync_goes_on_past_a_read_that_fails(
                 raise failure("the barrier could not be read")
             return read_barrier()
 
-        monkeypatch.setattr(client._follower, "read_barrier", fails_once)
+        monkeypatch.setattr(client._loop._follower, "read_barrier", fails_once)
         assert proxy.cut() >= 1
         wait_for(failed.is_set, 15, "the resync never read the barrier")
         add_resources(zk, group_path, ["b"])

@@ -26,204 +26,75 @@ still running after ``stop_timeout`` is reported but no longer waited for.
 
 from __future__ import annotations
 
-import logging
-import queue
 import threading
-import time
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    ConnectionLoss,
-    KazooException,
-    NoNodeError,
-    OperationTimeoutError,
-    SessionExpiredError,
-)
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata, wire
-from rebalanser import follow as fl
-from rebalanser import follower as fw
 from rebalanser import member_events as ev
-from rebalanser import member_state as ms
-from rebalanser import resource_state as rs
-from rebalanser import standby as sb
-from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
-from rebalanser.claimcheck import Rechecker, Verified
-from rebalanser.claims import ClaimBook
-from rebalanser.containers import check_group
 from rebalanser.coordinator import Coordinator
-from rebalanser.effect_queue import EffectQueue
-from rebalanser.errors import (
-    CorruptDataError,
-    DuplicateMemberError,
-    GroupDeletedError,
-    GroupNotFoundError,
-    RebalanserError,
-)
-from rebalanser.errors import SessionExpiredError as ExpiredError
-from rebalanser.follower import Follower
+from rebalanser.errors import StopTimeoutError as StopTimeoutError  # re-exported: rebalanser.StopTimeoutError
 from rebalanser.handler import Handler
-from rebalanser.instance import begin_instance
-from rebalanser.lease import Lease
-from rebalanser.member_state import ENDING
+from rebalanser.member_loop import MemberLoop
 from rebalanser.member_state import State as State  # re-exported: rebalanser.State
-from rebalanser.member_store import Identity, KazooMemberStore
-from rebalanser.membership import Roster, predecessor, stale_same_id
-from rebalanser.options import ExpiryPolicy, Options
-from rebalanser.paths import GroupPaths, MemberNode
-from rebalanser.resource_state import After, Ownership, Resources
-from rebalanser.seat import Seat
-from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SyncRead:
-    """One read of :class:`member_state.SyncWithGroup` for member node ``node`` (skipped once it is no
-    longer ours): ``what`` is ``own node``, ``group root``, ``election``, ``barrier`` or ``assignment``."""
-
-    what: str
-    node: MemberNode
-
-
-@dataclass(frozen=True)
-class Synced:
-    """:class:`member_state.SyncWithGroup` for ``node`` is done: the join is complete."""
-
-    node: MemberNode
-
-
-@dataclass(frozen=True)
-class UpdateState:
-    """The member's :class:`State` follows what it owns (after a resource transition's effects)."""
-
-
-SYNC_READS = ("own node", "group root", "election", "barrier", "assignment")
-
-Effect = ms.Effect | rs.Effect | fw.Effect | SyncRead | Synced | UpdateState
-"""The union of the member's, the follower's and the resource machine's effects: one queue."""
-
-
-class StopTimeoutError(RebalanserError):
-    """A stop (or start) callback outlived ``stop_timeout`` (``start_timeout``); the member stopped
-    waiting for it: after a stop callback, the resources were released anyway."""
+from rebalanser.options import Options
+from rebalanser.paths import GroupPaths
 
 
 class Client:
-    """Joins the group on :meth:`start`, leaves it on :meth:`stop` (both idempotent, thread-safe)."""
+    """Joins the group on :meth:`start`, leaves it on :meth:`stop` (both idempotent, thread-safe). The
+    public face of one member, and the owner of its thread; what the member does is
+    :class:`~rebalanser.member_loop.MemberLoop`'s."""
 
     def __init__(self, options: Options, handler: Handler | None = None) -> None:
         self.options = options
         self.handler = handler or Handler()
         self.paths = GroupPaths.of(options.group)
-        self._zk: KazooClient | None = None
-        self._claims: ClaimBook | None = None
-        self._events: queue.Queue[ev.Event] = queue.Queue()
-        self._pushback: ev.Event | None = None
+        self._loop = MemberLoop(options, self.handler, self.paths)
         self._lock = threading.RLock()
-        self._resources = rs.EMPTY  # replaced whole by each transition (read by owns() on any thread)
-        self._state_listeners: list[Callable[[State], object]] = []
-        self._state_now = State.NOT_STARTED
-        self._lease = Lease(options.lease_fraction)
-        self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
-        self._state = State.NOT_STARTED
-        self._member = ms.start(options.create_group)  # joining, session, standby (replaced whole by each step)
-        self._effects: EffectQueue[Effect] = EffectQueue()  # every machine's effects still to run (see _drive)
-        self._store: KazooMemberStore | None = None
-        self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
-        self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
-        self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
-        self._failure: Exception | None = None
-        self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
-        self._root_watch = lambda _event: self._post(ev.RootChanged())
-        self._follower = Follower(lambda: self.store, self._post, lambda: self._me)  # which assignment applies now
-        self._seat = Seat(self.paths, options, lambda: self.zk, self._post,
-                          lambda role, epoch: self._notify("on_role", role, epoch))
-        self._roster: Roster | None = None
-        self._prober: LeaseProber | None = None
-        self._rechecker: Rechecker | None = None
         self._thread: threading.Thread | None = None
-        self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
-        self._closed = False
-        self._closed_quietly = False
-        self._done = threading.Event()
-        self._settled = threading.Event()  # start() may return: joined, or ended
-        self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
-        self._claim_failures = 0  # claim rounds in a row that failed with an unexpected error (back-off)
-
-    # -- public surface ------------------------------------------------------------------------
 
     @property
     def state(self) -> State:
-        return self._state
+        return self._loop.state
 
     def watch_state(self, listener: Callable[[State], object]) -> None:
         """Calls ``listener(state)`` after every change of :attr:`state`, on the thread that made it (the
         member's, or the caller's of :meth:`start`): keep it short and non-blocking."""
-        self._state_listeners.append(listener)
-
-    @property
-    def _state(self) -> State:
-        return self._state_now
-
-    @_state.setter
-    def _state(self, state: State) -> None:
-        if state is self._state_now:
-            return
-        self._state_now = state
-        for listener in self._state_listeners:
-            try:
-                listener(state)
-            except Exception:
-                log.exception("state listener raised")
+        self._loop.watch_state(listener)
 
     @property
     def role(self) -> str:
-        return self._seat.role
+        return self._loop.role
 
     @property
     def epoch(self) -> int:
-        return self._seat.epoch
+        return self._loop.epoch
 
     @property
     def member_node(self) -> str | None:
-        return self._me.name if self._me else None
+        return self._loop.member_node
 
     def owns(self, resource: str) -> bool:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
-        with self._lock:
-            held = self._resources.owned.get(resource)
-            if held is None or self._state in ENDING:
-                return False
-        return self._valid(resource, held)
-
-    def _valid(self, resource: str, held: Ownership) -> bool:
-        """The claim is not known to be gone, the lease is valid, and the claim is verified on the
-        current connection. The lease is read before the verification: a handshake makes every claim
-        unverified before the lease can be renewed from it (:mod:`rebalanser.claimcheck`), so a lease
-        read as renewed by a new connection is never paired with a verification of an older one."""
-        token, session, node = held
-        return (node != self._deleted_node and self._lost_claims.get(resource) != token
-                and self._lease.view.valid(session) and self._book.verified.valid(resource, token))
+        return self._loop.owns(resource)
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
-        with self._lock:
-            held = self._resources.owned.get(resource)
-        return held[0] if held is not None and self.owns(resource) else None
+        return self._loop.token(resource)
 
     def owned(self) -> dict[str, int]:
         """Every resource :meth:`owns` is True for at this instant, with its fencing token."""
-        with self._lock:
-            if self._state in ENDING:
-                return {}
-            items = list(self._resources.owned.items())
-        return {r: o[0] for r, o in items if self._valid(r, o)}
+        return self._loop.owned()
+
+    @property
+    def zk(self) -> KazooClient:
+        """The member's ZooKeeper client (once started)."""
+        return self._loop.zk
+
+    @property
+    def _coordinator(self) -> Coordinator | None:
+        return self._loop.coordinator
 
     def start(self, timeout: float | None = None, *, connect_timeout: float | None = None) -> None:
         """Connects and joins the group; returns once this member's znode exists and it has read the
@@ -233,829 +104,35 @@ class Client:
         :class:`GroupNotFoundError` when the group does not exist (and ``Options.create_group`` is off),
         :class:`GroupDeletedError` when it is being deleted, and :class:`DuplicateMemberError` when
         another live member uses our id."""
+        loop = self._loop
         with self._lock:
             if self._thread is not None:
                 return
-            self._state = State.JOINING
-            self._instance_digest = begin_instance(self.options.termination_log)  # before any member node
-            self._zk = make_client(self.options)
-            opts = self.options
-            self._store = KazooMemberStore(self._zk, self.paths, Identity(
-                opts.member_id, self._instance_digest, opts.pod, opts.pod_uid, opts.pod_namespace, opts.container))
-            shakes = handshakes(self._zk)
-            self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
-                                     on_lost=self._claim_deleted, verified=Verified(lambda: shakes.connection))
-            self._rechecker = Rechecker(self._zk, self._claims, lambda: session_timeout(self.zk))
-            self._zk.add_listener(self._rechecker.on_state)
-            self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
-            self._zk.add_listener(self._on_state)
-            self._thread = threading.Thread(target=self._run, name="rebalanser-member", daemon=True)
-            self._callbacks.start()
+            loop.open()
+            self._thread = threading.Thread(target=loop.run, name="rebalanser-member", daemon=True)
         try:
-            self._connect(connect_timeout or timeout or max(15.0, self.options.session_timeout))
+            loop.connect(connect_timeout or timeout or max(15.0, self.options.session_timeout))
         except BaseException:  # no server answered, stop() was called, or the caller was interrupted
-            self._end_unstarted()
+            loop.end_unstarted()
             raise
-        self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
-        self._prober.start()
-        watcher = password_watcher(self._zk)
-        if watcher is not None:
-            watcher.start()
-        self._rechecker.start()
+        loop.begin()
         self._thread.start()
-        self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self._zk)))
-        if not self._settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
+        if not loop.settled.wait(timeout or max(60.0, 3 * self.options.session_timeout + 10)):
             raise TimeoutError("did not join the group in time")
-        if self._failure is not None:
-            raise self._failure
-
-    def _connect(self, timeout: float) -> None:
-        """kazoo's ``start``, also ended by :meth:`stop` from another thread (an asyncio caller
-        interrupted while connecting): kazoo's own waits for the whole timeout."""
-        assert self._zk is not None
-        connected = self._zk.start_async()
-        deadline = time.monotonic() + timeout
-        while not connected.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
-            if self._done.is_set():
-                raise RebalanserError("stopped while connecting to ZooKeeper")
-            if time.monotonic() >= deadline:
-                raise self._zk.handler.timeout_exception("Connection time-out")
-
-    def _end_unstarted(self) -> None:
-        """Ends a client whose member thread never started (its connection failed, or it was stopped
-        while connecting): no session was reported, so none is reported closed. kazoo's own stop waits
-        for a connection attempt in progress to time out (up to the session timeout): that runs on a
-        thread of its own, since no session exists to be closed."""
-        if self._done.is_set():
-            return
-        self._closed_quietly = True
-        threading.Thread(target=self._close, name="rebalanser-close", daemon=True).start()
-        self._state = State.STOPPED
-        self._done.set()
-        self._settled.set()
+        if loop.failure is not None:
+            raise loop.failure
 
     def stop(self, timeout: float | None = None) -> None:
         """Stops all resources (stop callbacks run to completion), then leaves the group."""
         with self._lock:
-            if self._thread is None or self._done.is_set():
+            if self._thread is None or self._loop.done.is_set():
                 return
             if not self._thread.is_alive() and self._thread.ident is None:  # start() has not got that far
-                self._end_unstarted()  # a start() still connecting sees it and gives up
+                self._loop.end_unstarted()  # a start() still connecting sees it and gives up
                 return
-        self._post(ev.StopRequested())
+        self._loop.post(ev.StopRequested())
         if self._thread is not threading.current_thread():
-            self._done.wait(timeout)
+            self._loop.done.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    # -- plumbing ------------------------------------------------------------------------------
-
-    @property
-    def zk(self) -> KazooClient:
-        assert self._zk is not None
-        return self._zk
-
-    @property
-    def store(self) -> KazooMemberStore:
-        assert self._store is not None
-        return self._store
-
-    @property
-    def _book(self) -> ClaimBook:
-        assert self._claims is not None
-        return self._claims
-
-    @property
-    def _coordinator(self) -> Coordinator | None:
-        return self._seat.coordinator
-
-    @property
-    def _me(self) -> MemberNode | None:
-        return self._member.node
-
-    @property
-    def _joined_session(self) -> int:
-        return self._member.joined
-
-    @property
-    def _members(self) -> Roster:
-        assert self._roster is not None
-        return self._roster
-
-    def _report_fake(self, path: str) -> None:
-        """A persistent znode where only ephemeral ones belong (a fake member or claim)."""
-        kind = "owner" if path.startswith(self.paths.owners + "/") else "member"
-        self._bad_data(CorruptDataError("a persistent znode is not a live member's: ignored or removed",
-                                        path=path, kind=kind))
-
-    def _post(self, event: ev.Event) -> None:
-        self._events.put(event)
-
-    def _claim_deleted(self, resource: str, token: int) -> None:
-        # kazoo's thread (a claim's watch): owns() is False from now on, before the loop reacts.
-        self._lost_claims[resource] = token
-        self._post(ev.ClaimLost(resource, token))
-
-    def _on_state(self, state: str) -> None:
-        # kazoo's connection thread: never block here, never call ZooKeeper.
-        connection = {KazooState.SUSPENDED: ev.Connection.SUSPENDED, KazooState.LOST: ev.Connection.LOST}
-        # The latest handshake is recorded before kazoo reports CONNECTED; a handshake that finds the
-        # session expired is not recorded, so LOST names the session that ended.
-        latest = handshakes(self.zk).latest
-        session = latest.session_id if latest is not None else 0
-        self._post(ev.SessionChanged(connection.get(state, ev.Connection.CONNECTED), session))
-
-    def _run(self) -> None:
-        try:
-            while True:
-                event = self._next_event()
-                if isinstance(event, ev.StopRequested):
-                    self._leave()
-                    return
-                if self._aborted():
-                    return
-                self._dispatch(event)
-                if self._aborted():  # nothing may come after an abort to wake the loop
-                    return
-        except Exception as exc:
-            log.exception("member loop failed")
-            self._abort(exc)
-        finally:
-            self._done.set()
-            self._settled.set()
-
-    def _aborted(self) -> bool:
-        return self._state is State.ABORTED
-
-    def _next_event(self) -> ev.Event:
-        if self._pushback is not None:
-            event, self._pushback = self._pushback, None
-            return event
-        return self._events.get()
-
-    def _drain_claims(self, first: str | None) -> set[str] | None:
-        """Releases arrive in bursts: claim everything released so far in one batch, and only that
-        (None: every waiting resource). Re-trying all waiting resources on every release made a
-        member re-read hundreds of still-held claims per release: quadratic in large groups."""
-        names: set[str] | None = None if first is None else {first}
-        while True:
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
-                break
-            if not isinstance(event, ev.ClaimReleased):
-                self._pushback = event
-                break
-            if event.resource is None or names is None:
-                names = None
-            else:
-                names.add(event.resource)
-        return names
-
-    def _handle(self, event: ev.Event) -> None:
-        match event:
-            case ev.SessionChanged(state, session):
-                self._on_session(state, session)
-            case ev.ElectionChanged():
-                self._elect()
-            case ev.AssignmentChanged(node):
-                self._queue(self._follower.read_assignment(node))
-            case ev.BarrierChanged():
-                self._queue(self._follower.read_barrier())
-            case ev.ClaimReleased(resource):
-                self._retry_claim(self._drain_claims(resource))
-            case ev.ClaimLost(resource, token):
-                self._claims_lost({resource: token})
-            case ev.LeaseExpired():
-                self._lease_expired()
-            case ev.Deposed(seq, reason):
-                if self._seat.deposed(seq, reason):
-                    self._elect()
-            case ev.CoordinatorEpoch(seq, epoch):
-                self._seat.in_office(seq, epoch)
-            case ev.OwnNodeChanged(node):
-                self._check_own_node(node)
-            case ev.RootChanged():
-                self._watch_root()
-            case ev.BadData(error):
-                self._bad_data(error)
-            case ev.JoinStep():
-                self._join()
-            case ev.StopRequested():
-                pass  # the loop itself handles it
-
-    def _dispatch(self, event: ev.Event) -> None:
-        kind = type(event).__name__
-        if isinstance(event, ev.SESSION_BOUND) and not self._in_session():
-            # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
-            # or of a connection that is down: the session events behind it rejoin or resync.
-            if isinstance(event, ev.ClaimReleased):
-                self._drain_claims(event.resource)
-            log.info("%s dropped: not in the session that joined; state is re-read on (re)join", kind)
-            return
-        try:
-            self._handle(event)
-        except (ConnectionLoss, SessionExpiredError) as exc:
-            log.info("%s interrupted by %s; will redo after reconnect", kind, type(exc).__name__)
-        except CorruptDataError as exc:
-            self._bad_data(exc)
-        except KazooException as exc:
-            log.warning("%s failed: %r", kind, exc)
-            self._report(exc)
-
-    # -- session -------------------------------------------------------------------------------
-
-    def _on_session(self, state: ev.Connection, session: int) -> None:
-        self.options.metrics.session_event(state)
-        shutdown = self.options.expiry_policy is ExpiryPolicy.SHUTDOWN
-        self._member_step(ms.connection(self._member, state, session,
-                                        session_id(self.zk), shutdown))
-
-    def _abort(self, error: Exception) -> None:
-        self._failure = error
-        self._settled.set()
-        self._set_state(State.ABORTED)
-        try:
-            self._seat.stop()
-            self._set_resources(rs.EMPTY)
-            self._report(error)
-        finally:
-            self._close()
-
-    def _report(self, error: Exception) -> None:
-        """``on_error``; an exception it raises is logged, never allowed to stop the member."""
-        try:
-            self.handler.on_error(error)
-        except Exception:
-            log.exception("on_error raised while reporting %r", error)
-
-    def _notify(self, name: str, *args: Any) -> None:
-        """``on_role``/``on_session``: what they raise is reported, never allowed to stop the member."""
-        try:
-            getattr(self.handler, name)(*args)
-        except Exception as exc:
-            log.exception("%s raised", name)
-            self._report(exc)
-
-    def _claims_lost(self, tokens: dict[str, int]) -> None:
-        """Someone else deleted these claims of ours (their watches fired). Each is read first: a watch
-        can fire for the release of another session's claim at the same path (see
-        :meth:`ClaimBook.still_held`); a claim still ours, of the same token, is valid again."""
-        lost: set[str] = set()
-        for resource, token in tokens.items():
-            if self._book.still_held(resource, token):
-                with self._lock:
-                    if self._lost_claims.get(resource) == token:
-                        del self._lost_claims[resource]
-                log.info("the deletion reported for %s was not our claim's (it is still ours)", resource)
-            elif self._book.forget(resource, token):
-                lost.add(resource)
-        if lost:
-            self._handle_lost(lost)
-
-    def _handle_lost(self, lost: set[str]) -> None:
-        """Work on them stops at once; each is claimed again, with a new token, through the normal
-        path if the assignment still names it (and when its next holder, if any, releases it)."""
-        log.error("our claims on %s were deleted by someone else: stopping work on them", sorted(lost)[:5])
-        self._report(RebalanserError(f"{len(lost)} claims deleted externally; stopped work on them"))
-        self._step(rs.claims_lost(self._resources, lost))
-        for resource in lost:
-            self._post(ev.ClaimReleased(resource))
-
-    def _lease_expired(self) -> None:
-        self.options.metrics.lease_expired()
-        if self._resources.owned:
-            log.warning("self-fencing lease ran out: stopping work on %d resources", len(self._resources.owned))
-            self._step(rs.stop_all(self._resources, After.WANTED))
-        self._reclaim_later()
-
-    def _claim_failed(self, count: int, error: Exception) -> None:
-        """A claim transaction failed with an error no claim round expects (NoAuth, say): the resources
-        stay wanted and are tried again after a pause that doubles with each failure in a row, from
-        T/10 up to T."""
-        self._claim_failures += 1
-        timeout = session_timeout(self.zk)
-        delay = min(timeout / 10 * 2 ** (self._claim_failures - 1), timeout)
-        log.warning("claiming %d resources failed (%r): trying again in %.1f s", count, error, delay)
-        self._report(RebalanserError(f"claiming {count} resources failed ({error!r}); trying again in {delay:.1f} s"))
-        timer = threading.Timer(delay, lambda: self._post(ev.ClaimReleased(None)))
-        timer.daemon = True
-        timer.start()
-
-    def _reclaim_later(self) -> None:
-        threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
-
-    # -- joining and election ------------------------------------------------------------------
-
-    def _join(self) -> None:
-        """One step of joining in the current session (:func:`member_state.join_step`)."""
-        self._member_step(ms.join_step(self._member, session_id(self.zk), self._state in ENDING))
-
-    def _member_step(self, step: ms.Step) -> None:
-        """Takes a member transition's new state and queues its effects (:meth:`_queue`)."""
-        self._member, effects = step
-        self._queue(effects)
-
-    def _queue(self, effects: Sequence[Effect]) -> None:
-        """Puts effects at the front of the one effect queue, in order (they follow the effect that
-        produced them, before what was queued earlier), and runs the queue unless it runs already:
-        a transition made while effects run only queues more (:mod:`rebalanser.effect_queue`)."""
-        self._effects.push(effects)
-        self._drive()
-
-    def _drive(self) -> None:
-        """Runs the queued effects in order. A lost connection or session ends the run: what is left
-        is redone by the resync after reconnecting (or the join of the next session). Any other
-        failure of one effect is reported and the rest still runs: a resync that could not read the
-        barrier still reads the assignment and claims again, a join step that failed is still followed
-        by the ones queued behind it."""
-        self._effects.drain(self._run_effect, lambda: self._state is not State.ABORTED)
-
-    def _run_effect(self, effect: Effect) -> None:
-        """The one place an effect runs (the drain's; never from inside another effect)."""
-        try:
-            self._execute(effect)
-        except (ConnectionLoss, SessionExpiredError):
-            raise
-        except Exception as exc:
-            self._failed(type(effect).__name__, exc)
-
-    def _failed(self, kind: str, exc: Exception) -> None:
-        """A step failed otherwise than by a lost connection: reported, and the member goes on."""
-        if isinstance(exc, CorruptDataError):
-            self._bad_data(exc)
-        elif isinstance(exc, KazooException):
-            log.warning("%s failed: %r; going on with the rest", kind, exc)
-            self._report(exc)
-        else:
-            log.exception("%s failed; going on with the rest", kind)
-            self._report(exc)
-
-    def _execute(self, effect: Effect) -> None:
-        match effect:
-            case rs.Claim() | rs.StartCallback() | rs.StopCallback() | rs.Release():
-                self._execute_resource(effect)
-            case fl.Apply() | fl.StopForBarrier() | fl.ReadAssignment() | fl.Ignored() | fw.Post() \
-                    | fw.ReportBadData() | fw.StopWork() | fw.MarkStopped():
-                self._execute_follow(effect)
-            case SyncRead(what, node):
-                self._sync_read(what, node)
-            case Synced(node):
-                if self._me is node:
-                    self._settled.set()
-            case UpdateState():
-                self._update_state()
-            case _:
-                self._execute_member(effect)
-
-    def _execute_follow(self, effect: fl.Effect | fw.Effect) -> None:
-        """Carries out one effect of following (:mod:`follow`, :mod:`follower`)."""
-        match effect:
-            case fl.Apply(resources):
-                self._apply(set(resources))
-            case fl.StopForBarrier(record):
-                self._queue(self._follower.barrier_stop(record))
-            case fl.ReadAssignment():
-                self._queue(self._follower.read_assignment(None))
-            case fl.Ignored(reason):
-                log.warning("ignoring %s", reason)
-            case fw.Post(event):
-                self._post(event)
-            case fw.ReportBadData(error):
-                self._bad_data(error)
-            case fw.StopWork():
-                self._step(rs.stop_all(self._resources, After.NOTHING))
-            case fw.MarkStopped(generation):
-                self._follower.mark_stopped(generation)
-
-    def _execute_member(self, effect: ms.Effect) -> None:
-        """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
-        match effect:
-            case ms.Notify(state):
-                self._notify("on_session", state)
-            case ms.Enter(state):
-                self._set_state(state)
-            case ms.Note(message, warning):
-                log.log(logging.WARNING if warning else logging.INFO, "member id %r: %s", self.options.member_id,
-                        message)
-            case ms.StopCoordinating():
-                self._seat.stop()
-            case ms.EndSessionWork():
-                self._step(rs.session_ended(self._resources))
-            case ms.Expired():
-                self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
-            case ms.Evicted():
-                log.error("our member znode was deleted by someone else: stopping all work and rejoining")
-                self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
-            case ms.StopAllWork():
-                self._step(rs.stop_all(self._resources, After.RELEASING))
-            case ms.Stuck(stuck):
-                log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
-                self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
-            case ms.DropAssignment():
-                self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
-            case ms.Join():
-                self._join()
-            case ms.StandbyChores(joining):
-                self._standby_chores(joining)
-            case ms.RetryStandbyLater():
-                log.info("on standby, still to delete: member node %r, %d claims", self._member.standby.node,
-                         len(self._resources.releasing))
-                self._retry_standby_later()
-            case ms.JoinWhenCallbacksClear():
-                self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
-            case ms.EnsureGroup(create_root, session):
-                found = check_group(self.zk, self.paths, create_root=create_root)
-                self._member_step(ms.group_checked(self._member, found, session))
-            case ms.AwaitGroup():
-                self._await_group()
-            case ms.GroupMissing():
-                self._abort(GroupNotFoundError(
-                    f"group {self.paths.root} does not exist: create it with 'rebalanser group create' or a "
-                    "ResourceGroup (or let this member create it: Options.create_group)"))
-            case ms.GroupDeleted():
-                self._group_deleted()
-            case ms.CheckSameId(session, watch):
-                self._check_same_id(session, watch)
-            case ms.JoinTimer(after):
-                self._join_timer = threading.Timer(after, lambda: self._post(ev.JoinStep()))
-                self._join_timer.daemon = True
-                self._join_timer.start()
-            case ms.CancelJoinTimer():
-                self._cancel_join_timer()
-            case ms.DuplicateId():
-                self._abort(DuplicateMemberError(
-                    f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
-                    "member ids must be unique"))
-            case ms.CreateNode(session):
-                node = self.store.create_member_node(time.monotonic() + 4 * session_timeout(self.zk))
-                self._member_step(ms.node_created(self._member, node, session))
-            case ms.Joined(node, session):
-                self._cancel_join_timer()
-                self._follower.new_node()
-                self._book.reset(session, self.paths.client(node.name))
-            case ms.ReleasePending():
-                self._release_pending()
-            case ms.SyncWithGroup(node):
-                self._queue([*(SyncRead(what, node) for what in SYNC_READS), Synced(node)])
-            case ms.Reclaim():
-                if self._me is not None and self._joined_session:
-                    self._retry_claim(None)
-
-    def _sync_read(self, what: str, me: MemberNode) -> None:
-        """One of the reads of everything a member follows, arming its watch (the join is complete
-        after the last: :class:`Synced`). Skipped once ``me`` is no longer our node: an eviction seen on
-        the way queued a rejoin that reads everything (or waits for the group). A read that fails
-        otherwise than by a lost connection is reported and the others still run (each arms a watch
-        of its own); a lost connection is finished by the resync after reconnecting."""
-        if self._me is not me:
-            return
-        match what:
-            case "own node":
-                self._check_own_node(me.name)
-            case "group root":
-                self._watch_root()
-            case "election":
-                self._elect()
-            case "barrier":
-                self._queue(self._follower.read_barrier())
-            case "assignment":
-                self._queue(self._follower.read_assignment(None))
-
-    def _watch_root(self) -> None:
-        """Reads the group root's data, watching it: a deletion mark ends the member (see
-        :meth:`_group_deleted`); a root deleted outright is noticed through our member node's watch."""
-        try:
-            data, _ = self.zk.get(self.paths.root, watch=self._root_watch)
-        except NoNodeError:
-            return
-        if wire.marks_deletion(data):
-            self._member_step(ms.deletion_marked(self._member))
-
-    def _group_deleted(self) -> None:
-        """The group is being deleted (``rebalanser group delete``): leave it as on :meth:`stop` and end,
-        without re-creating anything in it. Reported through ``on_error`` first, so that the code waiting
-        on the member learns why it ends; :meth:`start`, if still waiting, raises it."""
-        if self._failure is not None or self._state in ENDING:
-            return
-        error = GroupDeletedError(f"group {self.paths.root} is being deleted: left it")
-        self._failure = error
-        log.info("%s", error)  # the caller reports it (on_error, and start() raises it while joining)
-        self._report(error)
-        self._post(ev.StopRequested())
-
-    def _await_group(self) -> None:
-        """The group was deleted under us: never re-create it; join when it exists again."""
-        log.warning("group %s does not exist: waiting for it to be created again", self.paths.root)
-        if self.zk.exists(self.paths.root, watch=self._join_watch) is not None:
-            self._post(ev.JoinStep())
-
-    def _check_same_id(self, session: int, watch: bool) -> None:
-        """Whether a node with our id of an earlier session is still in the group; ``watch``: watch
-        ``G/clients`` for its going (see :func:`member_state.same_id_checked`)."""
-        if not watch:
-            stale = bool(stale_same_id(self._members, self.options.member_id, session))
-            step = ms.same_id_checked(self._member, stale, session, time.monotonic(), session_timeout(self.zk))
-        else:
-            log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
-            self.zk.get_children(self.paths.clients, watch=self._join_watch)
-            stale = bool(stale_same_id(self._members, self.options.member_id, session))
-            step = ms.same_id_rechecked(self._member, stale, session)
-        self._member_step(step)
-
-    def _cancel_join_timer(self) -> None:
-        if self._join_timer is not None:
-            self._join_timer.cancel()
-            self._join_timer = None
-
-    def _in_session(self) -> bool:
-        """Connected in the session this member joined with (not an earlier or a newer one)."""
-        return self._member.in_session(session_id(self.zk))
-
-    def _elect(self) -> None:
-        if self._me is None or not self._in_session():
-            return
-        members = self._members()
-        if self._me not in members:
-            self._evicted()
-            return
-        before = predecessor(members, self._me)
-        if before is None:
-            self._seat.lead(self._me, self._members)
-        else:
-            self._seat.follow(before)
-
-    def _watch_own_node(self) -> bool:
-        assert self._me is not None
-        node = self._me.name
-
-        def fired(event: WatchedEvent) -> None:
-            if event.type == EventType.DELETED:
-                self._deleted_node = node  # owns() is False from now on, before the loop reacts
-            self._post(ev.OwnNodeChanged(node))
-
-        return self.store.check_member_node(node, fired)
-
-    def _check_own_node(self, node: str) -> None:
-        if self._me is not None and node == self._me.name and not self._watch_own_node():
-            self._evicted()
-
-    def _evicted(self) -> None:
-        """Someone deleted our member znode (e.g. the whole group) while our session lives: our claims
-        may be gone too, so stop all work at once, then rejoin (:func:`member_state.evicted`). The session
-        record of that node goes too (the rejoin makes another)."""
-        left = self._me
-        if left is not None:
-            self.store.delete_session_record(left.name)
-        self._member_step(ms.evicted(self._member))
-
-    def _set_state(self, state: State) -> None:
-        if self._state not in (State.STOPPING, State.STOPPED, State.ABORTED):
-            self._state = state
-
-    # -- assignments ---------------------------------------------------------------------------
-
-    def _bad_data(self, error: CorruptDataError) -> None:
-        baddata.report(error, self.options.metrics)
-        self._report(error)
-
-    def _apply(self, desired: set[str]) -> None:
-        self._step(rs.assign(self._resources, desired, self._held_claims()))
-
-    def _held_claims(self) -> set[str]:
-        """The claims this session holds, or may hold (a write whose outcome is unknown)."""
-        return set(self._book.held) | self._book.uncertain
-
-    # -- executing the state machine's effects (the I/O of per-resource state) ------------------
-
-    def _set_resources(self, table: Resources) -> None:
-        with self._lock:
-            self._resources = table
-        self.options.metrics.owned(len(table.owned))
-
-    def _step(self, step: rs.Step) -> None:
-        """Takes a resource transition's new table and queues its effects, then the state's update."""
-        table, effects = step
-        self._set_resources(table)
-        self._queue([*effects, UpdateState()])
-
-    def _execute_resource(self, effect: rs.Effect) -> None:
-        """Carries out one effect of the resource machine (:mod:`resource_state`)."""
-        match effect:
-            case rs.Claim(names):
-                self._claim(names)
-            case rs.StartCallback(tokens):
-                started = self._verified_for_start(dict(tokens))
-                if started:
-                    self._call("on_assigned", set(started), started, self.options.start_timeout)
-            case rs.StopCallback(names):
-                try:
-                    self._call("on_revoked", set(names), sorted(names), self.options.stop_timeout)
-                finally:
-                    self._set_resources(rs.stopped(self._resources, names))
-            case rs.Release(names):
-                self._release(names)
-
-    def _claim_valid(self, resource: str, token: int) -> bool:
-        return self._book.verified.valid(resource, token) and self._lost_claims.get(resource) != token
-
-    def _verified_for_start(self, tokens: dict[str, int]) -> dict[str, int]:
-        """The claims of ``tokens`` that may be started: only those verified on the current connection
-        (:mod:`rebalanser.claimcheck`). A reconnection between a claim round and its start (the loop
-        held up in between) leaves claims verified on the old connection only, and one of them may
-        have been deleted while the member was away. Each such claim is read now, on the current
-        connection; one found gone, or not verified on the latest connection by that read (another
-        reconnection, a lost connection), is not started: it is wanted again and claimed anew (a claim
-        still ours is re-taken after reading it)."""
-        unverified = {r: t for r, t in tokens.items() if not self._claim_valid(r, t)}
-        if not unverified:
-            return tokens
-        called_off = {r for r, t in unverified.items() if not self._verify_claim(r, t)}
-        if called_off:
-            log.info("not starting %s: claims not verified on the current connection", sorted(called_off)[:5])
-            self._set_resources(rs.not_started(self._resources, called_off))
-            for resource in called_off:
-                self._post(ev.ClaimReleased(resource))
-        return {r: t for r, t in tokens.items() if r not in called_off}
-
-    def _verify_claim(self, resource: str, token: int) -> bool:
-        """Reads our claim on ``resource`` of ``token`` on the current connection (arming its watch):
-        True if it is ours and now verified on the latest connection. A claim found gone is forgotten."""
-        try:
-            held = self._book.still_held(resource, token)
-        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
-            return False  # remembered: read again when it is re-taken
-        if not held:
-            self._book.forget(resource, token)
-        return held and self._claim_valid(resource, token)
-
-    def _retry_claim(self, released: set[str] | None) -> None:
-        self._claim(rs.claim_targets(self._resources, released).names)
-
-    def _claim(self, names: Collection[str]) -> None:
-        if self._me is None or not self._joined_session or not self._resources.wanted:
-            self._update_state()
-            return
-        wanted = sorted(names)
-        if not wanted:
-            return
-        stuck = self._callbacks.blocked(wanted)
-        if stuck:
-            self._step_aside(stuck)
-            return
-        if not self._lease.valid(self._joined_session):
-            if self._prober is not None:
-                self._prober.probe_once()
-            if not self._lease.valid(self._joined_session):
-                self._reclaim_later()
-                return
-        # A newer assignment arriving meanwhile ends the round between batches: what it still names
-        # stays wanted and is claimed when it is applied, what it does not is never written.
-        result = self._book.claim(wanted, abandon=self._follower.moved.is_set)
-        if result.error is not None:
-            self._claim_failed(len(result.failed), result.error)
-        else:
-            self._claim_failures = 0
-        if result.deferred and self._me is not None:
-            self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
-        for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
-            self._post(ev.ClaimReleased(gone))
-        if result.claimed:
-            self._step(rs.claimed(self._resources, result.claimed, self._joined_session, self._me.name))
-        else:
-            self._update_state()
-
-    # -- standby: a stop callback that has not returned -----------------------------------------
-
-    def _step_aside(self, stuck: set[str]) -> None:
-        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running:
-        the member leaves the group until every overrunning callback has returned
-        (:func:`member_state.step_aside`)."""
-        self._member_step(ms.step_aside(self._member, frozenset(stuck)))
-
-    def _standby_chores(self, joining: bool) -> None:
-        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left.
-        What a member on standby must not keep: its claims and the member node it left. While deleting
-        either fails (the connection dropped, a leader election), a timer tries again every T/4: a
-        claim kept would leave its resource unworked (its next owner waits for it), the node would keep
-        us in the group, assigned resources we do not work on, and a Global Barrier round would wait its
-        whole timeout for us. Never two member nodes in one session: no rejoin while the old one exists."""
-        gone = True
-        for chore in sb.chores(self._member.standby):
-            match chore:
-                case sb.Release():
-                    self._release_pending()
-                case sb.DeleteNode(name):
-                    gone = self._delete_left_node(name)
-        pending = rs.pending_release(self._resources) is not None
-        self._member_step(ms.standby_observed(self._member, gone, pending, self._callbacks.blocked_any(), joining))
-
-    def _retry_standby_later(self) -> None:
-        if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
-            self._standby_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
-            self._standby_timer.daemon = True
-            self._standby_timer.start()
-
-    def _delete_left_node(self, name: str) -> bool:
-        """Deletes the member node left on standby; True once it is seen gone."""
-        self._delete_membership(name)
-        try:
-            return self.zk.exists(self.paths.client(name)) is None
-        except KazooException:
-            return False
-
-    def _release_pending(self) -> None:
-        pending = rs.pending_release(self._resources)
-        if pending is not None:
-            self._release(pending.names)
-
-    def _release(self, names: Collection[str]) -> None:
-        try:
-            self._book.release(sorted(names))
-        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
-            # They stay to be released (and the claim book remembers them, held or uncertain): retried
-            # at the resync after reconnecting, at the next join in this session, and every T/4 on
-            # standby; the session's end releases them otherwise.
-            return
-        self._set_resources(rs.released(self._resources, names))
-
-    def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
-        """Runs ``on_assigned``/``on_revoked`` on the callback thread (see :mod:`callbacks`) and waits
-        for it at most ``timeout``: one that overruns is reported, not waited on forever."""
-        callback = getattr(self.handler, name)
-        try:
-            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout)
-        except CallbackOverrun as exc:
-            log.error("%s; no longer waiting for it", exc)
-            self._report(StopTimeoutError(str(exc)))
-            return
-        except RunnerClosed as exc:
-            log.info("%s", exc)
-            return
-        if failure is not None:
-            log.error("%s raised %r", name, failure)
-            self._report(failure if isinstance(failure, Exception) else RuntimeError(repr(failure)))
-
-    def _update_state(self) -> None:
-        if self._state in (State.SUSPENDED, State.JOINING) and not self.zk.connected:
-            return
-        self._set_state(State.ASSIGNED if self._resources.owned else State.PENDING_ASSIGNMENT)
-
-    # -- leaving -------------------------------------------------------------------------------
-
-    def _leave(self) -> None:
-        """A graceful leave. Joined and connected in that session: every stop callback runs to
-        completion, then the assignment node is deleted (the coordinator then gives no grace), then
-        the session is closed, which deletes every ephemeral node of it at once: its claims, its
-        member node and any stop marker. Nothing can start a resource of ours before that, since our
-        claims guard them; and the coordinator hears of the leave only with the claims already gone,
-        so whoever gains them claims them at the first attempt. Otherwise each claim is released
-        (those the session may still hold) before the session ends."""
-        self._state = State.STOPPING
-        self._seat.stop()
-        if self.zk.connected and self._me is not None and self._joined_session == session_id(self.zk):
-            self._stop_everything_for_exit()
-            self.store.delete_assignment(self._me.name)
-        else:
-            self._revoke_everything_for_exit()
-        self._close()
-        self._state = State.STOPPED
-
-    def _stop_everything_for_exit(self) -> None:
-        """Stops work on every owned resource; its claims are left to the session's close."""
-        table, effects = rs.stop_all(self._resources, After.RELEASING)
-        self._step((table, [e for e in effects if not isinstance(e, rs.Release)]))
-
-    def _revoke_everything_for_exit(self) -> None:
-        try:
-            self._step(rs.stop_all(self._resources, After.RELEASING))
-        except KazooException as exc:
-            log.warning("could not release every claim (%r); the session's end releases them", exc)
-
-    def _delete_membership(self, node: str) -> None:
-        """A graceful leave: the assignment node first (the coordinator then gives no grace), then
-        the member node, then our stop marker of a Global Barrier round (a member on standby keeps
-        its session: nothing of it may stay in the group; no later round may come to drop it)."""
-        self.store.leave(node, self._follower.state.stopped_for)
-
-    def _close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._callbacks.close()
-        if self._prober is not None:
-            self._prober.stop()
-        if self._rechecker is not None:
-            self._rechecker.stop()
-        watcher = password_watcher(self._zk) if self._zk is not None else None
-        if watcher is not None:
-            watcher.stop()
-        if self._zk is not None:
-            try:
-                self._zk.stop()
-                self._zk.close()
-            except Exception:
-                log.debug("error closing the ZooKeeper client", exc_info=True)
-        if not self._closed_quietly:
-            self._notify("on_session", "closed")
+        return self._loop.done.wait(timeout)

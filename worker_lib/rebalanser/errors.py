@@ -5,6 +5,11 @@ class RebalanserError(Exception):
     """Base class of every error the library raises."""
 
 
+class StopTimeoutError(RebalanserError):
+    """A stop (or start) callback outlived ``stop_timeout`` (``start_timeout``); the member stopped
+    waiting for it: after a stop callback, the resources were released anyway."""
+
+
 class InvalidInputError(RebalanserError, ValueError):
     """Options, names or paths that can never work; the message says which and why."""
 
