@@ -26,7 +26,7 @@ from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.zk
 
-EXECUTOR = "_execute"  # the name of every function that carries out one effect (member, follower)
+EXECUTOR = "_execute"  # the effect dispatcher (here the member loop's; on main also the follower's)
 
 
 class StackDepths(Recorder):

@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,6 @@ from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
     NoNodeError,
-    OperationTimeoutError,
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
@@ -35,8 +34,9 @@ from rebalanser import follower as fw
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
+from rebalanser import resource_work as rw
 from rebalanser import standby as sb
-from rebalanser.callbacks import CallbackOverrun, CallbackRunner, RunnerClosed
+from rebalanser.callbacks import CallbackRunner
 from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import check_group
@@ -61,7 +61,7 @@ from rebalanser.member_store import Identity, KazooMemberStore
 from rebalanser.membership import Roster, predecessor, stale_same_id
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
-from rebalanser.resource_state import After, Ownership, Resources
+from rebalanser.resource_state import After
 from rebalanser.seat import Seat
 from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
 
@@ -84,14 +84,9 @@ class Synced:
     node: MemberNode
 
 
-@dataclass(frozen=True)
-class UpdateState:
-    """The member's :class:`State` follows what it owns (after a resource transition's effects)."""
-
-
 SYNC_READS = ("own node", "group root", "election", "barrier", "assignment")
 
-Effect = ms.Effect | rs.Effect | fw.Effect | SyncRead | Synced | UpdateState
+Effect = ms.Effect | rw.Effect | fw.Effect | SyncRead | Synced
 """The union of the member's, the follower's and the resource machine's effects: one queue."""
 
 
@@ -104,8 +99,6 @@ class MemberLoop:
         self._claims: ClaimBook | None = None
         self._events: queue.Queue[ev.Event] = queue.Queue()
         self._pushback: ev.Event | None = None
-        self._lock = threading.RLock()
-        self._resources = rs.EMPTY  # replaced whole by each transition (read by owns() on any thread)
         self._state_listeners: list[Callable[[State], object]] = []
         self._state_now = State.NOT_STARTED
         self._lease = Lease(options.lease_fraction)
@@ -115,8 +108,6 @@ class MemberLoop:
         self._effects: EffectQueue[Effect] = EffectQueue()  # every machine's effects still to run (see _drive)
         self._store: KazooMemberStore | None = None
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
-        self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
-        self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
         self._failure: Exception | None = None
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._root_watch = lambda _event: self._post(ev.RootChanged())
@@ -132,7 +123,11 @@ class MemberLoop:
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
-        self._claim_failures = 0  # claim rounds in a row that failed with an unexpected error (back-off)
+        self._work = rw.ResourceWork(  # the per-resource table and its effects' I/O
+            self.handler, options.metrics, self._lease, self._callbacks, (options.start_timeout, options.stop_timeout),
+            rw.Context(book=lambda: self._book, prober=lambda: self._prober,
+                       session_timeout=lambda: session_timeout(self.zk), seat=self._seat_now,
+                       moved=self._follower.moved, post=self._post, report=self._report))
 
     # -- what the client reads (any thread) ---------------------------------------------------
 
@@ -174,34 +169,25 @@ class MemberLoop:
 
     def owns(self, resource: str) -> bool:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
-        with self._lock:
-            held = self._resources.owned.get(resource)
+        with self._work.lock:
+            held = self._work.table.owned.get(resource)
             if held is None or self._state in ENDING:
                 return False
-        return self._valid(resource, held)
-
-    def _valid(self, resource: str, held: Ownership) -> bool:
-        """The claim is not known to be gone, the lease is valid, and the claim is verified on the
-        current connection. The lease is read before the verification: a handshake makes every claim
-        unverified before the lease can be renewed from it (:mod:`rebalanser.claimcheck`), so a lease
-        read as renewed by a new connection is never paired with a verification of an older one."""
-        token, session, node = held
-        return (node != self._deleted_node and self._lost_claims.get(resource) != token
-                and self._lease.view.valid(session) and self._book.verified.valid(resource, token))
+        return self._work.valid(resource, held)
 
     def token(self, resource: str) -> int | None:
         """The fencing token of a resource this member owns, else None."""
-        with self._lock:
-            held = self._resources.owned.get(resource)
+        with self._work.lock:
+            held = self._work.table.owned.get(resource)
         return held[0] if held is not None and self.owns(resource) else None
 
     def owned(self) -> dict[str, int]:
         """Every resource :meth:`owns` is True for at this instant, with its fencing token."""
-        with self._lock:
+        with self._work.lock:
             if self._state in ENDING:
                 return {}
-            items = list(self._resources.owned.items())
-        return {r: o[0] for r, o in items if self._valid(r, o)}
+            items = list(self._work.table.owned.items())
+        return {r: o[0] for r, o in items if self._work.valid(r, o)}
 
     @property
     def done(self) -> threading.Event:
@@ -228,7 +214,7 @@ class MemberLoop:
             opts.member_id, self._instance_digest, opts.pod, opts.pod_uid, opts.pod_namespace, opts.container))
         shakes = handshakes(self._zk)
         self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
-                                 on_lost=self._claim_deleted, verified=Verified(lambda: shakes.connection))
+                                 on_lost=self._work.claim_deleted, verified=Verified(lambda: shakes.connection))
         self._rechecker = Rechecker(self._zk, self._claims, lambda: session_timeout(self.zk))
         self._zk.add_listener(self._rechecker.on_state)
         self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
@@ -318,11 +304,6 @@ class MemberLoop:
 
     _post = post
 
-    def _claim_deleted(self, resource: str, token: int) -> None:
-        # kazoo's thread (a claim's watch): owns() is False from now on, before the loop reacts.
-        self._lost_claims[resource] = token
-        self._post(ev.ClaimLost(resource, token))
-
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: never block here, never call ZooKeeper.
         connection = {KazooState.SUSPENDED: ev.Connection.SUSPENDED, KazooState.LOST: ev.Connection.LOST}
@@ -391,11 +372,11 @@ class MemberLoop:
             case ev.BarrierChanged():
                 self._queue(self._follower.read_barrier())
             case ev.ClaimReleased(resource):
-                self._retry_claim(self._drain_claims(resource))
+                self._queue(self._work.retry_claim(self._drain_claims(resource)))
             case ev.ClaimLost(resource, token):
-                self._claims_lost({resource: token})
+                self._queue(self._work.claims_lost({resource: token}))
             case ev.LeaseExpired():
-                self._lease_expired()
+                self._queue(self._work.lease_expired())
             case ev.Deposed(seq, reason):
                 if self._seat.deposed(seq, reason):
                     self._elect()
@@ -445,7 +426,7 @@ class MemberLoop:
         self._set_state(State.ABORTED)
         try:
             self._seat.stop()
-            self._set_resources(rs.EMPTY)
+            self._work.set_table(rs.EMPTY)
             self._report(error)
         finally:
             self._close()
@@ -464,54 +445,6 @@ class MemberLoop:
         except Exception as exc:
             log.exception("%s raised", name)
             self._report(exc)
-
-    def _claims_lost(self, tokens: dict[str, int]) -> None:
-        """Someone else deleted these claims of ours (their watches fired). Each is read first: a watch
-        can fire for the release of another session's claim at the same path (see
-        :meth:`ClaimBook.still_held`); a claim still ours, of the same token, is valid again."""
-        lost: set[str] = set()
-        for resource, token in tokens.items():
-            if self._book.still_held(resource, token):
-                with self._lock:
-                    if self._lost_claims.get(resource) == token:
-                        del self._lost_claims[resource]
-                log.info("the deletion reported for %s was not our claim's (it is still ours)", resource)
-            elif self._book.forget(resource, token):
-                lost.add(resource)
-        if lost:
-            self._handle_lost(lost)
-
-    def _handle_lost(self, lost: set[str]) -> None:
-        """Work on them stops at once; each is claimed again, with a new token, through the normal
-        path if the assignment still names it (and when its next holder, if any, releases it)."""
-        log.error("our claims on %s were deleted by someone else: stopping work on them", sorted(lost)[:5])
-        self._report(RebalanserError(f"{len(lost)} claims deleted externally; stopped work on them"))
-        self._step(rs.claims_lost(self._resources, lost))
-        for resource in lost:
-            self._post(ev.ClaimReleased(resource))
-
-    def _lease_expired(self) -> None:
-        self.options.metrics.lease_expired()
-        if self._resources.owned:
-            log.warning("self-fencing lease ran out: stopping work on %d resources", len(self._resources.owned))
-            self._step(rs.stop_all(self._resources, After.WANTED))
-        self._reclaim_later()
-
-    def _claim_failed(self, count: int, error: Exception) -> None:
-        """A claim transaction failed with an error no claim round expects (NoAuth, say): the resources
-        stay wanted and are tried again after a pause that doubles with each failure in a row, from
-        T/10 up to T."""
-        self._claim_failures += 1
-        timeout = session_timeout(self.zk)
-        delay = min(timeout / 10 * 2 ** (self._claim_failures - 1), timeout)
-        log.warning("claiming %d resources failed (%r): trying again in %.1f s", count, error, delay)
-        self._report(RebalanserError(f"claiming {count} resources failed ({error!r}); trying again in {delay:.1f} s"))
-        timer = threading.Timer(delay, lambda: self._post(ev.ClaimReleased(None)))
-        timer.daemon = True
-        timer.start()
-
-    def _reclaim_later(self) -> None:
-        threading.Timer(session_timeout(self.zk) / 10, lambda: self._post(ev.ClaimReleased(None))).start()
 
     # -- joining and election ------------------------------------------------------------------
 
@@ -562,7 +495,11 @@ class MemberLoop:
     def _execute(self, effect: Effect) -> None:
         match effect:
             case rs.Claim() | rs.StartCallback() | rs.StopCallback() | rs.Release():
-                self._execute_resource(effect)
+                self._queue(self._work.execute(effect))
+            case rw.StepAside(stuck):
+                # We are to work on resources whose ``on_revoked`` overran its timeout and is still
+                # running: the member leaves the group until every overrunning callback has returned.
+                self._member_step(ms.step_aside(self._member, stuck))
             case fl.Apply() | fl.StopForBarrier() | fl.ReadAssignment() | fl.Ignored() | fw.Post() \
                     | fw.ReportBadData() | fw.StopWork() | fw.MarkStopped():
                 self._execute_follow(effect)
@@ -571,7 +508,7 @@ class MemberLoop:
             case Synced(node):
                 if self._me is node:
                     self._settled.set()
-            case UpdateState():
+            case rw.UpdateState():
                 self._update_state()
             case _:
                 self._execute_member(effect)
@@ -592,7 +529,7 @@ class MemberLoop:
             case fw.ReportBadData(error):
                 self._bad_data(error)
             case fw.StopWork():
-                self._step(rs.stop_all(self._resources, After.NOTHING))
+                self._step(rs.stop_all(self._work.table, After.NOTHING))
             case fw.MarkStopped(generation):
                 self._follower.mark_stopped(generation)
 
@@ -609,26 +546,26 @@ class MemberLoop:
             case ms.StopCoordinating():
                 self._seat.stop()
             case ms.EndSessionWork():
-                self._step(rs.session_ended(self._resources))
+                self._step(rs.session_ended(self._work.table))
             case ms.Expired():
                 self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
             case ms.Evicted():
                 log.error("our member znode was deleted by someone else: stopping all work and rejoining")
                 self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
             case ms.StopAllWork():
-                self._step(rs.stop_all(self._resources, After.RELEASING))
+                self._step(rs.stop_all(self._work.table, After.RELEASING))
             case ms.Stuck(stuck):
                 log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
                 self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
             case ms.DropAssignment():
-                self._step(rs.assign(self._resources, (), self._held_claims()))  # nothing wanted: all released
+                self._step(rs.assign(self._work.table, (), self._work.held_claims()))  # nothing wanted: all released
             case ms.Join():
                 self._join()
             case ms.StandbyChores(joining):
                 self._standby_chores(joining)
             case ms.RetryStandbyLater():
                 log.info("on standby, still to delete: member node %r, %d claims", self._member.standby.node,
-                         len(self._resources.releasing))
+                         len(self._work.table.releasing))
                 self._retry_standby_later()
             case ms.JoinWhenCallbacksClear():
                 self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
@@ -663,12 +600,12 @@ class MemberLoop:
                 self._follower.new_node()
                 self._book.reset(session, self.paths.client(node.name))
             case ms.ReleasePending():
-                self._release_pending()
+                self._work.release_pending()
             case ms.SyncWithGroup(node):
                 self._queue([*(SyncRead(what, node) for what in SYNC_READS), Synced(node)])
             case ms.Reclaim():
                 if self._me is not None and self._joined_session:
-                    self._retry_claim(None)
+                    self._queue(self._work.retry_claim(None))
 
     def _sync_read(self, what: str, me: MemberNode) -> None:
         """One of the reads of everything a member follows, arming its watch (the join is complete
@@ -759,7 +696,7 @@ class MemberLoop:
 
         def fired(event: WatchedEvent) -> None:
             if event.type == EventType.DELETED:
-                self._deleted_node = node  # owns() is False from now on, before the loop reacts
+                self._work.node_deleted(node)  # owns() is False from now on, before the loop reacts
             self._post(ev.OwnNodeChanged(node))
 
         return self.store.check_member_node(node, fired)
@@ -788,118 +725,18 @@ class MemberLoop:
         self._report(error)
 
     def _apply(self, desired: set[str]) -> None:
-        self._step(rs.assign(self._resources, desired, self._held_claims()))
+        self._step(rs.assign(self._work.table, desired, self._work.held_claims()))
 
-    def _held_claims(self) -> set[str]:
-        """The claims this session holds, or may hold (a write whose outcome is unknown)."""
-        return set(self._book.held) | self._book.uncertain
+    def _seat_now(self) -> rw.Seat:
+        return rw.Seat(self._me.name if self._me is not None else None, self._joined_session)
 
     # -- executing the state machine's effects (the I/O of per-resource state) ------------------
 
-    def _set_resources(self, table: Resources) -> None:
-        with self._lock:
-            self._resources = table
-        self.options.metrics.owned(len(table.owned))
-
     def _step(self, step: rs.Step) -> None:
         """Takes a resource transition's new table and queues its effects, then the state's update."""
-        table, effects = step
-        self._set_resources(table)
-        self._queue([*effects, UpdateState()])
-
-    def _execute_resource(self, effect: rs.Effect) -> None:
-        """Carries out one effect of the resource machine (:mod:`resource_state`)."""
-        match effect:
-            case rs.Claim(names):
-                self._claim(names)
-            case rs.StartCallback(tokens):
-                started = self._verified_for_start(dict(tokens))
-                if started:
-                    self._call("on_assigned", set(started), started, self.options.start_timeout)
-            case rs.StopCallback(names):
-                try:
-                    self._call("on_revoked", set(names), sorted(names), self.options.stop_timeout)
-                finally:
-                    self._set_resources(rs.stopped(self._resources, names))
-            case rs.Release(names):
-                self._release(names)
-
-    def _claim_valid(self, resource: str, token: int) -> bool:
-        return self._book.verified.valid(resource, token) and self._lost_claims.get(resource) != token
-
-    def _verified_for_start(self, tokens: dict[str, int]) -> dict[str, int]:
-        """The claims of ``tokens`` that may be started: only those verified on the current connection
-        (:mod:`rebalanser.claimcheck`). A reconnection between a claim round and its start (the loop
-        held up in between) leaves claims verified on the old connection only, and one of them may
-        have been deleted while the member was away. Each such claim is read now, on the current
-        connection; one found gone, or not verified on the latest connection by that read (another
-        reconnection, a lost connection), is not started: it is wanted again and claimed anew (a claim
-        still ours is re-taken after reading it)."""
-        unverified = {r: t for r, t in tokens.items() if not self._claim_valid(r, t)}
-        if not unverified:
-            return tokens
-        called_off = {r for r, t in unverified.items() if not self._verify_claim(r, t)}
-        if called_off:
-            log.info("not starting %s: claims not verified on the current connection", sorted(called_off)[:5])
-            self._set_resources(rs.not_started(self._resources, called_off))
-            for resource in called_off:
-                self._post(ev.ClaimReleased(resource))
-        return {r: t for r, t in tokens.items() if r not in called_off}
-
-    def _verify_claim(self, resource: str, token: int) -> bool:
-        """Reads our claim on ``resource`` of ``token`` on the current connection (arming its watch):
-        True if it is ours and now verified on the latest connection. A claim found gone is forgotten."""
-        try:
-            held = self._book.still_held(resource, token)
-        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
-            return False  # remembered: read again when it is re-taken
-        if not held:
-            self._book.forget(resource, token)
-        return held and self._claim_valid(resource, token)
-
-    def _retry_claim(self, released: set[str] | None) -> None:
-        self._claim(rs.claim_targets(self._resources, released).names)
-
-    def _claim(self, names: Collection[str]) -> None:
-        if self._me is None or not self._joined_session or not self._resources.wanted:
-            self._update_state()
-            return
-        wanted = sorted(names)
-        if not wanted:
-            return
-        stuck = self._callbacks.blocked(wanted)
-        if stuck:
-            self._step_aside(stuck)
-            return
-        if not self._lease.valid(self._joined_session):
-            if self._prober is not None:
-                self._prober.probe_once()
-            if not self._lease.valid(self._joined_session):
-                self._reclaim_later()
-                return
-        # A newer assignment arriving meanwhile ends the round between batches: what it still names
-        # stays wanted and is claimed when it is applied, what it does not is never written.
-        result = self._book.claim(wanted, abandon=self._follower.moved.is_set)
-        if result.error is not None:
-            self._claim_failed(len(result.failed), result.error)
-        else:
-            self._claim_failures = 0
-        if result.deferred and self._me is not None:
-            self._post(ev.AssignmentChanged(self._me.name))  # re-read whatever set the flag: they stay wanted
-        for gone in self._book.watch_releases(result.blocked, lambda r: self._post(ev.ClaimReleased(r))):
-            self._post(ev.ClaimReleased(gone))
-        if result.claimed:
-            self._step(rs.claimed(self._resources, result.claimed, self._joined_session, self._me.name))
-        else:
-            self._update_state()
+        self._queue(self._work.take(step))
 
     # -- standby: a stop callback that has not returned -----------------------------------------
-
-    def _step_aside(self, stuck: set[str]) -> None:
-        """We are to work on resources whose ``on_revoked`` overran its timeout and is still running:
-        the member leaves the group until every overrunning callback has returned
-        (:func:`member_state.step_aside`)."""
-        self._member_step(ms.step_aside(self._member, frozenset(stuck)))
 
     def _standby_chores(self, joining: bool) -> None:
         """On standby: carries out the chores (:mod:`standby`), then the transition of what they left.
@@ -912,10 +749,10 @@ class MemberLoop:
         for chore in sb.chores(self._member.standby):
             match chore:
                 case sb.Release():
-                    self._release_pending()
+                    self._work.release_pending()
                 case sb.DeleteNode(name):
                     gone = self._delete_left_node(name)
-        pending = rs.pending_release(self._resources) is not None
+        pending = rs.pending_release(self._work.table) is not None
         self._member_step(ms.standby_observed(self._member, gone, pending, self._callbacks.blocked_any(), joining))
 
     def _retry_standby_later(self) -> None:
@@ -932,42 +769,10 @@ class MemberLoop:
         except KazooException:
             return False
 
-    def _release_pending(self) -> None:
-        pending = rs.pending_release(self._resources)
-        if pending is not None:
-            self._release(pending.names)
-
-    def _release(self, names: Collection[str]) -> None:
-        try:
-            self._book.release(sorted(names))
-        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
-            # They stay to be released (and the claim book remembers them, held or uncertain): retried
-            # at the resync after reconnecting, at the next join in this session, and every T/4 on
-            # standby; the session's end releases them otherwise.
-            return
-        self._set_resources(rs.released(self._resources, names))
-
-    def _call(self, name: str, resources: set[str], arg: Any, timeout: float) -> None:
-        """Runs ``on_assigned``/``on_revoked`` on the callback thread (see :mod:`callbacks`) and waits
-        for it at most ``timeout``: one that overruns is reported, not waited on forever."""
-        callback = getattr(self.handler, name)
-        try:
-            failure = self._callbacks.call(name, resources, lambda: callback(arg), timeout)
-        except CallbackOverrun as exc:
-            log.error("%s; no longer waiting for it", exc)
-            self._report(StopTimeoutError(str(exc)))
-            return
-        except RunnerClosed as exc:
-            log.info("%s", exc)
-            return
-        if failure is not None:
-            log.error("%s raised %r", name, failure)
-            self._report(failure if isinstance(failure, Exception) else RuntimeError(repr(failure)))
-
     def _update_state(self) -> None:
         if self._state in (State.SUSPENDED, State.JOINING) and not self.zk.connected:
             return
-        self._set_state(State.ASSIGNED if self._resources.owned else State.PENDING_ASSIGNMENT)
+        self._set_state(State.ASSIGNED if self._work.table.owned else State.PENDING_ASSIGNMENT)
 
     # -- leaving -------------------------------------------------------------------------------
 
@@ -991,12 +796,12 @@ class MemberLoop:
 
     def _stop_everything_for_exit(self) -> None:
         """Stops work on every owned resource; its claims are left to the session's close."""
-        table, effects = rs.stop_all(self._resources, After.RELEASING)
+        table, effects = rs.stop_all(self._work.table, After.RELEASING)
         self._step((table, [e for e in effects if not isinstance(e, rs.Release)]))
 
     def _revoke_everything_for_exit(self) -> None:
         try:
-            self._step(rs.stop_all(self._resources, After.RELEASING))
+            self._step(rs.stop_all(self._work.table, After.RELEASING))
         except KazooException as exc:
             log.warning("could not release every claim (%r); the session's end releases them", exc)
 
