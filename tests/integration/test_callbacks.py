@@ -427,7 +427,7 @@ def test_a_claim_whose_release_failed_as_the_member_stepped_aside_is_released_on
     other: Client | None = None
     try:
         wait_for(lambda: handler.assigned == [("a", "b")], 10, lambda: f"never assigned: {handler.assigned}")
-        handler.fault = c._book.zk = _ReleaseLost(c.zk)  # type: ignore[assignment]
+        handler.fault = c._loop._book.zk = _ReleaseLost(c.zk)  # type: ignore[assignment]
         zk.delete(f"{group_path}/resources/a")
         assert handler.hanging.wait(10), "a was never revoked"
         zk.create(f"{group_path}/resources/a")

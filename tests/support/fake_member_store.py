@@ -65,8 +65,9 @@ class FakeMemberStore:
         self.put(self.paths.session_record(name), b"")
         return MemberNode.parse(name)
 
-    def check_member_node(self, node: str, watch: Watcher) -> bool:
-        return self._read(self.paths.client(node), watch) is not None
+    def check_member_node(self, node: str, watch: Watcher | None) -> bool:
+        path = self.paths.client(node)
+        return (self._read(path, watch) if watch is not None else self.nodes.get(path)) is not None
 
     def create_stop_marker(self, generation: int, node: str) -> bool:
         if self.paths.stopped_generation(generation) not in self.nodes:

@@ -35,11 +35,9 @@ from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import resource_work as rw
-from rebalanser import standby as sb
 from rebalanser.callbacks import CallbackRunner
 from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
-from rebalanser.containers import check_group
 from rebalanser.coordinator import Coordinator
 from rebalanser.effect_queue import EffectQueue
 from rebalanser.errors import (
@@ -54,11 +52,12 @@ from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.follower import Follower
 from rebalanser.handler import Handler
 from rebalanser.instance import begin_instance
+from rebalanser.joining import Joining
 from rebalanser.lease import Lease
 from rebalanser.member_state import ENDING
 from rebalanser.member_state import State as State  # re-exported: rebalanser.State
 from rebalanser.member_store import Identity, KazooMemberStore
-from rebalanser.membership import Roster, predecessor, stale_same_id
+from rebalanser.membership import Roster, predecessor
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.resource_state import After
@@ -107,9 +106,7 @@ class MemberLoop:
         self._member = ms.start(options.create_group)  # joining, session, standby (replaced whole by each step)
         self._effects: EffectQueue[Effect] = EffectQueue()  # every machine's effects still to run (see _drive)
         self._store: KazooMemberStore | None = None
-        self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
         self._failure: Exception | None = None
-        self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
         self._root_watch = lambda _event: self._post(ev.RootChanged())
         self._follower = Follower(lambda: self.store, self._post, lambda: self._me)  # which assignment applies now
         self._seat = Seat(self.paths, options, lambda: self.zk, self._post,
@@ -122,12 +119,14 @@ class MemberLoop:
         self._closed_quietly = False
         self._done = threading.Event()
         self._settled = threading.Event()  # start() may return: joined, or ended
-        self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
         self._work = rw.ResourceWork(  # the per-resource table and its effects' I/O
             self.handler, options.metrics, self._lease, self._callbacks, (options.start_timeout, options.stop_timeout),
             rw.Context(book=lambda: self._book, prober=lambda: self._prober,
                        session_timeout=lambda: session_timeout(self.zk), seat=self._seat_now,
                        moved=self._follower.moved, post=self._post, report=self._report))
+        self._joining = Joining(self.paths, options.member_id, lambda: self.zk, lambda: self.store,
+                                lambda: self._members, self._post, self._callbacks, self._work,
+                                lambda: self._follower.state.stopped_for)  # the I/O of joining and standby
 
     # -- what the client reads (any thread) ---------------------------------------------------
 
@@ -510,6 +509,11 @@ class MemberLoop:
                     self._settled.set()
             case rw.UpdateState():
                 self._update_state()
+            case ms.EnsureGroup() | ms.AwaitGroup() | ms.CheckSameId() | ms.JoinTimer() | ms.CancelJoinTimer() \
+                    | ms.CreateNode() | ms.StandbyChores() | ms.RetryStandbyLater() | ms.JoinWhenCallbacksClear():
+                step = self._joining.execute(effect, self._member)
+                if step is not None:
+                    self._member_step(step)
             case _:
                 self._execute_member(effect)
 
@@ -561,42 +565,18 @@ class MemberLoop:
                 self._step(rs.assign(self._work.table, (), self._work.held_claims()))  # nothing wanted: all released
             case ms.Join():
                 self._join()
-            case ms.StandbyChores(joining):
-                self._standby_chores(joining)
-            case ms.RetryStandbyLater():
-                log.info("on standby, still to delete: member node %r, %d claims", self._member.standby.node,
-                         len(self._work.table.releasing))
-                self._retry_standby_later()
-            case ms.JoinWhenCallbacksClear():
-                self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
-            case ms.EnsureGroup(create_root, session):
-                found = check_group(self.zk, self.paths, create_root=create_root)
-                self._member_step(ms.group_checked(self._member, found, session))
-            case ms.AwaitGroup():
-                self._await_group()
             case ms.GroupMissing():
                 self._abort(GroupNotFoundError(
                     f"group {self.paths.root} does not exist: create it with 'rebalanser group create' or a "
                     "ResourceGroup (or let this member create it: Options.create_group)"))
             case ms.GroupDeleted():
                 self._group_deleted()
-            case ms.CheckSameId(session, watch):
-                self._check_same_id(session, watch)
-            case ms.JoinTimer(after):
-                self._join_timer = threading.Timer(after, lambda: self._post(ev.JoinStep()))
-                self._join_timer.daemon = True
-                self._join_timer.start()
-            case ms.CancelJoinTimer():
-                self._cancel_join_timer()
             case ms.DuplicateId():
                 self._abort(DuplicateMemberError(
                     f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
                     "member ids must be unique"))
-            case ms.CreateNode(session):
-                node = self.store.create_member_node(time.monotonic() + 4 * session_timeout(self.zk))
-                self._member_step(ms.node_created(self._member, node, session))
             case ms.Joined(node, session):
-                self._cancel_join_timer()
+                self._joining.cancel_timer()
                 self._follower.new_node()
                 self._book.reset(session, self.paths.client(node.name))
             case ms.ReleasePending():
@@ -648,30 +628,6 @@ class MemberLoop:
         log.info("%s", error)  # the caller reports it (on_error, and start() raises it while joining)
         self._report(error)
         self._post(ev.StopRequested())
-
-    def _await_group(self) -> None:
-        """The group was deleted under us: never re-create it; join when it exists again."""
-        log.warning("group %s does not exist: waiting for it to be created again", self.paths.root)
-        if self.zk.exists(self.paths.root, watch=self._join_watch) is not None:
-            self._post(ev.JoinStep())
-
-    def _check_same_id(self, session: int, watch: bool) -> None:
-        """Whether a node with our id of an earlier session is still in the group; ``watch``: watch
-        ``G/clients`` for its going (see :func:`member_state.same_id_checked`)."""
-        if not watch:
-            stale = bool(stale_same_id(self._members, self.options.member_id, session))
-            step = ms.same_id_checked(self._member, stale, session, time.monotonic(), session_timeout(self.zk))
-        else:
-            log.info("waiting for an earlier incarnation with id %r to expire", self.options.member_id)
-            self.zk.get_children(self.paths.clients, watch=self._join_watch)
-            stale = bool(stale_same_id(self._members, self.options.member_id, session))
-            step = ms.same_id_rechecked(self._member, stale, session)
-        self._member_step(step)
-
-    def _cancel_join_timer(self) -> None:
-        if self._join_timer is not None:
-            self._join_timer.cancel()
-            self._join_timer = None
 
     def _in_session(self) -> bool:
         """Connected in the session this member joined with (not an earlier or a newer one)."""
@@ -738,37 +694,6 @@ class MemberLoop:
 
     # -- standby: a stop callback that has not returned -----------------------------------------
 
-    def _standby_chores(self, joining: bool) -> None:
-        """On standby: carries out the chores (:mod:`standby`), then the transition of what they left.
-        What a member on standby must not keep: its claims and the member node it left. While deleting
-        either fails (the connection dropped, a leader election), a timer tries again every T/4: a
-        claim kept would leave its resource unworked (its next owner waits for it), the node would keep
-        us in the group, assigned resources we do not work on, and a Global Barrier round would wait its
-        whole timeout for us. Never two member nodes in one session: no rejoin while the old one exists."""
-        gone = True
-        for chore in sb.chores(self._member.standby):
-            match chore:
-                case sb.Release():
-                    self._work.release_pending()
-                case sb.DeleteNode(name):
-                    gone = self._delete_left_node(name)
-        pending = rs.pending_release(self._work.table) is not None
-        self._member_step(ms.standby_observed(self._member, gone, pending, self._callbacks.blocked_any(), joining))
-
-    def _retry_standby_later(self) -> None:
-        if self._standby_timer is None or not self._standby_timer.is_alive():  # one attempt pending is enough
-            self._standby_timer = threading.Timer(session_timeout(self.zk) / 4, lambda: self._post(ev.JoinStep()))
-            self._standby_timer.daemon = True
-            self._standby_timer.start()
-
-    def _delete_left_node(self, name: str) -> bool:
-        """Deletes the member node left on standby; True once it is seen gone."""
-        self._delete_membership(name)
-        try:
-            return self.zk.exists(self.paths.client(name)) is None
-        except KazooException:
-            return False
-
     def _update_state(self) -> None:
         if self._state in (State.SUSPENDED, State.JOINING) and not self.zk.connected:
             return
@@ -804,12 +729,6 @@ class MemberLoop:
             self._step(rs.stop_all(self._work.table, After.RELEASING))
         except KazooException as exc:
             log.warning("could not release every claim (%r); the session's end releases them", exc)
-
-    def _delete_membership(self, node: str) -> None:
-        """A graceful leave: the assignment node first (the coordinator then gives no grace), then
-        the member node, then our stop marker of a Global Barrier round (a member on standby keeps
-        its session: nothing of it may stay in the group; no later round may come to drop it)."""
-        self.store.leave(node, self._follower.state.stopped_for)
 
     def _close(self) -> None:
         if self._closed:

@@ -66,8 +66,8 @@ class MemberStore(Protocol):
         """Creates our member node (None: the group is gone); retried after a lost connection until
         the monotonic ``deadline``, never twice."""
 
-    def check_member_node(self, node: str, watch: Watcher) -> bool:
-        """Whether member node ``node`` exists, watching it."""
+    def check_member_node(self, node: str, watch: Watcher | None) -> bool:
+        """Whether member node ``node`` exists (``watch``: watching it)."""
 
     def create_stop_marker(self, generation: int, node: str) -> bool:
         """Marks member node ``node`` stopped for barrier ``generation``; False: that round is over."""
@@ -126,7 +126,7 @@ class KazooMemberStore:
         except NoNodeError:
             return None
 
-    def check_member_node(self, node: str, watch: Watcher) -> bool:
+    def check_member_node(self, node: str, watch: Watcher | None) -> bool:
         return self._zk.exists(self.paths.client(node), watch=watch) is not None
 
     def create_stop_marker(self, generation: int, node: str) -> bool:
