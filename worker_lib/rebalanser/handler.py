@@ -17,7 +17,7 @@ class Handler:
     time, in the order the member decided them. The member waits for each, for ``on_assigned`` at most
     ``Options.start_timeout`` and for ``on_revoked`` at most ``Options.stop_timeout``. A callback still
     running then has overrun: it is reported through ``on_error``
-    (:class:`~rebalanser.client.StopTimeoutError`) and no longer waited for (after ``on_revoked`` the
+    (:class:`~rebalanser.StopTimeoutError`) and no longer waited for (after ``on_revoked`` the
     member releases the resources anyway; ``owns`` is already False for them). It goes on running on
     its own thread; every later callback that concerns any of its resources starts only after it has
     returned, while callbacks for other resources go on, on a new callback thread. So callbacks for one

@@ -1,7 +1,7 @@
 """What is posted to a member's event loop: one small immutable value per kind of event.
 
 Watches, timers, kazoo's connection listener, the coordinator and the public ``stop`` post these;
-only the member's own thread reads them (:class:`rebalanser.client.Client`)."""
+only the member's own thread reads them (:class:`rebalanser.member_loop.MemberLoop`)."""
 
 from __future__ import annotations
 
