@@ -12,12 +12,9 @@ member's storage, :mod:`member_store`, the claim book, :mod:`claims`, and the ca
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -28,15 +25,14 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from rebalanser import baddata, wire
 from rebalanser import follow as fl
 from rebalanser import follower as fw
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
 from rebalanser import resource_state as rs
 from rebalanser import resource_work as rw
+from rebalanser import wire
 from rebalanser.callbacks import CallbackRunner
-from rebalanser.claimcheck import Rechecker, Verified
 from rebalanser.claims import ClaimBook
 from rebalanser.coordinator import Coordinator
 from rebalanser.effect_queue import EffectQueue
@@ -51,18 +47,21 @@ from rebalanser.errors import (
 from rebalanser.errors import SessionExpiredError as ExpiredError
 from rebalanser.follower import Follower
 from rebalanser.handler import Handler
+from rebalanser.inbox import Inbox
 from rebalanser.instance import begin_instance
 from rebalanser.joining import Joining
 from rebalanser.lease import Lease
+from rebalanser.member_connection import MemberConnection, Opened
 from rebalanser.member_state import ENDING
 from rebalanser.member_state import State as State  # re-exported: rebalanser.State
-from rebalanser.member_store import Identity, KazooMemberStore
+from rebalanser.member_store import KazooMemberStore
 from rebalanser.membership import Roster, predecessor
 from rebalanser.options import ExpiryPolicy, Options
 from rebalanser.paths import GroupPaths, MemberNode
+from rebalanser.reports import Reports
 from rebalanser.resource_state import After
 from rebalanser.seat import Seat
-from rebalanser.session import LeaseProber, handshakes, make_client, password_watcher, session_id, session_timeout
+from rebalanser.session import handshakes, session_id, session_timeout
 
 log = logging.getLogger(__name__)
 
@@ -94,26 +93,21 @@ class MemberLoop:
 
     def __init__(self, options: Options, handler: Handler, paths: GroupPaths) -> None:
         self.options, self.handler, self.paths = options, handler, paths
-        self._zk: KazooClient | None = None
-        self._claims: ClaimBook | None = None
-        self._events: queue.Queue[ev.Event] = queue.Queue()
-        self._pushback: ev.Event | None = None
+        self._inbox = Inbox()  # the member's events, handled in order by its thread
+        self._reports = Reports(handler, options.metrics)
+        self._report, self._notify, self._bad_data = self._reports.error, self._reports.notify, self._reports.bad_data
         self._state_listeners: list[Callable[[State], object]] = []
         self._state_now = State.NOT_STARTED
         self._lease = Lease(options.lease_fraction)
-        self._instance_digest: str | None = None  # drawn by start(): this start's instance nonce
         self._state = State.NOT_STARTED
         self._member = ms.start(options.create_group)  # joining, session, standby (replaced whole by each step)
         self._effects: EffectQueue[Effect] = EffectQueue()  # every machine's effects still to run (see _drive)
-        self._store: KazooMemberStore | None = None
         self._failure: Exception | None = None
         self._root_watch = lambda _event: self._post(ev.RootChanged())
         self._follower = Follower(lambda: self.store, self._post, lambda: self._me)  # which assignment applies now
         self._seat = Seat(self.paths, options, lambda: self.zk, self._post,
                           lambda role, epoch: self._notify("on_role", role, epoch))
-        self._roster: Roster | None = None
-        self._prober: LeaseProber | None = None
-        self._rechecker: Rechecker | None = None
+        self._conn = MemberConnection(options, paths, self._lease)  # the client and what hangs off it
         self._callbacks = CallbackRunner("rebalanser-callbacks")  # on_assigned / on_revoked, one at a time
         self._closed = False
         self._closed_quietly = False
@@ -121,7 +115,7 @@ class MemberLoop:
         self._settled = threading.Event()  # start() may return: joined, or ended
         self._work = rw.ResourceWork(  # the per-resource table and its effects' I/O
             self.handler, options.metrics, self._lease, self._callbacks, (options.start_timeout, options.stop_timeout),
-            rw.Context(book=lambda: self._book, prober=lambda: self._prober,
+            rw.Context(book=lambda: self._book, prober=lambda: self._conn.prober,
                        session_timeout=lambda: session_timeout(self.zk), seat=self._seat_now,
                        moved=self._follower.moved, post=self._post, report=self._report))
         self._joining = Joining(self.paths, options.member_id, lambda: self.zk, lambda: self.store,
@@ -206,43 +200,20 @@ class MemberLoop:
     def open(self) -> None:
         """Creates the ZooKeeper client and what hangs off it (not connected yet)."""
         self._state = State.JOINING
-        self._instance_digest = begin_instance(self.options.termination_log)  # before any member node
-        self._zk = make_client(self.options)
-        opts = self.options
-        self._store = KazooMemberStore(self._zk, self.paths, Identity(
-            opts.member_id, self._instance_digest, opts.pod, opts.pod_uid, opts.pod_namespace, opts.container))
-        shakes = handshakes(self._zk)
-        self._claims = ClaimBook(self._zk, self.paths, self.options.member_id, on_fake=self._report_fake,
-                                 on_lost=self._work.claim_deleted, verified=Verified(lambda: shakes.connection))
-        self._rechecker = Rechecker(self._zk, self._claims, lambda: session_timeout(self.zk))
-        self._zk.add_listener(self._rechecker.on_state)
-        self._roster = Roster(self._zk, self.paths, on_fake=self._report_fake)
-        self._zk.add_listener(self._on_state)
+        digest = begin_instance(self.options.termination_log)  # this start's instance nonce, before any member node
+        self._conn.open(digest, self._on_state, self._work.claim_deleted, self._report_fake)
         self._callbacks.start()
 
     def connect(self, timeout: float) -> None:
         """kazoo's ``start``, also ended by :meth:`Client.stop` from another thread (an asyncio caller
         interrupted while connecting): kazoo's own waits for the whole timeout."""
-        assert self._zk is not None
-        connected = self._zk.start_async()
-        deadline = time.monotonic() + timeout
-        while not connected.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
-            if self._done.is_set():
-                raise RebalanserError("stopped while connecting to ZooKeeper")
-            if time.monotonic() >= deadline:
-                raise self._zk.handler.timeout_exception("Connection time-out")
+        self._conn.connect(timeout, self._done.is_set)
 
     def begin(self) -> None:
         """Connected: the lease prober, the password watcher and the claims' re-check start, and the
         loop is told of the session (call just before the member's thread starts)."""
-        assert self._zk is not None and self._rechecker is not None
-        self._prober = LeaseProber(self._zk, self.paths.root, self._lease, lambda: self._post(ev.LeaseExpired()))
-        self._prober.start()
-        watcher = password_watcher(self._zk)
-        if watcher is not None:
-            watcher.start()
-        self._rechecker.start()
-        self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self._zk)))
+        self._conn.begin(lambda: self._post(ev.LeaseExpired()))
+        self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self.zk)))
 
     def end_unstarted(self) -> None:
         """Ends a member whose thread never started (its connection failed, or it was stopped while
@@ -260,19 +231,21 @@ class MemberLoop:
     # -- plumbing ------------------------------------------------------------------------------
 
     @property
+    def _opened(self) -> Opened:
+        assert self._conn.opened is not None
+        return self._conn.opened
+
+    @property
     def zk(self) -> KazooClient:
-        assert self._zk is not None
-        return self._zk
+        return self._opened.zk
 
     @property
     def store(self) -> KazooMemberStore:
-        assert self._store is not None
-        return self._store
+        return self._opened.store
 
     @property
     def _book(self) -> ClaimBook:
-        assert self._claims is not None
-        return self._claims
+        return self._opened.book
 
     @property
     def coordinator(self) -> Coordinator | None:
@@ -288,8 +261,7 @@ class MemberLoop:
 
     @property
     def _members(self) -> Roster:
-        assert self._roster is not None
-        return self._roster
+        return self._opened.roster
 
     def _report_fake(self, path: str) -> None:
         """A persistent znode where only ephemeral ones belong (a fake member or claim)."""
@@ -299,7 +271,7 @@ class MemberLoop:
 
     def post(self, event: ev.Event) -> None:
         """Puts ``event`` on the member's event queue (any thread)."""
-        self._events.put(event)
+        self._inbox.post(event)
 
     _post = post
 
@@ -316,7 +288,7 @@ class MemberLoop:
         """The member's thread: handles each event in order until the member stops or aborts."""
         try:
             while True:
-                event = self._next_event()
+                event = self._inbox.next()
                 if isinstance(event, ev.StopRequested):
                     self._leave()
                     return
@@ -335,31 +307,6 @@ class MemberLoop:
     def _aborted(self) -> bool:
         return self._state is State.ABORTED
 
-    def _next_event(self) -> ev.Event:
-        if self._pushback is not None:
-            event, self._pushback = self._pushback, None
-            return event
-        return self._events.get()
-
-    def _drain_claims(self, first: str | None) -> set[str] | None:
-        """Releases arrive in bursts: claim everything released so far in one batch, and only that
-        (None: every waiting resource). Re-trying all waiting resources on every release made a
-        member re-read hundreds of still-held claims per release: quadratic in large groups."""
-        names: set[str] | None = None if first is None else {first}
-        while True:
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
-                break
-            if not isinstance(event, ev.ClaimReleased):
-                self._pushback = event
-                break
-            if event.resource is None or names is None:
-                names = None
-            else:
-                names.add(event.resource)
-        return names
-
     def _handle(self, event: ev.Event) -> None:
         match event:
             case ev.SessionChanged(state, session):
@@ -371,7 +318,7 @@ class MemberLoop:
             case ev.BarrierChanged():
                 self._queue(self._follower.read_barrier())
             case ev.ClaimReleased(resource):
-                self._queue(self._work.retry_claim(self._drain_claims(resource)))
+                self._queue(self._work.retry_claim(self._inbox.releases(resource)))
             case ev.ClaimLost(resource, token):
                 self._queue(self._work.claims_lost({resource: token}))
             case ev.LeaseExpired():
@@ -398,7 +345,7 @@ class MemberLoop:
             # A watch of a session that is gone (kazoo fires them all on expiry, queued ahead of LOST)
             # or of a connection that is down: the session events behind it rejoin or resync.
             if isinstance(event, ev.ClaimReleased):
-                self._drain_claims(event.resource)
+                self._inbox.releases(event.resource)
             log.info("%s dropped: not in the session that joined; state is re-read on (re)join", kind)
             return
         try:
@@ -429,21 +376,6 @@ class MemberLoop:
             self._report(error)
         finally:
             self._close()
-
-    def _report(self, error: Exception) -> None:
-        """``on_error``; an exception it raises is logged, never allowed to stop the member."""
-        try:
-            self.handler.on_error(error)
-        except Exception:
-            log.exception("on_error raised while reporting %r", error)
-
-    def _notify(self, name: str, *args: Any) -> None:
-        """``on_role``/``on_session``: what they raise is reported, never allowed to stop the member."""
-        try:
-            getattr(self.handler, name)(*args)
-        except Exception as exc:
-            log.exception("%s raised", name)
-            self._report(exc)
 
     # -- joining and election ------------------------------------------------------------------
 
@@ -676,10 +608,6 @@ class MemberLoop:
 
     # -- assignments ---------------------------------------------------------------------------
 
-    def _bad_data(self, error: CorruptDataError) -> None:
-        baddata.report(error, self.options.metrics)
-        self._report(error)
-
     def _apply(self, desired: set[str]) -> None:
         self._step(rs.assign(self._work.table, desired, self._work.held_claims()))
 
@@ -735,18 +663,6 @@ class MemberLoop:
             return
         self._closed = True
         self._callbacks.close()
-        if self._prober is not None:
-            self._prober.stop()
-        if self._rechecker is not None:
-            self._rechecker.stop()
-        watcher = password_watcher(self._zk) if self._zk is not None else None
-        if watcher is not None:
-            watcher.stop()
-        if self._zk is not None:
-            try:
-                self._zk.stop()
-                self._zk.close()
-            except Exception:
-                log.debug("error closing the ZooKeeper client", exc_info=True)
+        self._conn.close()
         if not self._closed_quietly:
             self._notify("on_session", "closed")
