@@ -481,32 +481,22 @@ class MemberLoop:
                         message)
             case ms.StopCoordinating():
                 self._seat.stop()
-            case ms.EndSessionWork():
-                self._step(rs.session_ended(self._work.table))
-            case ms.Expired():
-                self._abort(ExpiredError("ZooKeeper session expired and the policy is 'shutdown'"))
-            case ms.Evicted():
-                log.error("our member znode was deleted by someone else: stopping all work and rejoining")
-                self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
-            case ms.StopAllWork():
-                self._step(rs.stop_all(self._work.table, After.RELEASING))
-            case ms.Stuck(stuck):
-                log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
-                self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
-            case ms.DropAssignment():
-                self._step(rs.assign(self._work.table, (), self._work.held_claims()))  # nothing wanted: all released
-            case ms.Join():
-                self._join()
-            case ms.GroupMissing():
-                self._abort(GroupNotFoundError(
-                    f"group {self.paths.root} does not exist: create it with 'rebalanser group create' or a "
-                    "ResourceGroup (or let this member create it: Options.create_group)"))
+            case ms.Evicted() | ms.Stuck():
+                self._report_setback(effect)
+            case ms.EndSessionWork() | ms.StopAllWork() | ms.DropAssignment():
+                self._step(self._stop_for(effect))
+            case ms.Expired() | ms.GroupMissing() | ms.DuplicateId():
+                self._abort(self._ending(effect))
             case ms.GroupDeleted():
                 self._group_deleted()
-            case ms.DuplicateId():
-                self._abort(DuplicateMemberError(
-                    f"another live member uses id {self.options.member_id!r} in group {self.paths.root}; "
-                    "member ids must be unique"))
+            case _:
+                self._execute_join(effect)
+
+    def _execute_join(self, effect: ms.Effect) -> None:
+        """The effects of joining that the loop carries out itself (the others are :mod:`joining`'s)."""
+        match effect:
+            case ms.Join():
+                self._join()
             case ms.Joined(node, session):
                 self._joining.cancel_timer()
                 self._follower.new_node()
@@ -518,6 +508,38 @@ class MemberLoop:
             case ms.Reclaim():
                 if self._me is not None and self._joined_session:
                     self._queue(self._work.retry_claim(None))
+
+    def _stop_for(self, effect: ms.EndSessionWork | ms.StopAllWork | ms.DropAssignment) -> rs.Step:
+        """The resource transition that stops work: the session ended (nothing left to release), our
+        member node was deleted (every claim released), or standby (nothing wanted: all released)."""
+        table = self._work.table
+        match effect:
+            case ms.EndSessionWork():
+                return rs.session_ended(table)
+            case ms.StopAllWork():
+                return rs.stop_all(table, After.RELEASING)
+        return rs.assign(table, (), self._work.held_claims())
+
+    def _report_setback(self, effect: ms.Evicted | ms.Stuck) -> None:
+        if isinstance(effect, ms.Stuck):
+            stuck = effect.resources
+            log.error("on_revoked for %s has not returned: leaving the group until it does", sorted(stuck)[:5])
+            self._report(StopTimeoutError(f"on_revoked for {len(stuck)} resources still running; on standby"))
+            return
+        log.error("our member znode was deleted by someone else: stopping all work and rejoining")
+        self._report(RebalanserError("member znode deleted externally; stopped all work, rejoining"))
+
+    def _ending(self, effect: ms.Expired | ms.GroupMissing | ms.DuplicateId) -> Exception:
+        """Why the member aborts."""
+        match effect:
+            case ms.Expired():
+                return ExpiredError("ZooKeeper session expired and the policy is 'shutdown'")
+            case ms.GroupMissing():
+                return GroupNotFoundError(
+                    f"group {self.paths.root} does not exist: create it with 'rebalanser group create' or a "
+                    "ResourceGroup (or let this member create it: Options.create_group)")
+        return DuplicateMemberError(f"another live member uses id {self.options.member_id!r} in group "
+                                    f"{self.paths.root}; member ids must be unique")
 
     def _sync_read(self, what: str, me: MemberNode) -> None:
         """One of the reads of everything a member follows, arming its watch (the join is complete
