@@ -200,7 +200,8 @@ def test_waiting_for_a_duplicate_id_arms_one_watch_and_then_fails_start(
         clients = f"{group_path}/clients"
         most = 0
         while starter.is_alive():
-            zk_client = duplicate._zk
+            opened = duplicate._loop._conn.opened
+            zk_client = opened.zk if opened is not None else None
             if zk_client is not None:  # kazoo's own table of the callbacks it will call for this path
                 most = max(most, len(zk_client._child_watchers.get(clients, ())))
             starter.join(0.2)

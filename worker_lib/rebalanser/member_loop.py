@@ -63,7 +63,7 @@ from rebalanser.resource_state import After
 from rebalanser.seat import Seat
 from rebalanser.session import handshakes, session_id, session_timeout
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("rebalanser.client")  # the member's log, as before the split
 
 
 @dataclass(frozen=True)
