@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Protocol
+from dataclasses import replace
+from typing import Any, Protocol
 
 import pytest
 from kazoo.client import KazooClient
@@ -17,8 +18,15 @@ from kazoo.protocol.states import WatchedEvent
 from rebalanser import follow as fl
 from rebalanser import follower as fw
 from rebalanser import member_events as ev
+from rebalanser import member_state as ms
+from rebalanser import resource_work as rw
 from rebalanser import wire
+from rebalanser.callbacks import CallbackRunner
+from rebalanser.handler import Handler
+from rebalanser.joining import Joining
+from rebalanser.lease import Lease
 from rebalanser.member_store import Identity, KazooMemberStore, MemberStore
+from rebalanser.metrics import NoMetrics
 from rebalanser.paths import GroupPaths, MemberNode
 from rebalanser.wire import BarrierRecord, MemberAssignment, Phase
 
@@ -134,6 +142,39 @@ def follower_of(world: World, node: MemberNode, posted: Posted) -> fw.Follower:
     follower = fw.Follower(lambda: world.store, posted.post, lambda: node)
     follower.new_node()
     return follower
+
+
+def unreachable() -> Any:
+    raise AssertionError("joining's creation of the node and standby's chores go through the store only")
+
+
+def joining_of(world: World, posted: Posted) -> Joining:
+    """Joining's I/O over ``world``'s store, with no claim book, roster or kazoo client behind it."""
+    callbacks = CallbackRunner("test-callbacks")
+    work = rw.ResourceWork(Handler(), NoMetrics(), Lease(0.8), callbacks, (1.0, 1.0), rw.Context(
+        book=unreachable, prober=lambda: None, session_timeout=lambda: 4.0, seat=lambda: rw.Seat(None, 0),
+        moved=threading.Event(), post=posted.post, report=unreachable))
+    return Joining(world.paths, ME, zk=unreachable, store=lambda: world.store, roster=unreachable, post=posted.post,
+                   callbacks=callbacks, work=work, stopped_for=lambda: None, timeout=lambda: 4.0)
+
+
+def test_a_join_creates_the_member_node_and_standby_deletes_it_before_the_rejoin(world: World) -> None:
+    joining = joining_of(world, Posted())
+    member = replace(ms.start(False), session=7)  # the session the member's thread follows
+    step = joining.execute(ms.CreateNode(7), member)
+    assert step is not None
+    member, effects = step
+    node = member.node
+    assert node is not None and node.member_id == ME and member.joined == 7
+    assert ms.Joined(node, 7) in effects and world.exists(world.paths.client(node.name))
+    member, effects = ms.step_aside(member, frozenset({"r"}))  # a stop callback overran: the member steps aside
+    assert ms.StandbyChores(joining=False) in effects and member.node is None
+    step = joining.execute(ms.StandbyChores(joining=False), member)
+    assert step is not None
+    member, effects = step
+    assert not world.exists(world.paths.client(node.name)), "the node left on standby is still there"
+    assert not world.exists(world.paths.session_record(node.name))
+    assert ms.Notify("rejoining") in effects and not member.standby.aside
 
 
 def test_joining_creates_a_watched_member_node_and_leaving_removes_all_it_left(world: World) -> None:

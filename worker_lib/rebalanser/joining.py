@@ -24,7 +24,6 @@ from rebalanser.member_store import MemberStore
 from rebalanser.membership import Roster, stale_same_id
 from rebalanser.paths import GroupPaths
 from rebalanser.resource_work import ResourceWork
-from rebalanser.session import session_timeout
 
 log = logging.getLogger("rebalanser.client")  # the member's log, as before this was split out
 
@@ -35,9 +34,10 @@ Effect = (ms.EnsureGroup | ms.AwaitGroup | ms.CheckSameId | ms.JoinTimer | ms.Ca
 class Joining:
     def __init__(self, paths: GroupPaths, member_id: str, zk: Callable[[], KazooClient],
                  store: Callable[[], MemberStore], roster: Callable[[], Roster], post: Callable[[ev.Event], None],
-                 callbacks: CallbackRunner, work: ResourceWork, stopped_for: Callable[[], int | None]) -> None:
+                 callbacks: CallbackRunner, work: ResourceWork, stopped_for: Callable[[], int | None],
+                 timeout: Callable[[], float]) -> None:
         self.paths, self._member_id = paths, member_id
-        self._zk, self._store, self._roster, self._post = zk, store, roster, post
+        self._zk, self._store, self._roster, self._post, self._timeout = zk, store, roster, post, timeout
         self._callbacks, self._work, self._stopped_for = callbacks, work, stopped_for
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
@@ -58,7 +58,7 @@ class Joining:
             case ms.CancelJoinTimer():
                 self.cancel_timer()
             case ms.CreateNode(session):
-                node = self._store().create_member_node(time.monotonic() + 4 * session_timeout(self._zk()))
+                node = self._store().create_member_node(time.monotonic() + 4 * self._timeout())
                 return ms.node_created(member, node, session)
             case ms.StandbyChores(joining):
                 return self._standby_chores(member, joining)
@@ -66,7 +66,7 @@ class Joining:
                 log.info("on standby, still to delete: member node %r, %d claims", member.standby.node,
                          len(self._work.table.releasing))
                 if self._standby_timer is None or not self._standby_timer.is_alive():  # one pending is enough
-                    self._standby_timer = self._timer(session_timeout(self._zk()) / 4)
+                    self._standby_timer = self._timer(self._timeout() / 4)
             case ms.JoinWhenCallbacksClear():
                 self._callbacks.when_clear(lambda: self._post(ev.JoinStep()))
         return None
@@ -94,7 +94,7 @@ class Joining:
         ``G/clients`` for its going (see :func:`member_state.same_id_checked`)."""
         if not watch:
             stale = bool(stale_same_id(self._roster(), self._member_id, session))
-            return ms.same_id_checked(member, stale, session, time.monotonic(), session_timeout(self._zk()))
+            return ms.same_id_checked(member, stale, session, time.monotonic(), self._timeout())
         log.info("waiting for an earlier incarnation with id %r to expire", self._member_id)
         self._zk().get_children(self.paths.clients, watch=self._join_watch)
         stale = bool(stale_same_id(self._roster(), self._member_id, session))

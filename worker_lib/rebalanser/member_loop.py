@@ -120,7 +120,8 @@ class MemberLoop:
                        moved=self._follower.moved, post=self._post, report=self._report))
         self._joining = Joining(self.paths, options.member_id, lambda: self.zk, lambda: self.store,
                                 lambda: self._members, self._post, self._callbacks, self._work,
-                                lambda: self._follower.state.stopped_for)  # the I/O of joining and standby
+                                lambda: self._follower.state.stopped_for,
+                                lambda: session_timeout(self.zk))  # the I/O of joining and standby
 
     # -- what the client reads (any thread) ---------------------------------------------------
 
