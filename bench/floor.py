@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,8 +130,7 @@ def child(hosts: str, parent: str, first: int, count: int, clients: int, batch: 
     for line in sys.stdin:
         step = line.strip()
         work = create_all if step == "create" else delete_all
-        start, end = _in_threads([lambda zk=zk, s=s: work(zk, s, batch, in_flight)  # type: ignore[misc]
-                                  for zk, s in zip(zks, shares, strict=True)])
+        start, end = _in_threads([partial(work, zk, s, batch, in_flight) for zk, s in zip(zks, shares, strict=True)])
         print(json.dumps({"event": step, "start": start, "end": end}), flush=True)
     for zk in zks:
         zk.stop()
@@ -244,6 +244,45 @@ def ratio(value_ms: float | None, floor_ms: float | None) -> float | None:
     if value_ms is None or not floor_ms:
         return None
     return round(value_ms / floor_ms, 2)
+
+
+def pairs_of(results: dict[str, Any]) -> set[tuple[int, int]]:
+    """The (R, clients) floors the results' claim and cold-start figures need: the claim book's R from
+    one client; each cold start's R from one client and from N."""
+    pairs: set[tuple[int, int]] = set()
+    book = results.get("claimbook")
+    if book and "error" not in book:
+        pairs.add((book["claims"], 1))
+    for run in (results.get("coldstart") or {}).get("runs", []):
+        pairs |= {(run["resources"], 1), (run["resources"], run["members"])}
+    return pairs
+
+
+def attach_ratios(results: dict[str, Any]) -> None:
+    """Each claim and cold-start figure divided by its floor, written beside it (``x_floor``)."""
+    floors = results.get("floor")
+    book = results.get("claimbook")
+    if book and "error" not in book:
+        one = lookup(floors, book["claims"], 1)
+        if one is not None:
+            book["x_floor"] = {"claim": ratio(book["claim_p50_ms"], one["create_best_ms"]),
+                               "release": ratio(book["release_p50_ms"], one["delete_best_ms"])}
+    for run in (results.get("coldstart") or {}).get("runs", []):
+        one, many = lookup(floors, run["resources"], 1), lookup(floors, run["resources"], run["members"])
+        for sample in run.get("samples", []):
+            settle = sample.get("settle_after_last_join_s")
+            if settle is None:
+                continue
+            sample["x_floor"] = {
+                "one_client": ratio(1000 * settle, one["create_best_ms"] if one else None),
+                "members_clients": ratio(1000 * settle, many["create_best_ms"] if many else None)}
+
+
+def merged(old: list[dict[str, Any]] | None, fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``fresh`` floors in place of the old ones of the same (R, clients)."""
+    mine = {(f["resources"], f["clients"]) for f in fresh}
+    return sorted([f for f in old or [] if (f["resources"], f["clients"]) not in mine] + fresh,
+                  key=lambda f: (f["resources"], f["clients"]))
 
 
 def markdown_lines(floors: list[dict[str, Any]] | None) -> list[str]:

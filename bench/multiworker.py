@@ -25,6 +25,7 @@ Differences from ``rebalanser worker --json`` (bench-only, the same for both imp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -237,11 +238,15 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
             logging.getLogger("bench.worker").error("%s %s: %s", self.member, type(error).__name__, error)
 
     clients = []
+    # An older library (bench.compare runs a git ref's) may lack an option: it is left out, not refused.
+    known = {f.name for f in dataclasses.fields(Options)}
+    optional = {"create_group": True, **({"initial_quiet": args.initial_quiet} if args.initial_quiet is not None
+                                         else {})}
     for member in ids:
         options = Options(
             hosts=args.zk, group=args.group, member_id=member, algorithm=Algorithm.parse(args.algorithm),
-            session_timeout=args.session_timeout, min_interval=args.min_interval, create_group=True,
-            **({"initial_quiet": args.initial_quiet} if args.initial_quiet is not None else {}),
+            session_timeout=args.session_timeout, min_interval=args.min_interval,
+            **{k: v for k, v in optional.items() if k in known},
         )
         client = Client(options, BenchHandler(member))
         work.clients[member] = client

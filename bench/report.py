@@ -6,10 +6,12 @@ from typing import Any
 
 from bench.assignment_bytes import markdown_lines as bytes_lines
 from bench.assignment_bytes import targets as bytes_targets
+from bench.claimbook import markdown_lines as claimbook_lines
 from bench.coldstart import markdown_lines as coldstart_lines
 from bench.coldstart import targets as coldstart_targets
 from bench.failover import markdown_lines as failover_lines
 from bench.failover import targets as failover_targets
+from bench.floor import markdown_lines as floor_lines
 
 FAULT_TITLES = {
     "join": "join", "leave": "graceful leave", "kill": "kill -9 member", "kill-coordinator": "kill -9 coordinator",
@@ -436,6 +438,8 @@ def markdown(results: dict[str, Any]) -> str:
                      "coordinator's `G/state` write reached a watcher).")
     if op.get("error"):
         lines.append(f"- **error:** {op['error']}")
+    lines += floor_lines(results.get("floor"))
+    lines += claimbook_lines(results.get("claimbook"))
     lines += coldstart_lines(results.get("coldstart"))
     lines += bytes_lines(results.get("assignment_bytes"))
     lines += operator_scale_lines(results.get("operator_scale"))

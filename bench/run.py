@@ -27,7 +27,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import assignment_bytes, coldstart, failover, kafka_broker, operator_idle, report
+from bench import assignment_bytes, claimbook, coldstart, failover, floor, kafka_broker, operator_idle, report
 from bench.adapters.kafka_worker import PROTOCOLS
 from bench.kafka_cell import KafkaCellRun
 from bench.operator_bench import bench_reconcile, bench_status_lag
@@ -160,10 +160,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                  "end": [round(x, 2) for x in os.getloadavg()], "at": clock}
             log(f"    ({result['elapsed_s']:.0f} s)")
             results["cells"].append(result)
-        if not args.quick and not args.skip_coldstart:
-            results["coldstart"] = run_coldstart(cluster.hosts, admin, workdir)
+        if not args.skip_coldstart:
+            results["coldstart"] = run_coldstart(cluster.hosts, admin, workdir, args.quick)
         if not args.merge:
+            results["claimbook"] = run_claimbook(cluster.hosts, args.quick)
             results["assignment_bytes"] = run_assignment_bytes(args, cluster.hosts)
+        results["floor"] = run_floors(cluster.hosts, results, args.quick)
     finally:
         if broker is not None:
             broker.stop()
@@ -181,9 +183,44 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def run_coldstart(hosts: str, admin: KazooClient, workdir: Path) -> dict[str, Any]:
-    """Cold start at scale (bench/coldstart.py), after the grid and outside its time budget (~5 min)."""
+CLAIMBOOK_CLAIMS, CLAIMBOOK_RUNS = 5_000, 5
+QUICK_CLAIMBOOK_CLAIMS, QUICK_CLAIMBOOK_RUNS = 500, 1
+FLOOR_REPEATS, QUICK_FLOOR_REPEATS = 3, 1
+
+
+def run_claimbook(hosts: str, quick: bool) -> dict[str, Any]:
+    """The claim book alone (bench/claimbook.py): claim, re-take and release of R claims by one session."""
+    claims, runs = (QUICK_CLAIMBOOK_CLAIMS, QUICK_CLAIMBOOK_RUNS) if quick else (CLAIMBOOK_CLAIMS, CLAIMBOOK_RUNS)
+    log(f"claim book: {claims:,} claims, {runs} runs")
     try:
+        result = claimbook.measure(hosts, claims, runs)
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return {"claims": claims, "error": f"{type(exc).__name__}: {exc}"}
+    log(f"    claim {result['claim_p50_ms']} ms, re-take {result['retake_p50_ms']} ms, release "
+        f"{result['release_p50_ms']} ms (p50)")
+    return result
+
+
+def run_floors(hosts: str, results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
+    """ZooKeeper's floor (bench/floor.py) for every claim and cold-start figure of ``results``, each
+    figure's ratio to it written beside it."""
+    pairs = floor.pairs_of(results)
+    if not pairs:
+        return list(results.get("floor") or [])
+    log(f"ZooKeeper's floor: {len(pairs)} (R, clients) pairs")
+    results["floor"] = floor.merged(results.get("floor"), floor.measure_all(
+        hosts, pairs, QUICK_FLOOR_REPEATS if quick else FLOOR_REPEATS, log))
+    floor.attach_ratios(results)
+    return list(results["floor"])
+
+
+def run_coldstart(hosts: str, admin: KazooClient, workdir: Path, quick: bool = False) -> dict[str, Any]:
+    """Cold start at scale (bench/coldstart.py), after the grid and outside its time budget (~5 min);
+    ``quick``: one small cold start (N=3, R=300)."""
+    try:
+        if quick:
+            return coldstart.measure_quick(hosts, admin, workdir / "cold", log)
         return coldstart.measure(hosts, admin, workdir / "cold", log)
     except Exception as exc:
         log(f"    error: {type(exc).__name__}: {exc}")
@@ -200,6 +237,9 @@ def merged(out: Path, fresh: dict[str, Any]) -> dict[str, Any]:
     results["cells"] = [c for c in results["cells"] if key(c) not in replaced] + fresh["cells"]
     if "kafka" in fresh:
         results["kafka"] = fresh["kafka"]
+    for section in ("kafka_n50", "split"):
+        if section in fresh:
+            results[section] = fresh[section]
     results["findings"] = list(FINDINGS)
     results["targets"] = report.evaluate(results)
     return results
@@ -215,6 +255,7 @@ def coldstart_only(out: Path, workdir: Path | None) -> dict[str, Any]:
     try:
         admin.start(timeout=30)
         results["coldstart"] = run_coldstart(cluster.hosts, admin, work)
+        results["floor"] = run_floors(cluster.hosts, results, quick=False)
         results["findings"] = list(FINDINGS)  # the code's own text, current with it
     finally:
         admin.stop()
