@@ -168,6 +168,7 @@ class FleetConfig:
     log_dir: Path = Path("/tmp")
     initial_quiet: float | None = None  # rebalanser's start-up window; None: the library's default
     keep_events: bool = False  # also write every worker's raw event lines to log_dir/<label>.jsonl
+    python: str = sys.executable  # the workers' interpreter (bench.compare: another ref's virtualenv)
 
 
 class Fleet:
@@ -193,7 +194,7 @@ class Fleet:
         self._seq += 1
         err = open(c.log_dir / f"{label}.{self._seq}.err", "w")  # noqa: SIM115 - owned by the child
         args = [
-            sys.executable, "-m", "bench.multiworker", "--impl", c.impl, "--zk", c.hosts, "--group", c.group,
+            c.python, "-m", "bench.multiworker", "--impl", c.impl, "--zk", c.hosts, "--group", c.group,
             "--ids", ",".join(members), "--label", label, "--algorithm", c.algorithm,
             "--session-timeout", str(c.session_timeout), "--min-interval", str(c.min_interval),
             "--tick", str(c.tick),
