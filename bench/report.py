@@ -12,6 +12,7 @@ from bench.coldstart import targets as coldstart_targets
 from bench.failover import markdown_lines as failover_lines
 from bench.failover import targets as failover_targets
 from bench.floor import markdown_lines as floor_lines
+from bench.split import markdown_lines as split_lines
 
 FAULT_TITLES = {
     "join": "join", "leave": "graceful leave", "kill": "kill -9 member", "kill-coordinator": "kill -9 coordinator",
@@ -408,6 +409,7 @@ def markdown(results: dict[str, Any]) -> str:
     for n, r in scales:
         lines += fault_table(results, n, r)
     lines += side_by_side(results)
+    lines += split_lines(results.get("split"))
     lines += ["## Cost at rest and memory", "", "| cell | idle CPU per member | idle requests/s (server) | "
               "lease probes/s | pings/s | RSS one-member process | RSS multi-member process |",
               "|---|---|---|---|---|---|---|"]

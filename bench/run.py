@@ -7,6 +7,11 @@
     python -m bench.run --only "global-barrier N=50 " --merge   # re-measure cells into the existing report
     python -m bench.run --kafka --only "N=10 R=1000" --merge     # make bench-kafka: Kafka consumer groups
                                         # (three protocols) beside rebalanser and kazoo, from one run
+    python -m bench.run --split-only    # where a join's and a leave's time goes at N=50, R=10,000
+                                        # (bench/split.py), into the existing report
+
+Every claim and cold-start figure is divided by ZooKeeper's floor, measured in the same run
+(bench/floor.py). ``make bench-compare REF=<ref>`` (bench/compare.py) runs REF's library beside this one.
 
 Cells run in order of importance; one that would start after ``--budget`` seconds is skipped and
 listed as skipped (so the whole run stays inside its time limit on a loaded machine).
@@ -27,7 +32,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import assignment_bytes, claimbook, coldstart, failover, floor, kafka_broker, operator_idle, report
+from bench import assignment_bytes, claimbook, coldstart, failover, floor, kafka_broker, operator_idle, report, split
 from bench.adapters.kafka_worker import PROTOCOLS
 from bench.kafka_cell import KafkaCellRun
 from bench.operator_bench import bench_reconcile, bench_status_lag
@@ -160,6 +165,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                  "end": [round(x, 2) for x in os.getloadavg()], "at": clock}
             log(f"    ({result['elapsed_s']:.0f} s)")
             results["cells"].append(result)
+        if not args.skip_split:
+            results["split"] = run_split(cluster, admin, workdir, args.quick)
         if not args.skip_coldstart:
             results["coldstart"] = run_coldstart(cluster.hosts, admin, workdir, args.quick)
         if not args.merge:
@@ -200,6 +207,20 @@ def run_claimbook(hosts: str, quick: bool) -> dict[str, Any]:
     log(f"    claim {result['claim_p50_ms']} ms, re-take {result['retake_p50_ms']} ms, release "
         f"{result['release_p50_ms']} ms (p50)")
     return result
+
+
+SPLIT = {"members": 50, "resources": 10_000, "repeats": 5, "packs": (25, 1)}
+QUICK_SPLIT = {"members": 6, "resources": 120, "repeats": 1, "packs": (3, 1)}
+
+
+def run_split(cluster: Any, admin: KazooClient, workdir: Path, quick: bool) -> dict[str, Any]:
+    """Where a join's and a leave's time goes (bench/split.py), two process layouts side by side; after the
+    grid and outside its time budget (~4 min)."""
+    try:
+        return split.measure(cluster, admin, workdir / "split", log=log, **(QUICK_SPLIT if quick else SPLIT))
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def run_floors(hosts: str, results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
@@ -263,6 +284,25 @@ def coldstart_only(out: Path, workdir: Path | None) -> dict[str, Any]:
         cluster.stop()
         if workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+    results["targets"] = report.evaluate(results)
+    return results
+
+
+def split_only(out: Path, quick: bool) -> dict[str, Any]:
+    """Measures the split alone on a server of its own and puts it into the existing results."""
+    results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"cells": [], "quick": quick}
+    work = Path(tempfile.mkdtemp(prefix="rebalanser-bench-split-"))
+    cluster = start_standalone(work / "zk")
+    admin = KazooClient(hosts=cluster.hosts, timeout=30)
+    try:
+        admin.start(timeout=30)
+        results["split"] = run_split(cluster, admin, work, quick)
+    finally:
+        admin.stop()
+        admin.close()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results["elapsed_s"] = results.get("elapsed_s", 0.0)
     results["targets"] = report.evaluate(results)
     return results
 
@@ -351,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-operator", action="store_true")
     p.add_argument("--skip-failover", action="store_true", help="skip the real-cluster failover comparison")
     p.add_argument("--skip-coldstart", action="store_true", help="skip the cold start at scale")
+    p.add_argument("--skip-split", action="store_true",
+                   help="skip the split of a join's and a leave's time (library path, harness share)")
+    p.add_argument("--split-only", action="store_true",
+                   help="measure only the split and put it into the existing results and report")
     p.add_argument("--coldstart-only", action="store_true",
                    help="measure only the cold start and put it into the existing results and report")
     p.add_argument("--merge", action="store_true",
@@ -370,10 +414,12 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or REPO / "bench" / "results.json"
     md = args.md or REPO / "docs" / "benchmarks.md"
     if args.merge:
-        args.skip_operator = args.skip_failover = args.skip_coldstart = True
+        args.skip_operator = args.skip_failover = args.skip_coldstart = args.skip_split = True
         results = merged(out, run(args))
     elif args.coldstart_only:
         results = coldstart_only(out, Path(args.workdir) if args.workdir else None)
+    elif args.split_only:
+        results = split_only(out, args.quick)
     else:
         results = run(args)
     out.parent.mkdir(parents=True, exist_ok=True)
