@@ -127,10 +127,11 @@ bench: setup ## benchmarks -> bench/results.json, docs/benchmarks.md, docs/figur
 	$(BIN)/python -m bench.run
 
 # opt-in: a KRaft broker from the released jars (Maven, cached in $(CACHE)) and confluent-kafka consumers;
-# the N=10, R=1,000 cells of every implementation from one run, merged into the report
-bench-kafka: setup ## Kafka consumer groups (eager, cooperative-sticky, KIP-848) beside rebalanser and kazoo at N=10, R=1,000 -> the same report
+# the N=10, R=1,000 cells of every implementation and KIP-848 beside rebalanser at N=50, R=1,000, from one
+# run, merged into the report
+bench-kafka: setup ## Kafka consumer groups beside rebalanser and kazoo (N=10, R=1,000; KIP-848 at N=50) -> the same report
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000" --merge
+	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000 ,N=50 R=1000 " --merge
 
 # REF's library in a throwaway virtualenv (a git worktree of REF) beside this tree's, the same cells for both
 # alternately in one run (bench/compare.py): join, leave, kill at N = 10 and 50, the claim book's claim, re-take
