@@ -273,8 +273,9 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
 
 def _x_floor(sample: dict[str, Any]) -> str:
     ratios = sample.get("x_floor") or {}
-    one, many = ratios.get("one_client"), ratios.get("members_clients")
-    return f"{one if one is not None else '-'} / {many if many is not None else '-'}"
+    one, many, over = ratios.get("one_client"), ratios.get("members_clients"), ratios.get("over_members_floor_s")
+    text = f"{one if one is not None else '-'} / {many if many is not None else '-'}"
+    return text + (f" (N clients' floor + {over:g} s)" if over is not None else "")
 
 
 def breakdown(run: dict[str, Any]) -> list[str]:

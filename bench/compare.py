@@ -37,6 +37,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from bench import floor
 from bench.scenarios import Cell, CellRun, percentile
 from bench.zkserver import start_standalone
 
@@ -164,7 +165,15 @@ def claimbook_cells(sides: list[Side], claims: int, repeats: int, hosts: str) ->
                                         **{k.removesuffix("_s") + "_ms": round(1000 * v, 2) for k, v in run.items()}})
             log(f"    {side.label:4s} #{repeat}: claim {1000 * run['claim_s']:.0f} ms, re-take "
                 f"{1000 * run['retake_s']:.1f} ms, release {1000 * run['release_s']:.0f} ms  (load {load})")
-    return [row(f"claim book R={claims} {step}", samples, f"{step}_ms") for step in ("claim", "retake", "release")]
+    rows = [row(f"claim book R={claims} {step}", samples, f"{step}_ms") for step in ("claim", "retake", "release")]
+    zk_floor = floor.measure(hosts, claims, 1, repeats=3)  # one plain client's creates and deletes, same server
+    log(f"    floor: {claims:,} ephemeral znodes created in {zk_floor.create_best_ms:.0f} ms, deleted in "
+        f"{zk_floor.delete_best_ms:.0f} ms by one client (best of 3)")
+    for r, best in ((rows[0], zk_floor.create_best_ms), (rows[2], zk_floor.delete_best_ms)):
+        r["floor_ms"] = best
+        for side in sides:
+            r[f"{side.label}_x_floor"] = floor.ratio(r.get(f"{side.label}_p50_ms"), best)
+    return rows
 
 
 def row(name: str, samples: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
@@ -195,18 +204,22 @@ def markdown(result: dict[str, Any]) -> str:
         f"REF `{ref['library']}`, HEAD `{head['library']}`. One ZooKeeper server; the sides alternate "
         f"fault by fault ({result['repeats']} repeats, the side going first alternating), the claim book "
         "run by run. Faults: the time until every resource is worked on by its new owner (bench/scenarios.py); "
-        "the claim book: one session, each step's wall clock. p50 of the repeats. **load**: the one-minute "
-        "load average at the start of each measurement of the cell (2 cores).",
+        "the claim book: one session, each step's wall clock. p50 of the repeats. **floor**: one plain client "
+        "creating (claim) or deleting (release) as many ephemeral znodes on the same server, pipelined "
+        "(bench/floor.py), and each side's p50 divided by it. **load**: the one-minute load average at the start "
+        "of each measurement of the cell (2 cores).",
         "",
-        "| cell | REF p50 | HEAD p50 | change | load (1 min) | |",
-        "|---|---|---|---|---|---|",
+        "| cell | REF p50 | HEAD p50 | change | floor (REF x, HEAD x) | load (1 min) | |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         warn = f"**load >= {LOAD_WARNING:g}: noisy**" if r["load_warning"] else ""
         failed = "".join(f" {r[f'{s}_failed']} {s} failed" for s in ("ref", "head") if r.get(f"{s}_failed"))
         change = "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f} %"
+        zk_floor = (f"{_ms(r['floor_ms'])} ({r['ref_x_floor']} x, {r['head_x_floor']} x)" if r.get("floor_ms")
+                    else "-")
         lines.append(f"| {r['cell']} | {_ms(r.get('ref_p50_ms'))} | {_ms(r.get('head_p50_ms'))} | {change} "
-                     f"| {r['load_min']:.1f}-{r['load_max']:.1f} | {warn}{failed} |")
+                     f"| {zk_floor} | {r['load_min']:.1f}-{r['load_max']:.1f} | {warn}{failed} |")
     warned = [r["cell"] for r in result["rows"] if r["load_warning"]]
     if warned:
         lines += ["", f"Warning: the load average reached {LOAD_WARNING:g} or more during {len(warned)} of "

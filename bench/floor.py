@@ -275,7 +275,9 @@ def attach_ratios(results: dict[str, Any]) -> None:
                 continue
             sample["x_floor"] = {
                 "one_client": ratio(1000 * settle, one["create_best_ms"] if one else None),
-                "members_clients": ratio(1000 * settle, many["create_best_ms"] if many else None)}
+                "members_clients": ratio(1000 * settle, many["create_best_ms"] if many else None),
+                # issue 30's target: settled within the N clients' floor + 0.7 s of the last join
+                "over_members_floor_s": round(settle - many["create_best_ms"] / 1000, 2) if many else None}
 
 
 def merged(old: list[dict[str, Any]] | None, fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:

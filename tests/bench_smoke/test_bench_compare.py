@@ -33,6 +33,8 @@ def test_compare_runs_both_libraries_alternately_and_tables_them(tmp_path: Path)
     for r in result["rows"]:
         assert r["ref_p50_ms"] is not None and r["head_p50_ms"] is not None, r
         assert r["load_warning"] == (r["load_max"] >= 2.0)
-    assert "| cell | REF p50 | HEAD p50 | change | load (1 min) |" in md.read_text()
+    claim, release = result["rows"][3], result["rows"][5]
+    assert claim["floor_ms"] > 0 and release["floor_ms"] > 0 and claim["head_x_floor"] and release["ref_x_floor"]
+    assert "| cell | REF p50 | HEAD p50 | change | floor (REF x, HEAD x) | load (1 min) |" in md.read_text()
     worktrees = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout
     assert "ref-src" not in worktrees, "REF's worktree is removed"
