@@ -201,8 +201,10 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         "gainer's `on_assigned` (read, release wait and claim done); **harness share**: from there until "
         "every resource is worked on by the bench's work loop. **plan**: the coordinator's notification to its first "
         "write; **write**: its first to its last write (assignment, state). Gainer columns: p50 / max over the "
-        "gainers of one fault (*notified*: after the fault), then p50 over the repeats. **load**: one-minute load "
-        f"average after each fault. Measured {result['started']}.", "",
+        "gainers of one fault (*notified*: after the fault), then p50 over the repeats. **CPU-s**: the worker "
+        "processes' CPU from the fault until settled. **load**: one-minute load average after each fault. Tracing "
+        "writes a JSON line per traced request and notification, so these end-to-end figures run a little slower "
+        f"than the untraced grid's above. Measured {result['started']}.", "",
         "| fault | members per process (processes) | end to end | library path | harness share | leaver stopped "
         "| coordinator notified | plan | write | gainers notified | read + release + claim | gainers' harness "
         "| CPU-s | load |",
