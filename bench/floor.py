@@ -38,6 +38,7 @@ from kazoo.client import KazooClient
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 1_000  # operations per multi
+BATCHES = (100, 250, 1_000)  # each tried: the fastest multi size depends on R and the clients
 IN_FLIGHT = 4  # multis in flight per client
 DATA = b"m-000"  # about a claim's size
 
@@ -47,21 +48,29 @@ class Floor:
     resources: int
     clients: int
     processes: int
-    batch: int = BATCH
     in_flight: int = IN_FLIGHT
-    create_ms: list[float] = field(default_factory=list)  # one per repeat
-    delete_ms: list[float] = field(default_factory=list)
+    runs: list[dict[str, float]] = field(default_factory=list)  # {batch, create_ms, delete_ms} per repeat and size
 
     @property
     def create_best_ms(self) -> float:
-        return min(self.create_ms)
+        return min(r["create_ms"] for r in self.runs)
 
     @property
     def delete_best_ms(self) -> float:
-        return min(self.delete_ms)
+        return min(r["delete_ms"] for r in self.runs)
+
+    def best_by_batch(self, step: str) -> dict[int, float]:
+        """The fastest ``step`` (create or delete) for each multi size tried."""
+        out: dict[int, float] = {}
+        for r in self.runs:
+            batch = int(r["batch"])
+            out[batch] = min(out.get(batch, r[f"{step}_ms"]), r[f"{step}_ms"])
+        return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "create_best_ms": self.create_best_ms, "delete_best_ms": self.delete_best_ms}
+        return {**asdict(self), "create_best_ms": self.create_best_ms, "delete_best_ms": self.delete_best_ms,
+                "create_best_by_batch": self.best_by_batch("create"),
+                "delete_best_by_batch": self.best_by_batch("delete")}
 
 
 # ------------------------------------------------------------------------------------- the client side
@@ -119,7 +128,7 @@ def _in_threads(jobs: list[Callable[[], None]]) -> tuple[int, int]:
     return start, end
 
 
-def child(hosts: str, parent: str, first: int, count: int, clients: int, batch: int, in_flight: int) -> int:
+def child(hosts: str, parent: str, first: int, count: int, clients: int, in_flight: int) -> int:
     """One floor process: ``clients`` sessions, znodes ``first`` .. ``first + count - 1`` between them."""
     zks = [KazooClient(hosts=hosts, timeout=30.0) for _ in range(clients)]
     for zk in zks:
@@ -128,7 +137,7 @@ def child(hosts: str, parent: str, first: int, count: int, clients: int, batch: 
     shares = [names[i::clients] for i in range(clients)]
     print(json.dumps({"event": "ready"}), flush=True)
     for line in sys.stdin:
-        step = line.strip()
+        step, batch = line.split()[0], int(line.split()[1])
         work = create_all if step == "create" else delete_all
         start, end = _in_threads([partial(work, zk, s, batch, in_flight) for zk, s in zip(zks, shares, strict=True)])
         print(json.dumps({"event": step, "start": start, "end": end}), flush=True)
@@ -144,7 +153,7 @@ def child(hosts: str, parent: str, first: int, count: int, clients: int, batch: 
 class Children:
     """The floor's processes for one (R, clients) pair, connected and waiting for a step."""
 
-    def __init__(self, hosts: str, parent: str, resources: int, clients: int, batch: int, in_flight: int,
+    def __init__(self, hosts: str, parent: str, resources: int, clients: int, in_flight: int,
                  python: str = sys.executable) -> None:
         self.processes = max(1, min(clients, os.cpu_count() or 1))
         per = [clients // self.processes + (1 if i < clients % self.processes else 0) for i in range(self.processes)]
@@ -154,7 +163,7 @@ class Children:
             self.procs.append(subprocess.Popen(
                 [python, "-m", "bench.floor", "--child", "--hosts", hosts, "--parent", parent,
                  "--first", str(first), "--count", str(count), "--clients", str(sessions),
-                 "--batch", str(batch), "--in-flight", str(in_flight)],
+                 "--in-flight", str(in_flight)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO))
             first += count
         for proc in self.procs:
@@ -170,11 +179,12 @@ class Children:
             raise RuntimeError(f"floor: expected '{event}', got {answer}")
         return answer
 
-    def step(self, name: str) -> float:
-        """Every process does ``name`` at once; ms from the earliest start to the latest end."""
+    def step(self, name: str, batch: int) -> float:
+        """Every process does ``name`` at once in multis of ``batch``; ms from the earliest start to the
+        latest end."""
         for proc in self.procs:
             assert proc.stdin is not None
-            proc.stdin.write(name + "\n")
+            proc.stdin.write(f"{name} {batch}\n")
             proc.stdin.flush()
         answers = [self._answer(proc, name) for proc in self.procs]
         return (max(a["end"] for a in answers) - min(a["start"] for a in answers)) / 1e6
@@ -190,9 +200,10 @@ class Children:
                 proc.kill()
 
 
-def measure(hosts: str, resources: int, clients: int, repeats: int = 3, batch: int = BATCH,
+def measure(hosts: str, resources: int, clients: int, repeats: int = 3, batches: tuple[int, ...] = BATCHES,
             in_flight: int = IN_FLIGHT) -> Floor:
-    """The floor for R znodes from ``clients`` sessions, the fastest of ``repeats`` runs."""
+    """The floor for R znodes from ``clients`` sessions: each multi size of ``batches`` in each of ``repeats``
+    runs, the fastest counting."""
     admin = KazooClient(hosts=hosts, timeout=30.0)
     admin.start(timeout=30)
     floor: Floor | None = None
@@ -200,11 +211,13 @@ def measure(hosts: str, resources: int, clients: int, repeats: int = 3, batch: i
         for _ in range(repeats):
             parent = f"/bench-floor/{uuid.uuid4().hex[:8]}"
             admin.ensure_path(parent)
-            children = Children(hosts, parent, resources, clients, batch, in_flight)
+            children = Children(hosts, parent, resources, clients, in_flight)
             try:
-                floor = floor or Floor(resources, clients, children.processes, batch, in_flight)
-                floor.create_ms.append(round(children.step("create"), 1))
-                floor.delete_ms.append(round(children.step("delete"), 1))
+                floor = floor or Floor(resources, clients, children.processes, in_flight)
+                for batch in batches:
+                    created = children.step("create", batch)
+                    floor.runs.append({"batch": batch, "create_ms": round(created, 1),
+                                       "delete_ms": round(children.step("delete", batch), 1)})
             finally:
                 children.close()
             admin.delete(parent)
@@ -294,20 +307,27 @@ def markdown_lines(floors: list[dict[str, Any]] | None) -> list[str]:
     lines = ["", "## ZooKeeper's floor: R ephemeral znodes created and deleted by plain clients", "",
              "The fastest this machine's server creates and deletes R ephemeral znodes (`bench/floor.py`): "
              "kazoo clients with nothing else to do, each its own session, multis of "
-             f"{BATCH:,} operations, {IN_FLIGHT} in flight per client; one client, and as many clients as the "
-             "group has members (in at most one process per core). Best of the repeats, every repeat in "
+             f"{' / '.join(f'{b:,}' for b in BATCHES)} operations, {IN_FLIGHT} in flight per client; one client, "
+             "and as many clients as the group has members (in at most one process per core). The fastest of "
+             "every multi size and repeat; the fastest per multi size beside it, every run in "
              "`bench/results.json`. The claim and cold-start figures below are divided by these "
              "(`x floor`: 1.0 is as fast as ZooKeeper itself goes here).", "",
-             "| R | clients | processes | create (best) | delete (best) | create runs | delete runs |",
+             "| R | clients | processes | create (best) | delete (best) | create by multi size | "
+             "delete by multi size |",
              "|---|---|---|---|---|---|---|"]
     for f in floors:
         if "error" in f:
             lines.append(f"| {f['resources']:,} | {f['clients']} | - | {f['error']} | - | - | - |")
             continue
         lines.append(f"| {f['resources']:,} | {f['clients']} | {f['processes']} | {f['create_best_ms']:.0f} ms "
-                     f"| {f['delete_best_ms']:.0f} ms | {', '.join(f'{x:.0f}' for x in f['create_ms'])} ms "
-                     f"| {', '.join(f'{x:.0f}' for x in f['delete_ms'])} ms |")
+                     f"| {f['delete_best_ms']:.0f} ms | {_by_batch(f['create_best_by_batch'])} "
+                     f"| {_by_batch(f['delete_best_by_batch'])} |")
     return [*lines, ""]
+
+
+def _by_batch(best: dict[Any, float]) -> str:
+    """``100: 12 ms, 1,000: 9 ms`` (JSON turns the sizes into strings)."""
+    return ", ".join(f"{int(b):,}: {ms:.0f} ms" for b, ms in sorted(best.items(), key=lambda x: int(x[0])))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resources", type=int, default=5_000)
     p.add_argument("--clients", type=int, action="append", help="repeatable (default: 1)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batch", type=int, default=BATCH)
+    p.add_argument("--batch", type=int, action="append", help=f"multi size, repeatable (default {BATCHES})")
     p.add_argument("--in-flight", type=int, default=IN_FLIGHT)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--parent", help=argparse.SUPPRESS)
@@ -325,8 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        return child(args.hosts, args.parent, args.first, args.count, (args.clients or [1])[0], args.batch,
-                     args.in_flight)
+        return child(args.hosts, args.parent, args.first, args.count, (args.clients or [1])[0], args.in_flight)
     cluster = None
     hosts = args.hosts
     if not hosts:
@@ -336,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         hosts = cluster.hosts
     try:
         for clients in args.clients or [1]:
-            floor = measure(hosts, args.resources, clients, args.repeats, args.batch, args.in_flight)
+            floor = measure(hosts, args.resources, clients, args.repeats, tuple(args.batch or BATCHES), args.in_flight)
             print(json.dumps(floor.as_dict()), flush=True)
     finally:
         if cluster is not None:
