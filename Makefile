@@ -12,7 +12,7 @@ PURE := -m "not zk and not ensemble and not e2e and not pods and not slow" tests
 
 .PHONY: help setup venv constraints zookeeper controlplane node helm-docs cluster-prereqs test unit lint typecheck crds \
         chart-readme \
-        demo demo-lite bench bench-kafka bench-failover chaos docs cluster-up cluster-down image docker dist clean \
+        demo demo-lite bench bench-kafka bench-compare bench-failover chaos docs cluster-up cluster-down image docker dist clean \
         model model-negative model-deep model-conform kazoo-range
 
 # `make help` prints the "##" line of every target (tests/docs/test_makefile.py checks none is missing)
@@ -127,10 +127,18 @@ bench: setup ## benchmarks -> bench/results.json, docs/benchmarks.md, docs/figur
 	$(BIN)/python -m bench.run
 
 # opt-in: a KRaft broker from the released jars (Maven, cached in $(CACHE)) and confluent-kafka consumers;
-# the N=10, R=1,000 cells of every implementation from one run, merged into the report
-bench-kafka: setup ## Kafka consumer groups (eager, cooperative-sticky, KIP-848) beside rebalanser and kazoo at N=10, R=1,000 -> the same report
+# the N=10, R=1,000 cells of every implementation and KIP-848 beside rebalanser at N=50, R=1,000, from one
+# run, merged into the report
+bench-kafka: setup ## Kafka consumer groups beside rebalanser and kazoo (N=10, R=1,000; KIP-848 at N=50) -> the same report
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000" --merge
+	$(BIN)/python -m bench.run --kafka --only "N=10 R=1000 ,N=50 R=1000 " --merge
+
+# REF's library in a throwaway virtualenv (a git worktree of REF) beside this tree's, the same cells for both
+# alternately in one run (bench/compare.py): join, leave, kill at N = 10 and 50, the claim book's claim, re-take
+# and release; COMPARE_ARGS=--quick for small cells
+bench-compare: venv zookeeper ## this tree's library beside REF's in one run (REF=<git ref>) -> bench/before-after/compare-*.md
+	@test -n "$(REF)" || { echo "make bench-compare: give the ref to compare with, e.g. REF=main" >&2; exit 2; }
+	$(BIN)/python -m bench.compare $(REF) $(COMPARE_ARGS)
 
 # on the real cluster (make cluster-up, make image): kill -> worked again right after a group formed, during a
 # rollout and in a calm group, KubeletConfirmed and SessionExpiry (also part of make bench); merged into the report

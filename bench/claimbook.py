@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 from rebalanser.claims import ClaimBook
@@ -81,6 +82,46 @@ def one_run(hosts: str, claims: int, profile: str | None, plain: bool = False) -
             pstats.Stats(p).sort_stats("tottime").print_stats(20)
             del step
     return out
+
+
+STEPS = ("claim", "retake", "release")
+
+
+def measure(hosts: str, claims: int, runs: int) -> dict[str, Any]:
+    """What ``make bench`` reports: ``runs`` runs at ``claims`` claims, each step's p50 (ms) and every run,
+    with the load average before and after."""
+    load_before = os.getloadavg()
+    samples = [one_run(hosts, claims, None) for _ in range(runs)]
+    out: dict[str, Any] = {"claims": claims, "runs": [{k: round(v, 4) for k, v in r.items()} for r in samples],
+                           "load_before": [round(x, 2) for x in load_before],
+                           "load_after": [round(x, 2) for x in os.getloadavg()]}
+    for step in STEPS:
+        values = sorted(r[f"{step}_s"] for r in samples)
+        out[f"{step}_p50_ms"] = round(1000 * values[(len(values) - 1) // 2], 1)
+    return out
+
+
+def markdown_lines(result: dict[str, Any] | None) -> list[str]:
+    """The claim book's section of docs/benchmarks.md, each figure beside its floor (bench/floor.py)."""
+    if not result:
+        return []
+    lines = ["", "## The claim book: one session claims, re-takes and releases R resources", ""]
+    if result.get("error"):
+        return [*lines, f"- not measured: {result['error']}", ""]
+    ratios = result.get("x_floor", {})
+    loads = f"{result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after"
+    lines += [
+        "`python -m bench.claimbook` in the harness's process, against the bench's server: one session "
+        "(the library's buffered connection) claims every resource (`ClaimBook.claim`), claims them again (the "
+        "re-take of claims it holds), then releases them all; p50 of the runs, every run in "
+        "`bench/results.json`. `x floor`: divided by one plain client creating (claim) or deleting "
+        "(release) as many ephemeral znodes (see ZooKeeper's floor above). A re-take writes nothing: "
+        f"it has no floor. {len(result['runs'])} runs, load average {loads}.", "",
+        "| R | claim | x floor | re-take | release | x floor |", "|---|---|---|---|---|---|",
+        f"| {result['claims']:,} | {result['claim_p50_ms']:.0f} ms | {ratios.get('claim', '-')} "
+        f"| {result['retake_p50_ms']:.1f} ms | {result['release_p50_ms']:.0f} ms | {ratios.get('release', '-')} |",
+        ""]
+    return lines
 
 
 def main() -> None:

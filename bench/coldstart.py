@@ -238,13 +238,16 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         "start to the end of the settle window (interpreter start-up excluded). **R creates by one client**: how "
         "long the harness's one kazoo client took to create the R resource znodes just before (multis of 1,000, "
         "four in flight): a gauge of the machine's speed at that moment. **claims**: distinct (resource, token) "
-        "pairs over every `assigned` event (each claim has its own token). `initial_quiet` is the start-up window "
+        "pairs over every `assigned` event (each claim has its own token). **x floor**: the settle time divided by "
+        "the fastest creation of R ephemeral znodes measured in the same run by one plain client and by N "
+        "(bench/floor.py, the section ZooKeeper's floor). `initial_quiet` is the start-up window "
         "(docs/protocol.md, \"Cold start\"); 0 assigns at once (with 0 the member-side guard, a claim round "
         "abandoned when a newer assignment arrives, still applies). Measured " + result.get("started", "") + ".",
         "",
         "| N | R | stagger | initial_quiet | run | load (1 min) | join spread | rebalances (members) "
-        "| settle after last join | claims / R | worker CPU | R creates by one client |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| settle after last join "
+        "| x floor (1 client / N clients) | claims / R | worker CPU | R creates by one client |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
         quiet = "default (0.5 s)" if run["initial_quiet"] is None else f"{run['initial_quiet']:g} s"
@@ -252,13 +255,13 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
             load = f"{s['load_before'][0]:.1f}" if s.get("load_before") else "-"
             if s.get("error"):
                 lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | "
-                             f"{load} | - | - | {s['error']} | {s.get('claims_per_resource', '-')} | - | "
+                             f"{load} | - | - | {s['error']} | - | {s.get('claims_per_resource', '-')} | - | "
                              f"{s['create_resources_s']} s |")
                 continue
             rebalances = ", ".join(str(r["members"]) for r in s.get("rebalances", []))
             lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | {load} "
                          f"| {s['join_spread_s']} s | {len(s.get('rebalances', []))} ({rebalances}) "
-                         f"| {s['settle_after_last_join_s']} s | {s['claims_per_resource']} "
+                         f"| {s['settle_after_last_join_s']} s | {_x_floor(s)} | {s['claims_per_resource']} "
                          f"| {s.get('worker_cpu_s', '-')} s | {s['create_resources_s']} s |")
     lines += ["", *(f"- {note}" for note in result.get("notes", []))]
     lines += [f"- {note}" for note in breakdown(result["runs"][0])]
@@ -266,6 +269,13 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
               "and the members' 100,000 claims are CPU work in Python processes that share 2 cores with whatever "
               "else runs; the claims ratio does not depend on it.", ""]
     return lines
+
+
+def _x_floor(sample: dict[str, Any]) -> str:
+    ratios = sample.get("x_floor") or {}
+    one, many, over = ratios.get("one_client"), ratios.get("members_clients"), ratios.get("over_members_floor_s")
+    text = f"{one if one is not None else '-'} / {many if many is not None else '-'}"
+    return text + (f" (N clients' floor + {over:g} s)" if over is not None else "")
 
 
 def breakdown(run: dict[str, Any]) -> list[str]:
@@ -301,6 +311,15 @@ def measure(hosts: str, admin: KazooClient, workdir: Path, log: Any = print, run
         "A worker starting alone (N=1, R=1,000): settled "
         f"{out[-2]['settle_p50_s']} s p50 after joining with the start-up window, {out[-1]['settle_p50_s']} s "
         "without it (initial_quiet 0): the window costs a lone worker initial_quiet once."]}
+
+
+def measure_quick(hosts: str, admin: KazooClient, workdir: Path, log: Any = print) -> dict[str, Any]:
+    """``make bench --quick``'s cold start: one run of three members, R = 300."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    cell = ColdStart(members=3, resources=300, per_process=3, session_timeout=2.0, min_interval=1.0)
+    log(f"cold start N={cell.members} R={cell.resources} (quick)")
+    return {"started": started, "runs": [run(cell, 1, workdir=workdir / "cell0", hosts=hosts, admin=admin, log=log)],
+            "notes": []}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -168,6 +168,8 @@ class FleetConfig:
     log_dir: Path = Path("/tmp")
     initial_quiet: float | None = None  # rebalanser's start-up window; None: the library's default
     keep_events: bool = False  # also write every worker's raw event lines to log_dir/<label>.jsonl
+    python: str = sys.executable  # the workers' interpreter (bench.compare: another ref's virtualenv)
+    trace: bool = False  # the workers' zk and notified events (bench.split), every event kept in Fleet.events
 
 
 class Fleet:
@@ -180,6 +182,7 @@ class Fleet:
         self.lock = threading.Lock()
         self.stats_changed = threading.Condition()
         self.stats_missed: Counter[str] = Counter()  # label -> snapshots it did not answer in time
+        self.events: list[dict[str, Any]] = []  # with config.trace: every event of every process, as read
         self._seq = 0
 
     # -- processes -----------------------------------------------------------------------------
@@ -193,13 +196,15 @@ class Fleet:
         self._seq += 1
         err = open(c.log_dir / f"{label}.{self._seq}.err", "w")  # noqa: SIM115 - owned by the child
         args = [
-            sys.executable, "-m", "bench.multiworker", "--impl", c.impl, "--zk", c.hosts, "--group", c.group,
+            c.python, "-m", "bench.multiworker", "--impl", c.impl, "--zk", c.hosts, "--group", c.group,
             "--ids", ",".join(members), "--label", label, "--algorithm", c.algorithm,
             "--session-timeout", str(c.session_timeout), "--min-interval", str(c.min_interval),
             "--tick", str(c.tick),
         ]
         if c.initial_quiet is not None:
             args += ["--initial-quiet", str(c.initial_quiet)]
+        if c.trace:
+            args.append("--trace")
         if go is not None:
             args += ["--go", str(go)]
         if start_at:
@@ -227,6 +232,9 @@ class Fleet:
             except ValueError:
                 continue
             kind = event.get("event")
+            if self.config.trace:
+                with self.lock:
+                    self.events.append(event)
             if kind == "stats":
                 with self.stats_changed:
                     proc.stats.append(event)

@@ -17,6 +17,10 @@ Differences from ``rebalanser worker --json`` (bench-only, the same for both imp
   second would measure the JSON pipe, not the library.
 * The work loop wakes as soon as resources are assigned (kazoo: as soon as the partition is acquired)
   and otherwise polls every ``--tick`` seconds.
+* ``--trace`` (``bench.split``): every write request and every read of an assignment, state, member
+  or barrier path a member sends is also one ``zk`` event (``op``, ``kind`` of path, ``n`` operations),
+  and every watch notification one ``notified`` event (``kind``), each with the member's id and the
+  instant it was sent or read off the socket: the time line of a rebalance, member by member.
 * ``SIGUSR1`` makes the process print one ``stats`` event: its ZooKeeper requests counted in the
   client (kazoo's ``ConnectionHandler._submit``; pings and the lease probe separately), the watch
   notifications it received by kind of path, CPU seconds and RSS (now and peak).
@@ -25,6 +29,7 @@ Differences from ``rebalanser worker --json`` (bench-only, the same for both imp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -46,6 +51,9 @@ WRITE_TYPES = {1, 2, 5, 7, 13, 14, 15, 16, 19, 20, 21}  # create, delete, set, s
 PING_TYPE = 11
 SYNC_TYPE = 9
 SESSION_TYPES = {-11, 100, 101, 102}  # close, auth, setWatches, SASL
+TRACED_WRITES = {1: "create", 2: "delete", 5: "set", 13: "check", 14: "multi", 15: "create", 19: "create"}
+TRACED_READS = {4: "get", 8: "children", 12: "children"}
+KIND_ORDER = ("assignment", "state", "barrier", "stopped", "claims", "resources", "config", "members")
 
 
 class Out:
@@ -63,16 +71,38 @@ class Out:
 
 
 OUT = Out()
+PROBE: list[Probe | None] = [None]  # this process's probe, once main() made it
 
 
 class Probe:
     """Counts ZooKeeper requests and watch notifications of every client in this process."""
 
-    def __init__(self, group: str) -> None:
+    def __init__(self, group: str, trace: bool = False, label: str = "") -> None:
         self.group = group.rstrip("/")
         self.lock = threading.Lock()
         self.requests: Counter[str] = Counter()
         self.watches: Counter[str] = Counter()
+        self.trace, self.label = trace, label
+        self.members: dict[int, str] = {}  # id() of a member's KazooClient -> member id (--trace)
+
+    def member_of(self, client: Any) -> str:
+        return self.members.get(id(client), self.label)
+
+    def traced(self, client: Any, request: Any) -> None:
+        """The ``zk`` event of a write, or of a read of a path a rebalance is announced on."""
+        kind = request.type
+        if kind in WRITE_TYPES:
+            op = TRACED_WRITES.get(kind, str(kind))
+        elif kind in TRACED_READS:
+            op = TRACED_READS[kind]
+        else:
+            return
+        paths = _paths(request)
+        kinds = {self.kind_of_path(path) for path in paths}
+        where = next((k for k in KIND_ORDER if k in kinds), "other")  # a fenced multi: its epoch check is not it
+        if op in TRACED_READS.values() and where not in ("assignment", "state", "members", "barrier"):
+            return
+        OUT.emit(self.member_of(client), "zk", op=op, kind=where, n=len(paths))
 
     def kind_of_path(self, path: str) -> str:
         rel = path[len(self.group) :] if path.startswith(self.group) else path
@@ -120,6 +150,8 @@ class Probe:
         def counted_submit(self: Any, request: Any, timeout: Any, xid: Any = None) -> Any:
             try:
                 probe.count_request(request, len(request.serialize()) + 8)
+                if probe.trace:
+                    probe.traced(self.client, request)
             except Exception:  # counting must never break the client
                 logging.getLogger(__name__).debug("request not counted", exc_info=True)
             return submit(self, request, timeout, xid)
@@ -128,6 +160,9 @@ class Probe:
             try:
                 watch, _ = Watch.deserialize(buffer, offset)
                 probe.count_watch(watch.path)
+                if probe.trace:
+                    OUT.emit(probe.member_of(self.client), "notified", kind=probe.kind_of_path(watch.path),
+                             type=watch.type)
             except Exception:
                 logging.getLogger(__name__).debug("watch not counted", exc_info=True)
             return read_watch(self, buffer, offset)
@@ -237,11 +272,15 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
             logging.getLogger("bench.worker").error("%s %s: %s", self.member, type(error).__name__, error)
 
     clients = []
+    # An older library (bench.compare runs a git ref's) may lack an option: it is left out, not refused.
+    known = {f.name for f in dataclasses.fields(Options)}
+    optional = {"create_group": True, **({"initial_quiet": args.initial_quiet} if args.initial_quiet is not None
+                                         else {})}
     for member in ids:
         options = Options(
             hosts=args.zk, group=args.group, member_id=member, algorithm=Algorithm.parse(args.algorithm),
-            session_timeout=args.session_timeout, min_interval=args.min_interval, create_group=True,
-            **({"initial_quiet": args.initial_quiet} if args.initial_quiet is not None else {}),
+            session_timeout=args.session_timeout, min_interval=args.min_interval,
+            **{k: v for k, v in optional.items() if k in known},
         )
         client = Client(options, BenchHandler(member))
         work.clients[member] = client
@@ -256,7 +295,15 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
             time.sleep(max(0.0, base + offsets[index] - time.time()))
         client.start(timeout=120)
 
-    start_all([lambda i=i, c=c: start(i, c) for i, c in enumerate(clients)])
+    probe = PROBE[0]  # a member's requests are told apart by its kazoo client (made by its start)
+
+    def start_mapped(index: int, client: Any, member: str) -> None:
+        start(index, client)
+        if probe is not None:
+            with probe.lock:
+                probe.members[id(getattr(client, "_zk", None))] = member
+
+    start_all([lambda i=i, c=c, m=m: start_mapped(i, c, m) for i, (c, m) in enumerate(zip(clients, ids, strict=True))])
     return [threading.Thread(target=c.stop, name="bench-stop", daemon=True) for c in clients]
 
 
@@ -358,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                    "each starts, after the go instant (a staggered start across processes)")
     p.add_argument("--go", default="", help="a file the harness writes a wall-clock instant into: members "
                    "start then (see --start-at)")
+    p.add_argument("--trace", action="store_true", help="zk and notified events (see the module doc)")
     p.add_argument("--log-level", default=os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
                    help="default: $BENCH_LOG_LEVEL or WARNING (INFO shows the coordinator's timings)")
     args = p.parse_args(argv)
@@ -365,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     ids = [i for i in args.ids.split(",") if i]
     label = args.label or ids[0]
-    probe = Probe(args.group)
+    probe = Probe(args.group, args.trace, label)
+    PROBE[0] = probe
     probe.install()
     stop = threading.Event()
     want_stats = threading.Event()

@@ -5,8 +5,14 @@
     python -m bench.run --quick         # a tiny grid (< 60 s) into a temporary directory
     python -m bench.run --only "N=50 "  # cells whose name contains the text
     python -m bench.run --only "global-barrier N=50 " --merge   # re-measure cells into the existing report
-    python -m bench.run --kafka --only "N=10 R=1000" --merge     # make bench-kafka: Kafka consumer groups
-                                        # (three protocols) beside rebalanser and kazoo, from one run
+    python -m bench.run --kafka --only "N=10 R=1000 ,N=50 R=1000 " --merge   # make bench-kafka: Kafka
+                                        # consumer groups (three protocols at N=10, KIP-848 at N=50) beside
+                                        # rebalanser and kazoo, from one run
+    python -m bench.run --split-only    # where a join's and a leave's time goes at N=50, R=10,000
+                                        # (bench/split.py), into the existing report
+
+Every claim and cold-start figure is divided by ZooKeeper's floor, measured in the same run
+(bench/floor.py). ``make bench-compare REF=<ref>`` (bench/compare.py) runs REF's library beside this one.
 
 Cells run in order of importance; one that would start after ``--budget`` seconds is skipped and
 listed as skipped (so the whole run stays inside its time limit on a loaded machine).
@@ -27,7 +33,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from bench import assignment_bytes, coldstart, failover, kafka_broker, operator_idle, report
+from bench import assignment_bytes, claimbook, coldstart, failover, floor, kafka_broker, operator_idle, report, split
 from bench.adapters.kafka_worker import PROTOCOLS
 from bench.kafka_cell import KafkaCellRun
 from bench.operator_bench import bench_reconcile, bench_status_lag
@@ -78,15 +84,28 @@ SKIPPED = [
 
 
 KAFKA_MAX_MEMBERS, KAFKA_MAX_RESOURCES = 10, 1_000  # one broker on 2 shared cores
+#: KIP-848 alone goes further (issue 30, item 5): the consumer protocol is the one to compare with at N = 50.
+KIP848, KIP848_MAX_MEMBERS = "kafka-consumer", 50
+#: With --kafka: rebalanser at Kafka's larger size, which the grid does not have (R = 1,000, as at N = 10: one
+#: broker holds 1,000 partitions easily, 10,000 would measure its disk layout).
+KAFKA_EXTRA: list[tuple[Cell, float]] = [(Cell("rebalanser", RB, 50, 1_000, repeats=3, faults=KILLS), 60)]
 
 
 def kafka_cells(grid: list[tuple[Cell, float]]) -> list[tuple[Cell, float]]:
     """``--kafka``: a cell per Kafka protocol at each size the grid's rebalanser cells run, up to N = 10,
-    R = 1,000, with the same T, faults (join, leave, kill -9) and repeats."""
+    R = 1,000, and KIP-848 alone up to N = 50; the same T, faults (join, leave, kill -9) and repeats."""
     sizes = sorted({(c.members, c.resources, c.repeats, c.session_timeout) for c, _ in grid if c.impl == "rebalanser"
-                    and c.members <= KAFKA_MAX_MEMBERS and c.resources <= KAFKA_MAX_RESOURCES})
+                    and c.members <= KIP848_MAX_MEMBERS and c.resources <= KAFKA_MAX_RESOURCES})
     return [(Cell("kafka", protocol, n, r, repeats=k, faults=KILLS, session_timeout=t), 40 + 20 * k)
-            for n, r, k, t in sizes for protocol in PROTOCOLS]
+            for n, r, k, t in sizes for protocol in PROTOCOLS
+            if n <= KAFKA_MAX_MEMBERS or protocol == KIP848]
+
+
+def selected(grid: list[tuple[Cell, float]], only: str) -> list[tuple[Cell, float]]:
+    """``--only``: the cells whose name followed by a space contains one of the comma-separated texts
+    ("N=50 R=1000 " is that size alone, not N=50 R=10000)."""
+    parts = [part for part in only.split(",") if part]
+    return [(c, t) for c, t in grid if not parts or any(part in c.name + " " for part in parts)]
 
 
 def kafka_versions(broker: kafka_broker.Broker) -> dict[str, Any]:
@@ -108,8 +127,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rebalanser-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     grid = QUICK if args.quick else FULL
-    if args.only:
-        grid = [(c, t) for c, t in grid if args.only in c.name]
+    if args.kafka and not args.quick:
+        names = {(c.impl, c.name) for c, _ in grid}
+        grid = grid + [(c, t) for c, t in KAFKA_EXTRA if (c.impl, c.name) not in names]
+    grid = selected(grid, args.only)
     if args.repeats:
         grid = [(replace(c, repeats=args.repeats), t) for c, t in grid]
     if args.max_per_process:
@@ -160,10 +181,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                  "end": [round(x, 2) for x in os.getloadavg()], "at": clock}
             log(f"    ({result['elapsed_s']:.0f} s)")
             results["cells"].append(result)
-        if not args.quick and not args.skip_coldstart:
-            results["coldstart"] = run_coldstart(cluster.hosts, admin, workdir)
+        if not args.skip_split:
+            results["split"] = run_split(cluster, admin, workdir, args.quick)
+        if not args.skip_coldstart:
+            results["coldstart"] = run_coldstart(cluster.hosts, admin, workdir, args.quick)
         if not args.merge:
+            results["claimbook"] = run_claimbook(cluster.hosts, args.quick)
             results["assignment_bytes"] = run_assignment_bytes(args, cluster.hosts)
+        results["floor"] = run_floors(cluster.hosts, results, args.quick)
     finally:
         if broker is not None:
             broker.stop()
@@ -181,9 +206,58 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def run_coldstart(hosts: str, admin: KazooClient, workdir: Path) -> dict[str, Any]:
-    """Cold start at scale (bench/coldstart.py), after the grid and outside its time budget (~5 min)."""
+CLAIMBOOK_CLAIMS, CLAIMBOOK_RUNS = 5_000, 5
+QUICK_CLAIMBOOK_CLAIMS, QUICK_CLAIMBOOK_RUNS = 500, 1
+FLOOR_REPEATS, QUICK_FLOOR_REPEATS = 3, 1
+
+
+def run_claimbook(hosts: str, quick: bool) -> dict[str, Any]:
+    """The claim book alone (bench/claimbook.py): claim, re-take and release of R claims by one session."""
+    claims, runs = (QUICK_CLAIMBOOK_CLAIMS, QUICK_CLAIMBOOK_RUNS) if quick else (CLAIMBOOK_CLAIMS, CLAIMBOOK_RUNS)
+    log(f"claim book: {claims:,} claims, {runs} runs")
     try:
+        result = claimbook.measure(hosts, claims, runs)
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return {"claims": claims, "error": f"{type(exc).__name__}: {exc}"}
+    log(f"    claim {result['claim_p50_ms']} ms, re-take {result['retake_p50_ms']} ms, release "
+        f"{result['release_p50_ms']} ms (p50)")
+    return result
+
+
+SPLIT = {"members": 50, "resources": 10_000, "repeats": 5, "packs": (25, 1)}
+QUICK_SPLIT = {"members": 6, "resources": 120, "repeats": 1, "packs": (3, 1)}
+
+
+def run_split(cluster: Any, admin: KazooClient, workdir: Path, quick: bool) -> dict[str, Any]:
+    """Where a join's and a leave's time goes (bench/split.py), two process layouts side by side; after the
+    grid and outside its time budget (~4 min)."""
+    try:
+        return split.measure(cluster, admin, workdir / "split", log=log, **(QUICK_SPLIT if quick else SPLIT))
+    except Exception as exc:
+        log(f"    error: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def run_floors(hosts: str, results: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
+    """ZooKeeper's floor (bench/floor.py) for every claim and cold-start figure of ``results``, each
+    figure's ratio to it written beside it."""
+    pairs = floor.pairs_of(results)
+    if not pairs:
+        return list(results.get("floor") or [])
+    log(f"ZooKeeper's floor: {len(pairs)} (R, clients) pairs")
+    results["floor"] = floor.merged(results.get("floor"), floor.measure_all(
+        hosts, pairs, QUICK_FLOOR_REPEATS if quick else FLOOR_REPEATS, log))
+    floor.attach_ratios(results)
+    return list(results["floor"])
+
+
+def run_coldstart(hosts: str, admin: KazooClient, workdir: Path, quick: bool = False) -> dict[str, Any]:
+    """Cold start at scale (bench/coldstart.py), after the grid and outside its time budget (~5 min);
+    ``quick``: one small cold start (N=3, R=300)."""
+    try:
+        if quick:
+            return coldstart.measure_quick(hosts, admin, workdir / "cold", log)
         return coldstart.measure(hosts, admin, workdir / "cold", log)
     except Exception as exc:
         log(f"    error: {type(exc).__name__}: {exc}")
@@ -200,6 +274,9 @@ def merged(out: Path, fresh: dict[str, Any]) -> dict[str, Any]:
     results["cells"] = [c for c in results["cells"] if key(c) not in replaced] + fresh["cells"]
     if "kafka" in fresh:
         results["kafka"] = fresh["kafka"]
+    for section in ("kafka_n50", "split"):
+        if section in fresh:
+            results[section] = fresh[section]
     results["findings"] = list(FINDINGS)
     results["targets"] = report.evaluate(results)
     return results
@@ -215,6 +292,7 @@ def coldstart_only(out: Path, workdir: Path | None) -> dict[str, Any]:
     try:
         admin.start(timeout=30)
         results["coldstart"] = run_coldstart(cluster.hosts, admin, work)
+        results["floor"] = run_floors(cluster.hosts, results, quick=False)
         results["findings"] = list(FINDINGS)  # the code's own text, current with it
     finally:
         admin.stop()
@@ -222,6 +300,25 @@ def coldstart_only(out: Path, workdir: Path | None) -> dict[str, Any]:
         cluster.stop()
         if workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+    results["targets"] = report.evaluate(results)
+    return results
+
+
+def split_only(out: Path, quick: bool) -> dict[str, Any]:
+    """Measures the split alone on a server of its own and puts it into the existing results."""
+    results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"cells": [], "quick": quick}
+    work = Path(tempfile.mkdtemp(prefix="rebalanser-bench-split-"))
+    cluster = start_standalone(work / "zk")
+    admin = KazooClient(hosts=cluster.hosts, timeout=30)
+    try:
+        admin.start(timeout=30)
+        results["split"] = run_split(cluster, admin, work, quick)
+    finally:
+        admin.stop()
+        admin.close()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results["elapsed_s"] = results.get("elapsed_s", 0.0)
     results["targets"] = report.evaluate(results)
     return results
 
@@ -297,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.run", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a tiny grid (< 60 s), output into the work directory")
-    p.add_argument("--only", default="", help="run only cells whose name contains this text")
+    p.add_argument("--only", default="", help="run only cells whose name (and a space) contains one of these "
+                   "comma-separated texts")
     p.add_argument("--repeats", type=int, default=0, help="override every cell's repeats")
     p.add_argument("--max-per-process", type=int, default=0,
                    help="override how many members share a bench process (1: every member a process of its own)")
@@ -306,10 +404,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=0.0, help="seconds; cells that would start later are skipped")
     p.add_argument("--kafka", action="store_true",
                    help="also run Kafka consumer groups (eager, cooperative-sticky, KIP-848) at the grid's sizes up "
-                   "to N=10, R=1,000 (needs Java and Maven; make bench-kafka)")
+                   "to N=10, R=1,000, KIP-848 alone up to N=50, and rebalanser at N=50, R=1,000 (needs Java and "
+                   "Maven; make bench-kafka)")
     p.add_argument("--skip-operator", action="store_true")
     p.add_argument("--skip-failover", action="store_true", help="skip the real-cluster failover comparison")
     p.add_argument("--skip-coldstart", action="store_true", help="skip the cold start at scale")
+    p.add_argument("--skip-split", action="store_true",
+                   help="skip the split of a join's and a leave's time (library path, harness share)")
+    p.add_argument("--split-only", action="store_true",
+                   help="measure only the split and put it into the existing results and report")
     p.add_argument("--coldstart-only", action="store_true",
                    help="measure only the cold start and put it into the existing results and report")
     p.add_argument("--merge", action="store_true",
@@ -329,10 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or REPO / "bench" / "results.json"
     md = args.md or REPO / "docs" / "benchmarks.md"
     if args.merge:
-        args.skip_operator = args.skip_failover = args.skip_coldstart = True
+        args.skip_operator = args.skip_failover = args.skip_coldstart = args.skip_split = True
         results = merged(out, run(args))
     elif args.coldstart_only:
         results = coldstart_only(out, Path(args.workdir) if args.workdir else None)
+    elif args.split_only:
+        results = split_only(out, args.quick)
     else:
         results = run(args)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -74,6 +74,9 @@ class Sample:
     server: dict[str, float] = field(default_factory=dict)
     server_net: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    fault_ns: int = 0  # the instant of the change (CLOCK_MONOTONIC, as the workers' event timestamps)
+    coordinator: str = ""  # the coordinator before the change, as its role events said
+    member: str = ""  # the member that joined, left or was killed
 
 
 def create_resources(zk: KazooClient, group: str, count: int) -> list[str]:
@@ -248,6 +251,7 @@ class CellRun:
         if os.environ.get("BENCH_LOG_LEVEL"):  # to read beside the workers' logs (wall clock)
             self.log(f"    {fault:17s} #{repeat}: starting at {datetime.now().strftime('%H:%M:%S.%f')[:-3]}")
         members = self.fleet.members()
+        chief = self.fleet.ledger.coordinator()
         before_owners = self.fleet.ledger.owners()
         stats_before, server_before = self.fleet.snapshot(), mntr(self.cluster)
         started = time.monotonic()
@@ -291,7 +295,8 @@ class CellRun:
         sample = Sample(
             fault, repeat, ok, round((covered - fault_ns) / 1e6, 1) if ok else None, round(window, 2),
             moved, minimum_moves(before_owners, after_members, cell.resources), restarted,
-            len(members), len(after_members), client, server, server_net, note,
+            len(members), len(after_members), client, server, server_net, note, fault_ns, chief or "",
+            member if fault == "join" else ",".join(victim.members) if victim is not None else "",
         )
         if victim is not None:
             self.fleet.reap(victim)

@@ -44,6 +44,20 @@ def test_quick_bench_completes_and_writes_valid_results(tmp_path: Path) -> None:
                                                           for change in ("add 10 resources", "remove 10 resources",
                                                                          "member joins", "member leaves")}
     assert "## Bytes written per rebalance" in md.read_text()
+    floors = {(f["resources"], f["clients"]): f for f in results["floor"]}
+    assert set(floors) == {(500, 1), (300, 1), (300, 3)}, floors
+    assert all(f["create_best_ms"] > 0 and f["delete_best_ms"] > 0 for f in floors.values())
+    assert results["claimbook"]["x_floor"]["claim"] and results["claimbook"]["x_floor"]["release"]
+    assert results["coldstart"]["runs"][0]["samples"][0]["x_floor"]["members_clients"]
+    assert "## ZooKeeper's floor" in md.read_text() and "| x floor |" in md.read_text()
+    layouts = {layout["per_process"]: layout for layout in results["split"]["layouts"]}
+    assert set(layouts) == {3, 1}, results["split"]
+    for layout in layouts.values():
+        for row in layout["faults"]:
+            assert "error" not in row, row
+            assert row["library_path_ms"] is not None and row["plan_ms"] is not None, row
+            assert row["library_path_ms"] <= row["latency_ms"] + 0.1, row
+    assert "## Where a join's and a leave's time goes" in md.read_text()
     figures = sorted(p.name for p in (tmp_path / "figures").glob("*.svg"))
     assert figures == ["bench-latency.svg", "bench-movement.svg", "bench-writes.svg"], figures
     assert "figures/bench-latency.svg" in md.read_text()
