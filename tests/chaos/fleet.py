@@ -401,6 +401,8 @@ class Fleet:
         args += ["--stop-timeout", str(s.stop_timeout), "--api", s.api]
         if behaviour == "slow":
             args += ["--simulate-stop-delay", str(s.slow_delay)]
+        elif behaviour == "slow-start":  # the explorer's busy start callback (never drawn by pick_behaviour)
+            args += ["--simulate-start-delay", str(s.slow_delay)]
         elif behaviour in ("fail", "hang"):
             args += ["--simulate-stop", behaviour]
         return args
