@@ -260,23 +260,29 @@ def _await(what: str, done: Callable[[], bool], patience: float) -> None:
 
 
 def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], None]:
-    """Issue 28's first window. ``member``'s loop is made busy in a callback that takes ``slow_delay``
-    (``stop``: one of its resources is deleted; ``start``: two resources are added, one of them for it),
-    and ``newcomer`` joins, so that the plan moves some of ``member``'s resources while its loop cannot
-    act. Then its connection is reset and its link held silent, every claim it holds (but the one its
-    stop callback is for) is deleted from outside while it is away, and its link comes back: it
-    reconnects in the same session with its loop still busy. A resource the plan gave ``newcomer`` is
-    claimed by it at once; ``member`` must stop working on every lost claim from its reconnection on."""
+    """Issue 28's first window. ``member``'s loop is made busy in a callback that takes ``slow_delay`` (2.5 s)
+    (``stop``: one of its resources is deleted, and two of the other member's, so that it holds more
+    than its share once ``newcomer`` has joined; ``start``: one of its resources is deleted and a new one
+    added, which the plan gives it), and ``newcomer`` joins, so that the plan moves one of ``member``'s
+    resources to it while its loop cannot act. Then its connection is reset and its link held silent,
+    every claim it holds (but the one its stop callback is for) is deleted from outside while it is
+    away, and its link comes back: it reconnects in the same session with its loop still busy. A
+    resource the plan gave ``newcomer`` is claimed by it at once; ``member`` must stop working on every
+    lost claim from its reconnection on."""
     def trigger(run: Run) -> None:
         fleet = run.fleet
         paths = GroupPaths.of(fleet.group)
-        if busy == "stop":
-            victim = min(fleet.owned_by(fleet.workers[member]))
-            fleet.delete_resource(victim)
-        else:
+        run.marks["trigger_ns"] = time.monotonic_ns()
+        mine = sorted(fleet.owned_by(fleet.workers[member]))
+        others = sorted(set(fleet.resources) - set(mine))
+        if busy == "stop":  # 3 + 3 -> the first member 1, ``member`` 2 (and one in its stop callback)
+            victim = mine[0]
+            for name in [victim, *others[:2]]:
+                fleet.delete_resource(name)
+        else:  # 3 + 3 -> 3 + 2, and the new one goes to ``member``: its start callback
             victim = ""
-            for name in fleet.pool[fleet.settings.resources:fleet.settings.resources + 2]:
-                fleet.add_resource(name)
+            fleet.delete_resource(mine[0])
+            fleet.add_resource(fleet.pool[fleet.settings.resources])
         fleet.spawn(newcomer, "normal")
         _await(f"{newcomer} never joined", lambda: _member_node(fleet.zk, fleet.group, newcomer) is not None, 30)
         proxy = fleet.proxies[member]
@@ -296,15 +302,22 @@ def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], No
 
 
 def _busy_at_reconnection(member: str, busy: str) -> Callable[[Run], str]:
-    """Whether ``member``'s callback was still running when it reconnected (the scene the point needs)."""
+    """Whether ``member``'s callback was still running when it reconnected (the scene the point needs):
+    a stop callback returns at its ``revoked`` event; a start callback is called at its ``assigned``
+    event and returns ``slow_delay`` later."""
     def remark(run: Run) -> str:
         reconnected = run.marks.get("reconnected_ns")
         if reconnected is None:
             return f"{member} did not reconnect in the trigger"
-        kind = "revoked" if busy == "stop" else "assigned"
         worker = run.fleet.workers[member]
-        ends = [e["ts"] for e in run.fleet.ledger.events_of({kind})
-                if e.get("_pid") == worker.pid and e["ts"] >= run.marks["away_ns"] - int(30e9)]
+        since = run.marks["trigger_ns"]
+        if busy == "stop":
+            ends = [e["ts"] for e in run.fleet.ledger.events_of({"revoked"})
+                    if e.get("_pid") == worker.pid and e["ts"] >= since]
+        else:
+            delay = int(run.fleet.settings.slow_delay * 1e9)
+            ends = [e["ts"] + delay for e in run.fleet.ledger.events_of({"assigned"})
+                    if e.get("_pid") == worker.pid and e["ts"] >= since]
         after = [t for t in ends if t > reconnected]
         if after:
             late = (min(after) - reconnected) / 1e9
@@ -375,11 +388,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     # requests with the dead member's session ending before each of them (and after the last).
     Scenario("reconnect-stop", "a member reconnects with its loop busy in a stop callback and claims deleted "
              "while it was away", ("w0", "w1"), ("w1",), _reconnect_busy("w1", "w2", "stop"), slow=("w1",),
-             also=frozenset({101}), knobs=(("stop_timeout", 6.0), ("slow_delay", 4.0)),
+             also=frozenset({101}), knobs=(("stop_timeout", 4.0), ("slow_delay", 2.5)),
              remark=_busy_at_reconnection("w1", "stop"), callback_grace=True),
     Scenario("reconnect-start", "a member reconnects with its loop busy in a start callback and claims deleted "
              "while it was away", ("w0", "w1"), ("w1",), _reconnect_busy("w1", "w2", "start"),
-             slow_start=("w1",), also=frozenset({101}), knobs=(("stop_timeout", 6.0), ("slow_delay", 4.0)),
+             slow_start=("w1",), also=frozenset({101}), knobs=(("stop_timeout", 4.0), ("slow_delay", 2.5)),
              remark=_busy_at_reconnection("w1", "start"), callback_grace=True),
     Scenario("failover-expiry", "the failover's requests with the dead member's session ending before each "
              "(and after the last)", ("w0", "w1"), ("failover",), _failover("w1"), faults=(GATED,),
@@ -404,6 +417,7 @@ class Point:
     seen: dict[str, list[str]] = field(default_factory=dict)  # actor -> its requests, in order
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run (the point's cost)
 
     @property
     def categories(self) -> list[str]:
@@ -475,13 +489,16 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
     """One run of ``scenario``: its members started, every actor's requests tapped (``tap_for``), the
     trigger, ``then`` (e.g. an ``after`` point's gate), and the checks."""
     began = time.monotonic()
+    phase = _Phases(point.phases)
     settings = _settings(scenario)
     fleet = ExploreFleet(cluster, settings, workdir, random.Random(0))
     run = Run(fleet, cluster)
+    phase("setup")
     try:
         _start_members(run, scenario)
         for actor in scenario.actors:
             run.taps[actor] = run.proxy(actor).tap(tap_for(actor, run)) or RequestTap()
+        phase("members")
         trigger_ns = time.monotonic_ns()
         watch = ClaimWatch(run, settings.slow_delay if scenario.callback_grace else 0.0)
         watch.start()
@@ -490,9 +507,11 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
             if then is not None:
                 then(run)
                 point.fired = True
+            phase("trigger")
             point.violations = check(run, scenario, trigger_ns)
             if scenario.remark is not None:
                 point.notes.append(scenario.remark(run))
+            phase("checks")
         finally:
             point.violations += watch.stop()
         states = [str(e.get("state")) for e in fleet.ledger.events_of({"session"}) if e["ts"] >= trigger_ns]
@@ -509,11 +528,26 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
             if tap.error:
                 point.notes.append(f"{actor}: {tap.error}")
         point.notes += run.notes
+        phase("")
         fleet.discard()
         if run.failover_proxy is not None:
             run.failover_proxy.close()
+        phase("teardown")
     point.seconds = round(time.monotonic() - began, 1)
     return point
+
+
+class _Phases:
+    """``phase(name)`` books the time since the previous call under ``name`` (``""``: not booked)."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into, self.last = into, time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        if name:
+            self.into[name] = round(self.into.get(name, 0.0) + now - self.last, 2)
+        self.last = now
 
 
 def _runs(states: list[str]) -> str:

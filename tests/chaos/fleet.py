@@ -39,6 +39,17 @@ BEHAVIOURS = ("normal", "slow", "fail", "hang")
 APIS = ("threads", "asyncio")
 
 
+def worker_env() -> dict[str, str]:
+    """The worker processes' environment: faulthandler on (SIGABRT dumps stacks); with
+    ``CHAOS_WORKER_PYTHONPATH``, the workers import the library from there (e.g. an older commit's
+    ``worker_lib``, to see a scenario find what a fix closed) while the harness runs this tree's."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+    other = os.environ.get("CHAOS_WORKER_PYTHONPATH")
+    if other:
+        env["PYTHONPATH"] = other
+    return env
+
+
 @dataclass(frozen=True)
 class Settings:
     """One campaign's knobs. ``bound`` is the stated liveness bound after the last fault healed."""
@@ -143,7 +154,7 @@ class ChaosWorker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
             stdin=subprocess.DEVNULL, text=True, cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps stacks
+            env=worker_env(),
         )
         err.write(f"# {self.member_id} incarnation {incarnation} pid {self.proc.pid}: {' '.join(args)}\n")
         err.close()

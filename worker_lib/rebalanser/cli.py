@@ -165,8 +165,15 @@ class SimulatedWork(Notifications, Handler):
         self.ended: Exception | None = None
 
     def on_assigned(self, resources: Mapping[str, int]) -> None:
-        if self.start_delay:  # fault simulation: a slow start callback (the member's loop busy in it)
+        if self.start_delay:
+            # Fault simulation: a slow start callback (the member's loop busy in it). The event says when
+            # the library called it; the work on the resources begins once it returns.
+            with self._work_lock:
+                emit_assigned(self.log, resources)
             time.sleep(self.start_delay)
+            with self._work_lock:
+                self._resources.update(resources)
+            return
         with self._work_lock:
             self._resources.update(resources)
             emit_assigned(self.log, resources)
