@@ -41,6 +41,7 @@ import random
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -117,6 +118,10 @@ class Scenario:
     # the claims check also grants a claim the slow callback's time: a stop callback holds its claim while
     # it runs, and a start callback's resources are claimed before it (and worked on after it) returns
     callback_grace: bool = False
+    # members that nothing in the scenario gives a reason to stop anything: a ``revoked`` of theirs after the
+    # trigger is a claim taken from a live member (issue 28's second window: the failover deleting a claim
+    # that a live member had just taken, at the version it had read for the dead member's)
+    steady: tuple[str, ...] = ()
 
     def points(self, requests: int) -> list[tuple[int, str]]:
         """Every (request index, fault) point of a recording of ``requests`` requests, request by request;
@@ -397,7 +402,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("failover-expiry", "the failover's requests with the dead member's session ending before each "
              "(and after the last)", ("w0", "w1"), ("failover",), _failover("w1"), faults=(GATED,),
              gate=_dead_session_ends("w1"), after=True, connects=("failover",),
-             knobs=(("session_timeout", 4.0),)),
+             knobs=(("session_timeout", 4.0),), steady=("w0",)),
 ]}
 
 
@@ -668,10 +673,25 @@ def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
         found += [["liveness", p] for p in recovery.problems[:5]]
     found += [["overlap", p] for p in fleet.ledger.overlaps()]
     found += [["token", p] for p in fleet.ledger.token_regressions()]
+    found += _unsteady(run, scenario, trigger_ns)
     grace = settings.session_timeout + settings.interval  # T + interval
     found += _settled(lambda: _zk_problems(fleet), grace + settings.slack)
     if fleet.coordinator() is None or fleet.coordinator() not in fleet.running():
         found.append(["coordinator", f"no live member in office within {bound:.1f} s of the trigger"])
+    return found
+
+
+def _unsteady(run: Run, scenario: Scenario, since_ns: int) -> list[list[str]]:
+    """A ``revoked`` after the trigger by a member the scenario gives no reason to stop anything."""
+    found = []
+    for member in scenario.steady:
+        worker = run.fleet.workers.get(member)
+        if worker is None:
+            continue
+        for event in run.fleet.ledger.events_of({"revoked"}):
+            if event.get("_pid") == worker.pid and event["ts"] >= since_ns:
+                found.append(["lost", f"{member} stopped {event.get('resources')} after the trigger: a live member "
+                                      "lost what nobody had a reason to take from it"])
     return found
 
 
@@ -1088,6 +1108,32 @@ def _interrupted(*_: Any) -> None:
     raise KeyboardInterrupt
 
 
+def run_shards(args: argparse.Namespace, names: list[str], workdir: Path) -> int:
+    """The scenarios recorded once (``--list``: only those the workdir has no recording of), then
+    ``args.shards`` explorers in parallel on the same workdir, then the report of every point in it."""
+    common = [sys.executable, "-m", "tests.chaos.explore", "--workdir", str(workdir),
+              *(a for name in names for a in ("--scenario", name))]
+    if subprocess.run([*common, "--list"], check=False).returncode != 0:
+        return 2
+    extra = [*(a for f in args.fault or [] for a in ("--fault", f)),
+             *(a for r in (args.resume or []) for a in ("--resume", str(r)))]
+    extra += ["--minutes", str(args.minutes)] if args.minutes else []
+    extra += ["--all"] if args.all else [a for r in args.request or [] for a in ("--request", str(r))]
+    children = [subprocess.Popen([*common, *extra, "--shard", f"{k + 1}/{args.shards}"])
+                for k in range(args.shards)]
+    try:
+        codes = [child.wait() for child in children]
+    except KeyboardInterrupt:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait()
+        raise
+    if args.report:
+        print(f"report: {write_report(args.report_dir, doc_from_files(progress_files(workdir)))}")
+    return max(codes)
+
+
 def _shard(text: str) -> tuple[int, int]:
     """``K/N`` (1-based K) -> ``(K - 1, N)``."""
     k, _, n = text.partition("/")
@@ -1114,6 +1160,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
                    help="only every N-th point from the K-th (explorers in parallel on one workdir; record the "
                         "scenarios first with --list)")
+    p.add_argument("--shards", type=int, default=1, metavar="N",
+                   help="record the scenarios once, then run N explorers in parallel (--shard 1/N ... N/N), each "
+                        "on a server of its own; with --report, the report of them all")
     p.add_argument("--out", type=Path, help="JSON lines, one per point (default: <workdir>/points.jsonl)")
     p.add_argument("--report", action="store_true",
                    help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md, "
@@ -1143,6 +1192,10 @@ def main(argv: list[str] | None = None) -> int:
     names = args.scenario or list(SCENARIOS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rebalanser-explore-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.shards > 1:
+        if args.fresh or args.out or args.list or args.shard != (0, 1):
+            p.error("--shards goes with neither --fresh, --out, --list nor --shard")
+        return run_shards(args, names, workdir)
     sharded = args.shard[1] > 1
     suffix = f".shard-{args.shard[0] + 1}-of-{args.shard[1]}" if sharded else ""
     progress = [] if args.fresh else progress_files(workdir)

@@ -74,7 +74,7 @@ def test_shards_split_the_whole_order_between_them_and_skip_what_was_done() -> N
     assert everything == todo and len(everything) == 5 * 4 + 4
     assert [p[0].name for p in everything[:2]] == ["join", "failover-expiry"]  # the scenarios in turn
     shards = [schedule(queues, (k, 3), set())[0] for k in range(3)]
-    assert sorted(map(repr, sum(shards, []))) == sorted(map(repr, everything))
+    assert sorted(repr(p) for shard in shards for p in shard) == sorted(map(repr, everything))
     first = everything[0]
     mine, left = schedule(queues, (0, 3), {(first[0].name, first[2], first[3])})
     assert mine == shards[0] and left == shards[0][1:]
@@ -134,3 +134,7 @@ def test_a_tap_counts_background_requests_and_handshakes_only_when_asked() -> No
     assert counting.seen == ["setWatches", "getData", "connect"]
     gated = RequestTap(GATED, 1)
     assert [gated.count(op) for op in (3, 4)] == [False, True]
+
+
+def test_the_failover_expiry_holds_the_live_member_to_what_it_took() -> None:
+    assert SCENARIOS["failover-expiry"].steady == ("w0",)
