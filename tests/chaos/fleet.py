@@ -470,9 +470,9 @@ class Fleet:
 
     # -- recovery and checks -------------------------------------------------------------------
 
-    def wait_recovered(self, heal_ns: int, cap: float) -> Recovery:
-        """Waits (bounded by ``cap`` seconds) until, in two consecutive observation windows that both
-        begin after ``heal_ns``, every resource is ticked by exactly one live worker and loads are
+    def wait_recovered(self, heal_ns: int, cap: float, windows: int = 2) -> Recovery:
+        """Waits (bounded by ``cap`` seconds) until, in two (``windows``) consecutive observation windows
+        that all begin after ``heal_ns``, every resource is ticked by exactly one live worker and loads are
         balanced. ``recovered_ns`` is when the last resource's final owner began working on it."""
         window_ns = int(self.settings.window * 1e9)
         lag_ns = 300_000_000  # events still in flight through the pipes
@@ -495,7 +495,7 @@ class Fleet:
                     good_since = None
                 else:
                     good_since = begin if good_since is None else good_since
-                    if end - good_since >= 2 * window_ns:
+                    if end - good_since >= windows * window_ns:
                         owners = window_owners(ticks, self.resources)
                         starts = self.ledger.final_episode_starts(owners)
                         recovered = max([*starts.values(), heal_ns])
