@@ -146,11 +146,14 @@ bench-failover: setup ## failover on the real cluster alone (kill -> worked agai
 	$(BIN)/python -m bench.failover --merge
 
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
-# cluster (tests/chaos/realcluster.py; its section goes into the same report)
+# cluster (tests/chaos/realcluster.py; its section goes into the same report). The explorer's every point
+# is resumable: a make chaos interrupted in it goes on from where it stopped (.chaos-explore/points*.jsonl;
+# EXPLORE_ARGS=--fresh starts over), and its report counts the points of every sitting. CHAOS_EXPLORE_SHARDS=N
+# runs N explorers in parallel (a point is mostly waiting: about 15 % of a core each).
 chaos: setup image cluster-up model-deep ## long randomised fault campaign, the every-request explorer, failover faults on the real cluster -> docs/chaos-report.*
 	$(BIN)/python -m tests.chaos.campaign --minutes $${CHAOS_MINUTES:-30} --workdir $(CONFORM_CAMPAIGN)
 	$(BIN)/python -m tests.chaos.realcluster --minutes $${CHAOS_CLUSTER_MINUTES:-12}
-	$(BIN)/python -m tests.chaos.explore --all --report --workdir $(CONFORM_RUNS)
+	$(BIN)/python -m tests.chaos.explore --all --report --workdir $(CONFORM_RUNS) --shards $${CHAOS_EXPLORE_SHARDS:-1} $(EXPLORE_ARGS)
 	$(MAKE) model-conform
 
 # strict: a warning (a broken link, an unresolvable reference) fails the build

@@ -44,8 +44,9 @@ WEIGHTS = {
     # all faults.
     "reconnect-tamper": 14, "tamper-group": 9, "tamper-resources": 9, "tamper-epoch": 9, "tamper-garbage": 17,
     "tamper-stale": 14, "fake-member": 8, "fake-claim": 8, "duplicate-id": 5, "zk-follower-isolate": 8,
-    # Someone other than a claim's session deletes it under a live member (an administrator, the failover).
-    "outside-deleter": 8,
+    # Someone other than a claim's session deletes it under a live member (an administrator, the failover, or
+    # anyone while the member is away on a reconnection): three variants, each as often as the two were.
+    "outside-deleter": 12,
 }
 assert set(WEIGHTS) == set(STEP_KINDS)
 

@@ -1,7 +1,7 @@
 """The "outside deleter" fault class: someone other than a claim's own session deletes it while its
 member lives.
 
-Two deleters (``outside-deleter@admin`` / ``outside-deleter@failover``; without a variant, one is drawn):
+Three deleters (``outside-deleter@admin`` / ``@failover`` / ``@reconnect``; without a variant, one is drawn):
 
 - ``admin``: an administrator deletes one to three claims under ``G/owners`` held by live members
   (unversioned, as ``zkCli.sh delete`` does); then, half of the time, a member restarts gracefully, so
@@ -10,6 +10,10 @@ Two deleters (``outside-deleter@admin`` / ``outside-deleter@failover``; without 
   ``rebalanser_operator.failover.endmember``, called directly) ends the member node of a live member with its
   claims, as it would for a pod whose container it wrongly believes dead (a lagging follower, a late
   request of a dead incarnation, a foreign ResourceGroup: findings C, D, E of issue 19).
+- ``reconnect``: a member's connection is reset and its link held silent for 0.1-0.6 T (its session lives),
+  and one or two of its claims are deleted while it is away (issue 28's first window). Half the time, and
+  always for a member with a slow or hanging stop callback, one of its resources is deleted first, so
+  that its loop may be busy in that stop callback when it reconnects; the resource comes back after.
 
 The step's checks are the campaign's own (no overlap, token order, recovery within the bound, no
 leaked node). Until an owner notices that its claim is gone (finding G), this class produces overlaps.
@@ -26,7 +30,7 @@ from rebalanser.paths import GroupPaths, MemberNode
 from tests.chaos.fleet import Fleet
 from tests.chaos.step import FaultRecord, StepResult
 
-VARIANTS = ("admin", "failover")
+VARIANTS = ("admin", "failover", "reconnect")
 
 
 def _live_claims(fleet: Fleet) -> list[str]:
@@ -95,8 +99,54 @@ def failover_ends(fleet: Fleet, rng: random.Random, result: StepResult) -> list[
     return [FaultRecord("outside-deleter", worker.member_id, start, time.monotonic_ns(), detail)]
 
 
+def reconnect_deletes(fleet: Fleet, rng: random.Random, result: StepResult) -> list[FaultRecord]:
+    paths = GroupPaths.of(fleet.group)
+    owning = [w for w in fleet.running() if len(fleet.owned_by(w)) >= 2] or [
+        w for w in fleet.running() if fleet.owned_by(w)]
+    if not owning:
+        result.notes.append("no member owns a resource")
+        return []
+    worker = rng.choice(owning)
+    owned = sorted(fleet.owned_by(worker))
+    records = []
+    busy = ""
+    if len(owned) > 1 and (worker.behaviour in ("slow", "hang") or rng.random() < 0.5):
+        busy = rng.choice(owned)
+        owned.remove(busy)
+        start = time.monotonic_ns()
+        fleet.delete_resource(busy)  # its stop callback (slow or hanging for such a worker) begins
+        records.append(FaultRecord("outside-deleter", busy, start, time.monotonic_ns(),
+                                   f"a resource of {worker.member_id} ({worker.behaviour} stop) deleted first"))
+        time.sleep(rng.uniform(0.05, 0.4))  # where in its stop callback the cut falls: drawn
+    session = worker.proxy.session
+    hold = rng.uniform(0.1, 0.6) * fleet.settings.session_timeout
+    start = time.monotonic_ns()
+    worker.proxy.blackhole()
+    worker.proxy.cut()
+    lost = []
+    for resource in rng.sample(owned, min(len(owned), rng.randint(1, 2))):
+        try:
+            stat = fleet.zk.exists(paths.owner(resource))
+            if stat is not None and session is not None and int(stat.ephemeralOwner) == session[0]:
+                fleet.zk.delete(paths.owner(resource))
+                lost.append(resource)
+        except NoNodeError:
+            continue
+    time.sleep(max(0.0, hold - (time.monotonic_ns() - start) / 1e9))
+    worker.proxy.restore()
+    records.append(FaultRecord("outside-deleter", worker.member_id, start, time.monotonic_ns(),
+                               f"away {hold:.2f} s; its claims on {lost} deleted meanwhile"))
+    if busy:
+        start = time.monotonic_ns()
+        fleet.add_resource(busy)
+        records.append(FaultRecord("outside-deleter", busy, start, time.monotonic_ns(), "re-created"))
+    return records
+
+
 def outside_deleter(fleet: Fleet, rng: random.Random, result: StepResult, variant: str) -> list[FaultRecord]:
     variant = variant or rng.choice(VARIANTS)
     if variant not in VARIANTS:
         raise ValueError(f"unknown outside-deleter variant {variant!r}: one of {VARIANTS}")
-    return admin_deletes(fleet, rng, result) if variant == "admin" else failover_ends(fleet, rng, result)
+    if variant == "admin":
+        return admin_deletes(fleet, rng, result)
+    return failover_ends(fleet, rng, result) if variant == "failover" else reconnect_deletes(fleet, rng, result)

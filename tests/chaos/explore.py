@@ -41,11 +41,12 @@ import random
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,10 +58,11 @@ from rebalanser.paths import GroupPaths, MemberNode
 
 from tests.chaos.checks import window_owners
 from tests.chaos.fleet import Fleet, Settings
-from tests.chaos.proxy import FAULTS, FaultProxy, RequestTap
+from tests.chaos.proxy import FAULTS, GATED, FaultProxy, RequestTap
 from tests.support.zk import ZkCluster, four_letter, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
+ALL_FAULTS = (*FAULTS, GATED)
 FLAP = 2.5  # a flap fault drops every request for this many T (reconnects keep the session alive)
 SETTINGS = Settings(workers=2, resources=6, session_timeout=2.0, interval=0.5, tick=0.1,
                     stop_timeout=0.3, slow_delay=5.0, slack=4.0)
@@ -78,6 +80,7 @@ class Run:
     taps: dict[str, RequestTap] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     failover_proxy: FaultProxy | None = None
+    marks: dict[str, int] = field(default_factory=dict)  # instants (monotonic ns) the trigger noted
 
     def proxy(self, actor: str) -> FaultProxy:
         if actor == "failover":
@@ -102,6 +105,31 @@ class Scenario:
     resources: int = SETTINGS.resources  # at the start
     until: str = ""  # a session state (e.g. ``rejoining``) to wait for after the trigger before the checks,
     began: str = ""  # once this one (e.g. ``standby``) was reported
+    slow_start: tuple[str, ...] = ()  # members whose start callback takes ``slow_delay``
+    faults: tuple[str, ...] = FAULTS  # the faults put at each request
+    # what a ``gate`` fault does while the request is held (the point is before that request); with
+    # ``after``, one more point runs it once the trigger is done (after every request)
+    gate: Callable[[Run], None] | None = None
+    after: bool = False
+    also: frozenset[int] = frozenset()  # background opcodes counted as the actors' requests (setWatches)
+    connects: tuple[str, ...] = ()  # actors whose handshakes count as requests (``connect``)
+    knobs: tuple[tuple[str, float], ...] = ()  # Settings fields that differ from SETTINGS
+    remark: Callable[[Run], str] | None = None  # a note on what the run showed (did the scene happen)
+    # the claims check also grants a claim the slow callback's time: a stop callback holds its claim while
+    # it runs, and a start callback's resources are claimed before it (and worked on after it) returns
+    callback_grace: bool = False
+    # members that nothing in the scenario gives a reason to stop anything: a ``revoked`` of theirs after the
+    # trigger is a claim taken from a live member (issue 28's second window: the failover deleting a claim
+    # that a live member had just taken, at the version it had read for the dead member's)
+    steady: tuple[str, ...] = ()
+
+    def points(self, requests: int) -> list[tuple[int, str]]:
+        """Every (request index, fault) point of a recording of ``requests`` requests, request by request;
+        with ``after``, the point past the last request (index ``requests``)."""
+        out = [(i, f) for i in range(requests) for f in self.faults]
+        if self.after:
+            out += [(requests, f) for f in self.faults if f == GATED]
+        return out
 
 
 def _spawn(member: str) -> Callable[[Run], None]:
@@ -213,6 +241,136 @@ def _failover(member: str) -> Callable[[Run], None]:
     return trigger
 
 
+def _claims_of(run: Run, member: str) -> list[str]:
+    """The resources whose claims ``member``'s latest session holds (read from ZooKeeper)."""
+    proxy = run.fleet.proxies.get(member)
+    if proxy is None or proxy.session is None:
+        return []
+    session = proxy.session[0]
+    paths = GroupPaths.of(run.fleet.group)
+    held = []
+    for resource in sorted(run.fleet.zk.get_children(paths.owners)):
+        stat = run.fleet.zk.exists(paths.owner(resource))
+        if stat is not None and int(stat.ephemeralOwner) == session:
+            held.append(str(resource))
+    return held
+
+
+def _await(what: str, done: Callable[[], bool], patience: float) -> None:
+    deadline = time.monotonic() + patience
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} within {patience:.0f} s")
+        time.sleep(0.02)
+
+
+def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], None]:
+    """Issue 28's first window. ``member``'s loop is made busy in a callback that takes ``slow_delay`` (2.5 s)
+    (``stop``: one of its resources is deleted, and two of the other member's, so that it holds more
+    than its share once ``newcomer`` has joined; ``start``: one of its resources is deleted and a new one
+    added, which the plan gives it), and ``newcomer`` joins, so that the plan moves one of ``member``'s
+    resources to it while its loop cannot act. Then its connection is reset and its link held silent,
+    every claim it holds (but the one its stop callback is for) is deleted from outside while it is
+    away, and its link comes back: it reconnects in the same session with its loop still busy. A
+    resource the plan gave ``newcomer`` is claimed by it at once; ``member`` must stop working on every
+    lost claim from its reconnection on."""
+    def trigger(run: Run) -> None:
+        fleet = run.fleet
+        paths = GroupPaths.of(fleet.group)
+        run.marks["trigger_ns"] = time.monotonic_ns()
+        mine = sorted(fleet.owned_by(fleet.workers[member]))
+        others = sorted(set(fleet.resources) - set(mine))
+        if busy == "stop":  # 3 + 3 -> the first member 1, ``member`` 2 (and one in its stop callback)
+            victim = mine[0]
+            for name in [victim, *others[:2]]:
+                fleet.delete_resource(name)
+        else:  # 3 + 3 -> 3 + 2, and the new one goes to ``member``: its start callback
+            victim = ""
+            fleet.delete_resource(mine[0])
+            fleet.add_resource(fleet.pool[fleet.settings.resources])
+        fleet.spawn(newcomer, "normal")
+        _await(f"{newcomer} never joined", lambda: _member_node(fleet.zk, fleet.group, newcomer) is not None, 30)
+        proxy = fleet.proxies[member]
+        before = len(proxy.handshakes_ns)
+        proxy.blackhole()
+        proxy.cut()
+        run.marks["away_ns"] = time.monotonic_ns()
+        lost = [r for r in _claims_of(run, member) if r != victim]
+        for resource in lost:
+            with contextlib.suppress(NoNodeError):
+                fleet.zk.delete(paths.owner(resource))
+        run.notes.append(f"{member} away; its claims on {lost} deleted from outside")
+        proxy.restore()
+        _await(f"{member} never reconnected", lambda: len(proxy.handshakes_ns) > before, 20)
+        run.marks["reconnected_ns"] = proxy.handshakes_ns[before]
+    return trigger
+
+
+def _busy_at_reconnection(member: str, busy: str) -> Callable[[Run], str]:
+    """Whether ``member``'s callback was still running when it reconnected (the scene the point needs):
+    a stop callback returns at its ``revoked`` event; a start callback is called at its ``assigned``
+    event and returns ``slow_delay`` later."""
+    def remark(run: Run) -> str:
+        reconnected = run.marks.get("reconnected_ns")
+        if reconnected is None:
+            return f"{member} did not reconnect in the trigger"
+        worker = run.fleet.workers[member]
+        since = run.marks["trigger_ns"]
+        if busy == "stop":
+            ends = [e["ts"] for e in run.fleet.ledger.events_of({"revoked"})
+                    if e.get("_pid") == worker.pid and e["ts"] >= since]
+        else:
+            delay = int(run.fleet.settings.slow_delay * 1e9)
+            ends = [e["ts"] + delay for e in run.fleet.ledger.events_of({"assigned"})
+                    if e.get("_pid") == worker.pid and e["ts"] >= since]
+        after = [t for t in ends if t > reconnected]
+        if after:
+            late = (min(after) - reconnected) / 1e9
+            return f"busy: {member}'s {busy} callback returned {late:.2f} s after its reconnection"
+        return f"not busy: {member}'s {busy} callback had returned before its reconnection"
+    return remark
+
+
+def _direct(cluster: ZkCluster) -> tuple[tuple[str, int], ...]:
+    out = []
+    for server in cluster.servers:
+        host, port = server.address.rsplit(":", 1)
+        out.append((host, int(port)))
+    return tuple(out)
+
+
+def _dead_session_ends(member: str) -> Callable[[Run], None]:
+    """The dead ``member``'s session ends at this point (the failover's request held meanwhile): ended by
+    the server as at its expiry (closed with its id and password: for a process that is dead, nobody can
+    tell the two apart, and its own timeout, longer than the whole failover, keeps it from expiring
+    anywhere else), then the live members are given the time to claim every resource, so that the
+    failover's later requests meet their claims."""
+    def gate(run: Run) -> None:
+        from rebalanser_operator.failover.sessionclose import SessionCloser
+
+        proxy = run.fleet.proxies[member]
+        if proxy.session is None:
+            run.notes.append(f"{member} had no session to end")
+            return
+        session, password = proxy.session
+        closed = SessionCloser(_direct(run.cluster)).close(session, password)
+        run.notes.append(f"{member}'s session 0x{session & (2**64 - 1):x} ended here: {closed.value}")
+        fleet, paths = run.fleet, GroupPaths.of(run.fleet.group)
+
+        def claimed() -> bool:
+            owners = set(fleet.zk.get_children(paths.owners))
+            if not fleet.resources <= owners:
+                return False
+            stats = [fleet.zk.exists(paths.owner(r)) for r in fleet.resources]
+            return all(st is not None and int(st.ephemeralOwner) != session for st in stats)
+
+        try:
+            _await("the live members never claimed every resource", claimed, fleet.settings.bound)
+        except RuntimeError as exc:
+            run.notes.append(str(exc))
+    return gate
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("join", "a member joins", ("w0", "w1"), ("w2",), _spawn("w2")),
     Scenario("leave", "graceful leave", ("w0", "w1", "w2"), ("w2", "w0"), _leave("w2")),
@@ -231,6 +389,20 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              target="global-barrier"),
     Scenario("failover", "the operator's failover ends a dead member", ("w0", "w1"), ("failover", "w0"),
              _failover("w1")),
+    # Issue 28's seams: a reconnection with a busy callback and claims deleted while away; the failover's
+    # requests with the dead member's session ending before each of them (and after the last).
+    Scenario("reconnect-stop", "a member reconnects with its loop busy in a stop callback and claims deleted "
+             "while it was away", ("w0", "w1"), ("w1",), _reconnect_busy("w1", "w2", "stop"), slow=("w1",),
+             also=frozenset({101}), knobs=(("stop_timeout", 4.0), ("slow_delay", 2.5)),
+             remark=_busy_at_reconnection("w1", "stop"), callback_grace=True),
+    Scenario("reconnect-start", "a member reconnects with its loop busy in a start callback and claims deleted "
+             "while it was away", ("w0", "w1"), ("w1",), _reconnect_busy("w1", "w2", "start"),
+             slow_start=("w1",), also=frozenset({101}), knobs=(("stop_timeout", 4.0), ("slow_delay", 2.5)),
+             remark=_busy_at_reconnection("w1", "start"), callback_grace=True),
+    Scenario("failover-expiry", "the failover's requests with the dead member's session ending before each "
+             "(and after the last)", ("w0", "w1"), ("failover",), _failover("w1"), faults=(GATED,),
+             gate=_dead_session_ends("w1"), after=True, connects=("failover",),
+             knobs=(("session_timeout", 4.0),), steady=("w0",)),
 ]}
 
 
@@ -250,6 +422,7 @@ class Point:
     seen: dict[str, list[str]] = field(default_factory=dict)  # actor -> its requests, in order
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the run (the point's cost)
 
     @property
     def categories(self) -> list[str]:
@@ -261,7 +434,11 @@ class Point:
 
 def _settings(scenario: Scenario) -> Settings:
     return Settings(**{**asdict(SETTINGS), "target": scenario.target, "workers": len(scenario.members),
-                       "resources": scenario.resources})
+                       "resources": scenario.resources, **dict(scenario.knobs)})
+
+
+def _behaviour(scenario: Scenario, member: str) -> str:
+    return "slow" if member in scenario.slow else "slow-start" if member in scenario.slow_start else "normal"
 
 
 EXPIRY_PATIENCE = 60.0  # seconds an ``expire`` fault waits for the server to expire a silent session
@@ -295,39 +472,52 @@ def _start_members(run: Run, scenario: Scenario) -> None:
         fleet.add_resource(name)
     started = time.monotonic_ns()
     first, *rest = scenario.members
-    fleet.spawn(first, "slow" if first in scenario.slow else "normal")
+    fleet.spawn(first, _behaviour(scenario, first))
     deadline = time.monotonic() + 60
     while fleet.coordinator() is None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{first} never took office")
         time.sleep(0.05)
     for member in rest:  # one by one: the election order (who takes office next) is the scenario's order
-        worker = fleet.spawn(member, "slow" if member in scenario.slow else "normal")
+        worker = fleet.spawn(member, _behaviour(scenario, member))
         while not any(pid == worker.pid for (_, pid) in fleet.ledger.latest_roles()):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{member} never joined")
             time.sleep(0.05)
-    settled = fleet.wait_recovered(started, cap=60)
+    # one clean window is enough to begin from (the checks after the trigger ask for two): 0.6 s less a point
+    settled = fleet.wait_recovered(started, cap=60, windows=1)
     if not settled.ok:
         raise RuntimeError(f"the fleet never settled before the trigger: {settled.problems}")
 
 
-def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Callable[[str], RequestTap],
-              point: Point) -> Point:
+def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Callable[[str, Run], RequestTap],
+              point: Point, then: Callable[[Run], None] | None = None) -> Point:
+    """One run of ``scenario``: its members started, every actor's requests tapped (``tap_for``), the
+    trigger, ``then`` (e.g. an ``after`` point's gate), and the checks."""
     began = time.monotonic()
+    phase = _Phases(point.phases)
     settings = _settings(scenario)
     fleet = ExploreFleet(cluster, settings, workdir, random.Random(0))
     run = Run(fleet, cluster)
+    phase("setup")
     try:
         _start_members(run, scenario)
         for actor in scenario.actors:
-            run.taps[actor] = run.proxy(actor).tap(tap_for(actor)) or RequestTap()
+            run.taps[actor] = run.proxy(actor).tap(tap_for(actor, run)) or RequestTap()
+        phase("members")
         trigger_ns = time.monotonic_ns()
-        watch = ClaimWatch(run)
+        watch = ClaimWatch(run, settings.slow_delay if scenario.callback_grace else 0.0)
         watch.start()
         try:
             scenario.trigger(run)
+            if then is not None:
+                then(run)
+                point.fired = True
+            phase("trigger")
             point.violations = check(run, scenario, trigger_ns)
+            if scenario.remark is not None:
+                point.notes.append(scenario.remark(run))
+            phase("checks")
         finally:
             point.violations += watch.stop()
         states = [str(e.get("state")) for e in fleet.ledger.events_of({"session"}) if e["ts"] >= trigger_ns]
@@ -344,11 +534,26 @@ def run_point(cluster: ZkCluster, scenario: Scenario, workdir: Path, tap_for: Ca
             if tap.error:
                 point.notes.append(f"{actor}: {tap.error}")
         point.notes += run.notes
+        phase("")
         fleet.discard()
         if run.failover_proxy is not None:
             run.failover_proxy.close()
+        phase("teardown")
     point.seconds = round(time.monotonic() - began, 1)
     return point
+
+
+class _Phases:
+    """``phase(name)`` books the time since the previous call under ``name`` (``""``: not booked)."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into, self.last = into, time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        if name:
+            self.into[name] = round(self.into.get(name, 0.0) + now - self.last, 2)
+        self.last = now
 
 
 def _runs(states: list[str]) -> str:
@@ -384,10 +589,10 @@ class ClaimWatch:
 
     PERIOD = 0.2
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, grace: float = 0.0) -> None:
         self.run = run
         settings = run.fleet.settings
-        self.limit_ns = int((settings.session_timeout + settings.interval + settings.window) * 1e9)
+        self.limit_ns = int((settings.session_timeout + settings.interval + settings.window + grace) * 1e9)
         self.since: dict[tuple[str, int], int] = {}
         self.found: list[list[str]] = []
         self._reported: set[tuple[str, int]] = set()
@@ -469,10 +674,25 @@ def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
         found += [["liveness", p] for p in recovery.problems[:5]]
     found += [["overlap", p] for p in fleet.ledger.overlaps()]
     found += [["token", p] for p in fleet.ledger.token_regressions()]
+    found += _unsteady(run, scenario, trigger_ns)
     grace = settings.session_timeout + settings.interval  # T + interval
     found += _settled(lambda: _zk_problems(fleet), grace + settings.slack)
     if fleet.coordinator() is None or fleet.coordinator() not in fleet.running():
         found.append(["coordinator", f"no live member in office within {bound:.1f} s of the trigger"])
+    return found
+
+
+def _unsteady(run: Run, scenario: Scenario, since_ns: int) -> list[list[str]]:
+    """A ``revoked`` after the trigger by a member the scenario gives no reason to stop anything."""
+    found = []
+    for member in scenario.steady:
+        worker = run.fleet.workers.get(member)
+        if worker is None:
+            continue
+        for event in run.fleet.ledger.events_of({"revoked"}):
+            if event.get("_pid") == worker.pid and event["ts"] >= since_ns:
+                found.append(["lost", f"{member} stopped {event.get('resources')} after the trigger: a live member "
+                                      "lost what nobody had a reason to take from it"])
     return found
 
 
@@ -547,15 +767,23 @@ class Recording:
 
 
 class Explorer:
-    def __init__(self, cluster: ZkCluster, workdir: Path) -> None:
-        self.cluster, self.workdir = cluster, workdir
+    """Runs points on one ZooKeeper server (each in a fresh group); ``recordings``: the scenarios'
+    recordings of an earlier sitting (resumed: their request indices are kept); ``prefix``: of the run
+    directories' names (a shard's own)."""
+
+    def __init__(self, cluster: ZkCluster, workdir: Path, recordings: dict[str, Recording] | None = None,
+                 prefix: str = "") -> None:
+        self.cluster, self.workdir, self.prefix = cluster, workdir, prefix
         self.expire = _await_expiry(cluster)
-        self._runs = 0
-        self._recordings: dict[str, Recording] = {}
+        self._recordings: dict[str, Recording] = dict(recordings or {})
+        self.resumed = set(self._recordings)
+        taken = [int(m.group(1)) for d in (workdir.iterdir() if workdir.exists() else [])
+                 if (m := re.match(rf"{re.escape(prefix)}(\d+)-", d.name))]
+        self._runs = max(taken, default=0)  # a later sitting's runs are numbered on
 
     def _dir(self, label: str) -> Path:
         self._runs += 1
-        path = self.workdir / f"{self._runs:04d}-{label}"
+        path = self.workdir / f"{self.prefix}{self._runs:04d}-{label}"
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -567,21 +795,31 @@ class Explorer:
 
     def record(self, scenario: Scenario) -> Recording:
         point = run_point(self.cluster, scenario, self._dir(f"{scenario.name}-record"),
-                          lambda actor: RequestTap(), Point(scenario.name, -1, ""))
+                          lambda actor, _run: _tap(scenario, actor), Point(scenario.name, -1, ""))
         requests = [(actor, i, op) for actor in scenario.actors for i, op in enumerate(point.seen.get(actor, []))]
         return Recording(scenario.name, requests, point.violations)
 
     def point(self, scenario: Scenario, recording: Recording, request: int, fault: str) -> Point:
-        if fault not in FAULTS:
-            raise ValueError(f"unknown fault {fault!r}: one of {FAULTS}")
-        if not 0 <= request < len(recording.requests):
-            raise ValueError(f"{scenario.name} has requests 0..{len(recording.requests) - 1}")
+        if fault not in scenario.faults:
+            raise ValueError(f"unknown fault {fault!r} for {scenario.name}: one of {scenario.faults}")
+        if (request, fault) not in scenario.points(len(recording.requests)):
+            raise ValueError(f"{scenario.name} has no point ({request}, {fault}) with {len(recording.requests)} "
+                             "requests recorded")
+        if request == len(recording.requests):  # after every request: the gate runs once the trigger is done
+            point = Point(scenario.name, request, fault, "", -1, "after every request")
+            gate = scenario.gate
+            run_point(self.cluster, scenario, self._dir(f"{scenario.name}-{request}-{fault}"),
+                      lambda name, _run: _tap(scenario, name), point, then=gate)
+            return point
         actor, local, operation = recording.requests[request]
 
-        def tap_for(name: str) -> RequestTap:
+        def tap_for(name: str, run: Run) -> RequestTap:
             if name != actor:
-                return RequestTap()
-            return RequestTap(fault, local, self.expire, flap=FLAP * SETTINGS.session_timeout)
+                return _tap(scenario, name)
+            gate = scenario.gate
+            return _tap(scenario, name, fault=fault, index=local, expire=self.expire,
+                        flap=FLAP * SETTINGS.session_timeout,
+                        gate=(lambda: gate(run)) if gate is not None else None)
 
         point = Point(scenario.name, request, fault, actor, local, operation)
         run_point(self.cluster, scenario, self._dir(f"{scenario.name}-{request}-{fault}"), tap_for, point)
@@ -591,6 +829,11 @@ class Explorer:
         if not point.fired:
             point.notes.append("the request was not reached this time: no fault injected")
         return point
+
+
+def _tap(scenario: Scenario, actor: str, **fault: Any) -> RequestTap:
+    """An actor's tap: what the scenario counts for it, and the point's fault if it is the point's actor."""
+    return RequestTap(also=scenario.also, connects=actor in scenario.connects, **fault)
 
 
 def nth_request(recording: Recording, actor: str, operation: str, n: int = 1, after: int = -1) -> int:
@@ -612,13 +855,28 @@ def describe(point: Point) -> str:
     return head + "".join(f"\n    {c}: {m[:300]}" for c, m in point.violations[:6])
 
 
-def explore(explorer: Explorer, names: list[str], faults: list[str], requests: list[int] | None,
-            out: Any, *, until: float | None = None, done: set[tuple[str, int, str]] | None = None) -> list[Point]:
+def plan(scenario: Scenario, requests: int, faults: list[str] | None = None, indices: list[int] | None = None,
+         done: set[tuple[str, int, str]] | None = None) -> list[tuple[int, str]]:
+    """The scenario's (request, fault) points for a recording of ``requests`` requests, in :func:`spread`
+    order of their request index (so that a run cut short has put faults along the whole path), less
+    the ``done`` ones (``(scenario, request, fault)``); only ``faults`` / ``indices`` when given."""
+    points = scenario.points(requests)
+    order = spread(max((i for i, _ in points), default=-1) + 1)
+    rank = {index: n for n, index in enumerate(order)}
+    chosen = [(i, f) for i, f in points if (faults is None or f in faults) and (indices is None or i in indices)]
+    chosen.sort(key=lambda p: (rank[p[0]], scenario.faults.index(p[1])))
+    return [p for p in chosen if (scenario.name, *p) not in (done or set())]
+
+
+def explore(explorer: Explorer, names: list[str], faults: list[str] | None, requests: list[int] | None,
+            out: Any, *, until: float | None = None, done: set[tuple[str, int, str]] | None = None,
+            shard: tuple[int, int] = (0, 1)) -> list[Point]:
     """Every (request, fault) point of the scenarios, the scenarios taken in turn (one point of each,
     then the next of each...) and each one's requests in :func:`spread` order, so that a run cut short
     by ``until`` (a ``time.monotonic()`` instant after which no point is started) has explored every
-    scenario about as far, along its whole path. ``done``: points already explored (``--resume``),
-    skipped."""
+    scenario about as far, along its whole path. ``done``: points already explored (resumed), skipped.
+    ``shard`` ``(k, n)``: only every ``n``-th point of that order from the ``k``-th (parallel explorers on
+    one recording)."""
     queues: list[list[tuple[Scenario, Recording, int, str]]] = []
     for name in names:
         scenario = SCENARIOS[name]
@@ -627,16 +885,19 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
         print(f"== {name} ({scenario.path}): {len(recording.requests)} requests: {ops}", flush=True)
         if recording.violations:
             print(f"   the fault-free run itself: {recording.violations}", flush=True)
-        out.write(json.dumps({"recording": asdict(recording)}) + "\n")
-        indices = requests if requests is not None else spread(len(recording.requests))
-        beyond = [i for i in indices if i >= len(recording.requests)]
-        if beyond:
-            print(f"   {name} sent {len(recording.requests)} requests this time: skipping {beyond}", flush=True)
-            indices = [i for i in indices if i < len(recording.requests)]
-        queues.append([(scenario, recording, i, f) for i in indices for f in faults
-                       if (name, i, f) not in (done or set())])
+        if name not in explorer.resumed:
+            out.write(json.dumps({"recording": asdict(recording)}) + "\n")
+        if requests is not None:
+            beyond = [i for i in requests if i > len(recording.requests) - (0 if scenario.after else 1)]
+            if beyond:
+                print(f"   {name} sent {len(recording.requests)} requests this time: skipping {beyond}", flush=True)
+        queues.append([(scenario, recording, i, f) for i, f in plan(scenario, len(recording.requests), faults,
+                                                                     requests)])
+    mine, todo = schedule(queues, shard, done or set())
+    print(f"   {len(mine)} points{' in this shard' if shard[1] > 1 else ''}, {len(mine) - len(todo)} explored "
+          f"before, {len(todo)} to go", flush=True)
     points: list[Point] = []
-    for scenario, recording, index, fault in _interleaved(queues):
+    for scenario, recording, index, fault in todo:
         if until is not None and time.monotonic() > until:
             print("   out of time: no further point started", flush=True)
             break
@@ -646,6 +907,15 @@ def explore(explorer: Explorer, names: list[str], faults: list[str], requests: l
         out.flush()
         print(describe(point), flush=True)
     return points
+
+
+def schedule(queues: list[list[Any]], shard: tuple[int, int], done: set[tuple[str, int, str]]
+             ) -> tuple[list[Any], list[Any]]:
+    """The points of ``queues`` (one per scenario: ``(scenario, recording, request, fault)``) in turn, this
+    ``shard``'s share of them (taken from the whole order, so that shards split the same way in every
+    sitting), and those of it not ``done``."""
+    mine = [p for k, p in enumerate(_interleaved(queues)) if k % shard[1] == shard[0]]
+    return mine, [p for p in mine if (p[0].name, p[2], p[3]) not in done]
 
 
 def spread(n: int) -> list[int]:
@@ -664,16 +934,42 @@ def _interleaved(queues: list[list[Any]]) -> list[Any]:
     return out
 
 
+def _lines(files: list[Path]) -> Iterator[dict[str, Any]]:
+    """The records of points files; a line cut short (an explorer killed while writing it) is skipped."""
+    for path in files:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
 def explored(files: list[Path]) -> set[tuple[str, int, str]]:
     """The (scenario, request, fault) points in earlier runs' points files."""
-    out: set[tuple[str, int, str]] = set()
-    for path in files:
-        if path.exists():
-            for line in path.read_text().splitlines():
-                record = json.loads(line)
-                if "recording" not in record:
-                    out.add((record["scenario"], record["request"], record["fault"]))
+    return {(r["scenario"], r["request"], r["fault"]) for r in _lines(files) if "recording" not in r}
+
+
+def recorded(files: list[Path]) -> dict[str, Recording]:
+    """The first recording of each scenario in points files: a resumed exploration keeps the request
+    indices of the sitting that began it."""
+    out: dict[str, Recording] = {}
+    for record in _lines(files):
+        if "recording" in record:
+            r = record["recording"]
+            out.setdefault(r["scenario"], Recording(r["scenario"], [tuple(x) for x in r["requests"]],
+                                                    r["violations"]))
     return out
+
+
+PROGRESS = "points*.jsonl"  # a workdir's progress files: points.jsonl, and points.shard-K-of-N.jsonl
+
+
+def progress_files(workdir: Path) -> list[Path]:
+    return sorted(workdir.glob(PROGRESS))
 
 
 def summary(points: list[Point]) -> dict[str, Any]:
@@ -696,12 +992,14 @@ def result_doc(recordings: dict[str, Recording], points: list[Point], seconds: f
     return {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(seconds),
-        "faults": list(FAULTS),
+        "faults": list(ALL_FAULTS),
         "flap_T": FLAP,
         "scenarios": {
             name: {"path": SCENARIOS[name].path, "requests": [list(r) for r in rec.requests],
-                   "recording_violations": rec.violations}
-            for name, rec in recordings.items()
+                   "recording_violations": rec.violations,
+                   "product": len(SCENARIOS[name].points(len(rec.requests))),
+                   "faults": list(SCENARIOS[name].faults)}
+            for name, rec in recordings.items() if name in SCENARIOS
         },
         "summary": summary(points),
         "points": [_brief(p) for p in points],
@@ -720,14 +1018,16 @@ def markdown_lines(doc: dict[str, Any]) -> list[str]:
     """The explorer's section of docs/chaos-report.md."""
     points = doc.get("points", [])
     bad = [p for p in points if p["violations"]]
-    product = sum(len(s.get("requests", [])) for s in doc["scenarios"].values()) * len(doc["faults"])
+    product = sum(s.get("product", len(s.get("requests", [])) * len(doc["faults"])) for s in doc["scenarios"].values())
     lines = [
         "## Every-request explorer", "",
         f"Generated {doc['generated']} by `python -m tests.chaos.explore` ({doc['seconds']} s). Each point is one "
         f"scenario run with one fault at one request (faults: {', '.join(doc['faults'])}; a flap drops every "
-        f"request for {doc['flap_T']} T). How it works: docs/chaos.md, \"The every-request explorer\".", "",
+        f"request for {doc['flap_T']} T; a gate holds the request while the scenario's event happens). "
+        f"How it works: docs/chaos.md, \"The every-request explorer\".", "",
         f"**{len(points)} points explored (of the product's {product}: every scenario's recorded requests times "
-        f"{len(doc['faults'])} faults), {sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
+        f"its faults, and the point after the last request where a scenario has one), "
+        f"{sum(p['fired'] for p in points)} reached, {len(bad)} with violations.**",
         "",
         "| scenario | path | requests | points | reached | with violations | by category |",
         "|---|---|---:|---:|---:|---:|---|",
@@ -776,20 +1076,14 @@ def _ranges(numbers: list[int]) -> str:
 def doc_from_files(files: list[Path]) -> dict[str, Any]:
     """A report document from the JSON lines of earlier runs (``points.jsonl``: a recording line per
     scenario, then a line per point); a later point of the same (scenario, request, fault) wins."""
-    recordings: dict[str, Recording] = {}
+    recordings = recorded(files)
     points: dict[tuple[str, int, str], Point] = {}
-    for path in files:
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if "recording" in record:
-                r = record["recording"]
-                recordings.setdefault(r["scenario"], Recording(r["scenario"], [tuple(x) for x in r["requests"]],
-                                                               r["violations"]))
-            else:
-                point = Point(**record)
-                points[(point.scenario, point.request, point.fault)] = point
+    for record in _lines(files):
+        if "recording" not in record and record.get("scenario") in SCENARIOS:
+            point = Point(**record)
+            points[(point.scenario, point.request, point.fault)] = point
     ordered = [points[k] for k in sorted(points, key=lambda k: (list(SCENARIOS).index(k[0]), k[1],
-                                                                 FAULTS.index(k[2])))]
+                                                                 ALL_FAULTS.index(k[2])))]
     return result_doc(recordings, ordered, sum(p.seconds for p in ordered))
 
 
@@ -815,26 +1109,71 @@ def _interrupted(*_: Any) -> None:
     raise KeyboardInterrupt
 
 
+def run_shards(args: argparse.Namespace, names: list[str], workdir: Path) -> int:
+    """The scenarios recorded once (``--list``: only those the workdir has no recording of), then
+    ``args.shards`` explorers in parallel on the same workdir, then the report of every point in it."""
+    common = [sys.executable, "-m", "tests.chaos.explore", "--workdir", str(workdir),
+              *(a for name in names for a in ("--scenario", name))]
+    if subprocess.run([*common, "--list"], check=False).returncode != 0:
+        return 2
+    extra = [*(a for f in args.fault or [] for a in ("--fault", f)),
+             *(a for r in (args.resume or []) for a in ("--resume", str(r)))]
+    extra += ["--minutes", str(args.minutes)] if args.minutes else []
+    extra += ["--all"] if args.all else [a for r in args.request or [] for a in ("--request", str(r))]
+    children = [subprocess.Popen([*common, *extra, "--shard", f"{k + 1}/{args.shards}"])
+                for k in range(args.shards)]
+    try:
+        codes = [child.wait() for child in children]
+    except KeyboardInterrupt:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait()
+        raise
+    if args.report:
+        print(f"report: {write_report(args.report_dir, doc_from_files(progress_files(workdir)))}")
+    return max(codes)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``K/N`` (1-based K) -> ``(K - 1, N)``."""
+    k, _, n = text.partition("/")
+    shard = (int(k) - 1, int(n))
+    if not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"a shard is K/N with 1 <= K <= N, not {text!r}")
+    return shard
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.chaos.explore", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
                    help="a scenario (repeatable); default with --all: every one")
     p.add_argument("--request", type=int, action="append", help="request index (repeatable)")
-    p.add_argument("--fault", action="append", choices=FAULTS, help="fault (repeatable); default all three")
+    p.add_argument("--fault", action="append", choices=ALL_FAULTS,
+                   help="fault (repeatable); default: each scenario's own (the four, or the failover-expiry's gate)")
     p.add_argument("--all", action="store_true", help="every request of the scenarios, every fault")
     p.add_argument("--list", action="store_true", help="only record the scenarios and list their requests")
-    p.add_argument("--workdir", type=Path)
+    p.add_argument("--workdir", type=Path,
+                   help="its points*.jsonl are the progress: a run there goes on from where the last one "
+                        "stopped, with the same recordings (default: a fresh temporary directory)")
+    p.add_argument("--fresh", action="store_true", help="ignore the workdir's progress (its files are kept)")
+    p.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
+                   help="only every N-th point from the K-th (explorers in parallel on one workdir; record the "
+                        "scenarios first with --list)")
+    p.add_argument("--shards", type=int, default=1, metavar="N",
+                   help="record the scenarios once, then run N explorers in parallel (--shard 1/N ... N/N), each "
+                        "on a server of its own; with --report, the report of them all")
     p.add_argument("--out", type=Path, help="JSON lines, one per point (default: <workdir>/points.jsonl)")
     p.add_argument("--report", action="store_true",
-                   help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md")
+                   help="write docs/chaos-explore.json and the explorer's section of docs/chaos-report.md, "
+                        "from every point in the workdir's progress")
     p.add_argument("--report-dir", type=Path, default=REPO / "docs")
     p.add_argument("--minutes", type=float,
                    help="start no point after this many minutes (the scenarios are explored in turn, so a run "
                         "cut short covers each about as far)")
     p.add_argument("--resume", type=Path, nargs="+", metavar="POINTS_JSONL",
-                   help="skip the points already in these files (a long --all in several sittings; the report "
-                        "of them all: --summarise)")
+                   help="also skip the points in these files (from other workdirs)")
     p.add_argument("--summarise", type=Path, nargs="+", metavar="POINTS_JSONL",
                    help="no run: the report of earlier runs' points files (with --report: written to docs/)")
     args = p.parse_args(argv)
@@ -852,37 +1191,49 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # end the workers and the server on the way out
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the failover's and the harness's clients reconnect noisily
     names = args.scenario or list(SCENARIOS)
-    faults = args.fault or list(FAULTS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rebalanser-explore-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    cluster = make_cluster(workdir / "zk", 1)
+    if args.shards > 1:
+        if args.fresh or args.out or args.list or args.shard != (0, 1):
+            p.error("--shards goes with neither --fresh, --out, --list nor --shard")
+        return run_shards(args, names, workdir)
+    sharded = args.shard[1] > 1
+    suffix = f".shard-{args.shard[0] + 1}-of-{args.shard[1]}" if sharded else ""
+    progress = [] if args.fresh else progress_files(workdir)
+    done = explored(progress + (args.resume or []))
+    out_path = args.out or workdir / f"points{suffix}.jsonl"
+    cluster = make_cluster(workdir / f"zk{suffix}", 1)
     cluster.start()
-    print(f"explorer: scenarios {names}, faults {faults}, workdir {workdir}", flush=True)
+    print(f"explorer: scenarios {names}, workdir {workdir}, {len(done)} points explored before", flush=True)
+    began = time.monotonic()
+    points: list[Point] = []
     try:
-        explorer = Explorer(cluster, workdir / "runs")
-        with open(args.out or workdir / "points.jsonl", "a") as out:
+        explorer = Explorer(cluster, workdir / "runs", recorded(progress), prefix=suffix.lstrip(".") + "-"
+                            if sharded else "")
+        with open(out_path, "a") as out:
             if args.list:
                 for name in names:
                     recording = explorer.recording(name)
-                    out.write(json.dumps({"recording": asdict(recording)}) + "\n")
+                    if name not in explorer.resumed:
+                        out.write(json.dumps({"recording": asdict(recording)}) + "\n")
                     print(f"{name}: " + ", ".join(f"#{n} {a}[{i}] {op}" for n, (a, i, op)
                                                   in enumerate(recording.requests)), flush=True)
                     if recording.violations:
                         print(f"   the fault-free run itself: {recording.violations}", flush=True)
                 return 0
-            began = time.monotonic()
             until = began + args.minutes * 60 if args.minutes else None
-            points = explore(explorer, names, faults, None if args.all else args.request, out, until=until,
-                             done=explored(args.resume or []))
+            points = explore(explorer, names, args.fault, None if args.all else args.request, out, until=until,
+                             done=done, shard=args.shard)
     finally:
         cluster.stop()
     if args.report:
-        doc = result_doc({n: explorer.recording(n) for n in names}, points, time.monotonic() - began)
+        doc = doc_from_files(progress_files(workdir) + (args.resume or []))
         print(f"report: {write_report(args.report_dir, doc)}")
     total = summary(points)
     print(json.dumps(total, indent=1))
     bad = sum(1 for pt in points if pt.violations)
-    print(f"{len(points)} points explored ({sum(pt.fired for pt in points)} reached), {bad} with violations")
+    print(f"{len(points)} points explored in this sitting ({sum(pt.fired for pt in points)} reached), "
+          f"{bad} with violations, {time.monotonic() - began:.0f} s")
     return 1 if bad else 0
 
 

@@ -39,6 +39,17 @@ BEHAVIOURS = ("normal", "slow", "fail", "hang")
 APIS = ("threads", "asyncio")
 
 
+def worker_env() -> dict[str, str]:
+    """The worker processes' environment: faulthandler on (SIGABRT dumps stacks); with
+    ``CHAOS_WORKER_PYTHONPATH``, the workers import the library from there (e.g. an older commit's
+    ``worker_lib``, to see a scenario find what a fix closed) while the harness runs this tree's."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+    other = os.environ.get("CHAOS_WORKER_PYTHONPATH")
+    if other:
+        env["PYTHONPATH"] = other
+    return env
+
+
 @dataclass(frozen=True)
 class Settings:
     """One campaign's knobs. ``bound`` is the stated liveness bound after the last fault healed."""
@@ -143,7 +154,7 @@ class ChaosWorker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=err,
             stdin=subprocess.DEVNULL, text=True, cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps stacks
+            env=worker_env(),
         )
         err.write(f"# {self.member_id} incarnation {incarnation} pid {self.proc.pid}: {' '.join(args)}\n")
         err.close()
@@ -401,6 +412,8 @@ class Fleet:
         args += ["--stop-timeout", str(s.stop_timeout), "--api", s.api]
         if behaviour == "slow":
             args += ["--simulate-stop-delay", str(s.slow_delay)]
+        elif behaviour == "slow-start":  # the explorer's busy start callback (never drawn by pick_behaviour)
+            args += ["--simulate-start-delay", str(s.slow_delay)]
         elif behaviour in ("fail", "hang"):
             args += ["--simulate-stop", behaviour]
         return args
@@ -457,9 +470,9 @@ class Fleet:
 
     # -- recovery and checks -------------------------------------------------------------------
 
-    def wait_recovered(self, heal_ns: int, cap: float) -> Recovery:
-        """Waits (bounded by ``cap`` seconds) until, in two consecutive observation windows that both
-        begin after ``heal_ns``, every resource is ticked by exactly one live worker and loads are
+    def wait_recovered(self, heal_ns: int, cap: float, windows: int = 2) -> Recovery:
+        """Waits (bounded by ``cap`` seconds) until, in two (``windows``) consecutive observation windows
+        that all begin after ``heal_ns``, every resource is ticked by exactly one live worker and loads are
         balanced. ``recovered_ns`` is when the last resource's final owner began working on it."""
         window_ns = int(self.settings.window * 1e9)
         lag_ns = 300_000_000  # events still in flight through the pipes
@@ -482,7 +495,7 @@ class Fleet:
                     good_since = None
                 else:
                     good_since = begin if good_since is None else good_since
-                    if end - good_since >= 2 * window_ns:
+                    if end - good_since >= windows * window_ns:
                         owners = window_owners(ticks, self.resources)
                         starts = self.ledger.final_episode_starts(owners)
                         recovered = max([*starts.values(), heal_ns])

@@ -50,6 +50,11 @@ OTHER_OPS = {-11: "closeSession", 6: "getACL", 13: "check", 17: "checkWatches", 
 #: many of them fall into a scenario depends on timing alone), and what kazoo sends inside a reconnect.
 BACKGROUND_OPS = {11: "ping", 9: "sync", 100: "auth", 101: "setWatches", 105: "setWatches2"}
 FAULTS = ("drop", "lose-reply", "expire", "flap")
+#: Faults a scenario may ask for besides :data:`FAULTS`: ``gate`` holds the request until the tap's ``gate()``
+#: has returned (something else happens meanwhile, e.g. another session's expiry), then sends it on.
+GATED = "gate"
+#: The pseudo operation a tap with ``connects`` counts for a connection's handshake (its connect request).
+CONNECT = -1000
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -110,6 +115,8 @@ class WriteTrap:
 
 
 def op_name(opcode: int) -> str:
+    if opcode == CONNECT:
+        return "connect"
     return (WRITE_OPS.get(opcode) or READ_OPS.get(opcode) or OTHER_OPS.get(opcode)
             or BACKGROUND_OPS.get(opcode) or str(opcode))
 
@@ -144,6 +151,13 @@ class RequestTap:
     - ``flap``: like ``drop``, and every request sent in the next ``flap`` seconds is dropped the same
       way (the client reconnects each time, in the same session): a link that keeps failing for a
       while, as during a leader election, so that a step's retry fails as well as its first attempt.
+    - ``gate`` (:data:`GATED`): the request is held (and everything the client sends behind it) until
+      ``gate()`` returns, then sent on; nothing is reset. Something else happens at that point, e.g.
+      another session expires between two requests of this client.
+
+    ``also``: opcodes of :data:`BACKGROUND_OPS` counted all the same (e.g. ``setWatches``, where a
+    scenario's reconnection is its subject); ``connects``: each connection's handshake counts as a
+    ``connect`` request (its index a point before it).
     """
 
     fault: str | None = None
@@ -151,6 +165,9 @@ class RequestTap:
     expire: Callable[[int, bytes], None] | None = None
     hold: float = 0.05  # seconds the server gets to apply a delivered request before the reset
     flap: float = 0.0  # seconds after the first ``flap`` fault during which every request is dropped
+    gate: Callable[[], None] | None = None
+    also: frozenset[int] = frozenset()
+    connects: bool = False
     seen: list[str] = field(default_factory=list)
     fired: threading.Event = field(default_factory=threading.Event)
     fired_ns: int = 0
@@ -160,7 +177,7 @@ class RequestTap:
 
     def count(self, opcode: int) -> bool:
         """Records one request; True if it is the one to sabotage."""
-        if opcode in BACKGROUND_OPS:
+        if opcode in BACKGROUND_OPS and opcode not in self.also:
             return False
         self.seen.append(op_name(opcode))
         if self.fault is None:
@@ -241,12 +258,23 @@ class _Pipe:
 
     def _client_to_server(self) -> None:
         assert self.upstream is not None
-        self._send(self.upstream, read_frame(self.client))  # connect request: no xid/opcode
+        frame = read_frame(self.client)  # connect request: no xid/opcode
+        tap = self.proxy._tap
+        if tap is not None and tap.connects and tap.count(CONNECT):
+            if tap.fault != GATED:
+                self._sabotage(tap, frame)
+                return
+            self._gate(tap)
+        self._send(self.upstream, frame)
         while True:
             frame = read_frame(self.client)
             opcode = struct.unpack(">i", frame[8:12])[0] if len(frame) >= 12 else 0
             tap = self.proxy._tap
             if tap is not None and tap.count(opcode):
+                if tap.fault == GATED:
+                    self._gate(tap)
+                    self._send(self.upstream, frame)
+                    continue
                 self._sabotage(tap, frame)
                 return
             trap = self.proxy._take_trap(opcode)
@@ -277,6 +305,18 @@ class _Pipe:
             tap.ended_ns = time.monotonic_ns()
         tap.fired.set()
         self.close(abrupt=True)
+
+    def _gate(self, tap: RequestTap) -> None:
+        """Holds the request until ``tap.gate()`` returns (it is sent on after)."""
+        tap.fired_ns = time.monotonic_ns()
+        tap.sabotaged += 1
+        try:
+            if tap.gate is not None:
+                tap.gate()
+        except Exception as exc:  # reported by the explorer as a harness error
+            tap.error = f"the gate failed: {exc!r}"
+        tap.ended_ns = time.monotonic_ns()
+        tap.fired.set()
 
     def _expire(self, tap: RequestTap) -> None:
         """The link goes silent until the server has expired the session; the request is never sent."""

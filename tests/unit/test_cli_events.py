@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 
 import pytest
@@ -22,6 +23,21 @@ def test_a_failing_stop_handler_still_reports_revoked() -> None:
         work.on_revoked(["a"])
     revoked = [e for e in _events(out) if e["event"] == "revoked"]
     assert revoked and revoked[0]["resources"] == ["a"], _events(out)
+
+
+def test_a_slow_start_handler_reports_assigned_when_called_and_works_once_it_returns() -> None:
+    """The model's Start is the library's call of the handler (conformance reads ``assigned`` as it): the
+    event comes at once, the work (and so every tick) only once the simulated start has returned."""
+    out = io.StringIO()
+    work = SimulatedWork(EventLog("w0", True, out), tick=0.1, start_delay=0.3)
+    began = time.monotonic()
+    seen: list[dict[str, object]] = []
+    watcher = threading.Thread(target=lambda: (time.sleep(0.1), seen.extend(_events(out))))
+    watcher.start()
+    work.on_assigned({"a": 7})
+    watcher.join()
+    assert time.monotonic() - began >= 0.3
+    assert [e["event"] for e in seen] == ["assigned"] and work._resources == {"a": 7}
 
 
 class ClosedPipe(io.StringIO):

@@ -30,8 +30,9 @@ def test_the_worker_help_has_no_test_only_options_and_no_test_talk(capsys: pytes
 
 def test_the_hidden_fault_simulation_options_still_work() -> None:
     args = parser().parse_args(["worker", "--zk", "h:1", "--group", "/g", "--simulate-stop", "hang",
-                                "--simulate-stop-delay", "0.5", "--simulate-oom"])
+                                "--simulate-stop-delay", "0.5", "--simulate-oom", "--simulate-start-delay", "2"])
     assert (args.simulate_stop, args.simulate_stop_delay, args.simulate_oom) == ("hang", 0.5, True)
+    assert args.simulate_start_delay == 2.0
 
 
 @pytest.mark.parametrize("argv", [

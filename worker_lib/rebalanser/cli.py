@@ -153,9 +153,10 @@ def event_log(member: str, args: argparse.Namespace, on_closed: Callable[[], obj
 class SimulatedWork(Notifications, Handler):
     """Ticks once per owned resource every ``tick`` seconds, each only after ``owns`` passes."""
 
-    def __init__(self, log: EventLog, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0) -> None:
+    def __init__(self, log: EventLog, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0,
+                 start_delay: float = 0.0) -> None:
         self.log, self.tick = log, tick
-        self.stop_behaviour, self.stop_delay = stop_behaviour, stop_delay
+        self.stop_behaviour, self.stop_delay, self.start_delay = stop_behaviour, stop_delay, start_delay
         self.client: Client | None = None
         self._work_lock = threading.Lock()  # a unit of work and a revocation never interleave
         self._resources: dict[str, int] = {}
@@ -164,6 +165,15 @@ class SimulatedWork(Notifications, Handler):
         self.ended: Exception | None = None
 
     def on_assigned(self, resources: Mapping[str, int]) -> None:
+        if self.start_delay:
+            # Fault simulation: a slow start callback (the member's loop busy in it). The event says when
+            # the library called it; the work on the resources begins once it returns.
+            with self._work_lock:
+                emit_assigned(self.log, resources)
+            time.sleep(self.start_delay)
+            with self._work_lock:
+                self._resources.update(resources)
+            return
         with self._work_lock:
             self._resources.update(resources)
             emit_assigned(self.log, resources)
@@ -221,7 +231,7 @@ def run_worker(args: argparse.Namespace) -> int:
     log = event_log(options.member_id, args, on_closed=stop.set)
     if args.api == "asyncio":
         return _run_asyncio_worker(options, log, args)
-    work = SimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
+    work = SimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay, args.simulate_start_delay)
     client = Client(options, work)
     work.client = client
     if args.simulate_oom:
@@ -544,6 +554,7 @@ def _worker_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     # Fault simulation for the test suite and chaos runs: working, but not part of the documented surface.
     w.add_argument("--simulate-stop", default="normal", choices=["normal", "fail", "hang"], help=argparse.SUPPRESS)
     w.add_argument("--simulate-stop-delay", type=non_negative_seconds, default=0.0, help=argparse.SUPPRESS)
+    w.add_argument("--simulate-start-delay", type=non_negative_seconds, default=0.0, help=argparse.SUPPRESS)
     w.add_argument("--simulate-oom", action="store_true", help=argparse.SUPPRESS)
     w.add_argument("--api", default="threads", choices=["threads", "asyncio"],
                    help="the client the worker runs on: rebalanser.Client or rebalanser.aio.Client "
