@@ -18,9 +18,10 @@ up to :data:`BATCH` resources; a batch that meets claims still held by others co
 read per resource of the batch, then one read per resource still held (its watch). The reads that
 arm the watch on each claim won and give its token are sent with the transaction, in the same round
 trip (a small batch: one read per claim, which also tells who holds a claim the batch failed on; a
-large one: one read, then one ``setWatches`` for the rest). A remembered claim is
-never re-taken without reading it. A release reads each claim first and deletes only those of this
-session, at the version read (see :meth:`ClaimBook._delete`).
+large one: one read, then one ``setWatches`` for the rest). A remembered claim is re-taken without
+a request only while it is verified on the current connection (its watch armed on it and not fired:
+its deletion would have been reported); any other is read first. A release reads each claim first
+and deletes only those of this session, at the version read (see :meth:`ClaimBook._delete`).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class ClaimBook:
         standby, or an eviction) forgets nothing: that session may still hold them, and they are
         released, or re-taken after reading them, like any other."""
         if session_id != self.session_id:
+            self.verified.revoke(self.held)
             self.held, self.uncertain = {}, set()
             with self._lock:
                 self._awaiting, self._gone_early = {}, set()
@@ -292,14 +294,33 @@ class ClaimBook:
         return mine
 
     def _remembered(self, wanted: list[str]) -> dict[str, int]:
-        """resource -> token of the remembered claims among ``wanted`` that are still ours (read now:
-        one request for them all, see :meth:`_own_claims`); the others are forgotten. A claim held for
-        certain and still ours is the node we created (we would know of another), so its token and its
-        watch (armed when it was first read, re-armed after every reconnection) stand. An uncertain one
-        is read for its token, arming its watch."""
+        """resource -> token of the remembered claims among ``wanted`` that are still ours; the others
+        are forgotten. A claim verified on the current connection (:meth:`_known`) is ours without a
+        request. The others are read (one request for them all, see :meth:`_own_claims`): a claim held
+        for certain and still ours is the node we created (we would know of another), so its token and
+        its watch (armed when it was first read, re-armed after every reconnection) stand. An uncertain
+        one is read for its token, arming its watch."""
         remembered = [r for r in wanted if r in self.held or r in self.uncertain]
+        known = self._known(remembered)
+        remembered = [r for r in remembered if r not in known]
         if not remembered:
+            return known
+        return known | self._read_remembered(remembered)
+
+    def _known(self, remembered: list[str]) -> dict[str, int]:
+        """resource -> token of those of ``remembered`` held for certain and verified on the current
+        connection, which is up: their watch was armed on this connection and has not fired (a firing
+        revokes the verification before the member is told, see :meth:`claim_watch`), so each is still
+        the node we created; a deletion from now on is reported by that watch, as after a read. A
+        connection that dropped is not up (kazoo clears its flag before dropping the watches), and a
+        new one has a new number, so a claim deleted while the member was away is never among them."""
+        if not self.zk.connected:
             return {}
+        held, uncertain = self.held, self.uncertain
+        return self.verified.current({r: held[r] for r in remembered if r in held and r not in uncertain})
+
+    def _read_remembered(self, remembered: list[str]) -> dict[str, int]:
+        """:meth:`_remembered` for claims not verified on the current connection: read now."""
         alive = self._own_claims()
         if alive is None:
             return self._read_own(remembered)
@@ -340,8 +361,10 @@ class ClaimBook:
         token = self.held.get(resource)
         if token is None:
             self._released([resource])
-        elif event.type in (EventType.DELETED, EventType.CHANGED) and self.on_lost is not None:
-            self.on_lost(resource, token)
+        elif event.type in (EventType.DELETED, EventType.CHANGED):
+            self.verified.revoke([resource])  # first: a re-take reads it from now on (:meth:`_known`)
+            if self.on_lost is not None:
+                self.on_lost(resource, token)
 
     def _released(self, resources: list[str]) -> None:
         """The watches of these awaited claims fired: each callback given for one is told; the others
@@ -378,6 +401,7 @@ class ClaimBook:
         if self.held.get(resource) != token:
             return False
         del self.held[resource]
+        self.verified.revoke([resource])
         return True
 
     def still_held(self, resource: str, token: int) -> bool:
@@ -496,6 +520,7 @@ class ClaimBook:
                 # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
                 for resource in mine:
                     self.held.pop(resource, None)
+                self.verified.revoke(mine)
                 self.uncertain |= mine.keys()
                 self._unwatch(mine)
                 sent.append((mine, self._send_deletes(mine, fenced=bool(self.member_path))))
