@@ -1,5 +1,6 @@
-"""The re-take of claims a member already holds: no request for a claim verified on the current
-connection (its watch armed on it and not fired), a read for any other claim.
+"""The claim book's requests: the re-take of claims a member already holds sends no request for a
+claim verified on the current connection (its watch armed on it and not fired), and a read for any
+other claim; a claim round's batches are in flight together.
 
 Evidence: the requests the member's session sent, counted by a proxy between it and the real server
 (:class:`tests.chaos.proxy.RequestTap`), and the claim znodes (``ephemeralOwner``, ``czxid``) read by
@@ -8,13 +9,14 @@ the test's own session."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.claimcheck import Rechecker, Verified
-from rebalanser.claims import BATCH, ClaimBook
+from rebalanser.claims import BATCH, IN_FLIGHT, ClaimBook, ClaimResult
 from rebalanser.containers import ensure_group
 from rebalanser.options import Options
 from rebalanser.paths import GroupPaths
@@ -150,3 +152,40 @@ def test_a_claim_deleted_while_the_member_was_disconnected_is_read_after_the_rec
         if rechecker is not None:
             member.zk.remove_listener(rechecker.on_state)
             rechecker.stop()
+
+
+def wait_until(done: Callable[[], bool], timeout: float, message: Callable[[], str]) -> None:
+    """Polls ``done`` (what it watches, the proxy's count of requests, has no event) within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(message())
+        time.sleep(0.01)
+
+
+def test_a_claim_round_sends_several_batches_before_the_first_is_answered(
+    member: Member, zk: KazooClient, group_path: str
+) -> None:
+    """Before: one ``multi`` per round trip (a member's 2,000 claims at a cold start waited four round
+    trips in turn). The server hears the member but answers nothing until the proxy lets it: the
+    batches the member sent by then were all in flight at once."""
+    paths = GroupPaths.of(group_path)
+    resources = names(IN_FLIGHT * BATCH + 3)
+    tap = member.tapped()
+    member.proxy.stall_replies()
+    outcome: list[ClaimResult] = []
+    claiming = threading.Thread(target=lambda: outcome.append(member.book.claim(resources)), daemon=True)
+    claiming.start()
+    try:
+        wait_until(lambda: tap.seen.count("multi") >= IN_FLIGHT, 5.0,
+                   lambda: f"{IN_FLIGHT} claim transactions were not in flight at once: {tap.seen}")
+        assert tap.seen.count("multi") == IN_FLIGHT, f"more than {IN_FLIGHT} in flight: {tap.seen}"
+    finally:
+        member.proxy.restore()
+        claiming.join(WAIT)
+    assert not claiming.is_alive(), "the claim round did not end"
+    assert len(outcome[0].claimed) == len(resources) and not outcome[0].blocked
+    assert tap.seen.count("multi") == IN_FLIGHT + 1, f"one transaction per batch, each sent once: {tap.seen}"
+    assert sorted(zk.get_children(paths.owners)) == resources, "each resource claimed once"
+    owner = claim_of(zk, paths, resources[-1])
+    assert owner is not None and owner[0] == member.zk.client_id[0]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 BATCH = 500
 _PROBE = "persistent-probe"  # a child only a persistent node can have
 CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
+IN_FLIGHT = 4  # claim transactions sent before the first is answered (a round's later batches)
 READ_EACH = 8  # a batch of up to this many claims won is read claim by claim (one pipelined round)
 
 
@@ -71,6 +73,18 @@ def _unexpected(results: list[object]) -> Exception | None:
                 result, NodeExistsError | NoNodeError | RolledBackError | RuntimeInconsistency):
             return result
     return None
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One batch's claim transaction sent, and the reads sent right after it (:meth:`ClaimBook._send`)."""
+
+    batch: list[str]
+    start: int  # where the batch starts in the round's resources
+    probe: list[str]  # the resources read after it
+    connection: int  # the latest connection when the reads were sent
+    pending: IAsyncResult
+    reads: list[tuple[str, IAsyncResult]]
 
 
 @dataclass(frozen=True)
@@ -125,52 +139,99 @@ class ClaimBook:
     # -- claiming ------------------------------------------------------------------------------
 
     def claim(self, resources: Iterable[str], abandon: Callable[[], bool] | None = None) -> ClaimResult:
-        """Claims ``resources`` in batches. ``abandon`` is asked between batches: once it is True the
+        """Claims ``resources`` in batches, up to :data:`IN_FLIGHT` of them sent before the first is
+        answered (ZooKeeper applies a session's requests in order, back to back, while the replies
+        travel). ``abandon`` is asked before each batch after the first is sent: once it is True the
         rest is left untried (``deferred``), e.g. because a newer assignment has arrived that may no
-        longer name them (claiming them would be a write to undo)."""
+        longer name them (claiming them would be a write to undo); the batches already sent are
+        settled first. A batch that fails with an unexpected error (NoAuth, say) stops the round: no
+        batch is sent after it, those sent are settled, and the resources from the failed batch on
+        that are neither claimed nor blocked are ``failed``."""
         claimed: dict[str, int] = {}
         blocked: list[str] = []
         wanted = list(resources)
-        mine = self._remembered(wanted)  # never re-taken without reading it
+        mine = self._remembered(wanted)  # re-taken without a request only if verified (see there)
         claimed.update(mine)
         fresh = [r for r in wanted if r not in mine]
         data = json.dumps({"member": self.member_id}).encode()
-        for start in range(0, len(fresh), BATCH):
-            if start and abandon is not None and abandon():
-                return ClaimResult(claimed, blocked, fresh[start:])
-            error = self._create(fresh[start : start + BATCH], data, claimed, blocked)
-            if error is not None:
-                done = set(claimed) | set(blocked)
-                return ClaimResult(claimed, blocked, failed=[r for r in fresh[start:] if r not in done], error=error)
-        return ClaimResult(claimed, blocked)
+        window: deque[_Round] = deque()
+        errors: list[tuple[_Round, Exception]] = []  # batches that failed with an unexpected error
+        deferred: list[str] = []
+        try:
+            for start in range(0, len(fresh), BATCH):
+                if errors or (start and abandon is not None and abandon()):
+                    deferred = [] if errors else fresh[start:]
+                    break
+                window.append(self._send(fresh[start : start + BATCH], start, data))
+                if len(window) >= IN_FLIGHT:
+                    self._settle_first(window, data, claimed, blocked, errors)
+            while window:  # the batches sent (after a failure too: they may have landed)
+                self._settle_first(window, data, claimed, blocked, errors)
+        except Exception:
+            for round_ in window:  # sent, and unanswered: their outcome is unknown (read before reuse)
+                self.uncertain |= set(round_.batch)
+                self._unexpect(round_.probe)
+            raise
+        if not errors:
+            return ClaimResult(claimed, blocked, deferred)
+        done = set(claimed) | set(blocked) | set(deferred)
+        failed = [r for r in fresh[errors[0][0].start:] if r not in done]
+        return ClaimResult(claimed, blocked, deferred, failed=failed, error=errors[0][1])
+
+    def _settle_first(self, window: deque[_Round], data: bytes, claimed: dict[str, int], blocked: list[str],
+                      errors: list[tuple[_Round, Exception]]) -> None:
+        """Settles the oldest batch in flight (:meth:`_settle`); an unexpected error is noted in
+        ``errors``: no further batch is sent after it."""
+        round_ = window.popleft()
+        try:
+            error = self._settle(round_, data, claimed, blocked)
+        except Exception:
+            window.appendleft(round_)  # its outcome unknown, as the others'
+            raise
+        if error is not None:
+            errors.append((round_, error))
 
     def _create(self, batch: list[str], data: bytes, claimed: dict[str, int],
                 blocked: list[str]) -> Exception | None:
-        """Creates one batch. A batch fails as a whole when any of its claims exists; after
-        :data:`CONTENDED` such failures the rest is returned as blocked (the caller watches it and
-        retries from its event loop), so a member racing many others, or claiming for an assignment
-        that a newer one already replaced, never spins here re-reading the same batch.
+        """Creates one batch alone (:meth:`_send`, then :meth:`_settle`)."""
+        return self._settle(self._send(batch, 0, data), data, claimed, blocked)
 
-        The reads that follow the transaction are sent with it, not after its reply (one round trip):
-        ZooKeeper answers a session's requests in order, and a read after our own write sees it. For
-        a batch of up to :data:`READ_EACH` claims that is a read of each (its token and watch if the
-        transaction created it, who holds it if not); for a larger one, of the first claim.
+    def _send(self, batch: list[str], start: int, data: bytes) -> _Round:
+        """Sends the transaction creating ``batch``'s claims, and the reads that follow it in the same
+        round trip: ZooKeeper answers a session's requests in order, and a read after our own write
+        sees it. For a batch of up to :data:`READ_EACH` claims that is a read of each (its token and
+        watch if the transaction created it, who holds it if not); for a larger one, of the first
+        claim."""
+        probe = batch if len(batch) <= READ_EACH else batch[:1]
+        self._expect(probe)  # before the read arms the watch: a claim of another may go at once
+        txn = self.zk.transaction()
+        for resource in batch:
+            txn.create(self.paths.owner(resource), data, ephemeral=True)
+        try:
+            connection = self.verified.connection()  # before the reads that verify are sent
+            pending = txn.commit_async()
+            reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in probe]
+        except (ConnectionLoss, OperationTimeoutError):
+            self.uncertain |= set(batch)
+            self._unexpect(probe)
+            raise
+        return _Round(batch, start, probe, connection, pending, reads)
+
+    def _settle(self, sent: _Round, data: bytes, claimed: dict[str, int], blocked: list[str]) -> Exception | None:
+        """Waits for one batch sent by :meth:`_send`. A batch fails as a whole when any of its claims
+        exists: it is sent again without those, one batch at a time; after :data:`CONTENDED` such
+        failures the rest is returned as blocked (the caller watches it and retries from its event
+        loop), so a member racing many others, or claiming for an assignment that a newer one already
+        replaced, never spins here re-reading the same batch.
 
         A transaction that fails otherwise (NoAuth, say: an ACL on ``G/owners``) created nothing: the
         error is returned, and the batch's resources are neither claimed nor blocked (they were once
         taken as claimed and found gone at once, then claimed again, in a loop with no pause)."""
         failures = 0
-        while batch:
-            probe = batch if len(batch) <= READ_EACH else batch[:1]
-            self._expect(probe)  # before the read arms the watch: a claim of another may go at once
-            txn = self.zk.transaction()
-            for resource in batch:
-                txn.create(self.paths.owner(resource), data, ephemeral=True)
+        while True:
+            batch, probe, reads, connection = sent.batch, sent.probe, sent.reads, sent.connection
             try:
-                connection = self.verified.connection()  # before the reads that verify are sent
-                pending = txn.commit_async()
-                reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in probe]
-                results = pending.get()
+                results = sent.pending.get()
             except (ConnectionLoss, OperationTimeoutError):
                 self.uncertain |= set(batch)
                 self._unexpect(probe)
@@ -195,6 +256,7 @@ class ClaimBook:
                 self._unexpect(probe)
                 if not ensure_container(self.zk, self.paths.owners):
                     raise NoNodeError(f"{self.paths.root} does not exist")  # never re-created here
+                sent = self._send(batch, sent.start, data)
                 continue
             taken = self._taken(batch, reads, connection)
             blocked.extend(r for r in batch if r in taken)
@@ -204,7 +266,9 @@ class ClaimBook:
             if failures >= CONTENDED:
                 blocked.extend(batch)
                 return None
-        return None
+            if not batch:
+                return None
+            sent = self._send(batch, sent.start, data)
 
     def _expect(self, resources: list[str]) -> None:
         """The watches about to be armed on ``resources`` may fire before their reads are settled:
