@@ -191,11 +191,6 @@ class ClaimBook:
         if error is not None:
             errors.append((round_, error))
 
-    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int],
-                blocked: list[str]) -> Exception | None:
-        """Creates one batch alone (:meth:`_send`, then :meth:`_settle`)."""
-        return self._settle(self._send(batch, 0, data), data, claimed, blocked)
-
     def _send(self, batch: list[str], start: int, data: bytes) -> _Round:
         """Sends the transaction creating ``batch``'s claims, and the reads that follow it in the same
         round trip: ZooKeeper answers a session's requests in order, and a read after our own write
