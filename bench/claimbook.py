@@ -5,9 +5,11 @@
 
 Starts its own standalone ZooKeeper (the benchmark's server) unless ``--hosts`` names one. Each run
 uses a fresh session and a fresh group path: claim every resource (``ClaimBook.claim``), claim them
-again (the re-take of remembered claims), release them all. Each step's wall-clock and CPU seconds
-(the process's, all threads). Prints one JSON line per run and a summary
-with the load average before and after, since the machine these run on is shared.
+again (the re-take of remembered claims: verified on the current connection, as a member's are
+between reconnections), release them all. The session is made as a member's is
+(``rebalanser.session.make_client``: buffered reads, handshakes numbered for the verification). Each
+step's wall-clock and CPU seconds (the process's, all threads). Prints one JSON line per run and a
+summary with the load average before and after, since the machine these run on is shared.
 """
 
 from __future__ import annotations
@@ -44,16 +46,22 @@ def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> tuple[
 
 
 def one_run(hosts: str, claims: int, profile: str | None, plain: bool = False) -> dict[str, float]:
-    zk = KazooClient(hosts=hosts, timeout=20.0)
-    if not plain:
-        from rebalanser.bufferedreads import BufferedConnection  # (absent from older libraries: --plain-kazoo)
+    verified = None
+    if plain:
+        zk = KazooClient(hosts=hosts, timeout=20.0)
+    else:  # the member's client and claim book: buffered reads, claims verified per connection
+        from rebalanser.claimcheck import Verified  # (absent from older libraries: --plain-kazoo)
+        from rebalanser.options import Options
+        from rebalanser.session import handshakes, make_client
 
-        zk._connection.__class__ = BufferedConnection  # the library's connection (rebalanser.session)
+        zk = make_client(Options(hosts, "/bench-claimbook", session_timeout=20.0))
+        shakes = handshakes(zk)
+        verified = Verified(lambda: shakes.connection)
     zk.start(timeout=30)
     root = f"/bench-claimbook/{uuid.uuid4().hex[:8]}"
     paths = GroupPaths(root)
     zk.ensure_path(paths.owners)
-    book = ClaimBook(zk, paths, "m-0")
+    book = ClaimBook(zk, paths, "m-0") if verified is None else ClaimBook(zk, paths, "m-0", verified=verified)
     member = zk.create(f"{root}/clients/bench-member", ephemeral=True, makepath=True)
     book.reset(zk.client_id[0], member)  # releases are fenced by the member node, as a member's are
     names = [f"r{i:06d}" for i in range(claims)]
@@ -131,7 +139,8 @@ def main() -> None:
     parser.add_argument("--hosts", default="")
     parser.add_argument("--profile", choices=("claim", "retake", "release"), default=None)
     parser.add_argument("--plain-kazoo", action="store_true",
-                        help="kazoo's own connection (message by message) instead of the library's buffered one")
+                        help="kazoo's own connection (message by message) instead of the library's buffered one, "
+                             "and no claim verified (every re-take reads)")
     args = parser.parse_args()
     cluster = None
     hosts = args.hosts

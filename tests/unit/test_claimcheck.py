@@ -44,3 +44,26 @@ def test_nothing_is_verified_before_the_first_connection() -> None:
     verified = Verified()
     verified.mark({"r": 7}, 0)
     assert not verified.valid("r", 7)
+
+
+def test_a_revoked_claim_is_no_longer_verified_until_read_again() -> None:
+    connections = Connections()
+    connections.latest = 1
+    verified = Verified(connections)
+    verified.mark({"r": 7, "s": 7}, 1)
+    verified.revoke(["r"])  # its watch fired: deleted or replaced
+    assert not verified.valid("r", 7) and verified.valid("s", 7)
+    verified.mark({"r": 7}, 1)
+    assert verified.valid("r", 7)
+
+
+def test_the_claims_verified_on_the_current_connection_are_picked_out() -> None:
+    connections = Connections()
+    verified = Verified(connections)
+    verified.mark({"r": 7}, 1)
+    assert verified.current({"r": 7}) == {}  # before the first connection
+    connections.latest = 1
+    verified.mark({"s": 7, "t": 9}, 1)
+    assert verified.current({"r": 7, "s": 7, "t": 8, "u": 7}) == {"r": 7, "s": 7}
+    connections.latest = 2
+    assert verified.current({"r": 7, "s": 7}) == {}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from kazoo.client import KazooClient
@@ -53,13 +53,15 @@ RETRY_SHARE = 0.1  # a re-check that failed on a live connection is tried again 
 
 
 class Verified:
-    """resource -> (token, connection) of each claim's latest verification. Thread-safe: the member's
-    loop, the re-check thread and ``owns`` (any thread) use it."""
+    """resource -> token of each claim verified on the latest connection that verified any (older
+    verifications count for nothing: they are dropped). Thread-safe: the member's loop, the re-check
+    thread and ``owns`` (any thread) use it."""
 
     def __init__(self, connection: Callable[[], int] = lambda: 0) -> None:
         self._connection = connection
         self._lock = threading.Lock()
-        self._on: dict[str, tuple[int, int]] = {}
+        # (connection, resource -> token verified on it), replaced as a whole for a newer connection
+        self._on: tuple[int, dict[str, int]] = (0, {})
         self._stale: Callable[[], None] = lambda: None
 
     def connection(self) -> int:
@@ -73,23 +75,53 @@ class Verified:
 
     def mark(self, claims: Mapping[str, int], connection: int) -> None:
         """``claims`` (resource -> token) were verified by requests sent while ``connection`` was the
-        latest, and answered."""
+        latest, and answered. A verification on a connection older than one already seen counts for
+        nothing."""
         if not claims:
             return
         with self._lock:
-            for resource, token in claims.items():
-                self._on[resource] = (token, connection)
+            seen, on = self._on
+            if connection > seen:
+                seen, on = connection, {}
+                self._on = (seen, on)
+            if connection == seen:
+                on.update(claims)
         if connection != self._connection():
             self._stale()
+
+    def revoke(self, resources: Iterable[str]) -> None:
+        """``resources`` are no longer verified: their watch fired (the claim was deleted or replaced),
+        or they are being released."""
+        with self._lock:
+            on = self._on[1]
+            for resource in resources:
+                on.pop(resource, None)
 
     def valid(self, resource: str, token: int) -> bool:
         """Whether the claim on ``resource`` of ``token`` is verified on the current connection."""
         current = self._connection()
-        return bool(current) and self._on.get(resource) == (token, current)
+        seen, on = self._on
+        return bool(current) and seen == current and on.get(resource) == token
+
+    def current(self, claims: Mapping[str, int]) -> dict[str, int]:
+        """Those of ``claims`` (resource -> token) verified on the current connection."""
+        current = self._connection()
+        seen, on = self._on
+        if not current or seen != current:
+            return {}
+        with self._lock:  # a copy: the re-check thread and the watches update it meanwhile
+            on = dict(on)
+        if claims.items() <= on.items():  # every one (the usual case), compared without a Python loop
+            return dict(claims)
+        return {r: t for r, t in claims.items() if on.get(r) == t}
 
     def unverified(self, claims: Mapping[str, int]) -> dict[str, int]:
         """Those of ``claims`` (resource -> token) not verified on the current connection."""
-        return {r: t for r, t in claims.items() if not self.valid(r, t)}
+        current = self._connection()
+        seen, on = self._on
+        if not current or seen != current:
+            return dict(claims)
+        return {r: t for r, t in claims.items() if on.get(r) != t}
 
 
 class ClaimSource(Protocol):

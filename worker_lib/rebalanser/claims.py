@@ -18,9 +18,10 @@ up to :data:`BATCH` resources; a batch that meets claims still held by others co
 read per resource of the batch, then one read per resource still held (its watch). The reads that
 arm the watch on each claim won and give its token are sent with the transaction, in the same round
 trip (a small batch: one read per claim, which also tells who holds a claim the batch failed on; a
-large one: one read, then one ``setWatches`` for the rest). A remembered claim is
-never re-taken without reading it. A release reads each claim first and deletes only those of this
-session, at the version read (see :meth:`ClaimBook._delete`).
+large one: one read, then one ``setWatches`` for the rest). A remembered claim is re-taken without
+a request only while it is verified on the current connection (its watch armed on it and not fired:
+its deletion would have been reported); any other is read first. A release reads each claim first
+and deletes only those of this session, at the version read (see :meth:`ClaimBook._delete`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 BATCH = 500
 _PROBE = "persistent-probe"  # a child only a persistent node can have
 CONTENDED = 2  # failed attempts of one batch before the rest waits for the event loop
+IN_FLIGHT = 4  # claim transactions sent before the first is answered (a round's later batches)
 READ_EACH = 8  # a batch of up to this many claims won is read claim by claim (one pipelined round)
 
 
@@ -70,6 +73,18 @@ def _unexpected(results: list[object]) -> Exception | None:
                 result, NodeExistsError | NoNodeError | RolledBackError | RuntimeInconsistency):
             return result
     return None
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One batch's claim transaction sent, and the reads sent right after it (:meth:`ClaimBook._send`)."""
+
+    batch: list[str]
+    start: int  # where the batch starts in the round's resources
+    probe: list[str]  # the resources read after it
+    connection: int  # the latest connection when the reads were sent
+    pending: IAsyncResult
+    reads: list[tuple[str, IAsyncResult]]
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,7 @@ class ClaimBook:
         standby, or an eviction) forgets nothing: that session may still hold them, and they are
         released, or re-taken after reading them, like any other."""
         if session_id != self.session_id:
+            self.verified.revoke(self.held)
             self.held, self.uncertain = {}, set()
             with self._lock:
                 self._awaiting, self._gone_early = {}, set()
@@ -123,52 +139,94 @@ class ClaimBook:
     # -- claiming ------------------------------------------------------------------------------
 
     def claim(self, resources: Iterable[str], abandon: Callable[[], bool] | None = None) -> ClaimResult:
-        """Claims ``resources`` in batches. ``abandon`` is asked between batches: once it is True the
+        """Claims ``resources`` in batches, up to :data:`IN_FLIGHT` of them sent before the first is
+        answered (ZooKeeper applies a session's requests in order, back to back, while the replies
+        travel). ``abandon`` is asked before each batch after the first is sent: once it is True the
         rest is left untried (``deferred``), e.g. because a newer assignment has arrived that may no
-        longer name them (claiming them would be a write to undo)."""
+        longer name them (claiming them would be a write to undo); the batches already sent are
+        settled first. A batch that fails with an unexpected error (NoAuth, say) stops the round: no
+        batch is sent after it, those sent are settled, and the resources from the failed batch on
+        that are neither claimed nor blocked are ``failed``."""
         claimed: dict[str, int] = {}
         blocked: list[str] = []
         wanted = list(resources)
-        mine = self._remembered(wanted)  # never re-taken without reading it
+        mine = self._remembered(wanted)  # re-taken without a request only if verified (see there)
         claimed.update(mine)
         fresh = [r for r in wanted if r not in mine]
         data = json.dumps({"member": self.member_id}).encode()
-        for start in range(0, len(fresh), BATCH):
-            if start and abandon is not None and abandon():
-                return ClaimResult(claimed, blocked, fresh[start:])
-            error = self._create(fresh[start : start + BATCH], data, claimed, blocked)
-            if error is not None:
-                done = set(claimed) | set(blocked)
-                return ClaimResult(claimed, blocked, failed=[r for r in fresh[start:] if r not in done], error=error)
-        return ClaimResult(claimed, blocked)
+        window: deque[_Round] = deque()
+        errors: list[tuple[_Round, Exception]] = []  # batches that failed with an unexpected error
+        deferred: list[str] = []
+        try:
+            for start in range(0, len(fresh), BATCH):
+                if errors or (start and abandon is not None and abandon()):
+                    deferred = [] if errors else fresh[start:]
+                    break
+                window.append(self._send(fresh[start : start + BATCH], start, data))
+                if len(window) >= IN_FLIGHT:
+                    self._settle_first(window, data, claimed, blocked, errors)
+            while window:  # the batches sent (after a failure too: they may have landed)
+                self._settle_first(window, data, claimed, blocked, errors)
+        except Exception:
+            for round_ in window:  # sent, and unanswered: their outcome is unknown (read before reuse)
+                self.uncertain |= set(round_.batch)
+                self._unexpect(round_.probe)
+            raise
+        if not errors:
+            return ClaimResult(claimed, blocked, deferred)
+        done = set(claimed) | set(blocked) | set(deferred)
+        failed = [r for r in fresh[errors[0][0].start:] if r not in done]
+        return ClaimResult(claimed, blocked, deferred, failed=failed, error=errors[0][1])
 
-    def _create(self, batch: list[str], data: bytes, claimed: dict[str, int],
-                blocked: list[str]) -> Exception | None:
-        """Creates one batch. A batch fails as a whole when any of its claims exists; after
-        :data:`CONTENDED` such failures the rest is returned as blocked (the caller watches it and
-        retries from its event loop), so a member racing many others, or claiming for an assignment
-        that a newer one already replaced, never spins here re-reading the same batch.
+    def _settle_first(self, window: deque[_Round], data: bytes, claimed: dict[str, int], blocked: list[str],
+                      errors: list[tuple[_Round, Exception]]) -> None:
+        """Settles the oldest batch in flight (:meth:`_settle`); an unexpected error is noted in
+        ``errors``: no further batch is sent after it."""
+        round_ = window.popleft()
+        try:
+            error = self._settle(round_, data, claimed, blocked)
+        except Exception:
+            window.appendleft(round_)  # its outcome unknown, as the others'
+            raise
+        if error is not None:
+            errors.append((round_, error))
 
-        The reads that follow the transaction are sent with it, not after its reply (one round trip):
-        ZooKeeper answers a session's requests in order, and a read after our own write sees it. For
-        a batch of up to :data:`READ_EACH` claims that is a read of each (its token and watch if the
-        transaction created it, who holds it if not); for a larger one, of the first claim.
+    def _send(self, batch: list[str], start: int, data: bytes) -> _Round:
+        """Sends the transaction creating ``batch``'s claims, and the reads that follow it in the same
+        round trip: ZooKeeper answers a session's requests in order, and a read after our own write
+        sees it. For a batch of up to :data:`READ_EACH` claims that is a read of each (its token and
+        watch if the transaction created it, who holds it if not); for a larger one, of the first
+        claim."""
+        probe = batch if len(batch) <= READ_EACH else batch[:1]
+        self._expect(probe)  # before the read arms the watch: a claim of another may go at once
+        txn = self.zk.transaction()
+        for resource in batch:
+            txn.create(self.paths.owner(resource), data, ephemeral=True)
+        try:
+            connection = self.verified.connection()  # before the reads that verify are sent
+            pending = txn.commit_async()
+            reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in probe]
+        except (ConnectionLoss, OperationTimeoutError):
+            self.uncertain |= set(batch)
+            self._unexpect(probe)
+            raise
+        return _Round(batch, start, probe, connection, pending, reads)
+
+    def _settle(self, sent: _Round, data: bytes, claimed: dict[str, int], blocked: list[str]) -> Exception | None:
+        """Waits for one batch sent by :meth:`_send`. A batch fails as a whole when any of its claims
+        exists: it is sent again without those, one batch at a time; after :data:`CONTENDED` such
+        failures the rest is returned as blocked (the caller watches it and retries from its event
+        loop), so a member racing many others, or claiming for an assignment that a newer one already
+        replaced, never spins here re-reading the same batch.
 
         A transaction that fails otherwise (NoAuth, say: an ACL on ``G/owners``) created nothing: the
         error is returned, and the batch's resources are neither claimed nor blocked (they were once
         taken as claimed and found gone at once, then claimed again, in a loop with no pause)."""
         failures = 0
-        while batch:
-            probe = batch if len(batch) <= READ_EACH else batch[:1]
-            self._expect(probe)  # before the read arms the watch: a claim of another may go at once
-            txn = self.zk.transaction()
-            for resource in batch:
-                txn.create(self.paths.owner(resource), data, ephemeral=True)
+        while True:
+            batch, probe, reads, connection = sent.batch, sent.probe, sent.reads, sent.connection
             try:
-                connection = self.verified.connection()  # before the reads that verify are sent
-                pending = txn.commit_async()
-                reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in probe]
-                results = pending.get()
+                results = sent.pending.get()
             except (ConnectionLoss, OperationTimeoutError):
                 self.uncertain |= set(batch)
                 self._unexpect(probe)
@@ -193,6 +251,7 @@ class ClaimBook:
                 self._unexpect(probe)
                 if not ensure_container(self.zk, self.paths.owners):
                     raise NoNodeError(f"{self.paths.root} does not exist")  # never re-created here
+                sent = self._send(batch, sent.start, data)
                 continue
             taken = self._taken(batch, reads, connection)
             blocked.extend(r for r in batch if r in taken)
@@ -202,7 +261,9 @@ class ClaimBook:
             if failures >= CONTENDED:
                 blocked.extend(batch)
                 return None
-        return None
+            if not batch:
+                return None
+            sent = self._send(batch, sent.start, data)
 
     def _expect(self, resources: list[str]) -> None:
         """The watches about to be armed on ``resources`` may fire before their reads are settled:
@@ -292,14 +353,33 @@ class ClaimBook:
         return mine
 
     def _remembered(self, wanted: list[str]) -> dict[str, int]:
-        """resource -> token of the remembered claims among ``wanted`` that are still ours (read now:
-        one request for them all, see :meth:`_own_claims`); the others are forgotten. A claim held for
-        certain and still ours is the node we created (we would know of another), so its token and its
-        watch (armed when it was first read, re-armed after every reconnection) stand. An uncertain one
-        is read for its token, arming its watch."""
+        """resource -> token of the remembered claims among ``wanted`` that are still ours; the others
+        are forgotten. A claim verified on the current connection (:meth:`_known`) is ours without a
+        request. The others are read (one request for them all, see :meth:`_own_claims`): a claim held
+        for certain and still ours is the node we created (we would know of another), so its token and
+        its watch (armed when it was first read, re-armed after every reconnection) stand. An uncertain
+        one is read for its token, arming its watch."""
         remembered = [r for r in wanted if r in self.held or r in self.uncertain]
+        known = self._known(remembered)
+        remembered = [r for r in remembered if r not in known]
         if not remembered:
+            return known
+        return known | self._read_remembered(remembered)
+
+    def _known(self, remembered: list[str]) -> dict[str, int]:
+        """resource -> token of those of ``remembered`` held for certain and verified on the current
+        connection, which is up: their watch was armed on this connection and has not fired (a firing
+        revokes the verification before the member is told, see :meth:`claim_watch`), so each is still
+        the node we created; a deletion from now on is reported by that watch, as after a read. A
+        connection that dropped is not up (kazoo clears its flag before dropping the watches), and a
+        new one has a new number, so a claim deleted while the member was away is never among them."""
+        if not self.zk.connected:
             return {}
+        held, uncertain = self.held, self.uncertain
+        return self.verified.current({r: held[r] for r in remembered if r in held and r not in uncertain})
+
+    def _read_remembered(self, remembered: list[str]) -> dict[str, int]:
+        """:meth:`_remembered` for claims not verified on the current connection: read now."""
         alive = self._own_claims()
         if alive is None:
             return self._read_own(remembered)
@@ -340,8 +420,10 @@ class ClaimBook:
         token = self.held.get(resource)
         if token is None:
             self._released([resource])
-        elif event.type in (EventType.DELETED, EventType.CHANGED) and self.on_lost is not None:
-            self.on_lost(resource, token)
+        elif event.type in (EventType.DELETED, EventType.CHANGED):
+            self.verified.revoke([resource])  # first: a re-take reads it from now on (:meth:`_known`)
+            if self.on_lost is not None:
+                self.on_lost(resource, token)
 
     def _released(self, resources: list[str]) -> None:
         """The watches of these awaited claims fired: each callback given for one is told; the others
@@ -378,6 +460,7 @@ class ClaimBook:
         if self.held.get(resource) != token:
             return False
         del self.held[resource]
+        self.verified.revoke([resource])
         return True
 
     def still_held(self, resource: str, token: int) -> bool:
@@ -496,6 +579,7 @@ class ClaimBook:
                 # nothing); ``uncertain`` until its outcome is known, so a failure forgets nothing.
                 for resource in mine:
                     self.held.pop(resource, None)
+                self.verified.revoke(mine)
                 self.uncertain |= mine.keys()
                 self._unwatch(mine)
                 sent.append((mine, self._send_deletes(mine, fenced=bool(self.member_path))))
