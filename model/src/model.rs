@@ -299,6 +299,8 @@ pub struct Ghost {
     /// A start callback ran under a claim that no longer existed at the leader, outside the
     /// documented window (its owner had heard, or could have heard, of the deletion).
     pub start_under_gone_claim: bool,
+    /// A start was called off: its claim, read on the current connection, was found gone.
+    pub start_called_off: bool,
     /// Resources whose claim an administrator deleted by hand (not with the whole group).
     pub admin_deleted: u8,
 }
@@ -1030,6 +1032,7 @@ impl Proto {
                     if n.claims[r] != Some(ours) {
                         // found gone: not started (no stop callback), wanted again, claimed anew
                         n.mem[mi].drop_claims(bit);
+                        n.ghost.start_called_off = true;
                         return Some(n);
                     }
                     n.mem[mi].verified |= bit;
@@ -1717,6 +1720,11 @@ impl Model for Proto {
                 "slow_follower_notification_pending",
                 |_, s: &St| s.mem.iter().any(|x| x.lag != 0),
             ));
+        }
+        if two && c.rules.start_verified && (c.disconnects > 0 || c.cuts > 0) {
+            props.push(Property::sometimes("start_called_off_claim_gone", |_, s: &St| {
+                s.ghost.start_called_off
+            }));
         }
         if c.resource_changes > 0 {
             props.push(Property::sometimes("resource_deleted_while_held", |_, s: &St| {
