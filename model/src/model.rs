@@ -34,6 +34,10 @@ pub struct Rules {
     pub failover_closes_session: bool,
     /// A join happens only in the session whose start the member's loop has processed.
     pub join_in_processed_session: bool,
+    /// A start callback runs only under a claim verified on the current connection: an unverified
+    /// claim is read first (on the current connection); one found gone is not started, it is wanted
+    /// again and claimed anew.
+    pub start_verified: bool,
 }
 
 impl Rules {
@@ -44,6 +48,7 @@ impl Rules {
         unverified_until_rechecked: true,
         failover_closes_session: true,
         join_in_processed_session: true,
+        start_verified: true,
     };
 }
 
@@ -213,7 +218,7 @@ pub struct Mem {
     pub left: bool,
     pub behind: u8,   // ticks its clock lags the leader's
     pub joined: bool, // has joined at least once (members first join in index order: symmetry)
-    pub verified: u8, // held claims verified on the current connection (owns() needs it, with the rule)
+    pub verified: u8, // held claims verified on the current connection (owns() and a start need it)
     pub watching: u8, // held claims whose watch is armed on the current connection
     pub pend: u8,     // PEND_* bits
     pub busy: bool,   // its loop is inside a callback (no loop step until it returns)
@@ -291,6 +296,11 @@ pub struct Ghost {
     pub stale_write: bool,
     pub failover_wrong: bool,
     pub release_foreign: bool,
+    /// A start callback ran under a claim that no longer existed at the leader, outside the
+    /// documented window (its owner had heard, or could have heard, of the deletion).
+    pub start_under_gone_claim: bool,
+    /// A start was called off: its claim, read on the current connection, was found gone.
+    pub start_called_off: bool,
     /// Resources whose claim an administrator deleted by hand (not with the whole group).
     pub admin_deleted: u8,
 }
@@ -1006,7 +1016,32 @@ impl Proto {
                 n.ghost.window[r] &= !(1 << mi);
             }
             Act::Start(m, r) => {
-                n.mem[m as usize].working |= 1 << r;
+                let (mi, r) = (m as usize, r as usize);
+                let bit = 1u8 << r;
+                let x = n.mem[mi];
+                let ours = Claim {
+                    sess: x.sess,
+                    czxid: x.tokens[r],
+                };
+                if rules.start_verified && x.verified & bit == 0 {
+                    // read on the current connection first (arming its watch); a cut follower's
+                    // answer verifies nothing (the read is retried: no step), as at the re-check
+                    if x.cut {
+                        return None;
+                    }
+                    if n.claims[r] != Some(ours) {
+                        // found gone: not started (no stop callback), wanted again, claimed anew
+                        n.mem[mi].drop_claims(bit);
+                        n.ghost.start_called_off = true;
+                        return Some(n);
+                    }
+                    n.mem[mi].verified |= bit;
+                    n.mem[mi].watching |= bit;
+                }
+                if n.claims[r] != Some(ours) && n.ghost.window[r] & (1 << mi) == 0 {
+                    n.ghost.start_under_gone_claim = true;
+                }
+                n.mem[mi].working |= bit;
             }
             Act::Renew(m) => {
                 let mi = m as usize;
@@ -1649,6 +1684,9 @@ impl Model for Proto {
                 !s.ghost.failover_wrong
             }),
             Property::always("release_deletes_only_own_claims", |_, s: &St| !s.ghost.release_foreign),
+            Property::always("starts_only_under_live_claims", |_, s: &St| {
+                !s.ghost.start_under_gone_claim
+            }),
         ];
         if !self.cfg.liveness {
             return props;
@@ -1682,6 +1720,11 @@ impl Model for Proto {
                 "slow_follower_notification_pending",
                 |_, s: &St| s.mem.iter().any(|x| x.lag != 0),
             ));
+        }
+        if two && c.rules.start_verified && (c.disconnects > 0 || c.cuts > 0) {
+            props.push(Property::sometimes("start_called_off_claim_gone", |_, s: &St| {
+                s.ghost.start_called_off
+            }));
         }
         if c.resource_changes > 0 {
             props.push(Property::sometimes("resource_deleted_while_held", |_, s: &St| {

@@ -140,6 +140,12 @@ pub fn controls() -> Vec<Control> {
             ),
         },
         Control {
+            name: "start_verified",
+            finding: "a start callback under a claim verified only on the connection before a reconnection",
+            expect: "starts_only_under_live_claims",
+            cfg: small(base(|r| r.start_verified = false, &["disconnect", "admin"]), 2, 2, 9),
+        },
+        Control {
             name: "failover_closes_session",
             finding: "the failover's scan-then-delete order: the dead session expires in between",
             expect: "failover_ends_only_the_dead_instance",

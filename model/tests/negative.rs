@@ -31,6 +31,11 @@ fn without_unverified_claims_at_the_handshake_two_members_work_on_one_resource()
 }
 
 #[test]
+fn without_the_start_check_a_start_runs_under_a_claim_deleted_while_away() {
+    control("start_verified");
+}
+
+#[test]
 fn with_the_earlier_failover_order_a_live_members_claim_is_deleted() {
     control("failover_closes_session");
 }
