@@ -298,7 +298,7 @@ class StatusLoop:
                 return self._observe(now)  # shows the refusal, and nothing of what is there now
             group = self._repair_drift(zk, snapshot, now)
             self._tune(zk, group, now)
-            hold_grace(zk, rt)
+            hold_grace(self.ctx, zk, rt)
         except (KazooException, KazooTimeoutError) as exc:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
         self._ever_connected = self._read_once = True
