@@ -49,6 +49,11 @@ class OperatorIdentity:
         return Id("digest", make_digest_acl_credential(self.username, self.password))
 
     @property
+    def acl_id(self) -> str:
+        """``digest:<username>:<hash>``, the form the workers' ConfigMap gives them (REBALANSER_ZK_OPERATOR_ID)."""
+        return f"digest:{self.id.id}"
+
+    @property
     def auth(self) -> tuple[str, str]:
         """kazoo's ``auth_data`` entry."""
         return ("digest", f"{self.username}:{self.password}")

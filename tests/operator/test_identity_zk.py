@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import rebalanser
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make_digest_acl
@@ -24,7 +25,7 @@ from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorConte
 from rebalanser_operator.tenancy import AllowedEnsembles, PathRoots, Tenancy
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import RecordingKube
+from tests.operator.support import RecordingKube, status_loop
 from tests.support.zk import admin_client
 
 pytestmark = pytest.mark.zk
@@ -393,3 +394,31 @@ def test_the_upgrade_takes_over_what_the_older_operator_created(
         refused_with(ctx, future, spec(zk_hosts), "NotCreatedByOperator")
     finally:
         ctx.close()
+
+
+# ------------------------------------------------------------------------ the workers name the operator
+
+
+def test_workers_name_the_operator_so_its_one_session_reads_the_group(
+    ctx: OperatorContext, zk_hosts: str, top: str
+) -> None:
+    """With the identity the operator holds no group's credentials: its workers name the operator's
+    identity (published in their ConfigMap) in the nodes they create, and the status loop reads the
+    members and their assignment with the operator's own session."""
+    rt = ctx_apply(ctx, "orders", zk_hosts)
+    assert isinstance(ctx.kube, RecordingKube)
+    published = ctx.kube.config_maps[("shop", "orders-rebalanser")]
+    assert published["REBALANSER_ZK_OPERATOR_ID"] == OPERATOR.acl_id
+    options = rebalanser.Options(hosts=zk_hosts, group=f"{top}/shop/orders", member_id="w0",
+                                 credentials=(VICTIM.username, VICTIM.password),
+                                 operator_id=published["REBALANSER_ZK_OPERATOR_ID"], min_interval=0.0)
+    client = rebalanser.Client(options)
+    client.start()
+    try:
+        with status_loop(ctx, rt):
+            status = ctx.kube.wait_status(lambda s: s.get("members") == 1 and s.get("assigned") == 3, 30,
+                                          "the member and its three resources, read by the operator's session")
+        assert ctx.pool.connections() == 1
+        assert status["members"] == 1, status
+    finally:
+        client.stop()

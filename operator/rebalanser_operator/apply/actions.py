@@ -504,9 +504,11 @@ def config_map_name(name: str) -> str:
     return f"{name[:242]}-rebalanser"
 
 
-def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str) -> dict[str, str]:
+def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
+                  operator_id: str | None = None) -> dict[str, str]:
     """What a worker needs to join the group, as environment variables (``envFrom``); credentials only
-    by the name of their Secret."""
+    by the name of their Secret. ``operator_id``: the operator's identity (``digest:<user>:<hash>``),
+    which the workers of a group with credentials name in the ACL of the nodes they create."""
     data = {
         "REBALANSER_ZK": spec.zookeeper.connect,
         "REBALANSER_GROUP": path,
@@ -514,6 +516,8 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str)
     }
     if spec.zookeeper.credentials_secret is not None:
         data["REBALANSER_CREDENTIALS_SECRET"] = spec.zookeeper.credentials_secret
+        if operator_id is not None:
+            data["REBALANSER_ZK_OPERATOR_ID"] = operator_id
     if spec.zookeeper.tls is not None:
         # By reference only: the workers mount this Secret at WORKER_TLS_DIR.
         data["REBALANSER_ZK_TLS_SECRET"] = spec.zookeeper.tls.secret
@@ -525,7 +529,8 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str)
 
 def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
     """Publishes :func:`worker_config` when it changed; a failure is reported, never fatal to the sync."""
-    data = worker_config(spec, rt.namespace, rt.name, path)
+    data = worker_config(spec, rt.namespace, rt.name, path,
+                         ctx.identity.acl_id if ctx.identity is not None else None)
     if rt.worker_config == data:
         return
     try:
