@@ -69,7 +69,8 @@ def context(zk_hosts: str, top: str, identity: OperatorIdentity | None = OPERATO
     settings = Tenancy(path_roots=PathRoots.parse([f"{top}/{{namespace}}"]),
                        ensembles=AllowedEnsembles.parse([zk_hosts, f"localhost:{port}"]), cluster_id="cluster-1")
     kube = RecordingKube(secrets={"orders-zk": VICTIM})
-    return OperatorContext(kube=kube, options=LoopOptions(connect_wait=5.0), tenancy=settings, identity=identity)
+    own: dict[str, Any] = {"identity": identity} if identity is not None else {}  # the quick start: as before
+    return OperatorContext(kube=kube, options=LoopOptions(connect_wait=5.0), tenancy=settings, **own)
 
 
 @pytest.fixture
