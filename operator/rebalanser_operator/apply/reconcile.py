@@ -13,8 +13,10 @@ Guarantees, given a connected client:
   existing nodes, deletes tolerate missing ones, a failed ``multi`` is redone op by op);
 * writes go out as ``multi`` transactions of at most ``batch_size`` operations and ~512 KiB, several in
   flight at once, so 10,000 resources take well under a second on a local ensemble;
-* group znodes get ``acl`` (digest-protected when credentials are given; parents above the group are
-  shared and left open); existing group znodes with a different ACL are corrected;
+* group znodes get ``acl`` (digest-protected when credentials are given); existing group znodes with a
+  different ACL are corrected. Without the operator's identity the parents above the group are shared
+  and left open; with it (``identity``) they are the operator's alone (:func:`ensure_parents`) and an
+  existing root counts only when the operator created it (:func:`_check_created_here`);
 * the group root records which ResourceGroup owns it (namespace, name, UID, cluster id), so two
   ResourceGroups, of one cluster or of two sharing the ensemble, can never fight over one path, and
   nothing that is not the object's own is ever taken over or deleted (:class:`GroupOwnedElsewhereError`):
