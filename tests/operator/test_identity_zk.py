@@ -372,6 +372,7 @@ def test_the_upgrade_takes_over_what_the_older_operator_created(
     try:
         secured = ctx_apply(old, "secured", zk_hosts)
         open_ = ctx_apply(old, "open", zk_hosts, credentials=False)
+        assert secured.sync is not None and "no ZooKeeper identity of its own" in secured.sync.message
     finally:
         old.close()
     paths = GroupPaths.of(f"{top}/shop/secured")
@@ -386,6 +387,7 @@ def test_the_upgrade_takes_over_what_the_older_operator_created(
             rt = ctx.group("shop", old_rt.name, old_rt.uid)
             apply_spec(ctx, rt, spec(zk_hosts, old_rt is secured), generation=2, body=body(old_rt.name))
             assert rt.sync is not None and rt.sync.ok, rt.sync
+            assert "identity" not in rt.sync.message, rt.sync
             assert ACL(Permissions.ALL, OPERATOR.id) in op.get_acls(f"{top}/shop/{old_rt.name}")[0]
         for node in (top, f"{top}/shop"):
             assert sorted(op.get_acls(node)[0], key=str) == sorted(parent_acl(OPERATOR), key=str), node
