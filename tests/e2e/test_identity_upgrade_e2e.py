@@ -155,6 +155,7 @@ def test_the_new_operator_with_an_identity_takes_over_what_todays_release_create
     earlier.start()
     try:
         scene.apply(resource_group("secured", True), resource_group("open", False))
+        wait_for(lambda: scene.synced("secured"), 60, "secured Synced under today's release")  # then workers join
         scene.start_workers(None)
         wait_for(lambda: scene.stable("secured"), 90, lambda: f"secured Stable under today's release: "
                                                                 f"{scene.status('secured')}")

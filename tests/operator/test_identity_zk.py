@@ -379,6 +379,10 @@ def test_the_upgrade_takes_over_what_the_older_operator_created(
     with admin_client(zk_hosts, auth_data=[("digest", VICTIM.auth)]) as worker:
         member = worker.create(f"{paths.clients}/m-", b"{}", sequence=True,
                                acl=[make_digest_acl(VICTIM.username, VICTIM.password, all=True)])
+        # A member's session record: READ only for the group, which cannot re-ACL it (before: the
+        # takeover failed on it with NoAuth, and the group stayed NotAuthorized).
+        worker.create(f"{paths.sessions}/s-", b"", sequence=True, makepath=True,
+                      acl=[make_acl("digest", make_digest_acl(VICTIM.username, VICTIM.password).id.id, read=True)])
     plant_group(attacker, f"{top}/shop/future", ephemeral=False)
     assert zk.get_acls(f"{top}/shop")[0] == OPEN_ACL_UNSAFE
     ctx = context(zk_hosts, top)

@@ -8,7 +8,8 @@ root someone planted cannot know a UID the API server gave later). The group's c
 short session of their own for it (the operator's identity cannot change those nodes), closed at once:
 the operator's nodes (root, containers, ``G/config``, the resources) get ``acl``; the workers' nodes
 keep their ACL with the operator's identity added, so that the operator's own session can read and
-re-ACL them from then on. Returns None for any other root; raises ``NoAuthError`` when the group's
+re-ACL them from then on; a node the group's credentials may not re-ACL (a member's session record,
+READ only) is left as it is. Returns None for any other root; raises ``NoAuthError`` when the group's
 credentials do not open it either.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL
 from rebalanser.paths import GroupPaths
@@ -63,7 +64,7 @@ def _re_acl(zk: KazooClient, paths: GroupPaths, acl: list[ACL], operator: ACL) -
             try:
                 current, stat = acl_reply.get()
                 children = children_reply.get()
-            except NoNodeError:
+            except (NoNodeError, NoAuthError):
                 continue
             if node in own_nodes or node.rsplit("/", 1)[0] == paths.resources:
                 wanted = acl
@@ -78,4 +79,6 @@ def _re_acl(zk: KazooClient, paths: GroupPaths, acl: list[ACL], operator: ACL) -
                 changed += 1
             except (NoNodeError, BadVersionError):
                 continue
+            except NoAuthError:
+                continue  # a member's session record (READ only for the group): left as it is
     return changed
