@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Permissions
 from rebalanser_operator.identity import OperatorIdentity, parent_acl
 
@@ -178,9 +179,9 @@ def test_the_new_operator_with_an_identity_takes_over_what_todays_release_create
             for name in ("secured", "open"):
                 assert ACL(Permissions.ALL, OPERATOR.id) in op.get_acls(f"/rebalanser/{NS}/{name}")[0], name
         with admin_client(hosts) as attacker:
-            with pytest.raises(Exception, match="NoAuth"):
+            with pytest.raises(NoAuthError):
                 attacker.create(f"/rebalanser/{NS}/another-squat", b"")
-            with pytest.raises(Exception, match="NoAuth"):
+            with pytest.raises(NoAuthError):
                 attacker.set_acls(f"/rebalanser/{NS}", OPEN_ACL_UNSAFE)
         # The squatted root is refused with its reason; a new group is created.
         scene.apply(resource_group("future", True), resource_group("fresh", True))
