@@ -49,8 +49,12 @@ TLS_KEYS = (CA_FILE, CERTIFICATE_FILE, KEY_FILE)
 def credentials_from(data: Mapping[str, str] | None, where: str, *, username_key: str = "username",
                      password_key: str = "password") -> DigestCredentials:
     """Digest credentials from a Secret's ``data`` (base64 values) under the given keys; ``where``
-    names it in errors."""
+    names it in errors. The user name is public (ZooKeeper shows it in clear in every ACL naming the
+    digest): it comes only from ``username_key``, never the password's key, and never equals the password."""
     data = data or {}
+    if username_key == password_key:
+        raise CredentialsError(f"Secret {where}: usernameKey and passwordKey both name '{password_key}'; the user "
+                               "name is shown in clear in the group's ACL, so it must come from a key of its own")
     try:
         username = base64.b64decode(data[username_key]).decode()
         password = base64.b64decode(data[password_key]).decode()
@@ -58,6 +62,9 @@ def credentials_from(data: Mapping[str, str] | None, where: str, *, username_key
         raise CredentialsError(f"Secret {where} needs keys '{username_key}' and '{password_key}'") from exc
     if not username or ":" in username:
         raise CredentialsError(f"Secret {where}: username must be non-empty without ':'")
+    if username == password:
+        raise CredentialsError(f"Secret {where}: the user name equals the password; the user name is public (shown "
+                               "in clear in the group's ACL), so choose another password")
     return DigestCredentials(username, password)
 
 

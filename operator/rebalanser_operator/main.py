@@ -5,11 +5,14 @@
                         [--log-format json|plain|full] [--verbose | --debug]
                         [--path-root TEMPLATE]... [--allowed-ensemble HOSTS]... [--cluster-id ID]
                         [--max-groups-per-namespace N] [--max-resources-per-group N]
+                        [--zk-identity-user NAME --zk-identity-password-file FILE]
 
 Each tenancy setting may also come from the environment (used when the flag is not given):
 REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
 connect strings separated by ',' ';' or white space, '*' for any), REBALANSER_CLUSTER_ID,
-REBALANSER_MAX_GROUPS_PER_NAMESPACE, REBALANSER_MAX_RESOURCES_PER_GROUP. See
+REBALANSER_MAX_GROUPS_PER_NAMESPACE, REBALANSER_MAX_RESOURCES_PER_GROUP. The operator's own ZooKeeper
+identity (:mod:`rebalanser_operator.identity`) likewise: REBALANSER_ZK_IDENTITY_USER and
+REBALANSER_ZK_IDENTITY_PASSWORD_FILE (the chart mounts them from ``zookeeperIdentity.secretName``). See
 :mod:`rebalanser_operator.tenancy` and docs/operator.md ("Security model").
 
 Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG``. Standalone (no
@@ -33,6 +36,7 @@ from rebalanser import __version__
 from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
 from rebalanser_operator.handlers import build_registry, operator_settings
+from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
@@ -77,6 +81,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          help="ResourceGroups served per namespace, 0 for no limit (default 0)")
     tenancy.add_argument("--max-resources-per-group", type=int, metavar="N",
                          help="resources per ResourceGroup, 0 for the CRD's own limit (default 0)")
+    identity = parser.add_argument_group("the operator's own ZooKeeper identity (docs/operator.md, Security model)")
+    identity.add_argument("--zk-identity-user", metavar="NAME",
+                          help="digest user name of the operator's own identity (public: shown in the ACLs)")
+    identity.add_argument("--zk-identity-password-file", metavar="FILE",
+                          help="file holding its password (long and random: its hash is given to the workers). "
+                               "Without an identity the parents of the groups stay open to any client")
     parser.add_argument("--failover-pods", action="store_true",
                         help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
                              "on pods: the chart's failover.enabled); without it no pod is watched")
@@ -100,9 +110,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--metrics-port must be within 0..65535")
     try:
         args.tenancy = tenancy_settings(args, os.environ)
+        args.identity = identity_setting(args, os.environ)
     except SettingError as exc:
         parser.error(str(exc))
     return args
+
+
+def identity_setting(args: argparse.Namespace, env: Mapping[str, str]) -> OperatorIdentity | None:
+    """The operator's own identity from the flags, else the environment; None when neither names one."""
+    user = args.zk_identity_user or env.get("REBALANSER_ZK_IDENTITY_USER") or ""
+    path = args.zk_identity_password_file or env.get("REBALANSER_ZK_IDENTITY_PASSWORD_FILE") or ""
+    if not user and not path:
+        return None
+    if not user or not path:
+        raise SettingError("the operator's ZooKeeper identity needs both a user (--zk-identity-user) and a password "
+                           "file (--zk-identity-password-file)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            password = f.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingError(f"cannot read the operator's ZooKeeper password file {path}: {exc}") from exc
+    try:
+        return OperatorIdentity.digest(user, password)
+    except ValueError as exc:
+        raise SettingError(f"{exc} ({path})") from exc
 
 
 def tenancy_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Tenancy:
@@ -163,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     ctx = OperatorContext(kube=KubernetesGateway(api_client), metrics=metrics,
-                          options=LoopOptions(credentials_grace=args.credentials_grace), tenancy=tenancy)
+                          options=LoopOptions(credentials_grace=args.credentials_grace), tenancy=tenancy,
+                          identity=args.identity)
     own_namespace = own if own and (args.all_namespaces or own in args.namespaces) else None
     log.info(
         "starting: namespaces=%s metrics=%s liveness=%s peering=%s path roots=%s allowed ensembles=%s "
@@ -172,6 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         args.peering or "standalone", ",".join(tenancy.path_roots.templates), tenancy.ensembles.describe(),
         tenancy.cluster_id, tenancy.limits,
     )
+    if args.identity is None:
+        log.warning("no ZooKeeper identity of the operator's own (--zk-identity-user, chart value "
+                    "zookeeperIdentity.secretName): the parents of the groups (/rebalanser, /rebalanser/<namespace>) "
+                    "stay open to any ZooKeeper client, which can squat a future group's path or lock a namespace "
+                    "out; fine for a quick start only (docs/operator.md, Security model)")
+    else:
+        log.info("ZooKeeper identity: %s; only the operator creates group roots and their parents",
+                 args.identity.describe())
     if not tenancy.ensembles.any and not tenancy.ensembles.servers:
         log.warning("no --allowed-ensemble (REBALANSER_ALLOWED_ENSEMBLES) is set: every ResourceGroup is refused")
     try:

@@ -24,12 +24,13 @@ from kazoo.security import ACL
 from rebalanser_operator.controller.core import GroupController
 from rebalanser_operator.controller.messages import RolloutSeen
 from rebalanser_operator.controller.plan import GroupView
+from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.tuning import TuningPolicy, TuningState
 from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
-from rebalanser_operator.tenancy import Tenancy
+from rebalanser_operator.tenancy import SettingError, Tenancy, normalise_connect
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
 from rebalanser_operator.zktls import TlsMaterial
 
@@ -163,14 +164,18 @@ class OperatorContext:
         pool: ZooKeeperPool | None = None,
         executor_threads: int = EXECUTOR_THREADS,
         tenancy: Tenancy | None = None,
+        identity: OperatorIdentity | None = None,
     ) -> None:
         self.kube = kube
+        #: the operator's own ZooKeeper identity (None: the quick start, open parents, as before)
+        self.identity = identity if pool is None else pool.identity
         #: the pod watch of KubeletConfirmed failover is registered (handlers.build_registry sets it)
         self.watch_pods = True
         self.tenancy = tenancy if tenancy is not None else Tenancy()
         self.metrics = metrics if metrics is not None else Metrics()
         self.options = options if options is not None else LoopOptions()
-        self.pool = pool if pool is not None else ZooKeeperPool(on_state_change=self.on_zookeeper_state)
+        self.pool = pool if pool is not None else ZooKeeperPool(on_state_change=self.on_zookeeper_state,
+                                                                identity=identity)
         self.executor = ThreadPoolExecutor(max_workers=executor_threads, thread_name_prefix="rebalanser-status")
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str], GroupController] = {}
@@ -206,8 +211,10 @@ class OperatorContext:
             return detached
 
     def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
-        """The ZooKeeper client of group ``rt``: its connect string and TLS material, authenticated with
-        its own credentials only (:meth:`GroupRuntime.session_credentials`)."""
+        """The ZooKeeper client of group ``rt``: its connect string and TLS material, authenticated as the
+        operator's identity when it has one (one session per ensemble and TLS material, whatever the
+        groups' credentials), else with the group's own credentials only
+        (:meth:`GroupRuntime.session_credentials`)."""
         target = connect if connect is not None else rt.connect
         assert target is not None
         return self.pool.acquire(target, rt.user, rt.session_timeout, tls=rt.tls,
@@ -308,9 +315,19 @@ class OperatorContext:
     def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
         # Runs on kazoo's connection thread: only wake the loops.
         for controller in self.controllers():
-            if controller.view().connect == connect:
+            if _spelled(controller.view().connect) == connect:
                 controller.rt.wake()
 
     def close(self) -> None:
         self.pool.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _spelled(connect: str | None) -> str | None:
+    """``connect`` as the pool keys it (:func:`normalise_connect`), or as written when it cannot be."""
+    if connect is None:
+        return None
+    try:
+        return normalise_connect(connect)
+    except SettingError:
+        return connect

@@ -15,8 +15,8 @@ Secret or open a connection, so a refused group costs nothing and sends nothing 
   root or a node above it, never a node below it (the operator must see every node between the root
   and the group to know that the group is not inside another one).
 * **Allowed ensembles.** A set of ZooKeeper server addresses (``host:port``, port 2181 when left out,
-  names compared as written, case-insensitively). A connect string is allowed when every server it
-  names is in the set; ``*`` allows any server. An empty set allows none.
+  names compared case-insensitively; a name ending in ``.`` is refused). A connect string is allowed
+  when every server it names is in the set; ``*`` allows any server. An empty set allows none.
 * **Limits.** Groups per namespace and resources per group (0: no limit of the operator's own).
 """
 
@@ -36,6 +36,10 @@ PATH_NOT_ALLOWED = "PathNotAllowed"
 ENSEMBLE_NOT_ALLOWED = "EnsembleNotAllowed"
 LIMIT_EXCEEDED = "LimitExceeded"
 PATH_IN_USE = "PathInUse"
+#: With the operator's identity: a group root it did not create (adopted only by the annotation).
+NOT_CREATED_BY_OPERATOR = "NotCreatedByOperator"
+#: With the operator's identity: a node above the groups whose ACL refuses the operator.
+PARENT_NOT_OWNED = "ParentNotOwned"
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.:@+=-]{1,200}$")
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::([0-9]{1,5}))?$")
@@ -77,10 +81,22 @@ def split_connect(connect: str) -> tuple[list[str], str]:
         port = int(match.group(2)) if match.group(2) else DEFAULT_PORT
         if not 0 < port < 65536:
             raise SettingError(f"{host!r}: port out of range")
-        servers.append(f"{match.group(1).lower().rstrip('.')}:{port}")
+        name = match.group(1).lower()
+        if name.endswith("."):
+            raise SettingError(f"{host!r}: a host name ending in '.' is not used (write it without the dot); "
+                               "nothing was sent to it")
+        servers.append(f"{name}:{port}")
     if not servers:
         raise SettingError(f"{connect!r} names no server")
     return servers, chroot
+
+
+def normalise_connect(connect: str) -> str:
+    """The one spelling of a connect string the operator compares, keys and connects with: host names
+    in lower case, each with its port (2181 when left out), the servers sorted and without repeats, then
+    the chroot. Raises :class:`SettingError` for a string :func:`split_connect` refuses (a trailing dot)."""
+    servers, chroot = split_connect(connect)
+    return ",".join(sorted(set(servers))) + chroot
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,16 @@ recovered one is used again without a restart. With ``tls``
 and users with other material (a rotated Secret) get a connection of their own: a user whose material
 changes moves to a new connection, and the old one closes with its last user.
 ``on_state_change`` runs on kazoo's connection thread: it must only hand work to another thread.
+
+With the operator's own ``identity`` (:class:`~rebalanser_operator.identity.OperatorIdentity`), users
+share a client when they name the same ensemble and TLS material: every session authenticates as the
+operator, and the credentials users pass are ignored (they only name a group's digest in its ACL), so
+the number of sessions does not grow with groups or Secrets. Only ``tenant=True`` asks for a session
+with exactly the given credentials and not the operator's (kept for what a tenant's credentials alone
+may do: re-ACL the worker znodes of a rotation, take over a group an older operator created).
+
+Connect strings are keyed and connected to as :func:`~rebalanser_operator.tenancy.normalise_connect`
+spells them (``ZK:2181`` and ``zk`` are one session).
 """
 
 from __future__ import annotations
@@ -24,17 +34,23 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 
+from rebalanser_operator.tenancy import SettingError, normalise_connect
 from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
+
+if TYPE_CHECKING:
+    from rebalanser_operator.identity import OperatorIdentity
 
 log = logging.getLogger(__name__)
 
 StateCallback = Callable[[str, KazooState], None]
-#: (connect string, digest of the TLS material or "" for plain TCP, the credentials)
-Key = tuple[str, str, frozenset["DigestCredentials"]]
+#: (normalised connect string, digest of the TLS material or "" for plain TCP, the credentials, whether
+#: the session authenticates as the operator's identity)
+Key = tuple[str, str, frozenset["DigestCredentials"], bool]
 
 
 @dataclass(frozen=True)
@@ -71,7 +87,9 @@ class ZooKeeperPool:
         default_session_timeout: float = 10.0,
         max_reconnect_delay: float = 5.0,
         on_state_change: StateCallback | None = None,
+        identity: OperatorIdentity | None = None,
     ) -> None:
+        self.identity = identity
         self._default_session_timeout = default_session_timeout
         self._max_reconnect_delay = max_reconnect_delay
         self._on_state_change = on_state_change
@@ -82,16 +100,17 @@ class ZooKeeperPool:
 
     def acquire(
         self, connect: str, user: str, session_timeout: float | None = None, tls: TlsMaterial | None = None,
-        credentials: Iterable[DigestCredentials] = (),
+        credentials: Iterable[DigestCredentials] = (), tenant: bool = False,
     ) -> KazooClient:
         """The shared client for ``connect`` (over TLS with ``tls``, authenticated with exactly
-        ``credentials``), started if new; ``user`` is recorded until released.
+        ``credentials``, or as the operator's identity when it has one and ``tenant`` is False), started
+        if new; ``user`` is recorded until released.
 
         A user that switches to another connect string, other TLS material or other credentials releases
         its previous connection. ``session_timeout`` only applies when this call creates the client.
         """
-        auths = frozenset(credentials)
-        key = (connect, tls.digest if tls is not None else "", auths)
+        key = self._key(connect, tls, credentials, tenant)
+        auths = key[2]
         stale: _Entry | None = None
         with self._lock:
             previous = self._user_connect.get(user)
@@ -99,7 +118,7 @@ class ZooKeeperPool:
                 stale = self._drop_user(user)
             entry = self._entries.get(key)
             if entry is None:
-                entry = self._start(connect, session_timeout or self._default_session_timeout, tls, auths)
+                entry = self._start(key[0], session_timeout or self._default_session_timeout, tls, auths, key[3])
                 self._entries[key] = entry
             entry.users.add(user)
             self._user_connect[user] = key
@@ -115,9 +134,10 @@ class ZooKeeperPool:
             self._close(stale)
 
     def users(self, connect: str, tls: TlsMaterial | None = None,
-              credentials: Iterable[DigestCredentials] = ()) -> set[str]:
+              credentials: Iterable[DigestCredentials] = (), tenant: bool = False) -> set[str]:
+        key = self._key(connect, tls, credentials, tenant)
         with self._lock:
-            entry = self._entries.get((connect, tls.digest if tls is not None else "", frozenset(credentials)))
+            entry = self._entries.get(key)
             return set(entry.users) if entry else set()
 
     def credentials_of(self, client: KazooClient) -> frozenset[DigestCredentials]:
@@ -130,9 +150,10 @@ class ZooKeeperPool:
             return len(self._entries)
 
     def is_connected(self, connect: str, tls: TlsMaterial | None = None,
-                     credentials: Iterable[DigestCredentials] = ()) -> bool:
+                     credentials: Iterable[DigestCredentials] = (), tenant: bool = False) -> bool:
+        key = self._key(connect, tls, credentials, tenant)
         with self._lock:
-            entry = self._entries.get((connect, tls.digest if tls is not None else "", frozenset(credentials)))
+            entry = self._entries.get(key)
         return entry is not None and entry.connected.is_set()
 
     def wait_connected(self, client: KazooClient, timeout: float) -> bool:
@@ -154,6 +175,15 @@ class ZooKeeperPool:
         self._files.close()
 
     # ----------------------------------------------------------------------------------- internals
+
+    def _key(self, connect: str, tls: TlsMaterial | None, credentials: Iterable[DigestCredentials],
+             tenant: bool) -> Key:
+        own = self.identity is not None and not tenant
+        try:
+            spelled = normalise_connect(connect)
+        except SettingError:
+            spelled = connect  # refused before it gets here; never a reason to fail the pool
+        return (spelled, tls.digest if tls is not None else "", frozenset() if own else frozenset(credentials), own)
 
     def _entry_of(self, client: KazooClient) -> _Entry | None:
         with self._lock:
@@ -182,10 +212,12 @@ class ZooKeeperPool:
         _close(entry.client)
 
     def _start(self, connect: str, session_timeout: float, tls: TlsMaterial | None,
-               auths: frozenset[DigestCredentials]) -> _Entry:
+               auths: frozenset[DigestCredentials], own: bool) -> _Entry:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self._max_reconnect_delay)
         options = self._files.materialise(tls).kazoo_arguments() if tls is not None else {}
         auth_data = [("digest", c.auth) for c in sorted(auths, key=lambda c: c.username)]
+        if own and self.identity is not None:
+            auth_data = [self.identity.auth]
         client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry,
                              auth_data=auth_data or None, **options)
         entry = _Entry(client=client, tls=tls, auths=auths)

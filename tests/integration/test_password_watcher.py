@@ -11,6 +11,7 @@ import pytest
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.credentials import PasswordFile, PasswordWatcher
+from rebalanser.errors import InvalidInputError
 from rebalanser.options import Options
 from rebalanser.session import make_client, password_watcher
 
@@ -56,6 +57,38 @@ def test_a_changed_password_file_moves_the_live_session_and_new_nodes(
         zk.restart()  # a new connection: kazoo re-sends both passwords
         zk.set(f"{group_path}/after", b"y")
         zk.set(f"{group_path}/before", b"y")
+    finally:
+        zk.stop()
+        zk.close()
+        with admin_client(zk_hosts, auth_data=[("digest", "op:old"), ("digest", "op:new")]) as client:
+            purge(client, group_path)
+
+
+def test_the_operators_identity_is_named_by_every_node_before_and_after_a_rotation(
+    zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """Options.operator_id (REBALANSER_ZK_OPERATOR_ID): the operator's identity keeps every permission on
+    the nodes a member creates, whichever password they name; a malformed id is refused at once."""
+    operator = make_digest_acl("rebalanser-operator", "operator-password", all=True)
+    secret = tmp_path / "password"
+    secret.write_text("old\n")
+    options = Options(hosts=zk_hosts, group=group_path, operator_id=f"digest:{operator.id.id}",
+                      credentials=PasswordFile("op", str(secret), poll_interval=60, previous_grace=0.0))
+    with pytest.raises(InvalidInputError, match="digest:<user>:<hash>"):
+        Options(hosts=zk_hosts, group=group_path, operator_id="rebalanser-operator")
+    zk = make_client(options)
+    watcher = password_watcher(zk)
+    assert isinstance(watcher, PasswordWatcher)
+    zk.start(timeout=15)
+    try:
+        zk.create(f"{group_path}/before", makepath=True)
+        secret.write_text("new\n")
+        assert watcher.check_once()
+        zk.create(f"{group_path}/after")
+        assert set(zk.get_acls(f"{group_path}/before")[0]) == {make_digest_acl("op", "old", all=True), operator}
+        assert set(zk.get_acls(f"{group_path}/after")[0]) == {make_digest_acl("op", "new", all=True), operator}
+        with admin_client(zk_hosts, auth_data=[("digest", "rebalanser-operator:operator-password")]) as as_operator:
+            assert as_operator.get(f"{group_path}/before")[0] == b""
     finally:
         zk.stop()
         zk.close()

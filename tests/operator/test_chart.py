@@ -444,3 +444,27 @@ def test_the_chart_grants_the_cluster_id_fallback_in_the_operators_own_namespace
         own = granted(render(helm, "--set", "rbac.watchNamespaces={shop}", *args), "ops")
         assert "get" in own.get(f"configmaps[{CONFIG_MAP}]", frozenset()) | own.get("configmaps", frozenset()), args
         assert "create" in own.get("configmaps", frozenset()), args
+
+
+def test_the_operators_zookeeper_identity_comes_from_a_secret_of_its_namespace(helm: Path) -> None:
+    """zookeeperIdentity.secretName: the user name from its key, the password as a mounted file (never in
+    the environment); unset, the operator runs without an identity (and says so)."""
+    def container_and_volumes(*extra: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        pod = by_kind(render(helm, *extra), "Deployment")[0]["spec"]["template"]["spec"]
+        return pod["containers"][0], pod["volumes"]
+
+    container, volumes = container_and_volumes()
+    names = {e["name"] for e in container["env"]}
+    assert not names & {"REBALANSER_ZK_IDENTITY_USER", "REBALANSER_ZK_IDENTITY_PASSWORD_FILE"}
+    assert [v["name"] for v in volumes] == ["tmp"]
+    container, volumes = container_and_volumes("--set", "zookeeperIdentity.secretName=operator-zk",
+                                               "--set", "zookeeperIdentity.passwordKey=pw")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["REBALANSER_ZK_IDENTITY_USER"]["valueFrom"]["secretKeyRef"] == {"name": "operator-zk", "key": "username"}
+    path = env["REBALANSER_ZK_IDENTITY_PASSWORD_FILE"]["value"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "zookeeper-identity")
+    assert mount["readOnly"] and path == f"{mount['mountPath']}/password"
+    volume = next(v for v in volumes if v["name"] == "zookeeper-identity")
+    assert volume["secret"] == {"secretName": "operator-zk", "items": [{"key": "pw", "path": "password"}]}
+    assert not any("valueFrom" in e and e["valueFrom"].get("secretKeyRef", {}).get("key") == "pw"
+                   for e in container["env"]), "the password never reaches the environment"

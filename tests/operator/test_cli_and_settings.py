@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from pathlib import Path
 
 import pytest
 from rebalanser_operator.handlers import FINALIZER, build_registry, object_ref, operator_settings
@@ -85,3 +86,24 @@ def test_object_ref_keeps_only_what_events_need() -> None:
     assert object_ref(body) == {"apiVersion": "v", "kind": "K", "metadata": {"name": "n", "namespace": "s", "uid": "u"}}
 
 
+
+
+def test_the_operators_zookeeper_identity_from_flags_or_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("a-long-random-password\n")
+    assert parse_args(["-n", "a"]).identity is None
+    identity = parse_args(["-n", "a", "--zk-identity-user", "op", "--zk-identity-password-file", str(secret)]).identity
+    assert identity is not None and identity.username == "op" and identity.password == "a-long-random-password"
+    assert "a-long-random-password" not in repr(identity)
+    monkeypatch.setenv("REBALANSER_ZK_IDENTITY_USER", "op2")
+    monkeypatch.setenv("REBALANSER_ZK_IDENTITY_PASSWORD_FILE", str(secret))
+    from_env = parse_args(["-n", "a"]).identity
+    assert from_env is not None and from_env.username == "op2"
+    monkeypatch.setenv("REBALANSER_ZK_IDENTITY_PASSWORD_FILE", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "a"])
+    monkeypatch.delenv("REBALANSER_ZK_IDENTITY_PASSWORD_FILE")
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "a"])  # a user without a password file

@@ -121,5 +121,19 @@ def test_the_operator_reads_the_keys_a_reference_names() -> None:
     with pytest.raises(CredentialsError, match="'login' and 'pw'"):
         credentials_from(data, "ns/s", username_key="login", password_key="pw")
     material = tls_from(data, "ns/s", keys=("ca.pem", "c.pem", "k.pem"))
+    assert material.ca == b"CA"
+
+
+def test_the_user_name_comes_only_from_its_own_key() -> None:
+    """The user name is shown in clear in the group's ACL. Before: usernameKey could name the password's
+    key (the password then appeared in clear in a world-readable ACL), and a user name equal to the
+    password was used."""
+    data = b64({"username": b"alice", "password": b"secret", "same": b"alice"})
+    with pytest.raises(CredentialsError, match="usernameKey and passwordKey both name 'password'"):
+        credentials_from(data, "ns/s", username_key="password", password_key="password")
+    with pytest.raises(CredentialsError, match="equals the password"):
+        credentials_from(data, "ns/s", username_key="username", password_key="same")
+    material = tls_from(data | b64({"ca.pem": b"CA", "c.pem": b"CERT", "k.pem": b"KEY"}), "ns/s",
+                        keys=("ca.pem", "c.pem", "k.pem"))
     assert (material.ca, material.certificate, material.key) == (b"CA", b"CERT", b"KEY")
     assert tls_from(data, "ns/s").ca is None

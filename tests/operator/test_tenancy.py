@@ -15,6 +15,7 @@ from rebalanser_operator.tenancy import (
     Placement,
     Refusal,
     SettingError,
+    normalise_connect,
     split_connect,
 )
 
@@ -28,6 +29,19 @@ def test_connect_strings_are_split_into_servers_and_chroot() -> None:
         split_connect("/only-a-chroot")
     with pytest.raises(SettingError):
         split_connect("host:99999")
+
+
+def test_connect_strings_are_normalised_and_a_trailing_dot_is_refused() -> None:
+    """Before: ``127.0.0.1.:2181`` (never resolves) was admitted as 127.0.0.1, and ``ZK:2181`` and ``zk``
+    were two sessions of the pool."""
+    assert normalise_connect("ZK-1.zk,zk-0.ZK:2181,zk-1.zk:2181/apps") == "zk-0.zk:2181,zk-1.zk:2181/apps"
+    assert normalise_connect("zk") == normalise_connect("ZK:2181")
+    with pytest.raises(SettingError, match=r"ending in '\.'"):
+        normalise_connect("zk-0.zk.:2181")
+    refusal = AllowedEnsembles.parse(["127.0.0.1:2181"]).check("127.0.0.1.:2181")
+    assert refusal is not None and refusal.reason == "EnsembleNotAllowed" and "'.'" in refusal.message, refusal
+    with pytest.raises(SettingError):
+        AllowedEnsembles.parse(["zk-0.zk.:2181"])
 
 
 @pytest.mark.parametrize("path", [

@@ -233,7 +233,7 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
         apply_spec(second, rt, raw, generation=1, body=BODY)
         assert rt.previous_acl == [make_digest_acl("op", "old-password", all=True)], rt.previous_acl
         assert may_create("old-password"), "a restarted operator cut the grace period short"
-        assert hold_grace(second.pool.acquire(zk_hosts, rt.user), rt) == 0  # the lagging node refuses it
+        assert hold_grace(second, second.pool.acquire(zk_hosts, rt.user), rt) == 0  # the lagging node refuses it
         assert rt.grace_until is not None and end_grace(rt, rt.grace_until)
         resync_secrets(second, rt)
         assert rt.sync is not None and rt.sync.ok, "one node the operator cannot re-ACL failed the sweep"

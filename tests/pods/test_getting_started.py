@@ -12,6 +12,7 @@ every block and its output is written to .pod-recipe/transcript.md.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -26,6 +27,7 @@ from tests.pods.scene import example
 from tests.support.invariants import Event, overlaps, owners_in_window, token_regressions
 from tests.support.kubectl import Kube, KubeError, wait_until
 from tests.support.podlogs import parse_log
+from tests.support.podtools import Tools
 from tests.support.recipe import REPO, Shell, for_the_local_cluster, page_steps, shell_env
 
 pytestmark = [pytest.mark.pods, pytest.mark.timeout(3600)]
@@ -45,6 +47,38 @@ def _gone(kube: Kube, *args: str) -> bool:
     return kube.maybe_json("get", *args) is None
 
 
+#: Run in a tools pod: the parents the recipe's operator took over for its identity are given back to
+#: everyone (the cluster's ZooKeeper is shared by the pod tests, whose operators run without an identity).
+GIVE_BACK_SCRIPT = """
+import sys
+from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE
+zk = KazooClient(hosts=sys.argv[1], timeout=10, auth_data=[("digest", sys.argv[2])])
+zk.start(timeout=30)
+for node in sys.argv[3:]:
+    if zk.exists(node) is not None:
+        zk.set_acls(node, OPEN_ACL_UNSAFE)
+zk.stop()
+"""
+IDENTITY_SECRET = "rebalanser-zk-identity"  # step 4's Secret
+ZK_CONNECT = "zk.zookeeper.svc.cluster.local:2181"
+
+
+def give_back_parents(kube: Kube) -> None:
+    """The recipe's operator made /rebalanser and /rebalanser/shop its own (its identity, step 4): give
+    them back to everyone with that identity, read from step 4's Secret, before the namespace goes."""
+    secret = kube.maybe_json("get", "secret", IDENTITY_SECRET, "-n", OPERATOR_NS)
+    if secret is None:
+        return
+    user, password = (base64.b64decode(secret["data"][key]).decode() for key in ("username", "password"))
+    tools = Tools(kube, "recipe-tools")
+    tools.create()
+    try:
+        tools.python(GIVE_BACK_SCRIPT, ZK_CONNECT, f"{user}:{password}", "/rebalanser", f"/rebalanser/{TENANT_NS}")
+    finally:
+        tools.delete()
+
+
 def clear(kube: Kube) -> None:
     """What an earlier, interrupted run left: the tenant namespace first while its operator still runs (it
     deletes the group's znodes, which only the group's credentials may), then the release and its namespace.
@@ -58,6 +92,7 @@ def clear(kube: Kube) -> None:
                 kube.kubectl("patch", "resourcegroups.rebalanser.io", rg["metadata"]["name"], "-n", TENANT_NS,
                              "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
             wait_until(lambda: _gone(kube, "namespace", TENANT_NS), 120, "namespace shop, without finalizers")
+    give_back_parents(kube)
     if kube.helm("status", RELEASE, "-n", OPERATOR_NS, check=False).returncode == 0:
         kube.helm("uninstall", RELEASE, "-n", OPERATOR_NS, "--wait", "--timeout", "120s", check=False)
     if not _gone(kube, "namespace", OPERATOR_NS):

@@ -191,4 +191,5 @@ def test_the_path_is_immutable() -> None:
 def test_a_changed_connect_string_is_checked_before_it_is_used() -> None:
     assert admit(previous_connect="old:2181").check_move
     assert not admit(previous_connect="zk:2181").check_move
+    assert not admit(previous_connect="ZK").check_move  # one ensemble in another spelling: not a move
 

@@ -221,7 +221,7 @@ def worker_options(args: argparse.Namespace) -> Options:
         credentials=_credentials(args), tls=tls_options(args), termination_log=args.termination_log or None,
         pod_namespace=_env("POD_NAMESPACE"), pod=_env("POD_NAME"), pod_uid=_env("POD_UID"),
         container=_env("REBALANSER_CONTAINER"), create_group=args.create_group,
-        metrics=_metrics(args.metrics_port),
+        operator_id=_env("REBALANSER_ZK_OPERATOR_ID"), metrics=_metrics(args.metrics_port),
     )
 
 

@@ -29,7 +29,7 @@ from kazoo.security import ACL, Id, Permissions, make_acl, make_digest_acl
 
 from rebalanser.errors import InvalidInputError
 
-__all__ = ["DigestState", "PasswordFile", "PasswordFileError", "PasswordWatcher", "read_password",
+__all__ = ["DigestState", "PasswordFile", "PasswordFileError", "PasswordWatcher", "operator_acl", "read_password",
            "redact_kazoo_auth", "session_record_acl"]
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,16 @@ class DigestState:
         return entries
 
 
+def operator_acl(operator_id: str) -> ACL:
+    """Every permission for the operator's identity, given as ``digest:<user>:<hash>`` (the form
+    REBALANSER_ZK_OPERATOR_ID holds); :class:`InvalidInputError` for anything else."""
+    scheme, _, ident = operator_id.partition(":")
+    user, _, digest = ident.partition(":")
+    if scheme != "digest" or not user or not digest or ":" in digest:
+        raise InvalidInputError(f"the operator's id {operator_id!r} is not digest:<user>:<hash>")
+    return ACL(Permissions.ALL, Id("digest", ident))
+
+
 def session_record_acl(group_acl: Sequence[ACL] | None, readers: Sequence[ACL] = ()) -> list[ACL]:
     """The ACL of a member's session record (``G/sessions/<guid>-<id>``, which holds its session's
     password): READ, and nothing else, for every digest identity of ``group_acl`` (the ACL the member gives
@@ -156,9 +166,10 @@ class PasswordWatcher:
 
     def __init__(
         self, zk: KazooClient, source: PasswordFile, password: str,
-        on_rotated: Callable[[DigestState], None] | None = None,
+        on_rotated: Callable[[DigestState], None] | None = None, extra_acl: Sequence[ACL] = (),
     ) -> None:
         self._zk, self._source, self._on_rotated = zk, source, on_rotated
+        self._extra_acl = list(extra_acl)  # the operator's identity, named by every node created
         self._state = DigestState(source.username, password)
         self._reported: str | None = None  # the file problem last reported (each is reported once)
         self._stopped = threading.Event()
@@ -212,7 +223,7 @@ class PasswordWatcher:
         return True
 
     def _apply_acl(self, now: float) -> None:
-        self._zk.default_acl = self._state.acl(now)
+        self._zk.default_acl = [*self._state.acl(now), *self._extra_acl]
 
     def _run(self) -> None:
         while not self._stopped.wait(self._source.poll_interval):

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from rebalanser.config import Algorithm
 from rebalanser.connect_string import parse_connect_string
-from rebalanser.credentials import PasswordFile
+from rebalanser.credentials import PasswordFile, operator_acl
 from rebalanser.errors import InvalidInputError
 from rebalanser.metrics import Metrics, NoMetrics
 from rebalanser.paths import validate_group_path, validate_member_id
@@ -56,6 +56,10 @@ class Options:
     :class:`~rebalanser.errors.GroupNotFoundError` (:meth:`Client.start` raises it), so that a mistyped
     path fails instead of making a group of its own that nothing else uses. Groups are made with
     ``rebalanser group create`` (:meth:`rebalanser.admin.GroupAdmin.create`) or a ResourceGroup.
+    ``operator_id``: the operator's own ZooKeeper identity (``digest:<user>:<hash>``, published in the
+    workers' ConfigMap as REBALANSER_ZK_OPERATOR_ID when the operator has one): with credentials, the nodes
+    the member creates name it too (every permission), so the operator reads the group's members and
+    re-ACLs them at a rotation with its own session. None: they name the group's credentials only.
     ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
     :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
     with the ``rebalanser[metrics]`` extra.
@@ -83,6 +87,7 @@ class Options:
     pod_namespace: str | None = None
     container: str | None = None
     create_group: bool = False
+    operator_id: str | None = None
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
 
     def __repr__(self) -> str:
@@ -118,6 +123,8 @@ class Options:
             len(self.credentials) != 2 or not all(self.credentials)
         ):
             raise InvalidInputError("credentials must be a (username, password) pair of non-empty strings")
+        if self.operator_id is not None:
+            operator_acl(self.operator_id)
         if self.tls is not None and not isinstance(self.tls, TlsOptions):
             raise InvalidInputError("tls must be a rebalanser.tls.TlsOptions")
         if self.termination_log is not None and (not isinstance(self.termination_log, str) or not self.termination_log):

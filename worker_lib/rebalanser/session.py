@@ -18,7 +18,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
 from rebalanser.bufferedreads import BufferedConnection
-from rebalanser.credentials import PasswordFile, PasswordFileError, PasswordWatcher, read_password
+from rebalanser.credentials import PasswordFile, PasswordFileError, PasswordWatcher, operator_acl, read_password
 from rebalanser.errors import InvalidInputError
 from rebalanser.kazoo_private import requested_timeout, use_connection_class
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
@@ -101,6 +101,7 @@ def make_client(options: Options) -> KazooClient:
     auth = None
     acl = None
     source = options.credentials
+    extra = [operator_acl(options.operator_id)] if options.operator_id is not None else []
     if isinstance(source, PasswordFile):
         try:
             password = read_password(source.path)
@@ -110,7 +111,7 @@ def make_client(options: Options) -> KazooClient:
     elif source is not None:
         user, password = source
         auth = [("digest", f"{user}:{password}")]
-        acl = [make_digest_acl(user, password, all=True)]
+        acl = [make_digest_acl(user, password, all=True), *extra]
     zk = KazooClient(
         **(options.tls.kazoo_arguments() if options.tls is not None else {}),
         hosts=options.hosts,
@@ -123,7 +124,7 @@ def make_client(options: Options) -> KazooClient:
     use_connection_class(zk, _RecordingConnection)
     setattr(zk, _HANDSHAKES, Handshakes(options.session_timeout))
     if isinstance(source, PasswordFile):
-        setattr(zk, _PASSWORD, PasswordWatcher(zk, source, password))  # sets default_acl
+        setattr(zk, _PASSWORD, PasswordWatcher(zk, source, password, extra_acl=extra))  # sets default_acl
     return zk
 
 

@@ -20,28 +20,32 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.security import make_digest_acl
+from kazoo.security import ACL, make_digest_acl
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
 from rebalanser_operator.apply.reconcile import (
+    ADOPT_ANNOTATION,
     GroupOwnedElsewhereError,
+    NotCreatedByOperatorError,
     OwnerMarker,
+    ParentNotOwnedError,
     SyncResult,
     delete_group,
-    group_acl,
     migrate_worker_nodes_acl,
     reconcile_group,
     retained_digests,
 )
+from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import plan_admission
+from rebalanser_operator.identity import group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
 from rebalanser_operator.spec.notices import spec_notices
 from rebalanser_operator.status.tuning import initial_state
 from rebalanser_operator.status.view import SyncState
-from rebalanser_operator.tenancy import PATH_IN_USE, Placement, Refusal
+from rebalanser_operator.tenancy import NOT_CREATED_BY_OPERATOR, PARENT_NOT_OWNED, PATH_IN_USE, Placement, Refusal
 from rebalanser_operator.zkpool import DigestCredentials
 
 if TYPE_CHECKING:
@@ -58,6 +62,9 @@ DELETE_GIVE_UP_SECONDS = 600.0
 MEMBERS_LEAVE_WAIT_SECONDS = 60.0
 MEMBERS_POLL_SECONDS = 2.0
 OWNED_ELSEWHERE_RETRY = 60.0
+#: Appended to a Synced group's status message when the operator runs without its own identity.
+NO_IDENTITY_NOTE = ("; the operator has no ZooKeeper identity of its own: the parents of the groups are open "
+                    "to any client (docs/operator.md, Security model)")
 
 
 class RetryLater(RuntimeError):
@@ -227,18 +234,24 @@ def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: Resourc
     try:
         if credentials is not None and rt.acl is None and rt.grace_until is None:
             _resume_grace(ctx, rt, zk, path, credentials)
-        acl = group_acl(credentials, rt.previous_acl or ())
-        result = reconcile_group(
-            zk, path, desired=rt.desired, config=spec.group_config(rt.effective_interval()), acl=acl,
-            owner=owner_marker(ctx, rt), confine=placement.root,
-        )
+        acl = group_acl(ctx.identity, credentials, rt.previous_acl or ())
+        result = _reconcile_or_take_over(ctx, rt, zk, spec, acl, placement)
         rt.owned = True
         if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
-            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True)
+            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True, identity=ctx.identity)
             log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
                      "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
+        if result.parents_not_taken:
+            event(ctx, rt, "Warning", "ParentNotTakenOver",
+                  f"{', '.join(result.parents_not_taken)}: the ACL refuses the operator's identity; the group "
+                  "works, but no new group can be created there until a ZooKeeper administrator gives it back")
+    except NotCreatedByOperatorError as exc:
+        raise _refused(ctx, rt, Refusal(NOT_CREATED_BY_OPERATOR, str(exc)),
+                       retry_after=OWNED_ELSEWHERE_RETRY) from exc
     except GroupOwnedElsewhereError as exc:
         raise _refused(ctx, rt, Refusal(PATH_IN_USE, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
+    except ParentNotOwnedError as exc:
+        raise _refused(ctx, rt, Refusal(PARENT_NOT_OWNED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     except NoAuthError as exc:
         message = f"ZooKeeper refused a write under {path}: the group is protected by other credentials"
         raise _temporary(ctx, rt, "NotAuthorized", message, backoff(retry)) from exc
@@ -251,11 +264,43 @@ def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: Resourc
     return result
 
 
+def _reconcile_or_take_over(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+                            acl: list[ACL], placement: Placement) -> SyncResult:
+    """:func:`reconcile_group` as the operator; with its identity, a group this object owns that an older
+    operator created under the tenant's credentials (the operator's identity cannot change it) is first
+    taken over on a short session of the group's own credentials (:func:`take_over_group`), then
+    reconciled again."""
+    assert rt.path is not None
+    annotations = ((rt.body or {}).get("metadata") or {}).get("annotations") or {}
+
+    def attempt() -> SyncResult:
+        assert rt.path is not None
+        return reconcile_group(
+            zk, rt.path, desired=rt.desired, config=spec.group_config(rt.effective_interval()), acl=acl,
+            owner=owner_marker(ctx, rt), confine=placement.root, identity=ctx.identity,
+            adopt=annotations.get(ADOPT_ANNOTATION) == "true",
+        )
+
+    try:
+        return attempt()
+    except NoAuthError:
+        if ctx.identity is None or not rt.session_credentials():
+            raise
+        taken = take_over_group(ctx, rt, acl)
+        if taken is None:
+            raise
+    log.info("%s: took over %s from the tenant's credentials (%d znodes re-ACLed)", rt.user, rt.path, taken)
+    event(ctx, rt, "Normal", "TakenOver", f"{rt.path}: created by an earlier operator under the group's "
+                                          f"credentials; {taken} znodes now name the operator's identity too")
+    return attempt()
+
+
 def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
     """Records a sync that went through: status, metrics, an Event, the workers' ConfigMap."""
     assert rt.path is not None
     path = rt.path
-    rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}")
+    note = "" if ctx.identity is not None else NO_IDENTITY_NOTE
+    rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}{note}")
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
     ctx.metrics.resources_deleted.inc(result.deleted)
@@ -330,10 +375,15 @@ def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path:
     """At this operator's first apply of the group: a root ACL naming other digests besides the
     current credentials is a grace period an earlier operator left unfinished; it starts over here."""
     try:
+        data, _ = zk.get(path)
         current, _ = zk.get_acls(path)
     except NoNodeError:
         return
-    retained = retained_digests(current, credentials)
+    marker = OwnerMarker.parse(data)
+    mine = owner_marker(ctx, rt)
+    if marker is None or not mine.uid or marker.uid != mine.uid or not mine.same_object(marker):
+        return  # only this object's own root says what its own grace period kept
+    retained = retained_digests(current, credentials, ctx.identity)
     if retained:
         rt.previous_acl = retained
         rt.grace_until = time.monotonic() + ctx.options.credentials_grace
@@ -341,14 +391,14 @@ def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path:
                  rt.user, len(retained), ctx.options.credentials_grace)
 
 
-def hold_grace(zk: KazooClient, rt: GroupRuntime) -> int:
+def hold_grace(ctx: OperatorContext, zk: KazooClient, rt: GroupRuntime) -> int:
     """During a rotation's grace period (run on every status refresh): gives the group's ACL, naming
     both passwords, to the worker znodes created since the last pass by workers that have not yet
     noticed the new password (their nodes name only the old one); returns how many changed."""
     if rt.grace_until is None or rt.path is None or rt.acl is None:
         return 0
     try:
-        migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(rt.path), rt.acl)
+        migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(rt.path), rt.acl, identity=ctx.identity)
     except NoAuthError:
         log.warning("%s: a worker znode refuses the operator's credentials; not re-ACLed", rt.user)
         return 0
@@ -454,9 +504,11 @@ def config_map_name(name: str) -> str:
     return f"{name[:242]}-rebalanser"
 
 
-def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str) -> dict[str, str]:
+def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
+                  operator_id: str | None = None) -> dict[str, str]:
     """What a worker needs to join the group, as environment variables (``envFrom``); credentials only
-    by the name of their Secret."""
+    by the name of their Secret. ``operator_id``: the operator's identity (``digest:<user>:<hash>``),
+    which the workers of a group with credentials name in the ACL of the nodes they create."""
     data = {
         "REBALANSER_ZK": spec.zookeeper.connect,
         "REBALANSER_GROUP": path,
@@ -464,6 +516,8 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str)
     }
     if spec.zookeeper.credentials_secret is not None:
         data["REBALANSER_CREDENTIALS_SECRET"] = spec.zookeeper.credentials_secret
+        if operator_id is not None:
+            data["REBALANSER_ZK_OPERATOR_ID"] = operator_id
     if spec.zookeeper.tls is not None:
         # By reference only: the workers mount this Secret at WORKER_TLS_DIR.
         data["REBALANSER_ZK_TLS_SECRET"] = spec.zookeeper.tls.secret
@@ -475,7 +529,8 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str)
 
 def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
     """Publishes :func:`worker_config` when it changed; a failure is reported, never fatal to the sync."""
-    data = worker_config(spec, rt.namespace, rt.name, path)
+    data = worker_config(spec, rt.namespace, rt.name, path,
+                         ctx.identity.acl_id if ctx.identity is not None else None)
     if rt.worker_config == data:
         return
     try:

@@ -13,8 +13,10 @@ Guarantees, given a connected client:
   existing nodes, deletes tolerate missing ones, a failed ``multi`` is redone op by op);
 * writes go out as ``multi`` transactions of at most ``batch_size`` operations and ~512 KiB, several in
   flight at once, so 10,000 resources take well under a second on a local ensemble;
-* group znodes get ``acl`` (digest-protected when credentials are given; parents above the group are
-  shared and left open); existing group znodes with a different ACL are corrected;
+* group znodes get ``acl`` (digest-protected when credentials are given); existing group znodes with a
+  different ACL are corrected. Without the operator's identity the parents above the group are shared
+  and left open; with it (``identity``) they are the operator's alone (:func:`ensure_parents`) and an
+  existing root counts only when the operator created it (:func:`_check_created_here`);
 * the group root records which ResourceGroup owns it (namespace, name, UID, cluster id), so two
   ResourceGroups, of one cluster or of two sharing the ensemble, can never fight over one path, and
   nothing that is not the object's own is ever taken over or deleted (:class:`GroupOwnedElsewhereError`):
@@ -36,12 +38,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
-from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make_digest_acl
 from rebalanser import wire
 from rebalanser.admin import collect_bottom_up
 from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
 
+from rebalanser_operator.identity import OperatorIdentity, parent_acl
 from rebalanser_operator.status.groupread import config_of
 from rebalanser_operator.zkpool import DigestCredentials
 
@@ -58,6 +61,21 @@ _DESCEND_BELOW = 32
 class GroupOwnedElsewhereError(RuntimeError):
     """The group path holds something that is not this ResourceGroup's: another one's group, another
     cluster's, or data that is not a group at all (it is never taken over)."""
+
+
+class NotCreatedByOperatorError(GroupOwnedElsewhereError):
+    """With the operator's identity: the group root exists but this operator did not create it (its ACL
+    does not name the operator), and it is not this object's own group of an older operator; it is
+    adopted only when the administrator asks (:data:`ADOPT_ANNOTATION`)."""
+
+
+class ParentNotOwnedError(RuntimeError):
+    """With the operator's identity: a node above the group (``/rebalanser``, the namespace root) has an
+    ACL that refuses the operator, so the group root cannot be created there."""
+
+
+#: The annotation by which the administrator asks the operator to adopt an existing root it did not create.
+ADOPT_ANNOTATION = "rebalanser.io/adopt-znodes"
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,7 @@ class SyncResult:
     resources: int
     config_written: bool
     elapsed_seconds: float
+    parents_not_taken: tuple[str, ...] = ()  # nodes above the group whose ACL refuses the operator
 
 
 def group_acl(credentials: DigestCredentials | None, previous: Sequence[ACL] = ()) -> list[ACL]:
@@ -149,15 +168,23 @@ def group_acl(credentials: DigestCredentials | None, previous: Sequence[ACL] = (
     return [own, *(entry for entry in previous if entry != own), make_acl("world", "anyone", read=True)]
 
 
-def retained_digests(current: Sequence[ACL], credentials: DigestCredentials) -> list[ACL]:
-    """The digest entries of ``current`` (a group root's ACL) other than ``credentials``' own, provided
-    that ``current`` names ``credentials`` too: what a rotation's grace period left in place (an
-    operator restarted inside it finds them there). Empty when ``current`` does not name
+def retained_digests(current: Sequence[ACL], credentials: DigestCredentials,
+                     identity: OperatorIdentity | None = None) -> list[ACL]:
+    """The digest entries of ``current`` (a group root's ACL) other than ``credentials``' own and the
+    operator's, provided that ``current`` names ``credentials`` too: what a rotation's grace period left
+    in place (an operator restarted inside it finds them there). Empty when ``current`` does not name
     ``credentials`` (then it is not a grace period of theirs)."""
     own = make_digest_acl(credentials.username, credentials.password, all=True)
     if own.id not in {entry.id for entry in current}:
         return []
-    return [entry for entry in current if entry.id.scheme == "digest" and entry.id != own.id]
+    operator = identity.id if identity is not None else None
+    return [make_digest_acl_of(entry.id) for entry in current
+            if entry.id.scheme == "digest" and entry.id != own.id and entry.id != operator]
+
+
+def make_digest_acl_of(id_: Id) -> ACL:
+    """Every permission for the digest ``id_`` (the form the grace period keeps a previous password in)."""
+    return ACL(Permissions.ALL, id_)
 
 
 def reconcile_group(
@@ -170,22 +197,87 @@ def reconcile_group(
     owner: OwnerMarker,
     confine: str | None = None,
     batch_size: int = DEFAULT_BATCH,
+    identity: OperatorIdentity | None = None,
+    adopt: bool = False,
 ) -> SyncResult:
     """Creates the group if needed, syncs ``G/resources`` to ``desired`` and writes ``G/config``.
 
-    ``confine``: the namespace root the group lies in; no node from it down to the group's parent may
-    be another group's root (a group inside another group's znodes is refused)."""
+    ``confine``: the namespace root the group lies in; no node below it down to the group's parent may
+    be another group's root (a group inside another group's znodes is refused). ``identity``: the
+    operator's own; the nodes above the group are then created (or taken over) with
+    :func:`~rebalanser_operator.identity.parent_acl`, and an existing root is claimed only when this
+    operator created it, or it is this object's own group (an older operator's), or ``adopt`` (the
+    administrator's annotation) and the whole subtree can be re-ACLed."""
     started = time.monotonic()
     paths = GroupPaths.of(path)
     if confine is not None:
-        check_not_nested(zk, paths.root, confine, owner)
-    fresh = create_new_group(zk, paths, desired, config, acl, owner, batch_size=batch_size)
+        check_not_nested(zk, paths.root, confine, owner, identity=identity)
+    refused: tuple[str, ...] = ()
+    if identity is not None:
+        refused = ensure_parents(zk, paths.root, confine, identity)
+        if refused and zk.exists(paths.root) is None:
+            raise ParentNotOwnedError(_parents_message(refused))
+    fresh = create_new_group(zk, paths, desired, config, acl, owner, batch_size=batch_size, identity=identity)
     if fresh is not None:
-        return SyncResult(fresh, 0, len(desired), True, time.monotonic() - started)
-    ensure_group(zk, paths, acl, owner)
+        return SyncResult(fresh, 0, len(desired), True, time.monotonic() - started, refused)
+    ensure_group(zk, paths, acl, owner, identity=identity, adopt=adopt)
     created, deleted = sync_resources(zk, paths, desired, acl, batch_size=batch_size)
     written = write_config(zk, paths, config, acl)
-    return SyncResult(created, deleted, len(desired), written, time.monotonic() - started)
+    return SyncResult(created, deleted, len(desired), written, time.monotonic() - started, refused)
+
+
+def _parents_message(nodes: Sequence[str]) -> str:
+    return (f"the ACL of {', '.join(nodes)} does not let the operator's identity in (it was set by someone "
+            "else): the operator cannot create groups below it. A ZooKeeper administrator must give it back "
+            "(setAcl with the operator's identity, see docs/operator.md, Security model)")
+
+
+def parent_nodes(root: str, confine: str | None) -> tuple[list[str], list[str]]:
+    """The nodes above group ``root``: (the namespace root ``confine`` and the nodes above it, the nodes
+    between it and the group). Without ``confine``: every node above the group counts as the first kind."""
+    segments = [s for s in root.split("/") if s][:-1]
+    nodes = ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
+    if confine is None:
+        return nodes, []
+    depth = len([s for s in confine.split("/") if s])
+    return nodes[:depth], nodes[depth:]
+
+
+def ensure_parents(zk: KazooClient, root: str, confine: str | None, identity: OperatorIdentity) -> tuple[str, ...]:
+    """Creates the nodes above group ``root`` with :func:`parent_acl`, and takes over the namespace root
+    and the nodes above it when they exist with another ACL (an older operator created them open):
+    their ACL becomes :func:`parent_acl`. Nodes between the namespace root and the group that the
+    operator did not create are left as they are. Returns the nodes whose ACL refused the operator."""
+    acl = parent_acl(identity)
+    shared, inner = parent_nodes(root, confine)
+    refused: list[str] = []
+    for node in [*shared, *inner]:
+        try:
+            zk.create(node, b"", acl=acl)
+            continue
+        except NodeExistsError:
+            pass
+        except NoAuthError:
+            refused.append(node)
+            continue
+        if node in inner:
+            continue
+        try:
+            current, stat = zk.get_acls(node)
+            if set(current) != set(acl):
+                zk.set_acls(node, acl, version=stat.aversion)
+                log.info("took over %s (its ACL was %s)", node, _describe_acl(current))
+        except NoAuthError:
+            refused.append(node)
+        except (NoNodeError, BadVersionError):
+            continue  # changed meanwhile: the next reconcile looks again
+    if refused:
+        log.warning("%s", _parents_message(refused))
+    return tuple(refused)
+
+
+def _describe_acl(acl: Sequence[ACL]) -> str:
+    return ", ".join(f"{entry.id.scheme}:{entry.id.id.partition(':')[0]}={entry.perms}" for entry in acl)
 
 
 def create_new_group(
@@ -197,6 +289,7 @@ def create_new_group(
     owner: OwnerMarker,
     *,
     batch_size: int = DEFAULT_BATCH,
+    identity: OperatorIdentity | None = None,
 ) -> int | None:
     """A group that does not exist yet, in as few round trips as possible: the root (claimed for
     ``owner``), its containers, ``G/config`` and the first resources in one ``multi``, the remaining
@@ -221,22 +314,27 @@ def create_new_group(
             return len(first) - len(head) + run_batches(zk, rest, batch_size)
         if isinstance(outcomes[0], NoNodeError) and attempt == 0:
             parent = paths.root.rsplit("/", 1)[0]
-            if not parent:
-                return None
+            if not parent or identity is not None:
+                return None  # with an identity, reconcile_group created the parents (or says why not)
             zk.ensure_path(parent)  # the parents above the group are shared and left open
             continue
         return None
     return None
 
 
-def ensure_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: OwnerMarker) -> None:
+def ensure_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: OwnerMarker, *,
+                 identity: OperatorIdentity | None = None, adopt: bool = False) -> None:
     """Creates the group root (claimed for ``owner``) and its containers with ``acl``."""
     parent = paths.root.rsplit("/", 1)[0]
-    if parent:
+    if parent and identity is None:
         zk.ensure_path(parent)
     try:
+        if identity is not None and zk.exists(paths.root) is not None:
+            raise NodeExistsError()  # under a parent that refuses the operator, create says NoAuth first
         zk.create(paths.root, owner.to_json(), acl=list(acl))
     except NodeExistsError:
+        if identity is not None:
+            _check_created_here(zk, paths, owner, identity, acl, adopt)
         _claim(zk, paths, owner)
     for container in paths.containers():
         if container == paths.root:
@@ -247,6 +345,70 @@ def ensure_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: 
             pass
     for node in (paths.root, *paths.containers()[1:], paths.config):
         _ensure_acl(zk, node, acl)
+
+
+def _check_created_here(zk: KazooClient, paths: GroupPaths, owner: OwnerMarker, identity: OperatorIdentity,
+                        acl: Sequence[ACL], adopt: bool) -> None:
+    """With the operator's identity, an existing root is claimed only when this operator created it (its
+    ACL names the operator's identity with every permission), or it carries this very object's marker
+    (its own group, created by an older operator: the upgrade), or the administrator asked for its
+    adoption, which re-ACLs the whole subtree first (:func:`adopt_subtree`). Anything else raises
+    :class:`NotCreatedByOperatorError` and nothing is written."""
+    data, _ = zk.get(paths.root)
+    current, _ = zk.get_acls(paths.root)
+    if identity.names(current):
+        return
+    marker = OwnerMarker.parse(data)
+    if marker is not None and owner.uid and marker.uid == owner.uid and owner.same_object(marker):
+        return  # this object's own group of an older operator: the ACLs are corrected after the claim
+    if adopt:
+        adopt_subtree(zk, paths, acl, identity)
+        return
+    raise NotCreatedByOperatorError(
+        f"znode {paths.root} exists but this operator did not create it (its ACL does not name the operator's "
+        f"identity); it is left untouched. If it is this group's, annotate the ResourceGroup {ADOPT_ANNOTATION}=true "
+        "to have the operator re-ACL and adopt it; otherwise choose another spec.zookeeper.path")
+
+
+def adopt_subtree(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], identity: OperatorIdentity) -> int:
+    """The administrator's explicit adoption of a root this operator did not create: refused (raising
+    :class:`NotCreatedByOperatorError`, nothing written) while any node of the subtree is ephemeral (a
+    member or claim of a session nobody vouches for is never counted) or has an ACL that would refuse
+    the operator; otherwise every node of the subtree gets ``acl``. Returns how many nodes changed."""
+    nodes: list[tuple[str, list[ACL], int]] = []
+    level = [paths.root]
+    while level:
+        replies = [(node, zk.get_acls_async(node), zk.get_children_async(node)) for node in level]
+        level = []
+        for node, acl_reply, children_reply in replies:
+            try:
+                current, stat = acl_reply.get()
+                children = children_reply.get()
+            except NoNodeError:
+                continue
+            except NoAuthError:
+                raise NotCreatedByOperatorError(
+                    f"adopting {paths.root} refused: {node}'s ACL does not let the operator read it, so the "
+                    "subtree cannot be re-ACLed as a whole; nothing was changed") from None
+            if stat.ephemeralOwner:
+                raise NotCreatedByOperatorError(
+                    f"adopting {paths.root} refused: {node} is an ephemeral znode of a session the operator "
+                    "cannot vouch for (a member or claim planted before the adoption?); stop whoever holds it "
+                    "and retry")
+            if not any(entry.perms & Permissions.ADMIN and entry.id in (Id("world", "anyone"), identity.id)
+                       for entry in current):
+                raise NotCreatedByOperatorError(
+                    f"adopting {paths.root} refused: {node}'s ACL ({_describe_acl(current)}) does not let the "
+                    "operator change it, so the subtree cannot be re-ACLed as a whole; nothing was changed")
+            nodes.append((node, current, stat.aversion))
+            level.extend(f"{node}/{child}" for child in children)
+    changed = 0
+    for node, current, aversion in nodes:
+        if set(current) != set(acl):
+            zk.set_acls(node, list(acl), version=aversion)
+            changed += 1
+    log.info("adopted %s: %d of %d znodes re-ACLed", paths.root, changed, len(nodes))
+    return changed
 
 
 def _claim(zk: KazooClient, paths: GroupPaths, owner: OwnerMarker) -> None:
@@ -275,18 +437,23 @@ def _claim(zk: KazooClient, paths: GroupPaths, owner: OwnerMarker) -> None:
         zk.set(root, owner.to_json(), version=stat.version)
 
 
-def check_not_nested(zk: KazooClient, root: str, confine: str, owner: OwnerMarker) -> None:
-    """Raises :class:`GroupOwnedElsewhereError` when a node from ``confine`` (a namespace root, "" for
-    the top of a chroot) down to ``root``'s parent is a group root: ``root`` would lie inside it."""
+def check_not_nested(zk: KazooClient, root: str, confine: str, owner: OwnerMarker, *,
+                     identity: OperatorIdentity | None = None) -> None:
+    """Raises :class:`GroupOwnedElsewhereError` when a node below ``confine`` (a namespace root, "" for
+    the top of a chroot) down to ``root``'s parent is a group root: ``root`` would lie inside it. The
+    namespace root itself is never a group's (a group lies strictly below it), so a marker there counts
+    for nothing; with the operator's ``identity``, a marker counts only on a node this operator created."""
     prefix = confine.rstrip("/")
     rest = root[len(prefix):].strip("/").split("/")[:-1]
-    nodes = [prefix] if prefix else []
+    nodes = []
     for segment in rest:
         prefix = f"{prefix}/{segment}"
         nodes.append(prefix)
     for node in nodes:
         try:
             data, _ = zk.get(node)
+            if identity is not None and not identity.names(zk.get_acls(node)[0]):
+                continue
         except NoNodeError:
             return
         marker = OwnerMarker.parse(data)
@@ -305,24 +472,48 @@ def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
         zk.set_acls(node, list(acl), version=stat.aversion)
 
 
+def retargeted(current: Sequence[ACL], acl: Sequence[ACL], keep: Id | None = None) -> list[ACL]:
+    """A node's ACL moved to the digests of ``acl`` (a group's, during or after a rotation), keeping
+    what the node was given: its digest entries are replaced by ``acl``'s digests, each with the
+    permissions the node gave its digests (every permission when it named none), and its other entries
+    (world, the operator's ``keep``) stay as they are. So a member's record stays unreadable to the
+    world, a session record keeps READ only, a container keeps its world read."""
+    digests = [entry.id for entry in acl if entry.id.scheme == "digest" and entry.id != keep]
+    granted = 0
+    others: list[ACL] = []
+    for entry in current:
+        if entry.id.scheme == "digest" and entry.id != keep:
+            granted |= entry.perms
+        else:
+            others.append(entry)
+    if not digests:
+        return list(current)
+    perms = granted or Permissions.ALL
+    return [*others, *(ACL(perms, id_) for id_ in digests)]
+
+
 def migrate_worker_nodes_acl(
-    zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], *, resources: bool = False
+    zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], *, resources: bool = False,
+    identity: OperatorIdentity | None = None,
 ) -> int:
-    """Gives ``acl`` to every znode under the group root except ``G/config`` and ``G/resources`` (the
-    operator's own, set by :func:`reconcile_group`): the containers' children workers create,
+    """Moves every znode under the group root except ``G/config`` and ``G/resources`` (the
+    operator's own, set by :func:`reconcile_group`) to the digests of ``acl`` (:func:`retargeted`: each
+    keeps the permissions it gave its digests, and the world's): the containers' children workers create,
     persistent (``G/epoch``, ``G/state``, ``G/barrier``, the ``G/assignment`` and ``G/stopped``
     subtrees) and ephemeral (member nodes, claims, stop markers) alike; returns how many changed.
     With ``resources``, the resource nodes too (``G/resources/*``, created with the ACL of their day):
     when the group's ACL changes, so that a retired password keeps no write access anywhere.
 
     Run when the group's credentials rotate, and again during the rotation's grace period, on a session
-    holding the old and the new ones: the workers' nodes carry the credentials they were created with,
+    holding the old and the new ones (with the operator's ``identity``, a tenant session of the group's
+    credentials only; the operator's entry is kept): the workers' nodes carry the credentials they were
+    created with,
     and running workers move to the new password one by one, so each must still read and write what the
     others created. One level at a time, its reads and writes pipelined."""
     changed = refused = 0
     skip = {paths.config} if resources else {paths.config, paths.resources}
     level = [f"{paths.root}/{child}" for child in _children(zk, paths.root) if f"{paths.root}/{child}" not in skip]
-    wanted = set(acl)
+    keep = identity.id if identity is not None else None
     while level:
         acls = [(node, zk.get_acls_async(node), zk.get_children_async(node)) for node in level]
         level, writes = [], []
@@ -335,8 +526,9 @@ def migrate_worker_nodes_acl(
             except NoAuthError:
                 refused += 1
                 continue
-            if set(current) != wanted:
-                writes.append(zk.set_acls_async(node, list(acl), version=stat.aversion))
+            wanted = list(acl) if node.rsplit("/", 1)[0] == paths.resources else retargeted(current, acl, keep)
+            if set(current) != set(wanted):
+                writes.append(zk.set_acls_async(node, wanted, version=stat.aversion))
             level.extend(f"{node}/{child}" for child in children)
         for reply in writes:
             try:

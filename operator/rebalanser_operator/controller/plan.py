@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from rebalanser.config import GroupConfig
 
-from rebalanser_operator.tenancy import Placement, Refusal
+from rebalanser_operator.tenancy import Placement, Refusal, SettingError, normalise_connect
 
 
 class Step(enum.Enum):
@@ -168,4 +168,13 @@ def plan_admission(
     if previous_path is not None and previous_path != path:
         return Admission(False, invalid=f"spec.zookeeper.path changed from {previous_path} to {path}; "
                                         "the path is immutable")
-    return Admission(True, check_move=previous_connect is not None and previous_connect != connect)
+    return Admission(True, check_move=previous_connect is not None and _spelled(previous_connect) != _spelled(connect))
+
+
+def _spelled(connect: str) -> str:
+    """A connect string as it is compared (:func:`~rebalanser_operator.tenancy.normalise_connect`):
+    ``ZK:2181`` and ``zk`` are one ensemble, not a move."""
+    try:
+        return normalise_connect(connect)
+    except SettingError:
+        return connect

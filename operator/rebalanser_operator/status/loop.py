@@ -55,7 +55,14 @@ from rebalanser_operator.apply.actions import (
     resync_secrets,
 )
 from rebalanser_operator.apply.farewell import release_group
-from rebalanser_operator.apply.reconcile import GroupOwnedElsewhereError, OwnerMarker, reconcile_group, write_config
+from rebalanser_operator.apply.reconcile import (
+    GroupOwnedElsewhereError,
+    NotCreatedByOperatorError,
+    OwnerMarker,
+    ParentNotOwnedError,
+    reconcile_group,
+    write_config,
+)
 from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.plan import (
     PollFacts,
@@ -80,7 +87,7 @@ from rebalanser_operator.status.view import (
     merge_patch,
     status_dict,
 )
-from rebalanser_operator.tenancy import PATH_IN_USE, Refusal
+from rebalanser_operator.tenancy import NOT_CREATED_BY_OPERATOR, PARENT_NOT_OWNED, PATH_IN_USE, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +305,7 @@ class StatusLoop:
                 return self._observe(now)  # shows the refusal, and nothing of what is there now
             group = self._repair_drift(zk, snapshot, now)
             self._tune(zk, group, now)
-            hold_grace(zk, rt)
+            hold_grace(self.ctx, zk, rt)
         except (KazooException, KazooTimeoutError) as exc:
             return self._disconnected(base, f"ZooKeeper at {rt.connect}: {type(exc).__name__} {exc}".strip())
         self._ever_connected = self._read_once = True
@@ -376,9 +383,15 @@ class StatusLoop:
         self._last_repair = now
         try:
             result = reconcile_group(zk, rt.path, desired=rt.desired, config=wanted, acl=rt.acl,
-                                     owner=owner_marker(self.ctx, rt), confine=rt.confine)
+                                     owner=owner_marker(self.ctx, rt), confine=rt.confine, identity=self.ctx.identity)
+        except NotCreatedByOperatorError as exc:  # re-created meanwhile by someone else: not taken
+            refuse(self.ctx, rt, Refusal(NOT_CREATED_BY_OPERATOR, str(exc)))
+            return GroupStatus(path=rt.path, exists=False)
         except GroupOwnedElsewhereError as exc:  # re-created meanwhile by something else: not taken
             refuse(self.ctx, rt, Refusal(PATH_IN_USE, str(exc)))
+            return GroupStatus(path=rt.path, exists=False)
+        except ParentNotOwnedError as exc:
+            refuse(self.ctx, rt, Refusal(PARENT_NOT_OWNED, str(exc)))
             return GroupStatus(path=rt.path, exists=False)
         if result.created or result.deleted:
             event(self.ctx, rt, "Normal", "DriftRepaired",

@@ -1,0 +1,106 @@
+"""The operator's own ZooKeeper identity, and the ACLs it gives the nodes it creates.
+
+    identity = OperatorIdentity.digest("rebalanser-operator", password)   # from a Secret of its namespace
+    parent_acl(identity)          # /rebalanser, /rebalanser/<ns>: the operator all, world read
+    group_acl(identity, credentials)  # a group's nodes: the operator all, the group's digest what workers
+                                      # need (read, write, create, delete), world read
+
+With an identity, the operator's sessions authenticate as the operator only: a tenant's credentials
+never open a session of the operator's (they only name the group's digest in its ACL, computed here
+without contacting anyone). Without one (:data:`NO_IDENTITY`, the quick start), everything is as
+before: the parents are open and the operator acts on a group with that group's credentials.
+
+Pure functions (no I/O). The username of a digest identity is public (it is shown in clear in every
+ACL that names it); the password never leaves this object except as kazoo's ``auth_data``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
+
+from rebalanser_operator.zkpool import DigestCredentials
+
+#: What a group's workers may do on the operator's nodes of their group: everything but change ACLs.
+WORKER_PERMS = Permissions.READ | Permissions.WRITE | Permissions.CREATE | Permissions.DELETE
+WORLD_READ = make_acl("world", "anyone", read=True)
+
+
+@dataclass(frozen=True)
+class OperatorIdentity:
+    """A digest identity (``username``, ``password``) the operator authenticates its sessions with."""
+
+    username: str
+    password: str = field(repr=False)
+
+    @staticmethod
+    def digest(username: str, password: str) -> OperatorIdentity:
+        if not username or ":" in username:
+            raise ValueError("the operator's ZooKeeper username must be non-empty without ':'")
+        if not password:
+            raise ValueError("the operator's ZooKeeper password is empty")
+        return OperatorIdentity(username, password)
+
+    @property
+    def id(self) -> Id:
+        """The ACL id naming this identity (``digest:<username>:<hash>``)."""
+        return Id("digest", make_digest_acl_credential(self.username, self.password))
+
+    @property
+    def acl_id(self) -> str:
+        """``digest:<username>:<hash>``, the form the workers' ConfigMap gives them (REBALANSER_ZK_OPERATOR_ID)."""
+        return f"digest:{self.id.id}"
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        """kazoo's ``auth_data`` entry."""
+        return ("digest", f"{self.username}:{self.password}")
+
+    def all(self) -> ACL:
+        return ACL(Permissions.ALL, self.id)
+
+    def names(self, acl: Sequence[ACL]) -> bool:
+        """Whether ``acl`` gives this identity every permission (a node this operator created or took over)."""
+        return any(entry.id == self.id and entry.perms & Permissions.ALL == Permissions.ALL for entry in acl)
+
+    def describe(self) -> str:
+        return f"digest user {self.username}"
+
+    def __repr__(self) -> str:
+        return f"OperatorIdentity(username={self.username!r}, password=<redacted>)"
+
+
+def parent_acl(identity: OperatorIdentity | None) -> list[ACL]:
+    """The ACL of the nodes above the groups (``/rebalanser``, ``/rebalanser/<ns>``): only the operator
+    creates, deletes or changes anything there; anyone may read (the group names are not secret).
+    Without an identity: open, as before."""
+    if identity is None:
+        return list(OPEN_ACL_UNSAFE)
+    return [identity.all(), WORLD_READ]
+
+
+def group_acl(identity: OperatorIdentity | None, credentials: DigestCredentials | None,
+              previous: Sequence[ACL] = ()) -> list[ACL]:
+    """The ACL of a group's nodes the operator creates (root, containers, ``G/config``, resources).
+
+    With an identity: the operator all, the group's digest (and the ``previous`` digests of a rotation's
+    grace period) what workers need, world read; a group without credentials then has a world entry
+    with what workers need. Without an identity: digest-protected writes with credentials, open without
+    (as before)."""
+    if identity is None:
+        if credentials is None:
+            return list(OPEN_ACL_UNSAFE)
+        own = make_digest_acl(credentials.username, credentials.password, all=True)
+        return [own, *(entry for entry in previous if entry != own), WORLD_READ]
+    if credentials is None:
+        return [identity.all(), ACL(WORKER_PERMS, Id("world", "anyone"))]
+    own = ACL(WORKER_PERMS, Id("digest", make_digest_acl_credential(credentials.username, credentials.password)))
+    extra = [ACL(WORKER_PERMS, entry.id) for entry in previous if entry.id != own.id and entry.id != identity.id]
+    return [identity.all(), own, *extra, WORLD_READ]
+
+
+def digest_entry(credentials: DigestCredentials) -> ACL:
+    """A group's digest with every permission (what its workers give the nodes they create)."""
+    return make_digest_acl(credentials.username, credentials.password, all=True)
