@@ -1,6 +1,6 @@
 """Where a join's and a leave's time goes: the library's path and the harness's share (issue 30, item 3).
 
-    python -m bench.split [--members 50] [--resources 10000] [--repeats 5] [--packs 25,1]
+    python -m bench.split [--members 50] [--resources 10000] [--repeats 5] [--packs 25,1] [--dump DIR]
 
 One Resource Barrier group per process layout (``--packs``: members per bench process; 1 = every
 member a process of its own), all set up on one server, then their joins and leaves alternately
@@ -120,8 +120,15 @@ def analyse(events: list[dict[str, Any]], sample: Sample) -> dict[str, Any]:
 FAULTS = ("join", "leave")
 
 
+def _dump(path: Path, events: list[dict[str, Any]], sample: Sample) -> None:
+    """One fault's events from its instant on, with who left or joined and who coordinated (--dump)."""
+    path.write_text(json.dumps({"fault": sample.fault, "fault_ns": sample.fault_ns, "member": sample.member,
+                                "coordinator": sample.coordinator,
+                                "events": [e for e in events if int(e.get("ts", 0)) >= sample.fault_ns]}))
+
+
 def measure(cluster: Any, admin: KazooClient, workdir: Path, members: int, resources: int, repeats: int,
-            packs: tuple[int, ...], log: Any = print) -> dict[str, Any]:
+            packs: tuple[int, ...], log: Any = print, dump: Path | None = None) -> dict[str, Any]:
     """Both layouts' groups set up, then their faults alternately; each fault's split."""
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     runs: dict[int, CellRun] = {}
@@ -144,6 +151,8 @@ def measure(cluster: Any, admin: KazooClient, workdir: Path, members: int, resou
                     sample = run.fault(fault, repeat)
                     with run.fleet.lock:
                         events = list(run.fleet.events)
+                    if dump is not None:
+                        _dump(dump / f"{pack}-{fault}-{repeat}.json", events, sample)
                     row = analyse(events, sample) if sample.ok else {"fault": fault, "repeat": repeat,
                                                                      "error": sample.note}
                     row["load1"] = round(os.getloadavg()[0], 2)
@@ -236,14 +245,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--packs", default="25,1", help="members per process of each layout, comma-separated")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
+    p.add_argument("--dump", type=Path, help="write each fault's traced events here (a directory), to read "
+                   "one member's or one process's timeline")
     args = p.parse_args(argv)
+    if args.dump is not None:
+        args.dump.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rebalanser-split-"))
     cluster = start_standalone(work / "zk")
     admin = KazooClient(hosts=cluster.hosts, timeout=30)
     try:
         admin.start(timeout=30)
         result = measure(cluster, admin, work / "logs", args.members, args.resources, args.repeats,
-                         tuple(int(x) for x in args.packs.split(",")))
+                         tuple(int(x) for x in args.packs.split(",")), dump=args.dump)
     finally:
         admin.stop()
         admin.close()

@@ -7,7 +7,7 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rebalanser.assignment import assign
+from rebalanser.assignment import assign, sorted_names
 
 member_ids = st.lists(st.sampled_from([f"m{i}" for i in range(8)]), min_size=1, max_size=8, unique=True)
 resource_names = st.lists(st.sampled_from([f"r{i}" for i in range(40)]), max_size=40, unique=True)
@@ -113,3 +113,24 @@ def test_hundred_thousand_resources_are_balanced(seed: int) -> None:
     plan = assign(members, resources, {})
     loads = [len(v) for v in plan.by_member(members).values()]
     assert max(loads) - min(loads) <= 1
+
+
+@given(st.lists(st.sampled_from([f"r{i}" for i in range(30)]), max_size=40))
+def test_sorted_names_are_sorted_and_unique_whatever_the_input(names: list[str]) -> None:
+    assert sorted_names(names) == sorted(set(names))
+    assert sorted_names(tuple(names)) == sorted(set(names))
+
+
+def test_an_already_sorted_list_is_taken_as_it_is() -> None:
+    names = [f"r{i:05d}" for i in range(1000)]
+    assert sorted_names(names) is names
+    assert sorted_names(["a", "a", "b"]) == ["a", "b"]  # not strictly ascending: deduplicated
+
+
+@given(scenarios())
+@settings(max_examples=50)
+def test_sorted_and_shuffled_resources_give_the_same_plan(s: tuple[list[str], list[str], dict[str, str]]) -> None:
+    members, resources, current = s
+    shuffled = resources + resources[:3]
+    random.Random(7).shuffle(shuffled)
+    assert assign(members, sorted(set(resources)), current) == assign(members, shuffled, current)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def assign(
     live = sorted(set(members))
     held = sorted(set(reserved) - set(live))
     everyone = live + held
-    names = sorted(set(resources))
+    names = sorted_names(resources)
     if not live:
         return Plan({}, 0)
     kept = _holdings(everyone, names, current)
@@ -58,15 +59,23 @@ def assign(
     return Plan(owners, len(released))
 
 
+def sorted_names(resources: Iterable[str]) -> list[str]:
+    """``resources`` sorted, without duplicates. A list that already is (a coordinator sorts the group's
+    resources once per listing) is taken as it is: one pass of comparisons instead of a set and a sort
+    (10,000 names: a few ms less in every rebalance)."""
+    if isinstance(resources, list) and all(map(str.__lt__, resources, islice(resources, 1, None))):
+        return resources
+    return sorted(set(resources))
+
+
 def _holdings(everyone: list[str], names: list[str], current: Mapping[str, str]) -> dict[str, list[str]]:
-    allowed = set(everyone)
     kept: dict[str, list[str]] = {m: [] for m in everyone}
     if not current:  # a group's first assignment: nobody holds anything yet
         return kept
-    for resource in names:
-        owner = current.get(resource)
-        if owner in allowed:
-            kept[owner].append(resource)
+    for owner, resource in zip(map(current.get, names), names, strict=True):  # the lookups in C, not a call each
+        held = kept.get(owner) if owner is not None else None
+        if held is not None:
+            held.append(resource)
     return kept
 
 

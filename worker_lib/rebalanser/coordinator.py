@@ -89,6 +89,8 @@ class Coordinator:
         self._ahead: plan.Ahead | None = None  # the first plan, made while the start-up window runs
         self._encoded: dict[MemberAssignment, Blob] = {}  # its assignments, encoded, for the write
         self._ahead_for: list[str] = []  # the membership (G/clients, sorted) last planned ahead for
+        self._listed_resources: list[str] | None = None  # G/resources as last listed (see _resources)
+        self._valid_resources: list[str] = []  # its valid names, sorted
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
 
     @property
@@ -407,10 +409,15 @@ class Coordinator:
         return early.proposal, early.complete
 
     def _resources(self) -> list[str]:
-        valid, invalid = plan.valid_resources(self._store.resources())
-        if invalid:
-            log.error("ignoring %d resource znodes with invalid names", invalid)
-        return valid
+        """The group's valid resource names, sorted (the plan takes them as they are). Checked and
+        sorted once per listing of ``G/resources``: a rebalance of an unchanged listing reuses them."""
+        listed = self._store.resources()
+        if listed != self._listed_resources:  # the same names: one pointer comparison each
+            valid, invalid = plan.valid_resources(listed)
+            if invalid:
+                log.error("ignoring %d resource znodes with invalid names", invalid)
+            self._listed_resources, self._valid_resources = list(listed), sorted(set(valid))
+        return self._valid_resources
 
     def _reserved(self, live: set[str]) -> list[str]:
         grace = self._grace()
