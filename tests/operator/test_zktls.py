@@ -83,7 +83,7 @@ def test_a_content_that_does_not_fit_is_refused_and_nothing_is_written(tmp_path:
     base.mkdir(mode=0o700)
     store = TlsFileStore(str(base), max_bytes=1000)
     store.acquire(TlsMaterial(ca=b"A" * 600))
-    with pytest.raises(TlsStoreFull, match="600 bytes .* 1000"):
+    with pytest.raises(TlsStoreFull, match=r"600 bytes.* 1000"):
         store.acquire(TlsMaterial(ca=b"B" * 600))
     assert len(list(base.iterdir())) == 1
     store.acquire(TlsMaterial(ca=b"A" * 600))  # a live content costs nothing more
