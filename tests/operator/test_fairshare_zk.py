@@ -3,8 +3,7 @@ hold no thread of the operator's while they wait, a group is applied when its la
 and a namespace's ZooKeeper sessions are capped with a reason.
 
 The noisy tenant's groups are applied the way kopf's handlers do (one caller per object, all at once);
-the quiet tenant's reconcile is timed meanwhile. Generous bounds only: the figures are in the output
-(`-s`) and in bench/tenant_share.py.
+the quiet tenant's reconcile is timed meanwhile. Generous bounds only; the figures are printed (`-s`).
 """
 
 from __future__ import annotations
