@@ -56,9 +56,10 @@ print(json.dumps([len(digests), size, digests]))
 """
 
 
-def zookeeper_manifests() -> list[dict[str, Any]]:
+def zookeeper_manifests(image: str) -> list[dict[str, Any]]:
     """e2e/cluster/zookeeper.yaml as one server in namespace ZK_NS, its configuration without the
-    ``maxClientCnxns=0`` line that zk-run writes: the server's default cap (60) applies."""
+    ``maxClientCnxns=0`` line that zk-run writes: the server's default cap (60) applies. ``image``: the
+    one the cluster's own ensemble runs (tagged with its build at cluster start)."""
     docs = [d for d in yaml.safe_load_all((REPO / "e2e/cluster/zookeeper.yaml").read_text()) if d]
     out = []
     for doc in docs:
@@ -69,6 +70,7 @@ def zookeeper_manifests() -> list[dict[str, Any]]:
         if doc["kind"] == "StatefulSet":
             doc["spec"]["replicas"] = 1
             container = doc["spec"]["template"]["spec"]["containers"][0]
+            container["image"] = image
             env = {e["name"]: e for e in container["env"]}
             env["ZK_REPLICAS"] = {"name": "ZK_REPLICAS", "value": "1"}
             env["ZK_PEER_DOMAIN"] = {"name": "ZK_PEER_DOMAIN", "value": f"zk-hs.{ZK_NS}.svc.cluster.local"}
@@ -149,7 +151,9 @@ def share() -> Iterator[Share]:
     OUT.mkdir(parents=True, exist_ok=True)
     s = Share(kube)
     s.delete_namespaces()
-    s.apply(*zookeeper_manifests())
+    image = kube.kubectl("get", "statefulset", "zk", "-n", "zookeeper", "-o",
+                         "jsonpath={.spec.template.spec.containers[0].image}").stdout.strip()
+    s.apply(*zookeeper_manifests(image))
     kube.kubectl("rollout", "status", "statefulset/zk", "-n", ZK_NS, "--timeout=180s", timeout=200)
     for namespace in (OPS, QUIET, NOISY):
         s.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
