@@ -125,7 +125,7 @@ def build_registry(
     @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
     @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)
-    def reconcile(
+    async def reconcile(
         spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
         namespace: str | None, name: str, uid: str, retry: int, **_: Any,
     ) -> None:
@@ -134,22 +134,22 @@ def build_registry(
             seed_interval=status.get("effectiveIntervalSeconds"), recorded_path=status.get("zookeeperPath"),
             recorded_connect=status.get("zookeeperConnect"),
         )
-        try:
-            ctx.controller(namespace or "", name, uid).apply(desired)
+        try:  # on the event loop: no thread of kopf's or the operator's waits for ZooKeeper or for a turn
+            await ctx.controller(namespace or "", name, uid).apply_async(desired)
         except InvalidSpec as exc:
             raise kopf.PermanentError(str(exc)) from exc
         except RetryLater as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup-znodes", registry=registry)
-    def delete(
+    async def delete(
         spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
         runtime: datetime.timedelta, logger: kopf.Logger, **_: Any,
     ) -> None:
         deletion = Deletion.of(dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
                                elapsed=runtime.total_seconds())
         try:
-            outcome = ctx.controller(namespace or "", name, uid).delete(deletion)
+            outcome = await ctx.controller(namespace or "", name, uid).delete_async(deletion)
         except RetryLater as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         logger.info("deletion: %s", outcome)

@@ -40,7 +40,17 @@ from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
-from rebalanser_operator.tenancy import DEFAULT_PATH_ROOT, AllowedEnsembles, Limits, PathRoots, SettingError, Tenancy
+from rebalanser_operator.tenancy import (
+    DEFAULT_PATH_ROOT,
+    DEFAULT_SECRET_KEY_BYTES,
+    DEFAULT_TLS_STORE_BYTES,
+    DEFAULT_WORKERS_PER_NAMESPACE,
+    AllowedEnsembles,
+    Limits,
+    PathRoots,
+    SettingError,
+    Tenancy,
+)
 
 log = logging.getLogger("rebalanser_operator")
 
@@ -81,6 +91,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          help="ResourceGroups served per namespace, 0 for no limit (default 0)")
     tenancy.add_argument("--max-resources-per-group", type=int, metavar="N",
                          help="resources per ResourceGroup, 0 for the CRD's own limit (default 0)")
+    tenancy.add_argument("--max-sessions-per-namespace", type=int, metavar="N",
+                         help="ZooKeeper sessions the operator opens for one namespace's groups, 0 for no limit "
+                              "(default 0)")
+    tenancy.add_argument("--workers-per-namespace", type=int, metavar="N",
+                         help="of the operator's worker threads, how many one namespace's groups may hold at once "
+                              f"(default 0: {DEFAULT_WORKERS_PER_NAMESPACE})")
+    tenancy.add_argument("--max-secret-key-bytes", type=int, metavar="BYTES",
+                         help="the largest value of a referenced Secret's key (a TLS file, a username, a password) "
+                              f"(default 0: {DEFAULT_SECRET_KEY_BYTES})")
+    tenancy.add_argument("--max-tls-store-bytes", type=int, metavar="BYTES",
+                         help="the TLS files written for the open sessions, in all "
+                              f"(default 0: {DEFAULT_TLS_STORE_BYTES})")
     identity = parser.add_argument_group("the operator's own ZooKeeper identity (docs/operator.md, Security model)")
     identity.add_argument("--zk-identity-user", metavar="NAME",
                           help="digest user name of the operator's own identity (public: shown in the ACLs)")
@@ -144,6 +166,10 @@ def tenancy_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Tenanc
     limits = Limits(
         groups_per_namespace=_count(args.max_groups_per_namespace, env, "REBALANSER_MAX_GROUPS_PER_NAMESPACE"),
         resources_per_group=_count(args.max_resources_per_group, env, "REBALANSER_MAX_RESOURCES_PER_GROUP"),
+        sessions_per_namespace=_count(args.max_sessions_per_namespace, env, "REBALANSER_MAX_SESSIONS_PER_NAMESPACE"),
+        workers_per_namespace=_count(args.workers_per_namespace, env, "REBALANSER_WORKERS_PER_NAMESPACE"),
+        secret_key_bytes=_count(args.max_secret_key_bytes, env, "REBALANSER_MAX_SECRET_KEY_BYTES"),
+        tls_store_bytes=_count(args.max_tls_store_bytes, env, "REBALANSER_MAX_TLS_STORE_BYTES"),
     )
     return Tenancy(path_roots=PathRoots.parse(roots), ensembles=AllowedEnsembles.parse(ensembles),
                    cluster_id=args.cluster_id or env.get("REBALANSER_CLUSTER_ID", ""), limits=limits)

@@ -24,21 +24,24 @@ from kazoo.security import ACL
 from rebalanser_operator.controller.core import GroupController
 from rebalanser_operator.controller.messages import RolloutSeen
 from rebalanser_operator.controller.plan import GroupView
+from rebalanser_operator.controller.share import FairShare
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.tuning import TuningPolicy, TuningState
 from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
-from rebalanser_operator.tenancy import SettingError, Tenancy, normalise_connect
+from rebalanser_operator.tenancy import Refusal, SettingError, Tenancy, normalise_connect
 from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
-from rebalanser_operator.zktls import TlsMaterial
+from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
 
 log = logging.getLogger(__name__)
 
-#: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...; kopf's
-#: handlers have as many of their own, and wait for the controllers' answers); the Kubernetes client
-#: keeps as many connections, so none is opened and discarded per call.
+#: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...), shared
+#: out among namespaces (``Limits.workers_per_namespace`` each: :mod:`~rebalanser_operator.controller.share`);
+#: no step waits for a ZooKeeper connection (:mod:`~rebalanser_operator.controller.connectwait`). kopf's
+#: handlers await the controllers' answers on the event loop; the Kubernetes client keeps as many
+#: connections, so none is opened and discarded per call.
 EXECUTOR_THREADS = 32
 
 
@@ -102,6 +105,7 @@ class GroupRuntime:
     confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
     grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
     secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
+    connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
     sync: SyncState | None = None
     spec_error: str | None = None
     notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
@@ -174,9 +178,12 @@ class OperatorContext:
         self.tenancy = tenancy if tenancy is not None else Tenancy()
         self.metrics = metrics if metrics is not None else Metrics()
         self.options = options if options is not None else LoopOptions()
-        self.pool = pool if pool is not None else ZooKeeperPool(on_state_change=self.on_zookeeper_state,
-                                                                identity=identity)
+        self.pool = pool if pool is not None else ZooKeeperPool(
+            on_state_change=self.on_zookeeper_state, identity=identity,
+            files=TlsFileStore(max_bytes=self.tenancy.limits.store_bytes))
         self.executor = ThreadPoolExecutor(max_workers=executor_threads, thread_name_prefix="rebalanser-status")
+        #: each namespace's steps run on at most its share of the executor's threads
+        self.shares = FairShare(self.executor, min(self.tenancy.limits.workers, executor_threads))
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str], GroupController] = {}
         self._admitted: set[tuple[str, str]] = set()  # counted against the groups-per-namespace limit
@@ -189,7 +196,7 @@ class OperatorContext:
         with self._lock:
             current = self._groups.get((namespace, name))
             if current is None or current.rt.uid != uid:
-                current = GroupController(self, GroupRuntime(namespace, name, uid), self.executor)
+                current = GroupController(self, GroupRuntime(namespace, name, uid), self.shares.lane(namespace))
                 self._groups[(namespace, name)] = current
             return current
 
@@ -206,7 +213,7 @@ class OperatorContext:
                 return current
             detached = self._detached.get(id(rt))
             if detached is None or detached.rt is not rt:
-                detached = GroupController(self, rt, self.executor)
+                detached = GroupController(self, rt, self.shares.lane(rt.namespace))
                 self._detached[id(rt)] = detached
             return detached
 
@@ -219,6 +226,18 @@ class OperatorContext:
         assert target is not None
         return self.pool.acquire(target, rt.user, rt.session_timeout, tls=rt.tls,
                                  credentials=rt.session_credentials())
+
+    def session_refusal(self, rt: GroupRuntime) -> Refusal | None:
+        """Why ``rt`` may not open a ZooKeeper session of its own now (the namespace holds
+        ``Limits.sessions_per_namespace`` already), or None: it shares an open one, or there is room."""
+        limit = self.tenancy.limits.sessions_per_namespace
+        if not limit or rt.connect is None:
+            return None
+        if self.pool.users(rt.connect, rt.tls, rt.session_credentials()) - {rt.user}:
+            return None  # joins a session another group of the operator holds
+        if self.pool.sessions_of(f"{rt.namespace}/", besides=rt.user) < limit:
+            return None
+        return self.tenancy.limits.sessions_refusal(rt.namespace)
 
     def admit(self, rt: GroupRuntime) -> bool:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""

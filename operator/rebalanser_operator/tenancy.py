@@ -17,7 +17,8 @@ Secret or open a connection, so a refused group costs nothing and sends nothing 
 * **Allowed ensembles.** A set of ZooKeeper server addresses (``host:port``, port 2181 when left out,
   names compared case-insensitively; a name ending in ``.`` is refused). A connect string is allowed
   when every server it names is in the set; ``*`` allows any server. An empty set allows none.
-* **Limits.** Groups per namespace and resources per group (0: no limit of the operator's own).
+* **Limits.** Groups per namespace, resources per group, ZooKeeper sessions per namespace (0: no limit
+  of the operator's own); worker threads per namespace and the size of a Secret key (0: a default).
 """
 
 from __future__ import annotations
@@ -228,10 +229,51 @@ def _check_disjoint(templates: list[str]) -> None:
                                    "another's")
 
 
+#: A Secret key's value (one of a TLS Secret's files) larger than this is refused unless set otherwise.
+DEFAULT_SECRET_KEY_BYTES = 128 << 10
+#: The TLS material written for the live sessions (the chart's /tmp emptyDir is 16 MiB).
+DEFAULT_TLS_STORE_BYTES = 8 << 20
+#: The operator's worker threads one namespace's groups may hold at once (of EXECUTOR_THREADS).
+DEFAULT_WORKERS_PER_NAMESPACE = 8
+SECRET_KEY_TOO_LARGE = "SecretKeyTooLarge"
+
+
 @dataclass(frozen=True)
 class Limits:
+    """The administrator's caps; 0 gives the default (none for groups, resources and sessions)."""
+
     groups_per_namespace: int = 0  # 0: no limit
     resources_per_group: int = 0
+    sessions_per_namespace: int = 0  # ZooKeeper sessions the operator holds for one namespace's groups
+    workers_per_namespace: int = 0  # 0: DEFAULT_WORKERS_PER_NAMESPACE
+    secret_key_bytes: int = 0  # 0: DEFAULT_SECRET_KEY_BYTES
+    tls_store_bytes: int = 0  # 0: DEFAULT_TLS_STORE_BYTES
+
+    @property
+    def workers(self) -> int:
+        return self.workers_per_namespace or DEFAULT_WORKERS_PER_NAMESPACE
+
+    @property
+    def key_bytes(self) -> int:
+        return self.secret_key_bytes or DEFAULT_SECRET_KEY_BYTES
+
+    @property
+    def store_bytes(self) -> int:
+        return self.tls_store_bytes or DEFAULT_TLS_STORE_BYTES
+
+    def check_secret_keys(self, secret: str, sizes: Iterable[tuple[str, int]]) -> Refusal | None:
+        """A key of Secret ``secret`` whose value is larger than ``key_bytes`` ((key, bytes) pairs)."""
+        for key, size in sizes:
+            if size > self.key_bytes:
+                return Refusal(SECRET_KEY_TOO_LARGE, f"key {key} of Secret {secret} holds {size} bytes; this "
+                                                     f"operator accepts at most {self.key_bytes} per key")
+        return None
+
+    def sessions_refusal(self, namespace: str) -> Refusal:
+        return Refusal(LIMIT_EXCEEDED, f"the groups of namespace {namespace} already hold "
+                                       f"{self.sessions_per_namespace} ZooKeeper sessions of the operator "
+                                       "(one per connect string, TLS Secret content and credentials); this "
+                                       "operator opens at most that many per namespace (retried when one closes)")
 
     def check_resources(self, count: int) -> Refusal | None:
         if self.resources_per_group and count > self.resources_per_group:

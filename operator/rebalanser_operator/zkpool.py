@@ -14,8 +14,11 @@ forever with capped exponential backoff, so an unreachable ensemble never crashe
 recovered one is used again without a restart. With ``tls``
 (:class:`~rebalanser_operator.zktls.TlsMaterial`), the connection is made over TLS with that material,
 and users with other material (a rotated Secret) get a connection of their own: a user whose material
-changes moves to a new connection, and the old one closes with its last user.
-``on_state_change`` runs on kazoo's connection thread: it must only hand work to another thread.
+changes moves to a new connection, and the old one closes with its last user; the material's files
+(:class:`~rebalanser_operator.zktls.TlsFileStore`) are deleted with the last connection that uses them.
+``on_state_change`` and :meth:`ZooKeeperPool.when_connected`'s callbacks run on kazoo's connection
+thread: they must only hand work to another thread. Waiting for a connection never needs a thread:
+:meth:`ZooKeeperPool.when_connected` calls back when the session connects.
 
 With the operator's own ``identity`` (:class:`~rebalanser_operator.identity.OperatorIdentity`), users
 share a client when they name the same ensemble and TLS material: every session authenticates as the
@@ -74,6 +77,7 @@ class _Entry:
     users: set[str] = field(default_factory=set)
     connected: threading.Event = field(default_factory=threading.Event)
     closing: bool = False
+    waiters: list[Callable[[], None]] = field(default_factory=list)  # called once, when connected
     auths: frozenset[DigestCredentials] = frozenset()
     tls: TlsMaterial | None = None
 
@@ -88,6 +92,7 @@ class ZooKeeperPool:
         max_reconnect_delay: float = 5.0,
         on_state_change: StateCallback | None = None,
         identity: OperatorIdentity | None = None,
+        files: TlsFileStore | None = None,
     ) -> None:
         self.identity = identity
         self._default_session_timeout = default_session_timeout
@@ -96,7 +101,7 @@ class ZooKeeperPool:
         self._lock = threading.Lock()
         self._entries: dict[Key, _Entry] = {}
         self._user_connect: dict[str, Key] = {}
-        self._files = TlsFileStore()
+        self._files = files if files is not None else TlsFileStore()
 
     def acquire(
         self, connect: str, user: str, session_timeout: float | None = None, tls: TlsMaterial | None = None,
@@ -112,18 +117,21 @@ class ZooKeeperPool:
         key = self._key(connect, tls, credentials, tenant)
         auths = key[2]
         stale: _Entry | None = None
-        with self._lock:
-            previous = self._user_connect.get(user)
-            if previous is not None and previous != key:
-                stale = self._drop_user(user)
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._start(key[0], session_timeout or self._default_session_timeout, tls, auths, key[3])
-                self._entries[key] = entry
-            entry.users.add(user)
-            self._user_connect[user] = key
-        if stale is not None:
-            self._close(stale)
+        try:
+            with self._lock:
+                previous = self._user_connect.get(user)
+                if previous is not None and previous != key:
+                    stale = self._drop_user(user)
+                entry = self._entries.get(key)
+                if entry is None:  # TlsStoreFull when its material does not fit: the user has no session
+                    entry = self._start(key[0], session_timeout or self._default_session_timeout, tls, auths,
+                                         key[3])
+                    self._entries[key] = entry
+                entry.users.add(user)
+                self._user_connect[user] = key
+        finally:
+            if stale is not None:
+                self._close(stale)
         return entry.client
 
     def release(self, user: str) -> None:
@@ -162,6 +170,39 @@ class ZooKeeperPool:
         if entry is None:
             return False
         return entry.connected.wait(timeout)
+
+    def when_connected(self, client: KazooClient, callback: Callable[[], None]) -> Callable[[], None]:
+        """Calls ``callback`` once, when ``client``'s session connects (at once if it is connected, on
+        kazoo's thread otherwise; never for an unknown or closed client). Returns a function that
+        withdraws the callback (a wait given up)."""
+        entry = self._entry_of(client)
+        if entry is None:
+            return lambda: None
+        with self._lock:
+            ready = entry.connected.is_set()
+            if not ready:
+                entry.waiters.append(callback)
+        if ready:
+            callback()
+
+        def withdraw() -> None:
+            with self._lock:
+                if callback in entry.waiters:
+                    entry.waiters.remove(callback)
+
+        return withdraw
+
+    def sessions_of(self, user_prefix: str, *, besides: str = "") -> int:
+        """How many open sessions have a user whose name starts with ``user_prefix`` (``besides``, a
+        user, not counted)."""
+        with self._lock:
+            return sum(1 for entry in self._entries.values()
+                       if any(u.startswith(user_prefix) and u != besides for u in entry.users))
+
+    @property
+    def files(self) -> TlsFileStore:
+        """Where the connections' TLS material is written."""
+        return self._files
 
     def close(self) -> None:
         with self._lock:
@@ -207,14 +248,14 @@ class ZooKeeperPool:
         return entry
 
     def _close(self, entry: _Entry) -> None:
-        # The entry's TLS files stay (a few KB per rotation) until the pool closes: another entry may
-        # be starting with the same material right now.
         _close(entry.client)
+        if entry.tls is not None:  # counted per entry: one starting with the same material keeps them
+            self._files.release(entry.tls)
 
     def _start(self, connect: str, session_timeout: float, tls: TlsMaterial | None,
                auths: frozenset[DigestCredentials], own: bool) -> _Entry:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self._max_reconnect_delay)
-        options = self._files.materialise(tls).kazoo_arguments() if tls is not None else {}
+        options = self._files.acquire(tls).kazoo_arguments() if tls is not None else {}
         auth_data = [("digest", c.auth) for c in sorted(auths, key=lambda c: c.username)]
         if own and self.identity is not None:
             auth_data = [self.identity.auth]
@@ -224,7 +265,11 @@ class ZooKeeperPool:
 
         def listener(state: KazooState) -> None:
             if state == KazooState.CONNECTED:
-                entry.connected.set()
+                with self._lock:
+                    entry.connected.set()
+                    waiters, entry.waiters = entry.waiters, []
+                for waiter in waiters:
+                    waiter()
             else:
                 entry.connected.clear()
             log.log(logging.DEBUG if entry.closing else logging.INFO, "zookeeper %s: %s", connect, state)

@@ -317,12 +317,16 @@ def test_tenancy_settings_reach_the_operator_as_environment(helm: Path) -> None:
     assert not {k for k in env() if k.startswith("REBALANSER_")}, "unset values are not passed"
     got = env("--set", "operator.pathRoot=/rebalanser/{namespace}", "--set",
               "operator.allowedEnsembles={zk-0:2181\\,zk-1:2181,other:2181}", "--set", "operator.clusterId=east",
-              "--set", "operator.limits.groupsPerNamespace=20", "--set", "operator.limits.resourcesPerGroup=5000")
+              "--set", "operator.limits.groupsPerNamespace=20", "--set", "operator.limits.resourcesPerGroup=5000",
+              "--set", "operator.limits.sessionsPerNamespace=12", "--set", "operator.limits.workersPerNamespace=6",
+              "--set", "operator.limits.secretKeyBytes=65536", "--set", "operator.limits.tlsStoreBytes=4194304")
     assert got["REBALANSER_PATH_ROOT"] == "/rebalanser/{namespace}"
     assert got["REBALANSER_ALLOWED_ENSEMBLES"] == "zk-0:2181,zk-1:2181;other:2181"
     assert got["REBALANSER_CLUSTER_ID"] == "east"
     assert got["REBALANSER_MAX_GROUPS_PER_NAMESPACE"] == "20"
     assert got["REBALANSER_MAX_RESOURCES_PER_GROUP"] == "5000"
+    assert (got["REBALANSER_MAX_SESSIONS_PER_NAMESPACE"], got["REBALANSER_WORKERS_PER_NAMESPACE"]) == ("12", "6")
+    assert (got["REBALANSER_MAX_SECRET_KEY_BYTES"], got["REBALANSER_MAX_TLS_STORE_BYTES"]) == ("65536", "4194304")
 
 
 def test_network_policies_are_opt_in_and_confine_traffic(helm: Path) -> None:

@@ -123,11 +123,35 @@ def test_limits() -> None:
     assert refusal is not None and refusal.reason == LIMIT_EXCEEDED
     assert Limits(resources_per_group=10).check_resources(10) is None
     assert Limits(groups_per_namespace=2).groups_refusal("shop").reason == LIMIT_EXCEEDED
+    assert Limits(sessions_per_namespace=2).sessions_refusal("shop").reason == LIMIT_EXCEEDED
+
+
+def test_secret_keys_above_the_limit_are_refused_and_the_defaults_apply_at_zero() -> None:
+    assert (Limits().workers, Limits().key_bytes, Limits().store_bytes) == (8, 128 << 10, 8 << 20)
+    assert Limits().check_secret_keys("shop/tls", [("ca.crt", 128 << 10)]) is None
+    refusal = Limits().check_secret_keys("shop/tls", [("tls.crt", 10), ("ca.crt", (128 << 10) + 1)])
+    assert refusal is not None and refusal.reason == "SecretKeyTooLarge"
+    assert "key ca.crt of Secret shop/tls holds 131073 bytes" in refusal.message
+    assert Limits(secret_key_bytes=1 << 20).check_secret_keys("s", [("ca.crt", 700_000)]) is None
+
+
+def test_the_share_and_store_limits_come_from_flags_else_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REBALANSER_MAX_SESSIONS_PER_NAMESPACE", "6")
+    monkeypatch.setenv("REBALANSER_WORKERS_PER_NAMESPACE", "4")
+    monkeypatch.setenv("REBALANSER_MAX_SECRET_KEY_BYTES", "1000")
+    monkeypatch.setenv("REBALANSER_MAX_TLS_STORE_BYTES", "5000")
+    assert parse_args(["-n", "a"]).tenancy.limits == Limits(sessions_per_namespace=6, workers_per_namespace=4,
+                                                            secret_key_bytes=1000, tls_store_bytes=5000)
+    flags = parse_args(["-n", "a", "--max-sessions-per-namespace", "1", "--workers-per-namespace", "2",
+                        "--max-secret-key-bytes", "3", "--max-tls-store-bytes", "4"]).tenancy.limits
+    assert flags == Limits(sessions_per_namespace=1, workers_per_namespace=2, secret_key_bytes=3, tls_store_bytes=4)
 
 
 def test_the_command_line_default_allows_no_ensemble(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("REBALANSER_PATH_ROOT", "REBALANSER_ALLOWED_ENSEMBLES", "REBALANSER_CLUSTER_ID",
-                 "REBALANSER_MAX_GROUPS_PER_NAMESPACE", "REBALANSER_MAX_RESOURCES_PER_GROUP"):
+                 "REBALANSER_MAX_GROUPS_PER_NAMESPACE", "REBALANSER_MAX_RESOURCES_PER_GROUP",
+                 "REBALANSER_MAX_SESSIONS_PER_NAMESPACE", "REBALANSER_WORKERS_PER_NAMESPACE",
+                 "REBALANSER_MAX_SECRET_KEY_BYTES", "REBALANSER_MAX_TLS_STORE_BYTES"):
         monkeypatch.delenv(name, raising=False)
     tenancy = parse_args(["-n", "a"]).tenancy
     assert tenancy.path_roots.templates == ("/rebalanser/{namespace}",)

@@ -6,7 +6,11 @@ the TLS and the credentials Secret without a restart."""
 from __future__ import annotations
 
 import base64
+import tempfile
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +19,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import RetryLater, apply_spec, end_grace, hold_grace, note_secret, resync_secrets
+from rebalanser_operator.kube import tls_from
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.zkpool import DigestCredentials
 
-from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
 from tests.support.tls import Pki, bundle, server_log
 from tests.support.zk import ZkCluster, admin_client, purge, serving_cluster
 
@@ -243,3 +248,111 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
         second.close()
     with admin_client(zk_hosts, auth_data=[("digest", "op:new-password"), ("digest", "op:old-password")]) as client:
         purge(client, group_path)
+
+
+# ------------------------------------------------------------------ TLS material in bounded space (issue 29)
+
+ROTATIONS = 100
+CA_PADDING = 700_000  # the CA bundle size that filled the chart's 16 MiB /tmp in 24 rotations
+
+
+def stored(tmp: Path) -> tuple[int, int]:
+    """(contents, bytes) the operator's TLS store holds under ``tmp``."""
+    stores = list(tmp.glob("rebalanser-zk-tls-*"))
+    contents = [d for store in stores for d in store.iterdir() if d.is_dir()]
+    return len(contents), sum(f.stat().st_size for store in stores for f in store.rglob("*") if f.is_file())
+
+
+def padded_ca(data: dict[str, str], rotation: int) -> dict[str, str]:
+    """The Secret with its CA bundle made ``CA_PADDING`` bytes larger (text before the certificate, which
+    TLS libraries skip) and different in each rotation."""
+    ca = base64.b64decode(data["ca.crt"])
+    padding = (f"# rotation {rotation}\n" + "#" * 99 + "\n") * (CA_PADDING // 100)
+    return {**data, "ca.crt": base64.b64encode(padding.encode() + ca).decode()}
+
+
+def test_a_hundred_rotations_leave_only_the_live_content_in_the_store(
+    pki: Pki, mtls: ZkCluster, kube: RecordingKube, path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # where the operator's store lives
+    tenancy = replace(TEST_TENANCY, limits=replace(TEST_TENANCY.limits, secret_key_bytes=1 << 20))
+    ctx = OperatorContext(tenancy=tenancy, kube=kube, options=LoopOptions(connect_wait=15.0))
+    issued = pki.trusted.issue("operator-rotating").secret_data(pki.trusted)
+    try:
+        rt = runtime(ctx)
+        for rotation in range(ROTATIONS):
+            kube.tls_secrets["zk-tls"] = padded_ca(issued, rotation)
+            apply_spec(ctx, rt, spec(mtls.secure_hosts, path, resources=["a"]), generation=1, body=BODY)
+            assert rt.sync is not None and rt.sync.ok, rt.sync
+        contents, size = stored(tmp)
+        live = sum(len(base64.b64decode(value)) for value in kube.tls_secrets["zk-tls"].values())
+        print(f"\nTLS store after {ROTATIONS} rotations of a {live} byte content: {contents} content(s), {size} bytes")
+        assert contents == 1 and size == live, (
+            f"after {ROTATIONS} rotations the store holds {contents} contents, {size} bytes (the live one: {live})")
+    finally:
+        ctx.close()
+    assert stored(tmp) == (0, 0), "the operator's store outlived it"
+
+
+def test_a_secret_key_above_the_limit_is_refused_with_a_reason_and_nothing_is_written(
+    pki: Pki, mtls: ZkCluster, kube: RecordingKube, ctx: OperatorContext, path: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    kube.tls_secrets["zk-tls"] = padded_ca(pki.trusted.issue("operator-big").secret_data(pki.trusted), 0)
+    rt = runtime(ctx)
+    with pytest.raises(RetryLater, match=r"key ca\.crt of Secret shop/zk-tls holds \d+ bytes"):
+        apply_spec(ctx, rt, spec(mtls.secure_hosts, path), generation=1, body=BODY)
+    assert rt.sync is not None and rt.sync.reason == "SecretKeyTooLarge"
+    assert ("Warning", "SecretKeyTooLarge") in {(t, r) for t, r, _ in kube.events}
+    assert stored(tmp) == (0, 0), "the refused material was written"
+    with status_loop(ctx, rt):
+        kube.wait_status(lambda s: conditions(s)["ResourcesSynced"]["reason"] == "SecretKeyTooLarge", 20,
+                         "the refusal in the ResourcesSynced condition")
+
+
+def test_groups_whose_ca_verifies_nothing_do_not_delay_another_tenant(
+    pki: Pki, mtls: ZkCluster, kube: RecordingKube, ctx: OperatorContext, path: str
+) -> None:
+    """64 groups whose TLS Secret's CA verifies nothing (each handshake fails), applied all at once; the
+    quiet tenant's reconcile meanwhile is as quick as without them."""
+    kube.tls_secrets["zk-tls"] = pki.trusted.issue("operator-quiet").secret_data(pki.trusted)
+    kube.tls_secrets["stranger"] = pki.other.issue("stranger").secret_data(pki.other)
+    quiet_rt = runtime(ctx)
+
+    def reconcile(generation: int) -> float:
+        started = time.monotonic()
+        apply_spec(ctx, quiet_rt, spec(mtls.secure_hosts, path, resources=[f"r{i}" for i in range(generation)]),
+                   generation=generation, body=BODY)
+        return time.monotonic() - started
+
+    def noisy(index: int) -> str:
+        rt = ctx.group("noisy", f"g{index}", f"uid-n{index}")
+        try:
+            apply_spec(ctx, rt, spec(mtls.secure_hosts, f"{path}-n{index}", secret="stranger"), generation=1, body=BODY)
+        except RetryLater:
+            return rt.sync.reason if rt.sync is not None else "?"
+        return "Synced"
+
+    ctx.options = LoopOptions(connect_wait=5.0)
+    reconcile(1)
+    quiet = [reconcile(g) for g in range(2, 5)]
+    callers = ThreadPoolExecutor(max_workers=64)
+    try:
+        futures = [callers.submit(noisy, i) for i in range(64)]
+        deadline = time.monotonic() + 20
+        while len(ctx.pool.users(mtls.secure_hosts, tls_from(kube.tls_secrets["stranger"], "x"))) <= 32:
+            assert time.monotonic() < deadline, "the noisy groups did not start connecting"
+            time.sleep(0.02)
+        loaded = [reconcile(g) for g in range(5, 8)]
+        outcomes = [f.result(timeout=60) for f in futures]
+    finally:
+        callers.shutdown(wait=True)
+    print(f"\nquiet reconcile over TLS: max {max(quiet):.4f}s; "
+          f"with 64 untrusted-CA groups applied: max {max(loaded):.4f}s")
+    assert max(loaded) < 1.5, f"the quiet tenant's reconcile took {max(loaded):.2f}s (quiet: {max(quiet):.3f}s)"
+    assert set(outcomes) == {"ZooKeeperUnreachable"}, outcomes[:3]

@@ -46,6 +46,12 @@ def test_a_changed_secret_is_reapplied_before_the_group_is_read() -> None:
     assert plan_refresh(RefreshFacts(False, True, False, True)) == (Step.REAPPLY, Step.OBSERVE, Step.PUBLISH)
 
 
+def test_a_session_that_connected_after_a_failed_apply_is_applied_again() -> None:
+    assert plan_refresh(RefreshFacts(False, True, False, False, connected_late=True)) == (
+        Step.REAPPLY, Step.OBSERVE, Step.PUBLISH)
+    assert Step.REAPPLY not in plan_refresh(RefreshFacts(False, False, False, False, connected_late=True))
+
+
 def test_the_end_of_a_grace_period_re_acls_the_group_in_the_same_refresh() -> None:
     assert plan_refresh(RefreshFacts(False, True, True, False)) == (
         Step.END_GRACE, Step.REAPPLY, Step.OBSERVE, Step.PUBLISH)

@@ -37,6 +37,7 @@ from rebalanser_operator.apply.reconcile import (
     retained_digests,
 )
 from rebalanser_operator.apply.takeover import take_over_group
+from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import plan_admission
 from rebalanser_operator.identity import group_acl
@@ -45,8 +46,16 @@ from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
 from rebalanser_operator.spec.notices import spec_notices
 from rebalanser_operator.status.tuning import initial_state
 from rebalanser_operator.status.view import SyncState
-from rebalanser_operator.tenancy import NOT_CREATED_BY_OPERATOR, PARENT_NOT_OWNED, PATH_IN_USE, Placement, Refusal
+from rebalanser_operator.tenancy import (
+    LIMIT_EXCEEDED,
+    NOT_CREATED_BY_OPERATOR,
+    PARENT_NOT_OWNED,
+    PATH_IN_USE,
+    Placement,
+    Refusal,
+)
 from rebalanser_operator.zkpool import DigestCredentials
+from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
 
 if TYPE_CHECKING:
     from rebalanser_operator.runtime import GroupRuntime, OperatorContext
@@ -199,29 +208,56 @@ def _read_secrets(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpe
                                                     password_key=ref.password_key)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
+        _check_sizes(ctx, rt, ref.name, ((ref.username_key, len(credentials.username.encode())),
+                                         (ref.password_key, len(credentials.password.encode()))), retry)
     _note_rotation(ctx, rt, credentials)
     rt.credentials = credentials
     tls = spec.zookeeper.tls
     if tls is not None:
         try:
-            rt.tls = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+            material = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
+        _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
+        rt.tls = material
     else:
         rt.tls = None
     return credentials
 
 
+def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
+    parts = (material.ca, material.certificate, material.key)
+    return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
+
+
+def _check_sizes(ctx: OperatorContext, rt: GroupRuntime, secret: str, sizes: tuple[tuple[str, int], ...],
+                 retry: int) -> None:
+    """A Secret key larger than ``Limits.secret_key_bytes`` is refused (retried: the Secret may shrink)."""
+    refusal = ctx.tenancy.limits.check_secret_keys(f"{rt.namespace}/{secret}", sizes)
+    if refusal is not None:
+        raise _temporary(ctx, rt, refusal.reason, refusal.message, backoff(retry))
+
+
 def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
-    """The group's own session (its credentials only), connected."""
-    zk = ctx.client(rt)
+    """The group's own session (its credentials only), connected. Never waits for it (see
+    :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
+    the group is applied again when it connects."""
+    refusal = ctx.session_refusal(rt)
+    if refusal is not None:
+        raise _refused(ctx, rt, refusal, retry_after=OWNED_ELSEWHERE_RETRY)
+    try:
+        zk = ctx.client(rt)
+    except TlsStoreFull as exc:
+        raise _refused(ctx, rt, Refusal(LIMIT_EXCEEDED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
-    if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+    if not connected(ctx.pool, zk):
+        rt.connect_pending = True
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
-        message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retrying"
+        message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
+    rt.connect_pending = False
     return zk
 
 
@@ -467,18 +503,21 @@ def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
     new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
     the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
     raw = rt.raw_spec
-    rt.secrets_changed = False
+    changed, rt.secrets_changed = rt.secrets_changed, False
     if raw is None:
         return
     try:
         apply_spec(ctx, rt, raw, generation=rt.generation)
     except RetryLater as exc:
-        rt.secrets_changed = True
-        log.info("%s: re-applying after a Secret change failed, will retry: %s", rt.user, exc)
+        rt.secrets_changed = changed
+        log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
+                 "a Secret changed" if changed else "its session connected", exc)
     except InvalidSpec:
         pass
     else:
-        event(ctx, rt, "Normal", "SecretApplied", f"applied the current contents of Secrets {sorted(rt.secrets())}")
+        if changed:
+            event(ctx, rt, "Normal", "SecretApplied",
+                  f"applied the current contents of Secrets {sorted(rt.secrets())}")
 
 
 def _group_found_at(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
@@ -487,16 +526,21 @@ def _group_found_at(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupS
     tls = rt.tls if spec.zookeeper.tls is not None else None  # the material in use (group roots are world-readable)
     zk = ctx.pool.acquire(spec.zookeeper.connect, f"{rt.user}#connect-check", spec.zookeeper.session_timeout_seconds,
                           tls=tls)
+    waiting = False
     try:
-        if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+        if not connected(ctx.pool, zk):
             return False
         data, _ = zk.get(GroupPaths.of(path).root)
         owner = OwnerMarker.parse(data)
         return owner is not None and owner_marker(ctx, rt).same_object(owner)
+    except AwaitConnection:
+        waiting = True  # the session stays open for the second attempt
+        raise
     except (KazooException, KazooTimeoutError):
         return False
     finally:
-        ctx.pool.release(f"{rt.user}#connect-check")
+        if not waiting:
+            ctx.pool.release(f"{rt.user}#connect-check")
 
 
 def config_map_name(name: str) -> str:
@@ -620,7 +664,7 @@ def delete_desired(ctx: OperatorContext, rt: GroupRuntime, deletion: Deletion) -
                           credentials=(credentials,) if credentials is not None else ())
     owner = owner_marker(ctx, rt)
     try:
-        if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
+        if not connected(ctx.pool, zk):
             raise KazooTimeoutError(f"cannot connect to ZooKeeper at {spec.zookeeper.connect}")
         mine = _marked_for(zk, path, owner)
         if mine is None:

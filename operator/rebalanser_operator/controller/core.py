@@ -26,11 +26,13 @@ holds the ones behind it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rebalanser_operator.controller.connectwait import AwaitConnection, first_attempt, wait_async, wait_blocking
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, PodEnded, RolloutSeen, SecretSeen
 from rebalanser_operator.controller.plan import GroupView, plan_rollout
 from rebalanser_operator.controller.strand import Strand
@@ -92,17 +94,54 @@ class GroupController:
 
     # ---------------------------------------------------------------------------------- messages
 
+    def attempt(self, step: Callable[[], T]) -> T:
+        """Runs ``step`` (one that may need a session) as a first attempt, then, if its session was not
+        connected yet, waits for it on the calling thread (at most ``connect_wait``) and runs it once more
+        (blocking; see :mod:`~rebalanser_operator.controller.connectwait`). Inline on the strand, once."""
+        if self.on_strand():
+            return self.run(step)
+        try:
+            with first_attempt():
+                future = self.submit(step)
+            return future.result()
+        except AwaitConnection as pending:
+            wait_blocking(self.ctx.pool, pending.client, self.ctx.options.connect_wait)
+        return self.run(step)
+
+    async def attempt_async(self, step: Callable[[], T]) -> T:
+        """:meth:`attempt` for the event loop: no thread waits for the session."""
+        try:
+            with first_attempt():
+                future = self.submit(step)
+            return await asyncio.wrap_future(future)
+        except AwaitConnection as pending:
+            await wait_async(self.ctx.pool, pending.client, self.ctx.options.connect_wait)
+        return await asyncio.wrap_future(self.submit(step))
+
     def apply(self, desired: DesiredSpec) -> SyncResult:
         """Applies a desired spec (blocking; raises ``RetryLater`` or ``InvalidSpec`` as kopf needs)."""
-        from rebalanser_operator.apply.actions import apply_desired
+        return self.attempt(self._applying(desired))
 
-        return self.run(lambda: apply_desired(self.ctx, self.rt, desired))
+    async def apply_async(self, desired: DesiredSpec) -> SyncResult:
+        """:meth:`apply` for kopf's handlers: neither its thread nor a pool thread waits for ZooKeeper."""
+        return await self.attempt_async(self._applying(desired))
 
     def delete(self, deletion: Deletion) -> str:
         """Removes the group's znodes (blocking; raises ``RetryLater`` while it must wait)."""
+        return self.attempt(self._deleting(deletion))
+
+    async def delete_async(self, deletion: Deletion) -> str:
+        return await self.attempt_async(self._deleting(deletion))
+
+    def _applying(self, desired: DesiredSpec) -> Callable[[], SyncResult]:
+        from rebalanser_operator.apply.actions import apply_desired
+
+        return lambda: apply_desired(self.ctx, self.rt, desired)
+
+    def _deleting(self, deletion: Deletion) -> Callable[[], str]:
         from rebalanser_operator.apply.actions import delete_desired
 
-        return self.run(lambda: delete_desired(self.ctx, self.rt, deletion))
+        return lambda: delete_desired(self.ctx, self.rt, deletion)
 
     def secret_seen(self, seen: SecretSeen) -> bool:
         """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""

@@ -23,7 +23,7 @@ from rebalanser_operator.tenancy import Placement, Refusal, SettingError, normal
 class Step(enum.Enum):
     RELEASE = "release"  # the namespace is being deleted: the group goes with it
     END_GRACE = "end-grace"  # a credentials rotation's grace period is over
-    REAPPLY = "reapply"  # a referenced Secret changed (or the grace ended): apply the last spec again
+    REAPPLY = "reapply"  # a referenced Secret changed, the grace ended, a session connected: apply again
     OBSERVE = "observe"  # read the group (repair drift, tune, keep the grace) and compute the status
     PUBLISH = "publish"  # patch what changed in .status
 
@@ -34,6 +34,7 @@ class RefreshFacts:
     current: bool  # the object still exists with this UID (not deleted or recreated)
     grace_over: bool  # a rotation's grace period has run out
     secrets_changed: bool  # a referenced Secret differs from what the group connects with
+    connected_late: bool = False  # the last apply found no session, and the session has connected since
 
 
 def plan_refresh(facts: RefreshFacts) -> tuple[Step, ...]:
@@ -41,7 +42,7 @@ def plan_refresh(facts: RefreshFacts) -> tuple[Step, ...]:
     if facts.terminating:
         return (Step.RELEASE,)
     steps = [Step.END_GRACE] if facts.grace_over else []
-    if facts.current and (facts.secrets_changed or facts.grace_over):
+    if facts.current and (facts.secrets_changed or facts.grace_over or facts.connected_late):
         steps.append(Step.REAPPLY)
     return (*steps, Step.OBSERVE, Step.PUBLISH)
 

@@ -29,6 +29,7 @@ from kazoo.exceptions import KazooException
 
 from rebalanser_operator.apply.actions import event, owner_marker
 from rebalanser_operator.apply.reconcile import OwnerMarker
+from rebalanser_operator.controller.connectwait import connected
 from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.messages import PodEnded
 from rebalanser_operator.controller.plan import Failover as Decision
@@ -119,7 +120,7 @@ class Failover:
             return []  # changed while the message waited (refused, another path...)
         path = runtime.path
         zk = self.ctx.client(runtime)  # the group's own session: its credentials only
-        if not self.ctx.pool.wait_connected(zk, self.ctx.options.connect_wait):
+        if not connected(self.ctx.pool, zk):  # never waits on a pool thread (see connectwait)
             log.warning("failover: ZooKeeper %s unreachable; pod %s waits for session expiry", runtime.connect,
                         pod.name)
             return []

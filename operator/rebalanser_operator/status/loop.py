@@ -88,6 +88,7 @@ from rebalanser_operator.status.view import (
     status_dict,
 )
 from rebalanser_operator.tenancy import NOT_CREATED_BY_OPERATOR, PARENT_NOT_OWNED, PATH_IN_USE, Refusal
+from rebalanser_operator.zktls import TlsStoreFull
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ class StatusLoop:
             facts = RefreshFacts(
                 terminating=self._namespace_terminating(started), current=self.ctx.is_current(rt),
                 grace_over=rt.grace_until is not None and started >= rt.grace_until,
-                secrets_changed=rt.secrets_changed,
+                secrets_changed=rt.secrets_changed, connected_late=self._connected_late(),
             )
             obs: Observation | None = None
             for step in plan_refresh(facts):
@@ -251,6 +252,13 @@ class StatusLoop:
         finally:
             self._polling = self.needs_polling()
             self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
+
+    def _connected_late(self) -> bool:
+        """The last apply found its session not connected, and it is now (never blocks)."""
+        rt = self.rt
+        if not rt.connect_pending or rt.connect is None:
+            return False
+        return self.ctx.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
 
     def _namespace_terminating(self, now: float) -> bool:
         """Checked every ``period`` (one API call per namespace, shared by its groups): kopf stops serving
@@ -289,10 +297,14 @@ class StatusLoop:
                          zk_message=f"the group was refused ({reason}); see ResourcesSynced")
         if read is Read.UNCONFIGURED or rt.connect is None or rt.path is None:
             return _with(base, zk_reason="NotConfigured", zk_message="waiting for the first reconcile")
-        zk = self.ctx.client(rt)
-        if not zk.connected and self._was_connected is None:
-            # A fresh connection (operator start): give it a moment before calling it unreachable.
-            self.ctx.pool.wait_connected(zk, self.options.connect_wait)
+        try:
+            zk = self.ctx.client(rt)
+        except TlsStoreFull as exc:
+            return self._disconnected(base, str(exc))
+        if not zk.connected and self._was_connected is None and now - self._born < self.options.connect_wait:
+            # A fresh connection (operator start): not called unreachable yet. No thread waits for it: the
+            # session's connecting wakes the loop (OperatorContext.on_zookeeper_state).
+            return _with(base, zk_message=f"connecting to {rt.connect}")
         if not zk.connected:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
         if not rt.owned:  # reachable, but no reconcile has claimed the group yet: nothing is read
