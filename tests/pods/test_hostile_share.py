@@ -28,7 +28,7 @@ import yaml
 from rebalanser_operator.zktls import TlsMaterial
 
 from tests.support.kubectl import Kube, KubeError, wait_until
-from tests.support.podcluster import IMAGE_REPOSITORY, IMAGE_TAG, REPO, pod_cluster_or_skip
+from tests.support.podcluster import IMAGE_REPOSITORY, IMAGE_TAG, REPO
 
 CHART = REPO / "charts" / "rebalanser-operator"
 EXAMPLES = REPO / "examples"
@@ -156,8 +156,8 @@ class Share:
 
 
 @pytest.fixture(scope="module")
-def share() -> Iterator[Share]:
-    kube = pod_cluster_or_skip()
+def share(kube: Kube) -> Iterator[Share]:
+    # the kube fixture brings the cluster up with this checkout's image loaded
     OUT.mkdir(parents=True, exist_ok=True)
     s = Share(kube)
     s.delete_namespaces()
