@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
     from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 
 T = TypeVar("T")
+
+#: first attempts of one step, each of which may end waiting for a session it met (a move to another connect
+#: string meets the new ensemble's session, then the group's own), all within one ``connect_wait``
+MAX_SESSIONS_A_STEP_WAITS_FOR = 3
 
 
 def view_of(rt: GroupRuntime) -> GroupView:
@@ -100,22 +105,26 @@ class GroupController:
         (blocking; see :mod:`~rebalanser_operator.controller.connectwait`). Inline on the strand, once."""
         if self.on_strand():
             return self.run(step)
-        try:
-            with first_attempt():
-                future = self.submit(step)
-            return future.result()
-        except AwaitConnection as pending:
-            wait_blocking(self.ctx.pool, pending.client, self.ctx.options.connect_wait)
+        deadline = time.monotonic() + self.ctx.options.connect_wait
+        for _ in range(MAX_SESSIONS_A_STEP_WAITS_FOR):  # a step may meet a second session only once the first is up
+            try:
+                with first_attempt():
+                    future = self.submit(step)
+                return future.result()
+            except AwaitConnection as pending:
+                wait_blocking(self.ctx.pool, pending.client, max(0.0, deadline - time.monotonic()))
         return self.run(step)
 
     async def attempt_async(self, step: Callable[[], T]) -> T:
         """:meth:`attempt` for the event loop: no thread waits for the session."""
-        try:
-            with first_attempt():
-                future = self.submit(step)
-            return await asyncio.wrap_future(future)
-        except AwaitConnection as pending:
-            await wait_async(self.ctx.pool, pending.client, self.ctx.options.connect_wait)
+        deadline = time.monotonic() + self.ctx.options.connect_wait
+        for _ in range(MAX_SESSIONS_A_STEP_WAITS_FOR):
+            try:
+                with first_attempt():
+                    future = self.submit(step)
+                return await asyncio.wrap_future(future)
+            except AwaitConnection as pending:
+                await wait_async(self.ctx.pool, pending.client, max(0.0, deadline - time.monotonic()))
         return await asyncio.wrap_future(self.submit(step))
 
     def apply(self, desired: DesiredSpec) -> SyncResult:
