@@ -45,9 +45,11 @@ class Handler:
     ``Options.algorithm`` decides (the coordinator runs the rebalance), so workers whose options
     disagree follow whichever of them is coordinator at the time.
 
-    ``on_error``, ``on_role`` and ``on_session`` are notifications. They run on the member's own thread,
-    one at a time and never on a ZooKeeper thread, but they may run while an overrunning ``on_assigned``
-    or ``on_revoked`` is still going: keep them short and non-blocking. An exception raised by any
+    ``on_error``, ``on_role`` and ``on_session`` are notifications. They run one at a time, in order,
+    never on a ZooKeeper thread: on the member's own thread, except ``on_session("suspended")``, run on
+    a short thread of its own as soon as ZooKeeper's client reports the disconnection (even while the
+    member is busy in a callback). They may run while an overrunning ``on_assigned`` or ``on_revoked``
+    is still going: keep them short and non-blocking. An exception raised by any
     callback is logged and reported through ``on_error`` (one raised by ``on_error`` is only logged); it
     never stops the member.
     """

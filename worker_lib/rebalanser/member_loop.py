@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -96,6 +97,8 @@ class MemberLoop:
         self._inbox = Inbox()  # the member's events, handled in order by its thread
         self._reports = Reports(handler, options.metrics)
         self._report, self._notify, self._bad_data = self._reports.error, self._reports.notify, self._reports.bad_data
+        self._began = False  # the session reported to the loop (suspensions are reported from then on)
+        self._suspension_told: deque[int] = deque()  # suspended reported by the listener, not yet by the loop
         self._state_listeners: list[Callable[[State], object]] = []
         self._state_now = State.NOT_STARTED
         self._lease = Lease(options.lease_fraction)
@@ -215,6 +218,7 @@ class MemberLoop:
         loop is told of the session (call just before the member's thread starts)."""
         self._conn.begin(lambda: self._post(ev.LeaseExpired()))
         self._post(ev.SessionChanged(ev.Connection.CONNECTED, session_id(self.zk)))
+        self._began = True  # after CONNECTED is queued: no suspension reported before the session
 
     def end_unstarted(self) -> None:
         """Ends a member whose thread never started (its connection failed, or it was stopped while
@@ -283,6 +287,10 @@ class MemberLoop:
         # session expired is not recorded, so LOST names the session that ended.
         latest = handshakes(self.zk).latest
         session = latest.session_id if latest is not None else 0
+        if state == KazooState.SUSPENDED and self._began:
+            # Observable when it happens, not when the loop (maybe busy in a callback) gets to it.
+            self._suspension_told.append(session)
+            self._reports.notify_soon("on_session", "suspended")
         self._post(ev.SessionChanged(connection.get(state, ev.Connection.CONNECTED), session))
 
     def run(self) -> None:
@@ -473,6 +481,8 @@ class MemberLoop:
     def _execute_member(self, effect: ms.Effect) -> None:
         """Carries out one effect of the member machine (the I/O of joining, the session and standby)."""
         match effect:
+            case ms.Notify("suspended") if self._suspension_told:
+                self._suspension_told.popleft()  # reported by the listener when kazoo reported it
             case ms.Notify(state):
                 self._notify("on_session", state)
             case ms.Enter(state):
