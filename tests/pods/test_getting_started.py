@@ -64,17 +64,28 @@ IDENTITY_SECRET = "rebalanser-zk-identity"  # step 4's Secret
 ZK_CONNECT = "zk.zookeeper.svc.cluster.local:2181"
 
 
+#: the identity step 4 created ("user:password"), remembered: the page's last step deletes its Secret
+IDENTITY_SEEN: list[str] = []
+
+
+def remember_identity(kube: Kube) -> None:
+    secret = kube.maybe_json("get", "secret", IDENTITY_SECRET, "-n", OPERATOR_NS)
+    if secret is not None:
+        user, password = (base64.b64decode(secret["data"][key]).decode() for key in ("username", "password"))
+        IDENTITY_SEEN.append(f"{user}:{password}")
+
+
 def give_back_parents(kube: Kube) -> None:
     """The recipe's operator made /rebalanser and /rebalanser/shop its own (its identity, step 4): give
-    them back to everyone with that identity, read from step 4's Secret, before the namespace goes."""
-    secret = kube.maybe_json("get", "secret", IDENTITY_SECRET, "-n", OPERATOR_NS)
-    if secret is None:
+    them back to everyone with that identity (read from step 4's Secret, or remembered when the page's
+    last step has deleted it), once its operator is gone (a running one would take them again)."""
+    remember_identity(kube)
+    if not IDENTITY_SEEN:
         return
-    user, password = (base64.b64decode(secret["data"][key]).decode() for key in ("username", "password"))
     tools = Tools(kube, "recipe-tools")
     tools.create()
     try:
-        tools.python(GIVE_BACK_SCRIPT, ZK_CONNECT, f"{user}:{password}", "/rebalanser", f"/rebalanser/{TENANT_NS}")
+        tools.python(GIVE_BACK_SCRIPT, ZK_CONNECT, IDENTITY_SEEN[-1], "/rebalanser", f"/rebalanser/{TENANT_NS}")
     finally:
         tools.delete()
 
@@ -92,12 +103,13 @@ def clear(kube: Kube) -> None:
                 kube.kubectl("patch", "resourcegroups.rebalanser.io", rg["metadata"]["name"], "-n", TENANT_NS,
                              "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
             wait_until(lambda: _gone(kube, "namespace", TENANT_NS), 120, "namespace shop, without finalizers")
-    give_back_parents(kube)
+    remember_identity(kube)
     if kube.helm("status", RELEASE, "-n", OPERATOR_NS, check=False).returncode == 0:
         kube.helm("uninstall", RELEASE, "-n", OPERATOR_NS, "--wait", "--timeout", "120s", check=False)
     if not _gone(kube, "namespace", OPERATOR_NS):
         kube.kubectl("delete", "namespace", OPERATOR_NS, "--wait=false", check=False)
         wait_until(lambda: _gone(kube, "namespace", OPERATOR_NS), 180, "namespace rebalanser left by an earlier run")
+    give_back_parents(kube)
     shutil.rmtree(OVERLAY, ignore_errors=True)
 
 
@@ -193,6 +205,7 @@ def test_the_page_runs_as_written_on_the_local_cluster(kube: Kube, shell: Shell)
         if step.number == 2:
             assert (REPO / "dist" / f"rebalanser-operator-{rebalanser.__version__}.tgz").exists(), out
         elif step.number == 4:
+            remember_identity(kube)
             assert "STATUS: deployed" in out and "WARNING: the operator" not in out, out
             assert "WARNING: operator.allowedEnsembles" not in out, out
         elif step.number == 6:
