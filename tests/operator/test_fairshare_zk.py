@@ -29,8 +29,9 @@ pytestmark = pytest.mark.zk
 
 BODY = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": "g"}}
 NOISY = 64
-#: Servers that never answer: a name with a trailing dot that never resolves, a port nobody listens on.
-NEVER = ("127.0.0.1.:2181", "127.0.0.1:1")
+#: Servers that never answer: a name that never resolves (a trailing dot, the other way to spell one, is
+#: refused before any session now), a port nobody listens on.
+NEVER = ("never-resolves.invalid:2181", "127.0.0.1:1")
 #: Far below the 5 s that one unreachable group's apply held a pool thread for (9.5 s were measured
 #: for the quiet reconcile with 64 of them); far above a quiet reconcile (about 0.01 s).
 LOADED_BOUND = 1.5
