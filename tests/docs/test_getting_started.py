@@ -78,8 +78,13 @@ def test_the_operator_gets_a_namespace_of_its_own_and_serves_the_tenants() -> No
     assert own and served, line
     tenants = set(served[1].split(","))
     assert own[1] not in tenants, f"the operator serves its own namespace {own[1]}"
-    used = set(re.findall(r"kubectl -n (\S+)", PAGE.read_text()))
-    assert used == tenants, f"the page applies into {sorted(used)}, the operator serves {sorted(tenants)}"
+    page = PAGE.read_text()
+    used = set(re.findall(r"kubectl -n (\S+)", page))
+    # the operator's own namespace gets only its ZooKeeper identity's Secret, which the chart is told of
+    own_uses = re.findall(rf"kubectl -n {re.escape(own[1])} (.*)", page)
+    assert all(u.startswith("create secret generic rebalanser-zk-identity ") for u in own_uses), own_uses
+    assert "zookeeperIdentity.secretName=rebalanser-zk-identity" in line, line
+    assert used - {own[1]} == tenants, f"the page applies into {sorted(used)}, the operator serves {sorted(tenants)}"
     assert f"dist/rebalanser-operator-{VERSION}.tgz" in line and 'image.repository="$REGISTRY/rebalanser"' in line
 
 
