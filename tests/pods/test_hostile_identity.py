@@ -171,7 +171,7 @@ class Scene:
             "items"][0]["status"]["podIP"]
         total = 0
         for server in range(3):
-            out = self.tools.python(STAT_SCRIPT, f"zk-{server}.zk.zookeeper.svc.cluster.local:2181")
+            out = self.tools.python(STAT_SCRIPT, f"zk-{server}.zk-hs.zookeeper.svc.cluster.local:2181")
             total += sum(1 for line in out.splitlines() if line.strip().startswith(f"/{ip}:"))
         return total
 

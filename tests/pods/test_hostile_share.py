@@ -4,7 +4,7 @@ one; the ZooKeeper is a server of its own with ZooKeeper's default connection ca
 60: the cluster's ensemble, e2e/cluster/zookeeper.yaml, sets it unlimited, which hides attack 3).
 
 - Attack 4: the noisy tenant applies 64 ResourceGroups naming allowed servers that never answer (a
-  name with a trailing dot, a port nobody listens on). The quiet tenant's ordinary reconcile (a
+  name that never resolves, a port nobody listens on). The quiet tenant's ordinary reconcile (a
   resource added, until its status shows it) takes at most twice as long as without them.
 - Attack 5: the noisy tenant rotates one group's TLS Secret 100 times (a 100 KB CA bundle, each time
   different). The operator's TLS store then holds the live content only; a 700 KB key is refused with
@@ -37,7 +37,9 @@ PREFIX = "rbac-chart-hs"
 OPS, QUIET, NOISY, ZK_NS = (f"{PREFIX}-{n}" for n in ("ops", "quiet", "noisy", "zk"))
 RELEASE = PREFIX
 ZK_CONNECT = f"zk.{ZK_NS}.svc.cluster.local:2181"
-NEVER = ("127.0.0.1.:2181", "127.0.0.1:1")
+#: servers that never answer: a name that never resolves, a port nobody listens on (a trailing dot is
+#: refused before any session since connect strings are normalised, in the allow-list too)
+NEVER = ("never-resolves.invalid:2181", "127.0.0.1:1")
 NOISY_GROUPS = 64
 ROTATIONS = 100
 SAMPLES = 5
