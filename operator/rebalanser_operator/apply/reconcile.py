@@ -44,6 +44,7 @@ from rebalanser.admin import collect_bottom_up
 from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
 
+from rebalanser_operator.apply.aclwalk import settle_acl_writes, walk_acls
 from rebalanser_operator.identity import OperatorIdentity, parent_acl
 from rebalanser_operator.status.groupread import config_of
 from rebalanser_operator.zkpool import DigestCredentials
@@ -376,32 +377,23 @@ def adopt_subtree(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], identi
     member or claim of a session nobody vouches for is never counted) or has an ACL that would refuse
     the operator; otherwise every node of the subtree gets ``acl``. Returns how many nodes changed."""
     nodes: list[tuple[str, list[ACL], int]] = []
-    level = [paths.root]
-    while level:
-        replies = [(node, zk.get_acls_async(node), zk.get_children_async(node)) for node in level]
-        level = []
-        for node, acl_reply, children_reply in replies:
-            try:
-                current, stat = acl_reply.get()
-                children = children_reply.get()
-            except NoNodeError:
-                continue
-            except NoAuthError:
-                raise NotCreatedByOperatorError(
-                    f"adopting {paths.root} refused: {node}'s ACL does not let the operator read it, so the "
-                    "subtree cannot be re-ACLed as a whole; nothing was changed") from None
-            if stat.ephemeralOwner:
-                raise NotCreatedByOperatorError(
-                    f"adopting {paths.root} refused: {node} is an ephemeral znode of a session the operator "
-                    "cannot vouch for (a member or claim planted before the adoption?); stop whoever holds it "
-                    "and retry")
-            if not any(entry.perms & Permissions.ADMIN and entry.id in (Id("world", "anyone"), identity.id)
-                       for entry in current):
-                raise NotCreatedByOperatorError(
-                    f"adopting {paths.root} refused: {node}'s ACL ({_describe_acl(current)}) does not let the "
-                    "operator change it, so the subtree cannot be re-ACLed as a whole; nothing was changed")
-            nodes.append((node, current, stat.aversion))
-            level.extend(f"{node}/{child}" for child in children)
+    for read in walk_acls(zk, [paths.root]):
+        node, current, stat = read.node, read.acl, read.stat
+        if current is None or stat is None:
+            raise NotCreatedByOperatorError(
+                f"adopting {paths.root} refused: {node}'s ACL does not let the operator read it, so the "
+                "subtree cannot be re-ACLed as a whole; nothing was changed")
+        if stat.ephemeralOwner:
+            raise NotCreatedByOperatorError(
+                f"adopting {paths.root} refused: {node} is an ephemeral znode of a session the operator "
+                "cannot vouch for (a member or claim planted before the adoption?); stop whoever holds it "
+                "and retry")
+        if not any(entry.perms & Permissions.ADMIN and entry.id in (Id("world", "anyone"), identity.id)
+                   for entry in current):
+            raise NotCreatedByOperatorError(
+                f"adopting {paths.root} refused: {node}'s ACL ({_describe_acl(current)}) does not let the "
+                "operator change it, so the subtree cannot be re-ACLed as a whole; nothing was changed")
+        nodes.append((node, current, stat.aversion))
     changed = 0
     for node, current, aversion in nodes:
         if set(current) != set(acl):
@@ -510,34 +502,22 @@ def migrate_worker_nodes_acl(
     created with,
     and running workers move to the new password one by one, so each must still read and write what the
     others created. One level at a time, its reads and writes pipelined."""
-    changed = refused = 0
     skip = {paths.config} if resources else {paths.config, paths.resources}
     level = [f"{paths.root}/{child}" for child in _children(zk, paths.root) if f"{paths.root}/{child}" not in skip]
     keep = identity.id if identity is not None else None
-    while level:
-        acls = [(node, zk.get_acls_async(node), zk.get_children_async(node)) for node in level]
-        level, writes = [], []
-        for node, acl_reply, children_reply in acls:
-            try:
-                current, stat = acl_reply.get()
-                children = children_reply.get()
-            except NoNodeError:
-                continue
-            except NoAuthError:
-                refused += 1
-                continue
-            wanted = list(acl) if node.rsplit("/", 1)[0] == paths.resources else retargeted(current, acl, keep)
-            if set(current) != set(wanted):
-                writes.append(zk.set_acls_async(node, wanted, version=stat.aversion))
-            level.extend(f"{node}/{child}" for child in children)
-        for reply in writes:
-            try:
-                reply.get()
-                changed += 1
-            except (NoNodeError, BadVersionError):
-                continue  # gone, or changed meanwhile: the next pass sees it again
-            except NoAuthError:
-                refused += 1  # names none of the session's credentials: left as it is, the rest goes on
+    writes = []
+    unreadable = 0
+    for read in walk_acls(zk, level):
+        if read.acl is None or read.stat is None:
+            unreadable += 1
+            continue
+        node = read.node
+        wanted = list(acl) if node.rsplit("/", 1)[0] == paths.resources else retargeted(read.acl, acl, keep)
+        if set(read.acl) != set(wanted):
+            writes.append(zk.set_acls_async(node, wanted, version=read.stat.aversion))
+    # a write refused: the node names none of the session's credentials; left as it is, the rest goes on
+    changed, refused = settle_acl_writes(writes)
+    refused += unreadable
     if refused:
         log.warning("%s: %d worker znodes refuse the operator's credentials; their ACL is left as it is",
                     paths.root, refused)

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL
 from rebalanser.paths import GroupPaths
 
+from rebalanser_operator.apply.aclwalk import settle_acl_writes, walk_acls
 from rebalanser_operator.apply.reconcile import OwnerMarker, retargeted
 
 if TYPE_CHECKING:
@@ -55,30 +55,16 @@ def _re_acl(zk: KazooClient, paths: GroupPaths, acl: list[ACL], operator: ACL) -
     """The operator's nodes get ``acl``; every other node its own ACL (:func:`retargeted` to ``acl``'s
     digests) with ``operator`` added. Level by level, pipelined."""
     own_nodes = {paths.root, *paths.containers(), paths.config}
-    changed = 0
-    level = [paths.root]
-    while level:
-        replies = [(node, zk.get_acls_async(node), zk.get_children_async(node)) for node in level]
-        level, writes = [], []
-        for node, acl_reply, children_reply in replies:
-            try:
-                current, stat = acl_reply.get()
-                children = children_reply.get()
-            except (NoNodeError, NoAuthError):
-                continue
-            if node in own_nodes or node.rsplit("/", 1)[0] == paths.resources:
-                wanted = acl
-            else:
-                wanted = [*(e for e in retargeted(current, acl, operator.id) if e.id != operator.id), operator]
-            if set(current) != set(wanted):
-                writes.append(zk.set_acls_async(node, wanted, version=stat.aversion))
-            level.extend(f"{node}/{child}" for child in children)
-        for reply in writes:
-            try:
-                reply.get()
-                changed += 1
-            except (NoNodeError, BadVersionError):
-                continue
-            except NoAuthError:
-                continue  # a member's session record (READ only for the group): left as it is
+    writes = []
+    for read in walk_acls(zk, [paths.root]):
+        if read.acl is None or read.stat is None:
+            continue
+        node, current = read.node, read.acl
+        if node in own_nodes or node.rsplit("/", 1)[0] == paths.resources:
+            wanted = acl
+        else:
+            wanted = [*(e for e in retargeted(current, acl, operator.id) if e.id != operator.id), operator]
+        if set(current) != set(wanted):
+            writes.append(zk.set_acls_async(node, wanted, version=read.stat.aversion))
+    changed, _ = settle_acl_writes(writes)  # a write refused: a member's session record (READ only for the group)
     return changed
