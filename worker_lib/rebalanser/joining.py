@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
 
 from rebalanser import member_events as ev
 from rebalanser import member_state as ms
@@ -30,6 +30,17 @@ log = logging.getLogger("rebalanser.client")  # the member's log, as before this
 Effect = (ms.EnsureGroup | ms.AwaitGroup | ms.CheckSameId | ms.JoinTimer | ms.CancelJoinTimer | ms.CreateNode
           | ms.StandbyChores | ms.RetryStandbyLater | ms.JoinWhenCallbacksClear)
 
+#: The join's own steps: one that fails otherwise than by a lost connection is taken again later.
+JOIN_STEPS = (ms.EnsureGroup, ms.CheckSameId, ms.CreateNode)
+#: The longest wait between two attempts of a failing join step, in session timeouts.
+JOIN_RETRY_CAP = 4.0
+
+
+def join_retry_delay(failures: int, timeout: float) -> float:
+    """How long to wait before the next join step after ``failures`` failed ones in a row (at least
+    one): T/4, doubling, at most ``JOIN_RETRY_CAP`` times T."""
+    return float(min(timeout / 4 * 2.0 ** (failures - 1), JOIN_RETRY_CAP * timeout))
+
 
 class Joining:
     def __init__(self, paths: GroupPaths, member_id: str, zk: Callable[[], KazooClient],
@@ -41,10 +52,39 @@ class Joining:
         self._callbacks, self._work, self._stopped_for = callbacks, work, stopped_for
         self._join_timer: threading.Timer | None = None  # posts a join step when the wait for our id ends
         self._standby_timer: threading.Timer | None = None  # the next attempt to delete what standby keeps
+        self._retry_timer: threading.Timer | None = None  # the next attempt after a failed join step
+        self._failures = 0  # join steps failed in a row
         self._join_watch = lambda _event: self._post(ev.JoinStep())  # one callable: kazoo keeps watchers in a set
 
     def execute(self, effect: Effect, member: ms.Member) -> ms.Step | None:
-        """Carries out one effect; returns the transition its answer makes, if any."""
+        """Carries out one effect; returns the transition its answer makes, if any. A join step that
+        fails otherwise than by a lost connection (which the next connection's resync or session's join
+        redoes) is reported by the caller, and taken again later: the server refusing a read now (a
+        rotation whose new ACL is not written yet, an administrator's mistake being mended) must not
+        leave the process outside the group for good."""
+        try:
+            step = self._execute(effect, member)
+        except (ConnectionLoss, SessionExpiredError):
+            raise
+        except Exception:
+            if isinstance(effect, JOIN_STEPS):
+                self._retry_later()
+            raise
+        if isinstance(effect, ms.CreateNode):
+            self._failures = 0
+        return step
+
+    def _retry_later(self) -> None:
+        """Arms one timer for the next join step, backing off while the steps fail; a step failing while
+        one is pending (another join step queued beside it) changes nothing."""
+        if self._retry_timer is not None and self._retry_timer.is_alive():
+            return
+        self._failures += 1
+        delay = join_retry_delay(self._failures, self._timeout())
+        log.warning("a join step failed (%d in a row); joining again in %.1fs", self._failures, delay)
+        self._retry_timer = self._timer(delay)
+
+    def _execute(self, effect: Effect, member: ms.Member) -> ms.Step | None:
         match effect:
             case ms.EnsureGroup(create_root, session):
                 found = check_group(self._zk(), self.paths, create_root=create_root)
