@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from tests.chaos.proxy import FaultProxy
 from tests.support.workers import Group
 
 
@@ -26,3 +27,13 @@ def group(zk_hosts: str, group_path: str, tmp_path: Path, algorithm: str) -> Ite
         yield g
     finally:
         g.stop_all()
+
+
+@pytest.fixture
+def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
+    """A fault proxy in front of the test server (clients made through it can be cut off)."""
+    p = FaultProxy(zk_hosts.split(","))
+    try:
+        yield p
+    finally:
+        p.close()

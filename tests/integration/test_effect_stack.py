@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 from kazoo.client import KazooClient
@@ -55,14 +55,6 @@ class StackDepths(Recorder):
         self._depth(f"on_revoked {sorted(resources)}")
         super().on_revoked(resources)
 
-
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
-    p = FaultProxy(zk_hosts.split(","))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 @pytest.mark.parametrize("algorithm", [Algorithm.RESOURCE_BARRIER, Algorithm.GLOBAL_BARRIER])

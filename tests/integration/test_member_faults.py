@@ -7,7 +7,6 @@ the proxy between it and the server."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -26,14 +25,6 @@ from tests.support.workers import wait_for
 
 ANYONE_READ_DELETE = [ACL(Permissions.READ | Permissions.DELETE | Permissions.ADMIN, OPEN_ACL_UNSAFE[0].id)]
 
-
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
-    proxy = FaultProxy(zk_hosts.split(","))
-    try:
-        yield proxy
-    finally:
-        proxy.close()
 
 
 @pytest.mark.parametrize("failure", [NoAuthError, RuntimeError])

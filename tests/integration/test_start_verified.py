@@ -12,7 +12,7 @@ before it deleted the claim."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import pytest
 from kazoo.client import KazooClient
@@ -57,14 +57,6 @@ class HoldAtFirstOwned(NoMetrics):
     def release(self) -> None:
         self._go.set()
 
-
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
-    p = FaultProxy(zk_hosts.split(","))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def test_no_start_callback_for_a_claim_deleted_while_away_and_not_verified_since(

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 
 from tests.chaos.proxy import FaultProxy
@@ -22,14 +20,6 @@ from tests.support.workers import Group, Worker, wait_for
 STOP_DELAY = 6.0  # the stop callback: the member loop is busy this long
 PROMPT = 1.0  # seconds: how soon after the cut ``suspended`` must be reported (generous)
 
-
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
-    p = FaultProxy(zk_hosts.split(","))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def sessions(worker: Worker, state: str) -> list[int]:

@@ -38,14 +38,6 @@ def rb_group(zk_hosts: str, group_path: str, tmp_path: Path) -> Iterator[Group]:
         g.stop_all()
 
 
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
-    p = FaultProxy(zk_hosts.split(","))
-    try:
-        yield p
-    finally:
-        p.close()
-
 
 def in_process(hosts: str, group: str, member: str, **options: object) -> tuple[Client, Recorder]:
     handler = Recorder()
