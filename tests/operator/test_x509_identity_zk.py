@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,8 @@ def ctx(mtls: ZkCluster, top: str, pki: Pki, identity: OperatorIdentity) -> Iter
     context.close()
 
 
-def tls_client(cluster: ZkCluster, directory: Path, auth: list[tuple[str, str]] | None = None) -> Any:
+def tls_client(cluster: ZkCluster, directory: Path,
+               auth: list[tuple[str, str]] | None = None) -> AbstractContextManager[KazooClient]:
     return admin_client(cluster.secure_hosts, auth_data=auth, **TlsOptions.from_directory(str(directory))
                         .kazoo_arguments())
 
