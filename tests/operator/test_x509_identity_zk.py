@@ -22,7 +22,8 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, Id, Permissions, make_acl, make_digest_acl
 from rebalanser.paths import GroupPaths
 from rebalanser.tls import TlsOptions
-from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, apply_spec
+from rebalanser_operator.apply.reconcile import ADOPT_ANNOTATION
 from rebalanser_operator.identity import OperatorIdentity, parent_acl
 from rebalanser_operator.main import x509_identity
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
@@ -181,3 +182,59 @@ def test_a_worker_with_the_groups_digest_and_its_own_certificate_works(
         assert ctx.pool.connections() == 1
     finally:
         client.stop()
+
+
+def test_the_upgrade_and_an_adoption_name_the_certificate(
+    mtls: ZkCluster, pki: Pki, top: str, identity: OperatorIdentity, ctx: OperatorContext, operator_dir: Path
+) -> None:
+    """An operator without an identity made the parents (open) and a group over TLS with the group's
+    certificate and credentials; a worker made a member node; someone made a group's layout by hand.
+    The operator started with its certificate takes over the parents, the group and the member node
+    (a tenant session: the group's certificate and credentials), and adopts the hand-made root only
+    when annotated, re-ACLing the whole subtree for ``x509:<subject>``."""
+    old = OperatorContext(kube=ctx.kube, options=LoopOptions(connect_wait=15.0), tenancy=ctx.tenancy)
+    try:
+        secured = applied(old, mtls)
+    finally:
+        old.close()
+    paths = GroupPaths.of(f"{top}/shop/orders")
+    worker_dir = pki.client_dir("worker-upgrade")
+    with tls_client(mtls, worker_dir, auth=[("digest", VICTIM.auth)]) as worker:
+        member = worker.create(f"{paths.clients}/m-", b"{}", sequence=True,
+                               acl=[make_digest_acl(VICTIM.username, VICTIM.password, all=True)])
+    made = GroupPaths.of(f"{top}/shop/restored")
+    with admin_client(mtls.hosts) as anyone:
+        for node in made.containers():
+            anyone.ensure_path(node)
+        anyone.create(made.epoch, b"7")
+        assert sorted(anyone.get_acls(f"{top}/shop")[0], key=str) != sorted(parent_acl(identity), key=str)
+
+    rt = ctx.group("shop", "orders", secured.uid)
+    apply_spec(ctx, rt, spec(mtls.secure_hosts), generation=2,
+               body={"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": "orders"}})
+    assert rt.sync is not None and rt.sync.ok, rt.sync
+    assert isinstance(ctx.kube, RecordingKube)
+    assert ("Normal", "TakenOver") in {(t, r) for t, r, _ in ctx.kube.events}
+    with tls_client(mtls, operator_dir) as op:  # the member node is not world-readable
+        for node in (top, f"{top}/shop"):
+            assert sorted(op.get_acls(node)[0], key=str) == sorted(parent_acl(identity), key=str), node
+        for node in (paths.root, paths.config, member):
+            assert ACL(Permissions.ALL, identity.id) in op.get_acls(node)[0], node
+
+    restored = ctx.group("shop", "restored", "uid-restored")
+    raw = spec(mtls.secure_hosts)
+
+    def body(annotations: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+                "metadata": {"name": "restored", "annotations": annotations}}
+
+    with pytest.raises((InvalidSpec, RetryLater)):
+        apply_spec(ctx, restored, raw, generation=1, body=body({}))
+    assert restored.sync is not None and restored.sync.reason == "NotCreatedByOperator", restored.sync
+    apply_spec(ctx, restored, raw, generation=2, body=body({ADOPT_ANNOTATION: "true"}))
+    assert restored.sync is not None and restored.sync.ok, restored.sync
+    with admin_client(mtls.hosts) as anyone:
+        for node in (made.root, *made.containers()[1:], made.epoch):
+            assert ACL(Permissions.ALL, identity.id) in anyone.get_acls(node)[0], node
+        with pytest.raises(NoAuthError):
+            anyone.set(made.epoch, b"8")
