@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,19 @@ def test_the_upgrade_and_an_adoption_name_the_certificate(
             assert ACL(Permissions.ALL, identity.id) in anyone.get_acls(node)[0], node
         with pytest.raises(NoAuthError):
             anyone.set(made.epoch, b"8")
+
+
+def test_a_group_on_a_plain_port_is_told_the_operator_connects_with_its_certificate(
+    ctx: OperatorContext, mtls: ZkCluster
+) -> None:
+    """With the x509 identity every session of the operator's is TLS with its certificate: a group that
+    names the plain port is unreachable, and its status says why."""
+    ctx.tenancy = replace(ctx.tenancy, ensembles=AllowedEnsembles.parse([mtls.hosts, mtls.secure_hosts]))
+    ctx.options = LoopOptions(connect_wait=2.0)  # how long a step waits for the session before it ends
+    rt = ctx.group("shop", "plain", "uid-plain")
+    raw = {"zookeeper": {"connect": mtls.hosts, "credentialsSecret": "orders-zk"}, "resources": ["r0"]}
+    body = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metadata": {"name": "plain"}}
+    with pytest.raises(RetryLater):
+        apply_spec(ctx, rt, raw, generation=1, body=body)
+    assert rt.sync is not None and rt.sync.reason == "ZooKeeperUnreachable", rt.sync
+    assert "the operator's own certificate" in rt.sync.message and "TLS port" in rt.sync.message, rt.sync

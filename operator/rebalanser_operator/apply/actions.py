@@ -255,6 +255,9 @@ def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, re
         rt.connect_pending = True
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
+        if ctx.identity is not None and ctx.identity.tls is not None:
+            over = (" over TLS with the operator's own certificate (its identity); the group must name a TLS port"
+                    + (f", as its Secret {tls.secret} is used by its workers only" if tls is not None else ""))
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
     rt.connect_pending = False
