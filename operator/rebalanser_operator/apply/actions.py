@@ -554,8 +554,9 @@ def config_map_name(name: str) -> str:
 def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
                   operator_id: str | None = None) -> dict[str, str]:
     """What a worker needs to join the group, as environment variables (``envFrom``); credentials only
-    by the name of their Secret. ``operator_id``: the operator's identity (``digest:<user>:<hash>``),
-    which the workers of a group with credentials name in the ACL of the nodes they create."""
+    by the name of their Secret. ``operator_id``: the operator's identity (``digest:<user>:<hash>`` or
+    ``x509:<subject>``), which the workers of a group with credentials name in the ACL of the nodes they
+    create."""
     data = {
         "REBALANSER_ZK": spec.zookeeper.connect,
         "REBALANSER_GROUP": path,
