@@ -1,6 +1,7 @@
 """The operator's own ZooKeeper identity, and the ACLs it gives the nodes it creates.
 
     identity = OperatorIdentity.digest("rebalanser-operator", password)   # from a Secret of its namespace
+    identity = OperatorIdentity.x509(TlsMaterial(ca=..., certificate=..., key=...))  # or its TLS client cert
     parent_acl(identity)          # /rebalanser, /rebalanser/<ns>: the operator all, world read
     group_acl(identity, credentials)  # a group's nodes: the operator all, the group's digest what workers
                                       # need (read, write, create, delete), world read
@@ -10,18 +11,25 @@ never open a session of the operator's (they only name the group's digest in its
 without contacting anyone). Without one (:data:`NO_IDENTITY`, the quick start), everything is as
 before: the parents are open and the operator acts on a group with that group's credentials.
 
-Pure functions (no I/O). The username of a digest identity is public (it is shown in clear in every
-ACL that names it); the password never leaves this object except as kazoo's ``auth_data``.
+An x509 identity is the subject of the operator's TLS client certificate, as ZooKeeper's x509
+authentication names it (:func:`~rebalanser_operator.x509name.subject_dn`): its sessions connect over
+TLS with that certificate (and the identity's CA) and send no digest.
+
+Pure functions (no I/O). The username of a digest identity and the subject of an x509 one are public
+(shown in clear in every ACL that names them); the password and the key never leave this object except
+as kazoo's ``auth_data`` or the TLS material of the operator's sessions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
 
+from rebalanser_operator.x509name import subject_dn
 from rebalanser_operator.zkpool import DigestCredentials
+from rebalanser_operator.zktls import TlsMaterial
 
 #: What a group's workers may do on the operator's nodes of their group: everything but change ACLs.
 WORKER_PERMS = Permissions.READ | Permissions.WRITE | Permissions.CREATE | Permissions.DELETE
@@ -30,10 +38,13 @@ WORLD_READ = make_acl("world", "anyone", read=True)
 
 @dataclass(frozen=True)
 class OperatorIdentity:
-    """A digest identity (``username``, ``password``) the operator authenticates its sessions with."""
+    """The identity the operator authenticates its sessions with: a digest (``username``, ``password``)
+    or the x509 subject of its TLS client certificate (``tls``, the certificate, its key and the CA its
+    sessions trust; ``username`` then holds the subject)."""
 
     username: str
-    password: str = field(repr=False)
+    password: str = field(default="", repr=False)
+    tls: TlsMaterial | None = field(default=None, repr=False)
 
     @staticmethod
     def digest(username: str, password: str) -> OperatorIdentity:
@@ -43,20 +54,49 @@ class OperatorIdentity:
             raise ValueError("the operator's ZooKeeper password is empty")
         return OperatorIdentity(username, password)
 
+    @staticmethod
+    def x509(material: TlsMaterial) -> OperatorIdentity:
+        """The identity of ``material``'s client certificate, which its sessions present (ValueError,
+        with the reason, when it has no certificate, key or CA, or the certificate does not parse)."""
+        if material.certificate is None or material.key is None:
+            raise ValueError("the operator's x509 identity needs a client certificate and its key")
+        if material.ca is None:
+            raise ValueError("the operator's x509 identity needs the CA its sessions trust")
+        return OperatorIdentity(subject_dn(material.certificate), tls=material)
+
+    @property
+    def scheme(self) -> str:
+        """``digest`` or ``x509``."""
+        return "x509" if self.tls is not None else "digest"
+
     @property
     def id(self) -> Id:
-        """The ACL id naming this identity (``digest:<username>:<hash>``)."""
+        """The ACL id naming this identity (``digest:<username>:<hash>`` or ``x509:<subject>``)."""
+        if self.tls is not None:
+            return Id("x509", self.username)
         return Id("digest", make_digest_acl_credential(self.username, self.password))
 
     @property
     def acl_id(self) -> str:
-        """``digest:<username>:<hash>``, the form the workers' ConfigMap gives them (REBALANSER_ZK_OPERATOR_ID)."""
-        return f"digest:{self.id.id}"
+        """``digest:<username>:<hash>`` or ``x509:<subject>``, the form the workers' ConfigMap gives them
+        (REBALANSER_ZK_OPERATOR_ID)."""
+        return f"{self.scheme}:{self.id.id}"
 
     @property
-    def auth(self) -> tuple[str, str]:
-        """kazoo's ``auth_data`` entry."""
+    def auth(self) -> tuple[str, str] | None:
+        """kazoo's ``auth_data`` entry (None for an x509 identity: its TLS handshake authenticates it)."""
+        if self.tls is not None:
+            return None
         return ("digest", f"{self.username}:{self.password}")
+
+    def session_tls(self, group: TlsMaterial | None) -> TlsMaterial | None:
+        """The TLS material of the operator's own sessions to an ensemble a group reaches with ``group``:
+        the group's, or with an x509 identity always the identity's certificate, key and CA (host names
+        verified as the group asks)."""
+        if self.tls is None:
+            return group
+        verify = group.verify_hostname if group is not None else self.tls.verify_hostname
+        return replace(self.tls, verify_hostname=verify)
 
     def all(self) -> ACL:
         return ACL(Permissions.ALL, self.id)
@@ -66,9 +106,13 @@ class OperatorIdentity:
         return any(entry.id == self.id and entry.perms & Permissions.ALL == Permissions.ALL for entry in acl)
 
     def describe(self) -> str:
+        if self.tls is not None:
+            return f"x509 subject {self.username} (its TLS client certificate)"
         return f"digest user {self.username}"
 
     def __repr__(self) -> str:
+        if self.tls is not None:
+            return f"OperatorIdentity(x509={self.username!r})"
         return f"OperatorIdentity(username={self.username!r}, password=<redacted>)"
 
 

@@ -5,14 +5,16 @@
                         [--log-format json|plain|full] [--verbose | --debug]
                         [--path-root TEMPLATE]... [--allowed-ensemble HOSTS]... [--cluster-id ID]
                         [--max-groups-per-namespace N] [--max-resources-per-group N]
-                        [--zk-identity-user NAME --zk-identity-password-file FILE]
+                        [--zk-identity-user NAME --zk-identity-password-file FILE | --zk-identity-tls-dir DIR]
 
 Each tenancy setting may also come from the environment (used when the flag is not given):
 REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
 connect strings separated by ',' ';' or white space, '*' for any), REBALANSER_CLUSTER_ID,
 REBALANSER_MAX_GROUPS_PER_NAMESPACE, REBALANSER_MAX_RESOURCES_PER_GROUP. The operator's own ZooKeeper
 identity (:mod:`rebalanser_operator.identity`) likewise: REBALANSER_ZK_IDENTITY_USER and
-REBALANSER_ZK_IDENTITY_PASSWORD_FILE (the chart mounts them from ``zookeeperIdentity.secretName``). See
+REBALANSER_ZK_IDENTITY_PASSWORD_FILE (the chart mounts them from ``zookeeperIdentity.secretName``), or
+the x509 identity of a TLS client certificate, REBALANSER_ZK_IDENTITY_TLS_DIR (a directory holding
+``ca.crt``, ``tls.crt`` and ``tls.key``: the chart mounts ``zookeeperIdentity.tls.secretName``). See
 :mod:`rebalanser_operator.tenancy` and docs/operator.md ("Security model").
 
 Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG``. Standalone (no
@@ -32,6 +34,7 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from rebalanser import __version__
+from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
 from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
@@ -51,6 +54,7 @@ from rebalanser_operator.tenancy import (
     SettingError,
     Tenancy,
 )
+from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger("rebalanser_operator")
 
@@ -109,6 +113,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     identity.add_argument("--zk-identity-password-file", metavar="FILE",
                           help="file holding its password (long and random: its hash is given to the workers). "
                                "Without an identity the parents of the groups stay open to any client")
+    identity.add_argument("--zk-identity-tls-dir", metavar="DIR",
+                          help="instead of a digest: a directory holding ca.crt, tls.crt and tls.key; the operator "
+                               "connects over TLS with this client certificate and names itself in ACLs by its "
+                               "subject (x509:<subject>, ZooKeeper's X509AuthenticationProvider)")
     parser.add_argument("--failover-pods", action="store_true",
                         help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
                              "on pods: the chart's failover.enabled); without it no pod is watched")
@@ -139,9 +147,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def identity_setting(args: argparse.Namespace, env: Mapping[str, str]) -> OperatorIdentity | None:
-    """The operator's own identity from the flags, else the environment; None when neither names one."""
+    """The operator's own identity from the flags, else the environment; None when neither names one. A
+    digest (user and password file) or an x509 one (a TLS directory), never both."""
     user = args.zk_identity_user or env.get("REBALANSER_ZK_IDENTITY_USER") or ""
     path = args.zk_identity_password_file or env.get("REBALANSER_ZK_IDENTITY_PASSWORD_FILE") or ""
+    directory = args.zk_identity_tls_dir or env.get("REBALANSER_ZK_IDENTITY_TLS_DIR") or ""
+    if directory and (user or path):
+        raise SettingError("the operator's ZooKeeper identity is either a digest (--zk-identity-user, "
+                           "--zk-identity-password-file) or its TLS client certificate (--zk-identity-tls-dir), "
+                           "not both")
+    if directory:
+        return x509_identity(directory)
     if not user and not path:
         return None
     if not user or not path:
@@ -156,6 +172,30 @@ def identity_setting(args: argparse.Namespace, env: Mapping[str, str]) -> Operat
         return OperatorIdentity.digest(user, password)
     except ValueError as exc:
         raise SettingError(f"{exc} ({path})") from exc
+
+
+def x509_identity(directory: str) -> OperatorIdentity:
+    """The x509 identity of the client certificate in ``directory`` (``ca.crt``, ``tls.crt``, ``tls.key``:
+    a mounted TLS Secret); :class:`SettingError` naming the file that is missing, unreadable or bad."""
+    if not os.path.isdir(directory):
+        raise SettingError(f"the operator's x509 identity: {directory} is not a directory (the TLS Secret of "
+                           "zookeeperIdentity.tls, mounted)")
+    parts: dict[str, bytes] = {}
+    for name in (CA_FILE, CERTIFICATE_FILE, KEY_FILE):
+        file = os.path.join(directory, name)
+        try:
+            with open(file, "rb") as f:
+                parts[name] = f.read()
+        except OSError as exc:
+            raise SettingError(f"the operator's x509 identity needs {name} in {directory} (the TLS Secret of "
+                               f"zookeeperIdentity.tls): {exc.strerror or exc}") from exc
+        if not parts[name].strip():
+            raise SettingError(f"the operator's x509 identity: {file} is empty")
+    material = TlsMaterial(ca=parts[CA_FILE], certificate=parts[CERTIFICATE_FILE], key=parts[KEY_FILE])
+    try:
+        return OperatorIdentity.x509(material)
+    except ValueError as exc:
+        raise SettingError(f"the operator's x509 identity: {os.path.join(directory, CERTIFICATE_FILE)}: {exc}") from exc
 
 
 def tenancy_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Tenancy:
@@ -231,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         tenancy.cluster_id, tenancy.limits,
     )
     if args.identity is None:
-        log.warning("no ZooKeeper identity of the operator's own (--zk-identity-user, chart value "
-                    "zookeeperIdentity.secretName): the parents of the groups (/rebalanser, /rebalanser/<namespace>) "
+        log.warning("no ZooKeeper identity of the operator's own (--zk-identity-user or --zk-identity-tls-dir, "
+                    "chart value zookeeperIdentity.secretName or zookeeperIdentity.tls.secretName): the parents of the "
+                    "groups (/rebalanser, /rebalanser/<namespace>) "
                     "stay open to any ZooKeeper client, which can squat a future group's path or lock a namespace "
                     "out; fine for a quick start only (docs/operator.md, Security model)")
     else:

@@ -23,9 +23,12 @@ thread: they must only hand work to another thread. Waiting for a connection nev
 With the operator's own ``identity`` (:class:`~rebalanser_operator.identity.OperatorIdentity`), users
 share a client when they name the same ensemble and TLS material: every session authenticates as the
 operator, and the credentials users pass are ignored (they only name a group's digest in its ACL), so
-the number of sessions does not grow with groups or Secrets. Only ``tenant=True`` asks for a session
-with exactly the given credentials and not the operator's (kept for what a tenant's credentials alone
-may do: re-ACL the worker znodes of a rotation, take over a group an older operator created).
+the number of sessions does not grow with groups or Secrets. With an x509 identity
+(:attr:`~rebalanser_operator.identity.OperatorIdentity.tls`), the operator's sessions are made over TLS
+with the identity's certificate, key and CA instead of a group's material, whatever the group names.
+Only ``tenant=True`` asks for a session with exactly the given credentials (and the group's TLS
+material) and not the operator's (kept for what a tenant's credentials alone may do: re-ACL the worker
+znodes of a rotation, take over a group an older operator created).
 
 Connect strings are keyed and connected to as :func:`~rebalanser_operator.tenancy.normalise_connect`
 spells them (``ZK:2181`` and ``zk`` are one session).
@@ -114,6 +117,7 @@ class ZooKeeperPool:
         A user that switches to another connect string, other TLS material or other credentials releases
         its previous connection. ``session_timeout`` only applies when this call creates the client.
         """
+        tls = self._session_tls(tls, tenant)
         key = self._key(connect, tls, credentials, tenant)
         auths = key[2]
         stale: _Entry | None = None
@@ -143,6 +147,7 @@ class ZooKeeperPool:
 
     def users(self, connect: str, tls: TlsMaterial | None = None,
               credentials: Iterable[DigestCredentials] = (), tenant: bool = False) -> set[str]:
+        tls = self._session_tls(tls, tenant)
         key = self._key(connect, tls, credentials, tenant)
         with self._lock:
             entry = self._entries.get(key)
@@ -159,6 +164,7 @@ class ZooKeeperPool:
 
     def is_connected(self, connect: str, tls: TlsMaterial | None = None,
                      credentials: Iterable[DigestCredentials] = (), tenant: bool = False) -> bool:
+        tls = self._session_tls(tls, tenant)
         key = self._key(connect, tls, credentials, tenant)
         with self._lock:
             entry = self._entries.get(key)
@@ -217,6 +223,12 @@ class ZooKeeperPool:
 
     # ----------------------------------------------------------------------------------- internals
 
+    def _session_tls(self, tls: TlsMaterial | None, tenant: bool) -> TlsMaterial | None:
+        """The material a session is opened with: an x509 identity's own for the operator's sessions."""
+        if self.identity is None or tenant:
+            return tls
+        return self.identity.session_tls(tls)
+
     def _key(self, connect: str, tls: TlsMaterial | None, credentials: Iterable[DigestCredentials],
              tenant: bool) -> Key:
         own = self.identity is not None and not tenant
@@ -258,7 +270,7 @@ class ZooKeeperPool:
         options = self._files.acquire(tls).kazoo_arguments() if tls is not None else {}
         auth_data = [("digest", c.auth) for c in sorted(auths, key=lambda c: c.username)]
         if own and self.identity is not None:
-            auth_data = [self.identity.auth]
+            auth_data = [self.identity.auth] if self.identity.auth is not None else []
         client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=retry,
                              auth_data=auth_data or None, **options)
         entry = _Entry(client=client, tls=tls, auths=auths)

@@ -177,3 +177,21 @@ def test_the_check_passes_only_when_no_resource_group_remains() -> None:
     assert "--no-hooks" in message
     many = verdict([("shop", f"g{i:02d}") for i in range(25)])[1]
     assert "and 5 more" in many
+
+
+def test_the_operators_x509_identity_is_its_tls_secret_mounted_and_never_both(helm: Path) -> None:
+    """zookeeperIdentity.tls.secretName: the TLS Secret's three keys as files of one read-only directory,
+    named by REBALANSER_ZK_IDENTITY_TLS_DIR; with the digest's secretName too, the install is refused."""
+    pod = by_kind(render(helm, "--set", "zookeeperIdentity.tls.secretName=operator-cert"),
+                  "Deployment")[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert not {"REBALANSER_ZK_IDENTITY_USER", "REBALANSER_ZK_IDENTITY_PASSWORD_FILE"} & set(env)
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "zookeeper-identity-tls")
+    assert mount["readOnly"] and env["REBALANSER_ZK_IDENTITY_TLS_DIR"]["value"] == mount["mountPath"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "zookeeper-identity-tls")
+    assert volume["secret"] == {"secretName": "operator-cert", "items": [
+        {"key": name, "path": name} for name in ("ca.crt", "tls.crt", "tls.key")]}
+    both = helm_template(helm, "--set", "zookeeperIdentity.secretName=operator-zk",
+                         "--set", "zookeeperIdentity.tls.secretName=operator-cert")
+    assert both.returncode != 0 and "not both" in both.stderr, both.stderr

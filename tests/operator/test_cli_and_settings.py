@@ -107,3 +107,35 @@ def test_the_operators_zookeeper_identity_from_flags_or_environment(
     monkeypatch.delenv("REBALANSER_ZK_IDENTITY_PASSWORD_FILE")
     with pytest.raises(SystemExit):
         parse_args(["-n", "a"])  # a user without a password file
+
+
+def test_the_operators_x509_identity_from_a_tls_directory_and_its_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.tls import CertificateAuthority
+
+    ca = CertificateAuthority.create(tmp_path / "ca", "ca-op")
+    directory = ca.issue("rebalanser-operator").write_directory(tmp_path / "identity", ca)
+    identity = parse_args(["-n", "a", "--zk-identity-tls-dir", str(directory)]).identity
+    assert identity is not None and identity.acl_id == "x509:CN=rebalanser-operator" and identity.auth is None
+    monkeypatch.setenv("REBALANSER_ZK_IDENTITY_TLS_DIR", str(directory))
+    from_env = parse_args(["-n", "a"]).identity
+    assert from_env is not None and from_env.acl_id == "x509:CN=rebalanser-operator"
+
+    def refused(*argv: str) -> str:
+        with pytest.raises(SystemExit):
+            parse_args(["-n", "a", *argv])
+        return capsys.readouterr().err
+
+    secret = tmp_path / "password"
+    secret.write_text("a-long-random-password\n")
+    assert "not both" in refused("--zk-identity-user", "op", "--zk-identity-password-file", str(secret))
+    monkeypatch.delenv("REBALANSER_ZK_IDENTITY_TLS_DIR")
+    assert "is not a directory" in refused("--zk-identity-tls-dir", str(tmp_path / "absent"))
+    (directory / "tls.key").unlink()
+    assert "needs tls.key" in refused("--zk-identity-tls-dir", str(directory))
+    (directory / "tls.key").write_bytes(b"key")
+    (directory / "tls.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    assert "tls.crt: the certificate does not parse" in refused("--zk-identity-tls-dir", str(directory))
+    (directory / "ca.crt").write_bytes(b"")
+    assert "ca.crt is empty" in refused("--zk-identity-tls-dir", str(directory))

@@ -83,12 +83,13 @@ class CertificateAuthority:
                  cwd=directory)
         return CertificateAuthority(name, directory, directory / "ca.crt", directory / "ca.key")
 
-    def issue(self, name: str, *, server: bool = False) -> Issued:
-        """A certificate for ``name`` (CN); a server's also names localhost and 127.0.0.1."""
+    def issue(self, name: str, *, server: bool = False, subject: str | None = None) -> Issued:
+        """A certificate for ``name`` (CN, or ``subject`` in openssl's ``/C=../O=../CN=..`` form, with
+        ``+`` joining a multi-valued name); a server's also names localhost and 127.0.0.1."""
         out = self.directory / name
         out.mkdir(exist_ok=True)
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                 "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={name}", cwd=out)
+        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-utf8", "-multivalue-rdn",
+                 "-keyout", "tls.key", "-out", "tls.csr", "-subj", subject or f"/CN={name}", cwd=out)
         extensions = ["extendedKeyUsage=serverAuth,clientAuth" if server else "extendedKeyUsage=clientAuth"]
         if server:
             extensions.append("subjectAltName=DNS:localhost,IP:127.0.0.1")
@@ -120,9 +121,9 @@ class Pki:
         other = CertificateAuthority.create(base / "ca-b", "ca-b")
         return Pki(trusted, other, trusted.issue("zookeeper", server=True), base)
 
-    def client_dir(self, name: str, ca: CertificateAuthority | None = None) -> Path:
+    def client_dir(self, name: str, ca: CertificateAuthority | None = None, subject: str | None = None) -> Path:
         """A TLS directory (ca.crt, tls.crt, tls.key) for a client certificate signed by ``ca``."""
-        issued = (ca or self.trusted).issue(name)
+        issued = (ca or self.trusted).issue(name, subject=subject)
         return issued.write_directory(self.base / "clients" / name, self.trusted)
 
     def server_tls(self, directory: Path, *trusted: CertificateAuthority, client_auth: str = "need") -> ServerTls:

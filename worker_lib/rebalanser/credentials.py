@@ -134,12 +134,15 @@ class DigestState:
 
 
 def operator_acl(operator_id: str) -> ACL:
-    """Every permission for the operator's identity, given as ``digest:<user>:<hash>`` (the form
+    """Every permission for the operator's identity, given as ``digest:<user>:<hash>`` or, for an operator
+    that authenticates with its TLS client certificate, ``x509:<subject>`` (the forms
     REBALANSER_ZK_OPERATOR_ID holds); :class:`InvalidInputError` for anything else."""
     scheme, _, ident = operator_id.partition(":")
+    if scheme == "x509" and ident.strip():
+        return ACL(Permissions.ALL, Id("x509", ident))
     user, _, digest = ident.partition(":")
     if scheme != "digest" or not user or not digest or ":" in digest:
-        raise InvalidInputError(f"the operator's id {operator_id!r} is not digest:<user>:<hash>")
+        raise InvalidInputError(f"the operator's id {operator_id!r} is not digest:<user>:<hash> or x509:<subject>")
     return ACL(Permissions.ALL, Id("digest", ident))
 
 

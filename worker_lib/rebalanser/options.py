@@ -56,10 +56,10 @@ class Options:
     :class:`~rebalanser.errors.GroupNotFoundError` (:meth:`Client.start` raises it), so that a mistyped
     path fails instead of making a group of its own that nothing else uses. Groups are made with
     ``rebalanser group create`` (:meth:`rebalanser.admin.GroupAdmin.create`) or a ResourceGroup.
-    ``operator_id``: the operator's own ZooKeeper identity (``digest:<user>:<hash>``, published in the
-    workers' ConfigMap as REBALANSER_ZK_OPERATOR_ID when the operator has one): with credentials, the nodes
-    the member creates name it too (every permission), so the operator reads the group's members and
-    re-ACLs them at a rotation with its own session. None: they name the group's credentials only.
+    ``operator_id``: the operator's own ZooKeeper identity (``digest:<user>:<hash>`` or ``x509:<subject>``,
+    published in the workers' ConfigMap as REBALANSER_ZK_OPERATOR_ID when the operator has one): with
+    credentials, the nodes the member creates name it too (every permission), so the operator reads the
+    group's members and re-ACLs them at a rotation with its own session. None: they name the group's credentials only.
     ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
     :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
     with the ``rebalanser[metrics]`` extra.

@@ -255,6 +255,9 @@ def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, re
         rt.connect_pending = True
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
+        if ctx.identity is not None and ctx.identity.tls is not None:
+            over = (" over TLS with the operator's own certificate (its identity); the group must name a TLS port"
+                    + (f", as its Secret {tls.secret} is used by its workers only" if tls is not None else ""))
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
     rt.connect_pending = False
@@ -551,8 +554,9 @@ def config_map_name(name: str) -> str:
 def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
                   operator_id: str | None = None) -> dict[str, str]:
     """What a worker needs to join the group, as environment variables (``envFrom``); credentials only
-    by the name of their Secret. ``operator_id``: the operator's identity (``digest:<user>:<hash>``),
-    which the workers of a group with credentials name in the ACL of the nodes they create."""
+    by the name of their Secret. ``operator_id``: the operator's identity (``digest:<user>:<hash>`` or
+    ``x509:<subject>``), which the workers of a group with credentials name in the ACL of the nodes they
+    create."""
     data = {
         "REBALANSER_ZK": spec.zookeeper.connect,
         "REBALANSER_GROUP": path,
