@@ -7,8 +7,8 @@ from __future__ import annotations
 from kazoo.security import make_acl, make_digest_acl
 from rebalanser_operator.apply.actions import end_grace
 from rebalanser_operator.apply.reconcile import group_acl, retained_digests
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime
-from rebalanser_operator.zkpool import DigestCredentials
 
 NEW = DigestCredentials("op", "new")
 OLD_ACL = make_digest_acl("op", "old", all=True)

@@ -23,8 +23,8 @@ from rebalanser.wire import MemberRecord, encode_member
 from rebalanser.zk import create_protected, new_guid
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.failover.endmember import Outcome
-from rebalanser_operator.failover.podwatch import Failover, index_entry
 from rebalanser_operator.failover.sessionclose import Closed, SessionCloser
+from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
 from tests.operator.support import TEST_TENANCY, RecordingKube

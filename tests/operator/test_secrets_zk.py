@@ -22,9 +22,9 @@ import rebalanser
 from kazoo.client import KazooClient
 from rebalanser.credentials import DigestState
 from rebalanser_operator.apply.actions import apply_spec, delete_znodes
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, PathRoots, Tenancy
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
 
 from tests.operator.support import RecordingKube, status_loop

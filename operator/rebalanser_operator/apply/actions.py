@@ -40,7 +40,7 @@ from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import plan_admission
-from rebalanser_operator.identity import group_acl
+from rebalanser_operator.identity import DigestCredentials, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
 from rebalanser_operator.spec.notices import spec_notices
@@ -54,11 +54,11 @@ from rebalanser_operator.tenancy import (
     Placement,
     Refusal,
 )
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
 
 if TYPE_CHECKING:
-    from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+    from rebalanser_operator.controller.context import Context
+    from rebalanser_operator.controller.state import GroupRuntime
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def backoff(retry: int) -> float:
 
 
 def apply_spec(
-    ctx: OperatorContext,
+    ctx: Context,
     rt: GroupRuntime,
     raw_spec: Mapping[str, Any],
     *,
@@ -110,7 +110,7 @@ def apply_spec(
     return ctx.controller_of(rt).apply(desired)
 
 
-def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
+def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
     """The controller's step for a desired spec (see :func:`apply_spec`): admit it (a pure plan), adopt
     it, read its Secrets, connect, sync the znodes, record the outcome."""
     body = desired_spec.body()
@@ -127,7 +127,7 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
 
 
 def _parse(
-    ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec,
+    ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec,
 ) -> tuple[ResourceGroupSpec, str, frozenset[str]]:
     try:
         spec = ResourceGroupSpec.parse(desired_spec.spec())
@@ -139,7 +139,7 @@ def _parse(
         raise InvalidSpec(str(exc)) from exc
 
 
-def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
+def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
            desired: frozenset[str]) -> Placement:
     """:func:`~rebalanser_operator.controller.plan.plan_admission`, carried out: before any Secret is read
     or sent. Raises the refusal or :class:`InvalidSpec`."""
@@ -189,7 +189,7 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
 
 
-def _note_older_forms(ctx: OperatorContext, rt: GroupRuntime) -> None:
+def _note_older_forms(ctx: Context, rt: GroupRuntime) -> None:
     """The spec's deprecated forms and rounded fractions (:mod:`notices`): in the SpecCurrent condition,
     and a Warning Event each time the set changes."""
     notices = spec_notices(rt.raw_spec)
@@ -198,7 +198,7 @@ def _note_older_forms(ctx: OperatorContext, rt: GroupRuntime) -> None:
     rt.notices = notices
 
 
-def _read_secrets(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec,
+def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
                   retry: int) -> DigestCredentials | None:
     """The credentials and TLS material the spec names (a changed password starts a rotation)."""
     credentials = None
@@ -230,7 +230,7 @@ def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple
     return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
-def _check_sizes(ctx: OperatorContext, rt: GroupRuntime, secret: str, sizes: tuple[tuple[str, int], ...],
+def _check_sizes(ctx: Context, rt: GroupRuntime, secret: str, sizes: tuple[tuple[str, int], ...],
                  retry: int) -> None:
     """A Secret key larger than ``Limits.secret_key_bytes`` is refused (retried: the Secret may shrink)."""
     refusal = ctx.tenancy.limits.check_secret_keys(f"{rt.namespace}/{secret}", sizes)
@@ -238,7 +238,7 @@ def _check_sizes(ctx: OperatorContext, rt: GroupRuntime, secret: str, sizes: tup
         raise _temporary(ctx, rt, refusal.reason, refusal.message, backoff(retry))
 
 
-def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
+def _connect(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
     """The group's own session (its credentials only), connected. Never waits for it (see
     :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
     the group is applied again when it connects."""
@@ -261,7 +261,7 @@ def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, re
     return zk
 
 
-def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
           credentials: DigestCredentials | None, placement: Placement, retry: int) -> SyncResult:
     """Claims the group root for this object and syncs its znodes; a changed ACL is given to the workers'
     znodes too. Records the ACL; raises the refusal or :class:`RetryLater`."""
@@ -300,7 +300,7 @@ def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: Resourc
     return result
 
 
-def _reconcile_or_take_over(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
                             acl: list[ACL], placement: Placement) -> SyncResult:
     """:func:`reconcile_group` as the operator; with its identity, a group this object owns that an older
     operator created under the tenant's credentials (the operator's identity cannot change it) is first
@@ -331,7 +331,7 @@ def _reconcile_or_take_over(ctx: OperatorContext, rt: GroupRuntime, zk: KazooCli
     return attempt()
 
 
-def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
+def _synced(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
     """Records a sync that went through: status, metrics, an Event, the workers' ConfigMap."""
     assert rt.path is not None
     path = rt.path
@@ -351,17 +351,17 @@ def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, res
     rt.wake()
 
 
-def group_path(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
+def group_path(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
     """The spec's path, or the default one: the group's name under the namespace's first path root."""
     return spec.group_path(rt.namespace, rt.name, ctx.tenancy.path_roots.default_path(rt.namespace, rt.name))
 
 
-def owner_marker(ctx: OperatorContext, rt: GroupRuntime) -> OwnerMarker:
+def owner_marker(ctx: Context, rt: GroupRuntime) -> OwnerMarker:
     """The marker this object puts on (and looks for on) its group root."""
     return OwnerMarker(rt.namespace, rt.name, rt.uid, ctx.tenancy.cluster_id)
 
 
-def placement_of(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> Placement | Refusal:
+def placement_of(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> Placement | Refusal:
     """Where the group may live under the administrator's settings, or why it may not (no I/O)."""
     refusal = ctx.tenancy.ensembles.check(spec.zookeeper.connect)
     if refusal is not None:
@@ -369,7 +369,7 @@ def placement_of(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec
     return ctx.tenancy.path_roots.place(rt.namespace, spec.zookeeper.connect, path)
 
 
-def _refused(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal, *,
+def _refused(ctx: Context, rt: GroupRuntime, refusal: Refusal, *,
              retry_after: float | None = None) -> InvalidSpec | RetryLater:
     """:func:`refuse`, as the exception the handler raises: permanent unless ``retry_after`` is given."""
     refuse(ctx, rt, refusal)
@@ -378,7 +378,7 @@ def _refused(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal, *,
     return RetryLater(refusal.message, retry_after)
 
 
-def refuse(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal) -> None:
+def refuse(ctx: Context, rt: GroupRuntime, refusal: Refusal) -> None:
     """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new);
     the group is not this object's to read or act on."""
     changed = rt.sync is None or (rt.sync.reason, rt.sync.message) != (refusal.reason, refusal.message)
@@ -391,7 +391,7 @@ def refuse(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal) -> None:
     rt.wake()
 
 
-def _note_rotation(ctx: OperatorContext, rt: GroupRuntime, credentials: DigestCredentials | None) -> None:
+def _note_rotation(ctx: Context, rt: GroupRuntime, credentials: DigestCredentials | None) -> None:
     """New credentials replacing others start a grace period: until ``credentials_grace`` from now, the
     group's ACLs name the previous credentials too (workers move to the new password as they notice
     the changed file); then :func:`end_grace` leaves the new one alone."""
@@ -406,7 +406,7 @@ def _note_rotation(ctx: OperatorContext, rt: GroupRuntime, credentials: DigestCr
                  ctx.options.credentials_grace)
 
 
-def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path: str,
+def _resume_grace(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str,
                   credentials: DigestCredentials) -> None:
     """At this operator's first apply of the group: a root ACL naming other digests besides the
     current credentials is a grace period an earlier operator left unfinished; it starts over here."""
@@ -427,7 +427,7 @@ def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path:
                  rt.user, len(retained), ctx.options.credentials_grace)
 
 
-def hold_grace(ctx: OperatorContext, zk: KazooClient, rt: GroupRuntime) -> int:
+def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
     """During a rotation's grace period (run on every status refresh): gives the group's ACL, naming
     both passwords, to the worker znodes created since the last pass by workers that have not yet
     noticed the new password (their nodes name only the old one); returns how many changed."""
@@ -480,7 +480,7 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
     return False
 
 
-def note_secret(ctx: OperatorContext, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
+def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
     """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
     re-applying (their status loops do it) when it changes their connection; returns how many did."""
     seen = SecretSeen.of(secret, data)
@@ -498,7 +498,7 @@ def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
     return True
 
 
-def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
+def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
     """Re-applies the last spec with the referenced Secrets' current contents: a new TLS Secret means a
     new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
     the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
@@ -520,7 +520,7 @@ def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
                   f"applied the current contents of Secrets {sorted(rt.secrets())}")
 
 
-def _group_found_at(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
+def _group_found_at(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
     """Whether the new connect string reaches a ZooKeeper that already holds this group (the same
     ensemble under another name, or one the data was moved to). Unreachable counts as not found."""
     tls = rt.tls if spec.zookeeper.tls is not None else None  # the material in use (group roots are world-readable)
@@ -571,7 +571,7 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
     return data
 
 
-def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
+def publish_worker_config(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
     """Publishes :func:`worker_config` when it changed; a failure is reported, never fatal to the sync."""
     data = worker_config(spec, rt.namespace, rt.name, path,
                          ctx.identity.acl_id if ctx.identity is not None else None)
@@ -586,7 +586,7 @@ def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: Resource
     rt.worker_config = data
 
 
-def _temporary(ctx: OperatorContext, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
+def _temporary(ctx: Context, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
     changed = rt.sync is None or rt.sync.reason != reason
     rt.sync = SyncState(False, reason, message)
     ctx.metrics.reconciles.labels("retry").inc()
@@ -596,7 +596,7 @@ def _temporary(ctx: OperatorContext, rt: GroupRuntime, reason: str, message: str
     return RetryLater(message, delay)
 
 
-def event(ctx: OperatorContext, rt: GroupRuntime, type: str, reason: str, message: str) -> None:
+def event(ctx: Context, rt: GroupRuntime, type: str, reason: str, message: str) -> None:
     if rt.body is None:
         return
     ctx.metrics.events.labels(reason).inc()
@@ -604,7 +604,7 @@ def event(ctx: OperatorContext, rt: GroupRuntime, type: str, reason: str, messag
 
 
 def delete_znodes(
-    ctx: OperatorContext,
+    ctx: Context,
     rt: GroupRuntime,
     raw_spec: Mapping[str, Any],
     *,
@@ -618,7 +618,7 @@ def delete_znodes(
     return ctx.controller_of(rt).delete(deletion)
 
 
-def delete_desired(ctx: OperatorContext, rt: GroupRuntime, deletion: Deletion) -> str:
+def delete_desired(ctx: Context, rt: GroupRuntime, deletion: Deletion) -> str:
     """Removes the group's znodes unless told otherwise; returns what happened (for the log).
 
     ``elapsed`` is the time since the first attempt. While live members remain (for at most

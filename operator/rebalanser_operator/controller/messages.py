@@ -93,3 +93,15 @@ class PodEnded:
 
     pod: PodRef
     ended: tuple[EndedInstance, ...]
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What a sync of the group's znodes did (the answer to a :class:`DesiredSpec`)."""
+
+    created: int
+    deleted: int
+    resources: int
+    config_written: bool
+    elapsed_seconds: float
+    parents_not_taken: tuple[str, ...] = ()  # nodes above the group whose ACL refuses the operator

@@ -1,0 +1,141 @@
+"""A ResourceGroup's state, which its controller keeps, and the operator's timing options.
+
+One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
+connect string, ACL, outcome) and the tuning state. ``owned`` says that the last reconcile found the
+group root to be this object's (or created it): the status loop reads the group, and failover acts on
+it, only while it is set. It belongs to the group's
+:class:`~rebalanser_operator.controller.core.GroupController`: only the controller's steps write it
+(one at a time); other threads send the controller messages and read its immutable view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.security import ACL
+
+from rebalanser_operator.identity import DigestCredentials
+from rebalanser_operator.spec.models import ResourceGroupSpec
+from rebalanser_operator.status.tuning import TuningPolicy, TuningState
+from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
+from rebalanser_operator.zktls import TlsMaterial
+
+#: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...), shared
+#: out among namespaces (``Limits.workers_per_namespace`` each: :mod:`~rebalanser_operator.controller.share`);
+#: no step waits for a ZooKeeper connection (:mod:`~rebalanser_operator.controller.connectwait`). kopf's
+#: handlers await the controllers' answers on the event loop; the Kubernetes client keeps as many
+#: connections, so none is opened and discarded per call.
+EXECUTOR_THREADS = 32
+
+
+#: Seconds a rotated credentials Secret's previous password keeps its access to the group's znodes.
+DEFAULT_CREDENTIALS_GRACE = 300.0
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """Timing of the status mirror (seconds)."""
+
+    coalesce: float = 0.5  # wait after a ZooKeeper change for more to arrive
+    min_patch_interval: float = 1.0  # at most one status patch per object per this period
+    period: float = 5.0  # refresh at least this often while something needs polling (see StatusLoop)
+    idle_period: float = 300.0  # otherwise: everything is watched; a safety net only
+    workload_poll: float = 2.0
+    drift_repair_interval: float = 5.0
+    degraded_after: float = 60.0
+    connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying
+    credentials_grace: float = DEFAULT_CREDENTIALS_GRACE  # both passwords in the ACLs after a rotation
+    restart_hold: float = 30.0  # a restarted loop keeps the published status this long without a read
+    first_publish_hold: float = 10.0  # a new object's first status waits this long for its first reconcile
+    assignment_budget: int = ASSIGNMENT_BUDGET
+
+
+class Waker:
+    """Asks the group's status loop to refresh soon (the loop installs itself; thread-safe, never blocks)."""
+
+    def __init__(self) -> None:
+        self._callback: Callable[[], None] | None = None
+
+    def install(self, callback: Callable[[], None] | None) -> None:
+        self._callback = callback
+
+    def __call__(self) -> None:
+        callback = self._callback
+        if callback is not None:
+            callback()
+
+
+@dataclass
+class GroupRuntime:
+    """A group's state: written by its controller's steps only (see the module docstring)."""
+
+    namespace: str
+    name: str
+    uid: str
+    spec: ResourceGroupSpec | None = None
+    raw_spec: Mapping[str, Any] | None = None  # as last applied (re-applied when a referenced Secret changes)
+    generation: int | None = None
+    path: str | None = None
+    connect: str | None = None
+    session_timeout: float | None = None
+    desired: frozenset[str] = frozenset()
+    acl: list[ACL] | None = None
+    credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
+    tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
+    previous_acl: list[ACL] | None = None  # the replaced credentials' digest entries, kept in the ACLs during the grace
+    previous_credentials: DigestCredentials | None = None  # the replaced credentials (this process saw them)
+    owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
+    confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
+    grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
+    secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
+    connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
+    sync: SyncState | None = None
+    spec_error: str | None = None
+    notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
+    tuning: TuningState | None = None
+    body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
+    worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
+    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
+    waker: Waker = field(default_factory=Waker, repr=False)
+
+    @property
+    def user(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def secrets(self) -> set[str]:
+        """Names of the Secrets the last applied spec references (credentials, TLS)."""
+        if self.spec is None:
+            return set()
+        zookeeper = self.spec.zookeeper
+        names = {zookeeper.credentials_secret} if zookeeper.credentials_secret else set()
+        if zookeeper.tls is not None:
+            names.add(zookeeper.tls.secret)
+        return names
+
+    def policy(self) -> TuningPolicy | None:
+        if self.spec is None:
+            return None
+        r = self.spec.rebalance
+        return TuningPolicy(r.min_interval_seconds, r.max_interval_seconds, r.adaptive)
+
+    def effective_interval(self) -> float:
+        policy = self.policy()
+        if policy is None:
+            return 0.0
+        if self.tuning is None:
+            return policy.min_interval
+        return policy.clamp(self.tuning.effective)
+
+    def session_credentials(self) -> tuple[DigestCredentials, ...]:
+        """The credentials this group's ZooKeeper session holds: the current ones, and during a
+        rotation's grace period the previous ones too (never another group's)."""
+        current = (self.credentials,) if self.credentials is not None else ()
+        if self.grace_until is not None and self.previous_credentials is not None:
+            return (*current, self.previous_credentials)
+        return current
+
+    def wake(self) -> None:
+        """Asks the status loop to refresh soon (thread-safe, never blocks)."""
+        self.waker()
