@@ -238,8 +238,8 @@ class StatusLoop:
                 if step is Step.RELEASE:
                     self._release()
                     return
-                if step is Step.END_GRACE and end_grace(rt, started):
-                    log.info("%s: the credentials' grace period is over; re-ACLing to the current password", rt.user)
+                if step is Step.END_GRACE:
+                    end_grace(rt, started)  # the rotation plan's Tick: logs it, and asks for a re-apply
                 elif step is Step.REAPPLY:
                     resync_secrets(self.ctx, rt)  # a rotated Secret: re-applied here, retried while it fails
                 elif step is Step.OBSERVE:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.security import ACL, make_digest_acl
+from kazoo.security import ACL
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
@@ -40,9 +40,25 @@ from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import plan_admission
-from rebalanser_operator.identity import DigestCredentials, group_acl
+from rebalanser_operator.controller.rotation import (
+    CredentialsRead,
+    Effect,
+    Facts,
+    GraceFound,
+    MigrateWorkers,
+    Note,
+    ReapplyFailed,
+    ReapplyStarted,
+    Synced,
+    Tick,
+    Wake,
+    acl_of,
+    plan_rotation,
+    secret_differs,
+)
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.spec.models import CredentialsSecretRef, ResourceGroupSpec, SpecError
 from rebalanser_operator.spec.notices import spec_notices
 from rebalanser_operator.status.tuning import initial_state
 from rebalanser_operator.status.view import SyncState
@@ -119,7 +135,7 @@ def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> 
     placement = _admit(ctx, rt, desired_spec, spec, path, desired)
     _adopt(rt, desired_spec, spec, path, desired, placement)
     _note_older_forms(ctx, rt)
-    credentials = _read_secrets(ctx, rt, spec, desired_spec.retry)
+    credentials = _read_secrets(ctx, rt, spec, desired_spec)
     zk = _connect(ctx, rt, spec, desired_spec.retry)
     result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
     _synced(ctx, rt, spec, result)
@@ -199,23 +215,27 @@ def _note_older_forms(ctx: Context, rt: GroupRuntime) -> None:
 
 
 def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
-                  retry: int) -> DigestCredentials | None:
-    """The credentials and TLS material the spec names (a changed password starts a rotation)."""
-    credentials = None
+                  desired_spec: DesiredSpec) -> DigestCredentials | None:
+    """The credentials and TLS material the spec names (a changed password starts a rotation): as
+    received with the message (a rotation the Secret poll noticed), else read from the API server."""
+    credentials, retry = None, desired_spec.retry
     if (ref := spec.zookeeper.credentials) is not None:
         try:
-            credentials = ctx.kube.read_credentials(rt.namespace, ref.name, username_key=ref.username_key,
-                                                    password_key=ref.password_key)
+            credentials = _credentials(ctx, rt, ref, desired_spec.received_data(ref.name))
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
         _check_sizes(ctx, rt, ref.name, ((ref.username_key, len(credentials.username.encode())),
                                          (ref.password_key, len(credentials.password.encode()))), retry)
-    _note_rotation(ctx, rt, credentials)
-    rt.credentials = credentials
+    rotate(ctx, rt, CredentialsRead(credentials))
     tls = spec.zookeeper.tls
     if tls is not None:
         try:
-            material = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+            received = desired_spec.received_data(tls.secret)
+            material = (
+                ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+                if received is None else
+                tls_from(received, f"{rt.namespace}/{tls.secret}", verify_hostname=tls.verify_hostname, keys=tls.keys)
+            )
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
         _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
@@ -223,6 +243,34 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
     else:
         rt.tls = None
     return credentials
+
+
+def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
+                 received: Mapping[str, str] | None) -> DigestCredentials:
+    if received is None:
+        return ctx.kube.read_credentials(rt.namespace, ref.name, username_key=ref.username_key,
+                                         password_key=ref.password_key)
+    return credentials_from(received, f"{rt.namespace}/{ref.name}", username_key=ref.username_key,
+                            password_key=ref.password_key)
+
+
+def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
+    """What the rotation plan knows of the group besides its rotation state."""
+    return Facts(rt.namespace, rt.spec, rt.tls, time.monotonic() if now is None else now,
+                 ctx.options.credentials_grace if ctx is not None else 0.0)
+
+
+def rotate(ctx: Context | None, rt: GroupRuntime,
+           message: CredentialsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
+           now: float | None = None) -> tuple[Effect, ...]:
+    """One message of the rotation plan: the state replaced once, its effects run (a wake-up, a log line)."""
+    rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
+    for effect in effects:
+        if isinstance(effect, Wake):
+            rt.wake()
+        elif isinstance(effect, Note):
+            log.info("%s: %s", rt.user, effect.message)
+    return effects
 
 
 def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
@@ -270,13 +318,17 @@ def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSp
     try:
         if credentials is not None and rt.acl is None and rt.grace_until is None:
             _resume_grace(ctx, rt, zk, path, credentials)
-        acl = group_acl(ctx.identity, credentials, rt.previous_acl or ())
+        acl = acl_of(rt.rotation, ctx.identity)
         result = _reconcile_or_take_over(ctx, rt, zk, spec, acl, placement)
         rt.owned = True
-        if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
-            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True, identity=ctx.identity)
-            log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
-                     "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
+        before = tuple(rt.acl) if rt.acl is not None else None
+        synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
+        for effect in effects:
+            if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
+                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
+                                                    identity=ctx.identity)
+                log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+                         "rotation, both passwords" if effect.both else "new password only", migrated)
         if result.parents_not_taken:
             event(ctx, rt, "Warning", "ParentNotTakenOver",
                   f"{', '.join(result.parents_not_taken)}: the ACL refuses the operator's identity; the group "
@@ -296,7 +348,7 @@ def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSp
         raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
     finally:
         ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
-    rt.acl = acl
+    rt.acl, rt.rotation = acl, synced
     return result
 
 
@@ -391,21 +443,6 @@ def refuse(ctx: Context, rt: GroupRuntime, refusal: Refusal) -> None:
     rt.wake()
 
 
-def _note_rotation(ctx: Context, rt: GroupRuntime, credentials: DigestCredentials | None) -> None:
-    """New credentials replacing others start a grace period: until ``credentials_grace`` from now, the
-    group's ACLs name the previous credentials too (workers move to the new password as they notice
-    the changed file); then :func:`end_grace` leaves the new one alone."""
-    if credentials is None:
-        rt.previous_acl, rt.previous_credentials, rt.grace_until = None, None, None
-    elif rt.credentials is not None and credentials != rt.credentials:
-        old = rt.credentials
-        rt.previous_acl = [make_digest_acl(old.username, old.password, all=True)]
-        rt.previous_credentials = old
-        rt.grace_until = time.monotonic() + ctx.options.credentials_grace
-        log.info("%s: credentials rotated; the previous password keeps its access for %.0fs", rt.user,
-                 ctx.options.credentials_grace)
-
-
 def _resume_grace(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str,
                   credentials: DigestCredentials) -> None:
     """At this operator's first apply of the group: a root ACL naming other digests besides the
@@ -419,12 +456,7 @@ def _resume_grace(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str,
     mine = owner_marker(ctx, rt)
     if marker is None or not mine.uid or marker.uid != mine.uid or not mine.same_object(marker):
         return  # only this object's own root says what its own grace period kept
-    retained = retained_digests(current, credentials, ctx.identity)
-    if retained:
-        rt.previous_acl = retained
-        rt.grace_until = time.monotonic() + ctx.options.credentials_grace
-        log.info("%s: the group's ACL still names %d previous digest(s); they keep their access for %.0fs",
-                 rt.user, len(retained), ctx.options.credentials_grace)
+    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))))
 
 
 def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
@@ -446,11 +478,7 @@ def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
 def end_grace(rt: GroupRuntime, now: float) -> bool:
     """Ends a rotation's grace period that is over at ``now`` and marks the group for re-applying (the
     status loop then re-ACLs it to the current credentials only); True if it did."""
-    if rt.grace_until is None or now < rt.grace_until:
-        return False
-    rt.previous_acl, rt.previous_credentials, rt.grace_until = None, None, None
-    rt.secrets_changed = True
-    return True
+    return bool(rotate(None, rt, Tick(), now=now))
 
 
 #: Where worker pods mount the ResourceGroup's TLS Secret (published as REBALANSER_ZK_TLS_DIR).
@@ -460,24 +488,9 @@ WORKER_TLS_DIR = "/etc/rebalanser/zookeeper-tls"
 def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None) -> bool:
     """Whether Secret ``secret`` (its ``data`` as just observed) differs from the credentials or TLS
     material ``rt`` connects with. An unreadable Secret counts as changed (re-applying reports it)."""
-    spec = rt.spec
-    if spec is None or rt.raw_spec is None:
+    if rt.raw_spec is None:
         return False  # not applied yet: the first reconcile reads the Secret anyway
-    zookeeper, where = spec.zookeeper, f"{rt.namespace}/{secret}"
-    if (ref := zookeeper.credentials) is not None and ref.name == secret:
-        try:
-            if credentials_from(data, where, username_key=ref.username_key,
-                                password_key=ref.password_key) != rt.credentials:
-                return True
-        except CredentialsError:
-            return True
-    if zookeeper.tls is not None and zookeeper.tls.secret == secret:
-        try:
-            if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname, keys=zookeeper.tls.keys) != rt.tls:
-                return True
-        except CredentialsError:
-            return True
-    return False
+    return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
 
 
 def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
@@ -490,12 +503,9 @@ def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, st
 def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
     """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
     when the Secret changes its connection; True if it did."""
-    data = dict(seen.data) if seen.data is not None else None
-    if not secret_changed(rt, seen.secret, data):
-        return False
-    rt.secrets_changed = True
-    rt.wake()
-    return True
+    if rt.raw_spec is None:
+        return False  # not applied yet: the first reconcile reads the Secret anyway
+    return bool(rotate(None, rt, seen))
 
 
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
@@ -503,13 +513,20 @@ def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
     new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
     the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
     raw = rt.raw_spec
-    changed, rt.secrets_changed = rt.secrets_changed, False
+    changed = rt.secrets_changed
+    rotate(ctx, rt, ReapplyStarted())
     if raw is None:
         return
+    # The Secrets as the poll received them: used as they are, never read again.
+    desired = DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received)
+    controller = ctx.controller_of(rt)
     try:
-        apply_spec(ctx, rt, raw, generation=rt.generation)
+        if controller.on_strand():
+            apply_desired(ctx, rt, desired)  # already the group's step (the status refresh)
+        else:
+            controller.apply(desired)
     except RetryLater as exc:
-        rt.secrets_changed = changed
+        rotate(ctx, rt, ReapplyFailed(changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
                  "a Secret changed" if changed else "its session connected", exc)
     except InvalidSpec:

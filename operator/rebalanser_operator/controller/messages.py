@@ -34,13 +34,21 @@ class DesiredSpec:
     seed_interval: float | None = None
     recorded_path: str | None = None
     recorded_connect: str | None = None
+    received: tuple[SecretSeen, ...] = ()  # Secrets as the poll received them: used, not read again
 
     @staticmethod
     def of(spec: Mapping[str, Any], *, generation: int | None, body: Mapping[str, Any] | None = None,
            retry: int = 0, seed_interval: float | None = None, recorded_path: str | None = None,
-           recorded_connect: str | None = None) -> DesiredSpec:
+           recorded_connect: str | None = None, received: tuple[SecretSeen, ...] = ()) -> DesiredSpec:
         return DesiredSpec(json.dumps(spec, sort_keys=True), generation, _text(body), retry, seed_interval,
-                           recorded_path, recorded_connect)
+                           recorded_path, recorded_connect, received)
+
+    def received_data(self, secret: str) -> dict[str, str] | None:
+        """Secret ``secret``'s data as received with this message (None: not received, read it)."""
+        for seen in self.received:
+            if seen.secret == secret and seen.data is not None:
+                return dict(seen.data)
+        return None
 
     def spec(self) -> dict[str, Any]:
         return dict(json.loads(self.spec_json))

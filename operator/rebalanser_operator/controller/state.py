@@ -16,6 +16,7 @@ from typing import Any
 
 from kazoo.security import ACL
 
+from rebalanser_operator.controller.rotation import Rotation, session_credentials
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.tuning import TuningPolicy, TuningState
@@ -82,14 +83,12 @@ class GroupRuntime:
     session_timeout: float | None = None
     desired: frozenset[str] = frozenset()
     acl: list[ACL] | None = None
-    credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
     tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
-    previous_acl: list[ACL] | None = None  # the replaced credentials' digest entries, kept in the ACLs during the grace
-    previous_credentials: DigestCredentials | None = None  # the replaced credentials (this process saw them)
+    #: the credentials in use and the rotation under way: a frozen value, replaced as a whole
+    #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
+    rotation: Rotation = field(default_factory=Rotation)
     owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
     confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
-    grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
-    secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
     connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
     sync: SyncState | None = None
     spec_error: str | None = None
@@ -131,10 +130,33 @@ class GroupRuntime:
     def session_credentials(self) -> tuple[DigestCredentials, ...]:
         """The credentials this group's ZooKeeper session holds: the current ones, and during a
         rotation's grace period the previous ones too (never another group's)."""
-        current = (self.credentials,) if self.credentials is not None else ()
-        if self.grace_until is not None and self.previous_credentials is not None:
-            return (*current, self.previous_credentials)
-        return current
+        return session_credentials(self.rotation)
+
+    # The rotation's parts, read only (a step replaces :attr:`rotation` as a whole).
+
+    @property
+    def credentials(self) -> DigestCredentials | None:
+        """As the last apply read them from the Secret (deletion may outlive it)."""
+        return self.rotation.credentials
+
+    @property
+    def previous_credentials(self) -> DigestCredentials | None:
+        return self.rotation.previous
+
+    @property
+    def previous_acl(self) -> list[ACL] | None:
+        """The replaced credentials' digest entries, kept in the ACLs during the grace (None: none)."""
+        return list(self.rotation.previous_acl) or None
+
+    @property
+    def grace_until(self) -> float | None:
+        """Monotonic end of a rotation's grace period (None: no rotation in progress)."""
+        return self.rotation.grace_until
+
+    @property
+    def secrets_changed(self) -> bool:
+        """A referenced Secret differs from what the group uses, or the grace ended: re-apply."""
+        return self.rotation.reapply
 
     def wake(self) -> None:
         """Asks the status loop to refresh soon (thread-safe, never blocks)."""
