@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
@@ -56,6 +57,7 @@ from rebalanser_operator.controller.rotation import (
     plan_rotation,
     secret_differs,
 )
+from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import CredentialsSecretRef, ResourceGroupSpec, SpecError
@@ -149,7 +151,7 @@ def _parse(
         spec = ResourceGroupSpec.parse(desired_spec.spec())
         return spec, group_path(ctx, rt, spec), spec.desired_resources()
     except SpecError as exc:
-        rt.generation, rt.spec_error = desired_spec.generation, str(exc)
+        rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=str(exc))
         ctx.metrics.reconciles.labels("invalid").inc()
         rt.wake()
         raise InvalidSpec(str(exc)) from exc
@@ -169,15 +171,15 @@ def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: Reso
         connect=spec.zookeeper.connect, previous_connect=before,
     )
     if admission.refusal is not None:
-        rt.generation = generation
+        rt.outcome = replace(rt.outcome, generation=generation)
         raise _refused(ctx, rt, admission.refusal)
     if admission.invalid is not None:
-        rt.generation, rt.spec_error = generation, admission.invalid
+        rt.outcome = replace(rt.outcome, generation=generation, spec_error=admission.invalid)
         rt.wake()
         raise InvalidSpec(admission.invalid)
     assert isinstance(placed, Placement)
     if not ctx.admit(rt):
-        rt.generation = generation
+        rt.outcome = replace(rt.outcome, generation=generation)
         raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
     if admission.check_move and not _group_found_at(ctx, rt, spec, path):
         message = (
@@ -185,7 +187,7 @@ def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: Reso
             "the operator does not move a group between ensembles (its members and znodes stay on the old one). "
             "Revert the change, or move the data and retry, or delete and re-create the ResourceGroup"
         )
-        rt.generation, rt.spec_error = generation, message
+        rt.outcome = replace(rt.outcome, generation=generation, spec_error=message)
         rt.wake()
         raise InvalidSpec(message)
     return placed
@@ -194,12 +196,11 @@ def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: Reso
 def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str, desired: frozenset[str],
            placement: Placement) -> None:
     """The admitted spec becomes the group's."""
-    if (rt.connect, rt.path) != (spec.zookeeper.connect, path):
-        rt.owned = False  # until the claim in _sync succeeds
-    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, desired_spec.generation, None
-    rt.confine = placement.root
-    rt.raw_spec = desired_spec.spec()
-    rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
+    moved = (rt.connect, rt.path) != (spec.zookeeper.connect, path)
+    rt.applied = Applied(spec, desired_spec.spec_json, path, spec.zookeeper.connect,
+                         spec.zookeeper.session_timeout_seconds, desired, placement.root)
+    rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=None,
+                         owned=rt.owned and not moved)  # a new place: not owned until the claim in _sync
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
@@ -320,7 +321,7 @@ def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSp
             _resume_grace(ctx, rt, zk, path, credentials)
         acl = acl_of(rt.rotation, ctx.identity)
         result = _reconcile_or_take_over(ctx, rt, zk, spec, acl, placement)
-        rt.owned = True
+        rt.outcome = replace(rt.outcome, owned=True)
         before = tuple(rt.acl) if rt.acl is not None else None
         synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
         for effect in effects:
@@ -388,7 +389,7 @@ def _synced(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, result: Syn
     assert rt.path is not None
     path = rt.path
     note = "" if ctx.identity is not None else NO_IDENTITY_NOTE
-    rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}{note}")
+    rt.outcome = replace(rt.outcome, sync=SyncState(True, "Synced", f"{result.resources} resources in {path}{note}"))
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
     ctx.metrics.resources_deleted.inc(result.deleted)
@@ -434,9 +435,8 @@ def refuse(ctx: Context, rt: GroupRuntime, refusal: Refusal) -> None:
     """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new);
     the group is not this object's to read or act on."""
     changed = rt.sync is None or (rt.sync.reason, rt.sync.message) != (refusal.reason, refusal.message)
-    rt.owned = False
-    rt.spec_error = None
-    rt.sync = SyncState(False, refusal.reason, refusal.message, permanent=True)
+    rt.outcome = replace(rt.outcome, owned=False, spec_error=None,
+                         sync=SyncState(False, refusal.reason, refusal.message, permanent=True))
     ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
     if changed:
         event(ctx, rt, "Warning", refusal.reason, refusal.message)
@@ -605,7 +605,7 @@ def publish_worker_config(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpe
 
 def _temporary(ctx: Context, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
     changed = rt.sync is None or rt.sync.reason != reason
-    rt.sync = SyncState(False, reason, message)
+    rt.outcome = replace(rt.outcome, sync=SyncState(False, reason, message))
     ctx.metrics.reconciles.labels("retry").inc()
     if changed:
         event(ctx, rt, "Warning", reason, message)

@@ -6,10 +6,19 @@ group root to be this object's (or created it): the status loop reads the group,
 it, only while it is set. It belongs to the group's
 :class:`~rebalanser_operator.controller.core.GroupController`: only the controller's steps write it
 (one at a time); other threads send the controller messages and read its immutable view.
+
+Three parts of it are frozen values that a step replaces as a whole, never field by field:
+:class:`Applied` (the adopted spec, its path and connection: only an admitted apply replaces it),
+:class:`Outcome` (the generation, a permanent spec error, the sync state, whether the group is owned)
+and :class:`~rebalanser_operator.controller.rotation.Rotation` (the credentials and a rotation under
+way, from the pure plan :func:`~rebalanser_operator.controller.rotation.plan_rotation`). The rest (TLS
+material, ACL, tuning, the Event reference, the published worker config, the rollout seen, a pending
+connection) are still plain fields of the steps.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +77,29 @@ class Waker:
             callback()
 
 
+@dataclass(frozen=True)
+class Applied:
+    """The spec the last admitted apply adopted: one frozen value, replaced as a whole by that apply."""
+
+    spec: ResourceGroupSpec | None = None
+    spec_json: str | None = None  # as kopf handed it over (re-applied when a referenced Secret changes)
+    path: str | None = None
+    connect: str | None = None
+    session_timeout: float | None = None
+    desired: frozenset[str] = frozenset()
+    confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the last apply (or refusal) established: one frozen value, replaced as a whole."""
+
+    generation: int | None = None  # of the spec the last apply was handed
+    spec_error: str | None = None  # why that spec can never be reconciled as written
+    sync: SyncState | None = None
+    owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
+
+
 @dataclass
 class GroupRuntime:
     """A group's state: written by its controller's steps only (see the module docstring)."""
@@ -75,29 +107,69 @@ class GroupRuntime:
     namespace: str
     name: str
     uid: str
-    spec: ResourceGroupSpec | None = None
-    raw_spec: Mapping[str, Any] | None = None  # as last applied (re-applied when a referenced Secret changes)
-    generation: int | None = None
-    path: str | None = None
-    connect: str | None = None
-    session_timeout: float | None = None
-    desired: frozenset[str] = frozenset()
+    #: the adopted spec, its path and connection (read through the properties below)
+    applied: Applied = field(default_factory=Applied)
+    outcome: Outcome = field(default_factory=Outcome)  # read through the properties below
     acl: list[ACL] | None = None
     tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
     #: the credentials in use and the rotation under way: a frozen value, replaced as a whole
     #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
     rotation: Rotation = field(default_factory=Rotation)
-    owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
-    confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
     connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
-    sync: SyncState | None = None
-    spec_error: str | None = None
     notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
     tuning: TuningState | None = None
     body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
     worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
     rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
     waker: Waker = field(default_factory=Waker, repr=False)
+
+    # The applied spec's parts, read only (an apply replaces :attr:`applied` as a whole).
+
+    @property
+    def spec(self) -> ResourceGroupSpec | None:
+        return self.applied.spec
+
+    @property
+    def raw_spec(self) -> dict[str, Any] | None:
+        """The applied spec as kopf handed it over (a copy)."""
+        text = self.applied.spec_json
+        return None if text is None else dict(json.loads(text))
+
+    @property
+    def path(self) -> str | None:
+        return self.applied.path
+
+    @property
+    def connect(self) -> str | None:
+        return self.applied.connect
+
+    @property
+    def session_timeout(self) -> float | None:
+        return self.applied.session_timeout
+
+    @property
+    def desired(self) -> frozenset[str]:
+        return self.applied.desired
+
+    @property
+    def confine(self) -> str | None:
+        return self.applied.confine
+
+    @property
+    def generation(self) -> int | None:
+        return self.outcome.generation
+
+    @property
+    def spec_error(self) -> str | None:
+        return self.outcome.spec_error
+
+    @property
+    def sync(self) -> SyncState | None:
+        return self.outcome.sync
+
+    @property
+    def owned(self) -> bool:
+        return self.outcome.owned
 
     @property
     def user(self) -> str:
