@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from rebalanser_operator.apply.actions import apply_desired, delete_desired, mark_if_secret_changed
+from rebalanser_operator.apply.actions import (
+    apply_desired,
+    delete_desired,
+    end_grace,
+    mark_if_secret_changed,
+    refresh_facts,
+    resync_secrets,
+)
 from rebalanser_operator.controller.context import Context
 from rebalanser_operator.controller.core import GroupSteps
 from rebalanser_operator.controller.state import DEFAULT_CREDENTIALS_GRACE as DEFAULT_CREDENTIALS_GRACE
@@ -21,10 +28,11 @@ from rebalanser_operator.controller.state import Waker as Waker
 
 
 class OperatorContext(Context):
-    """The shared context, whose groups' controllers carry their messages out with
-    :func:`~rebalanser_operator.apply.actions.apply_desired`, :func:`~rebalanser_operator.apply.actions.delete_desired`
-    and :func:`~rebalanser_operator.apply.actions.mark_if_secret_changed`."""
+    """The shared context, whose groups' controllers carry their messages out with the steps of
+    :mod:`rebalanser_operator.apply.actions` (apply, delete, a Secret seen, a refresh's facts, the end of
+    a grace period, a re-apply)."""
 
     def group_steps(self) -> GroupSteps:
         return GroupSteps(apply=partial(apply_desired, self), delete=partial(delete_desired, self),
-                          secret_seen=mark_if_secret_changed)
+                          secret_seen=mark_if_secret_changed, refresh_facts=partial(refresh_facts, self),
+                          end_grace=end_grace, reapply=partial(resync_secrets, self))

@@ -40,7 +40,7 @@ from rebalanser_operator.apply.reconcile import (
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
-from rebalanser_operator.controller.plan import plan_admission
+from rebalanser_operator.controller.plan import RefreshFacts, plan_admission
 from rebalanser_operator.controller.rotation import (
     CredentialsRead,
     Effect,
@@ -473,6 +473,21 @@ def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
     if migrated:
         log.info("%s: grace period: %d worker znodes now name both passwords", rt.user, migrated)
     return migrated
+
+
+def refresh_facts(ctx: Context, rt: GroupRuntime, now: float) -> RefreshFacts:
+    """What a refresh of the group finds before it plans (:func:`~rebalanser_operator.controller.plan.plan_refresh`):
+    whether the namespace is being deleted (checked every ``period``, one API call per namespace shared
+    by its groups: kopf stops serving a terminating namespace, see :mod:`farewell`), whether the object is
+    still this one, a grace period over, a re-apply asked for, a session connected since the last apply
+    found it not connected (never blocks)."""
+    late = rt.connect_pending and rt.connect is not None and \
+        ctx.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
+    return RefreshFacts(
+        terminating=ctx.namespace_terminating(rt.namespace, ctx.options.period), current=ctx.is_current(rt),
+        grace_over=rt.grace_until is not None and now >= rt.grace_until,
+        secrets_changed=rt.secrets_changed, connected_late=late,
+    )
 
 
 def end_grace(rt: GroupRuntime, now: float) -> bool:

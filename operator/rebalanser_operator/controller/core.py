@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rebalanser_operator.controller.connectwait import AwaitConnection, first_attempt, wait_async, wait_blocking
 from rebalanser_operator.controller.messages import (
@@ -43,16 +44,19 @@ from rebalanser_operator.controller.messages import (
     SecretSeen,
     SyncResult,
 )
-from rebalanser_operator.controller.plan import GroupView, plan_rollout
+from rebalanser_operator.controller.plan import GroupView, RefreshFacts, Step, plan_refresh, plan_rollout
 from rebalanser_operator.controller.state import GroupRuntime
 from rebalanser_operator.controller.strand import Strand
 from rebalanser_operator.spec.models import FailoverMode
+from rebalanser_operator.status.view import Observation
 
 if TYPE_CHECKING:
     from rebalanser_operator.failover.endmember import Ended
     from rebalanser_operator.zkpool import ZooKeeperPool
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: first attempts of one step, each of which may end waiting for a session it met (a move to another connect
 #: string meets the new ensemble's session, then the group's own), all within one ``connect_wait``
@@ -81,6 +85,24 @@ class GroupSteps:
     apply: Callable[[GroupRuntime, DesiredSpec], SyncResult]
     delete: Callable[[GroupRuntime, Deletion], str]
     secret_seen: Callable[[GroupRuntime, SecretSeen], bool]
+    refresh_facts: Callable[[GroupRuntime, float], RefreshFacts]  # what a refresh finds (cheap, no ZooKeeper)
+    end_grace: Callable[[GroupRuntime, float], bool]  # a rotation's grace period is over: re-apply
+    reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received
+
+
+class StatusSide(Protocol):
+    """What the status daemon lends the controller's refresh step: its read of the group, its publish,
+    the release of a terminating namespace's group, and a word when the refresh is over."""
+
+    gone: bool
+
+    def release(self) -> None: ...
+
+    def observe(self, now: float) -> Observation: ...
+
+    def publish(self, obs: Observation) -> None: ...
+
+    def refreshed(self, ok: bool, started: float) -> None: ...
 
 
 class GroupController:
@@ -194,6 +216,37 @@ class GroupController:
                 self.rt.wake()
 
         return self.submit(note)
+
+    def refresh(self, status: StatusSide) -> Future[None]:
+        """A refresh of the group, posted by its status daemon (never blocks): one of the controller's
+        steps, :meth:`refresh_step`."""
+        return self.submit(lambda: self.refresh_step(status))
+
+    def refresh_step(self, status: StatusSide) -> None:
+        """The refresh as :func:`~rebalanser_operator.controller.plan.plan_refresh` plans it: release a
+        terminating namespace's group, end a grace period, re-apply (a changed Secret, the grace's end, a
+        session connected late), then the status daemon's read and publish. Never raises: a failure is
+        logged, and the daemon is told (it retries)."""
+        started, ok = time.monotonic(), False
+        try:
+            obs: Observation | None = None
+            for step in plan_refresh(self._steps.refresh_facts(self.rt, started)):
+                if step is Step.RELEASE:
+                    status.release()
+                    return  # not "went through": the daemon keeps polling until it is gone
+                if step is Step.END_GRACE:
+                    self._steps.end_grace(self.rt, started)
+                elif step is Step.REAPPLY:
+                    self._steps.reapply(self.rt)  # retried at the next refresh while it fails
+                elif step is Step.OBSERVE:
+                    obs = status.observe(started)
+                elif step is Step.PUBLISH and obs is not None and not status.gone:
+                    status.publish(obs)
+            ok = True
+        except Exception:
+            log.exception("status refresh of %s failed", self.rt.user)
+        finally:
+            status.refreshed(ok, started)
 
     def pod_ended(self, message: PodEnded, end: Callable[[PodEnded], list[Ended]]) -> Future[list[Ended]]:
         """Ends the dead instance's member nodes with ``end`` as one of the group's steps (never blocks)."""
