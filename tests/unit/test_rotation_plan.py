@@ -24,6 +24,7 @@ from rebalanser_operator.controller.rotation import (
     Rotation,
     Synced,
     Tick,
+    TlsRead,
     Wake,
     acl_of,
     plan_rotation,
@@ -54,8 +55,8 @@ def seen(password: str, secret: str = "zk-digest") -> SecretSeen:
     return SecretSeen.of(secret, encoded(username="op", password=password))
 
 
-def facts(now: float, spec: ResourceGroupSpec | None = SPEC, tls: TlsMaterial | None = None) -> Facts:
-    return Facts("shop", spec, tls, now, GRACE)
+def facts(now: float, spec: ResourceGroupSpec | None = SPEC) -> Facts:
+    return Facts("shop", spec, now, GRACE)
 
 
 def acl(*credentials: DigestCredentials) -> tuple[Any, ...]:
@@ -74,6 +75,7 @@ class Row:
 
 
 APPLIED = Rotation(credentials=OLD)
+WITH_TLS = Rotation(tls=TlsMaterial(CA, None, None))
 RECEIVED = replace(APPLIED, received=(seen("new"),), reapply=True)
 ROTATING = Rotation(credentials=NEW, previous=OLD, previous_acl=(OLD_DIGEST,), grace_until=10.0 + GRACE,
                     received=(seen("new"),))
@@ -119,11 +121,13 @@ def test_a_rotation_walks_through_the_plan() -> None:
      APPLIED, ()),
     ("a newer read of the same Secret replaces the one received", RECEIVED, seen("newer"), facts(1.0),
      replace(RECEIVED, received=(seen("newer"),)), (Wake(),)),
-    ("new TLS material: re-apply (a new session)", Rotation(), SecretSeen.of("zk-tls", encoded(**{"ca.crt": b"x"})),
-     facts(1.0, TLS_SPEC, TlsMaterial(CA, None, None)),
-     Rotation(received=(SecretSeen.of("zk-tls", encoded(**{"ca.crt": b"x"})),), reapply=True), (Wake(),)),
-    ("the TLS material in use: nothing", Rotation(), SecretSeen.of("zk-tls", encoded(**{"ca.crt": CA})),
-     facts(1.0, TLS_SPEC, TlsMaterial(CA, None, None)), Rotation(), ()),
+    ("new TLS material: re-apply (a new session)", WITH_TLS, SecretSeen.of("zk-tls", encoded(**{"ca.crt": b"x"})),
+     facts(1.0, TLS_SPEC),
+     replace(WITH_TLS, received=(SecretSeen.of("zk-tls", encoded(**{"ca.crt": b"x"})),), reapply=True), (Wake(),)),
+    ("the TLS material in use: nothing", WITH_TLS, SecretSeen.of("zk-tls", encoded(**{"ca.crt": CA})),
+     facts(1.0, TLS_SPEC), WITH_TLS, ()),
+    ("an apply reads TLS material", Rotation(), TlsRead(TlsMaterial(CA, None, None)), facts(1.0, TLS_SPEC),
+     WITH_TLS, ()),
     ("the first credentials start no grace", Rotation(), CredentialsRead(OLD), facts(1.0), APPLIED, ()),
     ("a spec without credentials ends a grace", IN_GRACE, CredentialsRead(None), facts(20.0), Rotation(), ()),
     ("a failed re-apply asked for by a Secret is asked for again", replace(RECEIVED, reapply=False),
@@ -150,3 +154,5 @@ def test_the_acl_and_the_session_during_and_after_the_grace() -> None:
     assert session_credentials(IN_GRACE) == (NEW, OLD)
     assert session_credentials(Rotation(credentials=NEW, previous=OLD)) == (NEW,)  # no grace: the new one only
     assert received_data(RECEIVED) == {"zk-digest": encoded(username="op", password="new")}
+    # A Secret's content as received is kept, but never shown (the state's repr may reach a log line).
+    assert encoded(password="new")["password"] not in repr(RECEIVED) + repr(seen("new"))

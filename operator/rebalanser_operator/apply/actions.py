@@ -52,6 +52,7 @@ from rebalanser_operator.controller.rotation import (
     ReapplyStarted,
     Synced,
     Tick,
+    TlsRead,
     Wake,
     acl_of,
     plan_rotation,
@@ -212,7 +213,7 @@ def _note_older_forms(ctx: Context, rt: GroupRuntime) -> None:
     notices = spec_notices(rt.raw_spec)
     if notices != rt.notices and notices:
         event(ctx, rt, "Warning", "DeprecatedFields", "; ".join(notices))
-    rt.notices = notices
+    rt.outcome = replace(rt.outcome, notices=notices)
 
 
 def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
@@ -240,9 +241,9 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
         _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
-        rt.tls = material
+        rotate(ctx, rt, TlsRead(material))
     else:
-        rt.tls = None
+        rotate(ctx, rt, TlsRead(None))
     return credentials
 
 
@@ -257,12 +258,12 @@ def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
 
 def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
     """What the rotation plan knows of the group besides its rotation state."""
-    return Facts(rt.namespace, rt.spec, rt.tls, time.monotonic() if now is None else now,
+    return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
                  ctx.options.credentials_grace if ctx is not None else 0.0)
 
 
 def rotate(ctx: Context | None, rt: GroupRuntime,
-           message: CredentialsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
+           message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
            now: float | None = None) -> tuple[Effect, ...]:
     """One message of the rotation plan: the state replaced once, its effects run (a wake-up, a log line)."""
     rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
@@ -301,12 +302,12 @@ def _connect(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
     if not connected(ctx.pool, zk):
-        rt.connect_pending = True
+        rt.outcome = replace(rt.outcome, connect_pending=True)
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
-    rt.connect_pending = False
+    rt.outcome = replace(rt.outcome, connect_pending=False)
     return zk
 
 
@@ -349,7 +350,7 @@ def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSp
         raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
     finally:
         ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
-    rt.acl, rt.rotation = acl, synced
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
     return result
 
 

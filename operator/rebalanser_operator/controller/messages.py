@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rebalanser_operator.failover.choice import EndedInstance, PodRef
@@ -79,7 +79,7 @@ class SecretSeen:
     """A referenced Secret as just read (base64 data as the API server returns it)."""
 
     secret: str
-    data: tuple[tuple[str, str], ...] | None
+    data: tuple[tuple[str, str], ...] | None = field(repr=False)  # a Secret's content: never in a log line
 
     @staticmethod
     def of(secret: str, data: Mapping[str, str] | None) -> SecretSeen:

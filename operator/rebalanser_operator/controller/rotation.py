@@ -21,7 +21,7 @@ drops the old credentials and asks for a re-apply with the new ones alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kazoo.security import ACL, make_digest_acl
 
@@ -34,13 +34,16 @@ from rebalanser_operator.zktls import TlsMaterial
 
 @dataclass(frozen=True)
 class Rotation:
-    """What a group connects with, and the rotation under way (None/empty: none)."""
+    """What a group connects with (its credentials and TLS material), and the rotation under way
+    (None/empty: none)."""
 
     credentials: DigestCredentials | None = None  # as the last apply read them (deletion may outlive it)
+    tls: TlsMaterial | None = None  # as the last apply read them from spec.zookeeper.tls.secret
     previous: DigestCredentials | None = None  # the replaced credentials (this process saw them)
     previous_acl: tuple[ACL, ...] = ()  # the replaced credentials' digest entries, kept during the grace
     grace_until: float | None = None  # monotonic end of the grace period (None: no rotation in progress)
-    received: tuple[SecretSeen, ...] = ()  # changed Secrets as the poll received them, not applied yet
+    #: changed Secrets as the poll received them, not applied yet (their content: never in a log line)
+    received: tuple[SecretSeen, ...] = field(default=(), repr=False)
     reapply: bool = False  # the last spec is to be applied again (a Secret changed, the grace ended)
 
 
@@ -52,6 +55,13 @@ class CredentialsRead:
     """An apply has the credentials the spec names (None: the spec names none)."""
 
     credentials: DigestCredentials | None
+
+
+@dataclass(frozen=True)
+class TlsRead:
+    """An apply has the TLS material the spec names (None: the spec names none)."""
+
+    tls: TlsMaterial | None
 
 
 @dataclass(frozen=True)
@@ -86,7 +96,7 @@ class Synced:
     before: tuple[ACL, ...] | None
 
 
-Message = SecretSeen | CredentialsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | Synced
+Message = SecretSeen | CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | Synced
 
 
 # ------------------------------------------------------------------------------------------- effects
@@ -124,7 +134,6 @@ class Facts:
 
     namespace: str
     spec: ResourceGroupSpec | None  # as last applied (None: not applied yet)
-    tls: TlsMaterial | None = None  # the TLS material the group connects with
     now: float = 0.0
     grace: float = 300.0  # seconds the replaced credentials keep their access
 
@@ -138,6 +147,8 @@ def plan_rotation(state: Rotation, message: Message, facts: Facts) -> tuple[Rota
         return _seen(state, message, facts)
     if isinstance(message, CredentialsRead):
         return _read(state, message.credentials, facts)
+    if isinstance(message, TlsRead):
+        return replace(state, tls=message.tls), ()
     if isinstance(message, GraceFound):
         if not message.retained:
             return state, ()
@@ -225,7 +236,7 @@ def secret_differs(state: Rotation, seen: SecretSeen, facts: Facts) -> bool:
     if zookeeper.tls is not None and zookeeper.tls.secret == seen.secret:
         try:
             if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname, keys=zookeeper.tls.keys) \
-                    != facts.tls:
+                    != state.tls:
                 return True
         except CredentialsError:
             return True

@@ -9,11 +9,12 @@ it, only while it is set. It belongs to the group's
 
 Three parts of it are frozen values that a step replaces as a whole, never field by field:
 :class:`Applied` (the adopted spec, its path and connection: only an admitted apply replaces it),
-:class:`Outcome` (the generation, a permanent spec error, the sync state, whether the group is owned)
-and :class:`~rebalanser_operator.controller.rotation.Rotation` (the credentials and a rotation under
-way, from the pure plan :func:`~rebalanser_operator.controller.rotation.plan_rotation`). The rest (TLS
-material, ACL, tuning, the Event reference, the published worker config, the rollout seen, a pending
-connection) are still plain fields of the steps.
+:class:`Outcome` (the generation, a permanent spec error, the sync state, whether the group is owned,
+the ACL of the last sync, a session still connecting, the spec's older forms) and
+:class:`~rebalanser_operator.controller.rotation.Rotation` (the credentials and TLS material, and a
+rotation under way, from the pure plan :func:`~rebalanser_operator.controller.rotation.plan_rotation`).
+The rest (the tuning state, the Event reference, the published worker config, the rollout seen) are
+still plain fields of the steps.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ class Outcome:
     spec_error: str | None = None  # why that spec can never be reconciled as written
     sync: SyncState | None = None
     owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
+    acl: tuple[ACL, ...] | None = None  # the group ACL the last sync put on the znodes
+    connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
+    notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
 
 
 @dataclass
@@ -110,13 +114,9 @@ class GroupRuntime:
     #: the adopted spec, its path and connection (read through the properties below)
     applied: Applied = field(default_factory=Applied)
     outcome: Outcome = field(default_factory=Outcome)  # read through the properties below
-    acl: list[ACL] | None = None
-    tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
     #: the credentials in use and the rotation under way: a frozen value, replaced as a whole
     #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
     rotation: Rotation = field(default_factory=Rotation)
-    connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
-    notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
     tuning: TuningState | None = None
     body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
     worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
@@ -170,6 +170,24 @@ class GroupRuntime:
     @property
     def owned(self) -> bool:
         return self.outcome.owned
+
+    @property
+    def acl(self) -> list[ACL] | None:
+        acl = self.outcome.acl
+        return None if acl is None else list(acl)
+
+    @property
+    def connect_pending(self) -> bool:
+        return self.outcome.connect_pending
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        return self.outcome.notices
+
+    @property
+    def tls(self) -> TlsMaterial | None:
+        """As the last apply read it from spec.zookeeper.tls.secret."""
+        return self.rotation.tls
 
     @property
     def user(self) -> str:
