@@ -3,7 +3,7 @@
 * ``reconcile``: :func:`rebalanser_operator.apply.reconcile.reconcile_group` called directly on a fresh
   group path with R resources (every resource znode created), then once more with nothing to change
   (the idempotent resync every drift check pays).
-* ``status lag``: the operator's live status loop (:class:`rebalanser_operator.status.loop.StatusLoop`)
+* ``status lag``: the operator's live status loop (:class:`rebalanser_operator.statusloop.StatusLoop`)
   runs with a recording stand-in for the Kubernetes API (patches are kept in memory, timed), over a
   group of real worker processes. After each join, lag = the instant the status patch shows the new
   membership, every resource assigned and the new ``lastRebalance`` — minus the instant the
@@ -120,7 +120,7 @@ def bench_reconcile(admin: KazooClient, resources: int, repeats: int, log: Any) 
 def bench_status_lag(cluster: ZkCluster, admin: KazooClient, log_dir: Path, rounds: int, log: Any) -> dict[str, Any]:
     from rebalanser_operator.apply.actions import apply_spec
     from rebalanser_operator.runtime import LoopOptions, OperatorContext
-    from rebalanser_operator.status.loop import StatusLoop
+    from rebalanser_operator.statusloop import StatusLoop
     from rebalanser_operator.tenancy import PathRoots, Tenancy
 
     resources, members = 100, 3

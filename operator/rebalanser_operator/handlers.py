@@ -39,11 +39,11 @@ from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL, poll_forever
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
-from rebalanser_operator.failover.podwatch import Failover, OptedIn, index_entry
+from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL, VERSION
-from rebalanser_operator.status.loop import StatusLoop
 from rebalanser_operator.status.rollout import rolling_out
+from rebalanser_operator.statusloop import StatusLoop
 
 #: How long shutdown may spend releasing the ResourceGroups of the operator's own terminating namespace
 #: (the chart's terminationGracePeriodSeconds is longer).

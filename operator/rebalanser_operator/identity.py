@@ -28,8 +28,23 @@ from dataclasses import dataclass, field, replace
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
 
 from rebalanser_operator.x509name import subject_dn
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
+
+
+@dataclass(frozen=True)
+class DigestCredentials:
+    """ZooKeeper digest credentials (from a Secret's ``username``/``password``)."""
+
+    username: str
+    password: str = field(repr=False)
+
+    @property
+    def auth(self) -> str:
+        return f"{self.username}:{self.password}"
+
+    def __repr__(self) -> str:
+        return f"DigestCredentials(username={self.username!r}, password=<redacted>)"
+
 
 #: What a group's workers may do on the operator's nodes of their group: everything but change ACLs.
 WORKER_PERMS = Permissions.READ | Permissions.WRITE | Permissions.CREATE | Permissions.DELETE

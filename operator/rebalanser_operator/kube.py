@@ -17,9 +17,9 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.spec import models
 from rebalanser_operator.status.rollout import rolling_out
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
 
 log = logging.getLogger(__name__)

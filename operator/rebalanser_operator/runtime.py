@@ -1,352 +1,38 @@
-"""The operator's shared context, and the state of each ResourceGroup its controller keeps.
+"""The operator's context as the handlers and ``main`` use it: :class:`OperatorContext`, the controllers'
+:class:`~rebalanser_operator.controller.context.Context` with the I/O steps of
+:mod:`rebalanser_operator.apply.actions` bound to it.
 
-One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
-connect string, ACL, outcome) and the tuning state. ``owned`` says that the last reconcile found the
-group root to be this object's (or created it): the status loop reads the group, and failover acts on
-it, only while it is set. It belongs to the group's
-:class:`~rebalanser_operator.controller.core.GroupController`: only the controller's steps write it
-(one at a time); other threads send the controller messages and read its immutable view.
+The state of one group (:class:`GroupRuntime`) and the timing options (:class:`LoopOptions`) live in
+:mod:`rebalanser_operator.controller.state`; they are named here too for the modules above.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.security import ACL
-
-from rebalanser_operator.controller.core import GroupController
-from rebalanser_operator.controller.messages import RolloutSeen
-from rebalanser_operator.controller.plan import GroupView
-from rebalanser_operator.controller.share import FairShare
-from rebalanser_operator.identity import OperatorIdentity
-from rebalanser_operator.kube import KubeGateway
-from rebalanser_operator.metrics import Metrics
-from rebalanser_operator.spec.models import ResourceGroupSpec
-from rebalanser_operator.status.tuning import TuningPolicy, TuningState
-from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
-from rebalanser_operator.tenancy import Refusal, SettingError, Tenancy, normalise_connect
-from rebalanser_operator.zkpool import DigestCredentials, ZooKeeperPool
-from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
-
-log = logging.getLogger(__name__)
-
-#: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...), shared
-#: out among namespaces (``Limits.workers_per_namespace`` each: :mod:`~rebalanser_operator.controller.share`);
-#: no step waits for a ZooKeeper connection (:mod:`~rebalanser_operator.controller.connectwait`). kopf's
-#: handlers await the controllers' answers on the event loop; the Kubernetes client keeps as many
-#: connections, so none is opened and discarded per call.
-EXECUTOR_THREADS = 32
+from rebalanser_operator.apply.actions import (
+    apply_desired,
+    delete_desired,
+    end_grace,
+    mark_if_secret_changed,
+    refresh_facts,
+    resync_secrets,
+)
+from rebalanser_operator.controller.context import Context
+from rebalanser_operator.controller.core import GroupSteps
+from rebalanser_operator.controller.state import DEFAULT_CREDENTIALS_GRACE as DEFAULT_CREDENTIALS_GRACE
+from rebalanser_operator.controller.state import EXECUTOR_THREADS as EXECUTOR_THREADS
+from rebalanser_operator.controller.state import GroupRuntime as GroupRuntime
+from rebalanser_operator.controller.state import LoopOptions as LoopOptions
+from rebalanser_operator.controller.state import Waker as Waker
 
 
-#: Seconds a rotated credentials Secret's previous password keeps its access to the group's znodes.
-DEFAULT_CREDENTIALS_GRACE = 300.0
+class OperatorContext(Context):
+    """The shared context, whose groups' controllers carry their messages out with the steps of
+    :mod:`rebalanser_operator.apply.actions` (apply, delete, a Secret seen, a refresh's facts, the end of
+    a grace period, a re-apply)."""
 
-
-@dataclass(frozen=True)
-class LoopOptions:
-    """Timing of the status mirror (seconds)."""
-
-    coalesce: float = 0.5  # wait after a ZooKeeper change for more to arrive
-    min_patch_interval: float = 1.0  # at most one status patch per object per this period
-    period: float = 5.0  # refresh at least this often while something needs polling (see StatusLoop)
-    idle_period: float = 300.0  # otherwise: everything is watched; a safety net only
-    workload_poll: float = 2.0
-    drift_repair_interval: float = 5.0
-    degraded_after: float = 60.0
-    connect_wait: float = 5.0  # how long a handler waits for a ZooKeeper connection before retrying
-    credentials_grace: float = DEFAULT_CREDENTIALS_GRACE  # both passwords in the ACLs after a rotation
-    restart_hold: float = 30.0  # a restarted loop keeps the published status this long without a read
-    first_publish_hold: float = 10.0  # a new object's first status waits this long for its first reconcile
-    assignment_budget: int = ASSIGNMENT_BUDGET
-
-
-class Waker:
-    """Asks the group's status loop to refresh soon (the loop installs itself; thread-safe, never blocks)."""
-
-    def __init__(self) -> None:
-        self._callback: Callable[[], None] | None = None
-
-    def install(self, callback: Callable[[], None] | None) -> None:
-        self._callback = callback
-
-    def __call__(self) -> None:
-        callback = self._callback
-        if callback is not None:
-            callback()
-
-
-@dataclass
-class GroupRuntime:
-    """A group's state: written by its controller's steps only (see the module docstring)."""
-
-    namespace: str
-    name: str
-    uid: str
-    spec: ResourceGroupSpec | None = None
-    raw_spec: Mapping[str, Any] | None = None  # as last applied (re-applied when a referenced Secret changes)
-    generation: int | None = None
-    path: str | None = None
-    connect: str | None = None
-    session_timeout: float | None = None
-    desired: frozenset[str] = frozenset()
-    acl: list[ACL] | None = None
-    credentials: DigestCredentials | None = None  # as last read from the Secret (deletion may outlive it)
-    tls: TlsMaterial | None = None  # as last read from spec.zookeeper.tls.secret
-    previous_acl: list[ACL] | None = None  # the replaced credentials' digest entries, kept in the ACLs during the grace
-    previous_credentials: DigestCredentials | None = None  # the replaced credentials (this process saw them)
-    owned: bool = False  # the last reconcile claimed (connect, path) for this object: safe to read and act on
-    confine: str | None = None  # the namespace root the path lies in (as the connection sees it)
-    grace_until: float | None = None  # monotonic end of that grace period (None: no rotation in progress)
-    secrets_changed: bool = False  # a referenced Secret differs from what the group uses: re-apply
-    connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
-    sync: SyncState | None = None
-    spec_error: str | None = None
-    notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
-    tuning: TuningState | None = None
-    body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
-    worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
-    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
-    waker: Waker = field(default_factory=Waker, repr=False)
-
-    @property
-    def user(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def secrets(self) -> set[str]:
-        """Names of the Secrets the last applied spec references (credentials, TLS)."""
-        if self.spec is None:
-            return set()
-        zookeeper = self.spec.zookeeper
-        names = {zookeeper.credentials_secret} if zookeeper.credentials_secret else set()
-        if zookeeper.tls is not None:
-            names.add(zookeeper.tls.secret)
-        return names
-
-    def policy(self) -> TuningPolicy | None:
-        if self.spec is None:
-            return None
-        r = self.spec.rebalance
-        return TuningPolicy(r.min_interval_seconds, r.max_interval_seconds, r.adaptive)
-
-    def effective_interval(self) -> float:
-        policy = self.policy()
-        if policy is None:
-            return 0.0
-        if self.tuning is None:
-            return policy.min_interval
-        return policy.clamp(self.tuning.effective)
-
-    def session_credentials(self) -> tuple[DigestCredentials, ...]:
-        """The credentials this group's ZooKeeper session holds: the current ones, and during a
-        rotation's grace period the previous ones too (never another group's)."""
-        current = (self.credentials,) if self.credentials is not None else ()
-        if self.grace_until is not None and self.previous_credentials is not None:
-            return (*current, self.previous_credentials)
-        return current
-
-    def wake(self) -> None:
-        """Asks the status loop to refresh soon (thread-safe, never blocks)."""
-        self.waker()
-
-
-class OperatorContext:
-    """Everything the handlers share: the ZooKeeper pool, the Kubernetes gateway, metrics, groups."""
-
-    def __init__(
-        self,
-        *,
-        kube: KubeGateway,
-        metrics: Metrics | None = None,
-        options: LoopOptions | None = None,
-        pool: ZooKeeperPool | None = None,
-        executor_threads: int = EXECUTOR_THREADS,
-        tenancy: Tenancy | None = None,
-        identity: OperatorIdentity | None = None,
-    ) -> None:
-        self.kube = kube
-        #: the operator's own ZooKeeper identity (None: the quick start, open parents, as before)
-        self.identity = identity if pool is None else pool.identity
-        #: the pod watch of KubeletConfirmed failover is registered (handlers.build_registry sets it)
-        self.watch_pods = True
-        self.tenancy = tenancy if tenancy is not None else Tenancy()
-        self.metrics = metrics if metrics is not None else Metrics()
-        self.options = options if options is not None else LoopOptions()
-        self.pool = pool if pool is not None else ZooKeeperPool(
-            on_state_change=self.on_zookeeper_state, identity=identity,
-            files=TlsFileStore(max_bytes=self.tenancy.limits.store_bytes))
-        self.executor = ThreadPoolExecutor(max_workers=executor_threads, thread_name_prefix="rebalanser-status")
-        #: each namespace's steps run on at most its share of the executor's threads
-        self.shares = FairShare(self.executor, min(self.tenancy.limits.workers, executor_threads))
-        self._lock = threading.Lock()
-        self._groups: dict[tuple[str, str], GroupController] = {}
-        self._admitted: set[tuple[str, str]] = set()  # counted against the groups-per-namespace limit
-        self._namespaces: dict[str, tuple[float, bool]] = {}  # namespace -> (checked at, terminating)
-        self._namespace_locks: dict[str, threading.Lock] = {}
-        self._detached: dict[int, GroupController] = {}
-
-    def controller(self, namespace: str, name: str, uid: str) -> GroupController:
-        """The controller of a ResourceGroup (a fresh one when the object was recreated)."""
-        with self._lock:
-            current = self._groups.get((namespace, name))
-            if current is None or current.rt.uid != uid:
-                current = GroupController(self, GroupRuntime(namespace, name, uid), self.shares.lane(namespace))
-                self._groups[(namespace, name)] = current
-            return current
-
-    def group(self, namespace: str, name: str, uid: str) -> GroupRuntime:
-        """The state of a ResourceGroup (its controller's; see :meth:`controller`)."""
-        return self.controller(namespace, name, uid).rt
-
-    def controller_of(self, rt: GroupRuntime) -> GroupController:
-        """The controller that owns ``rt`` (a forgotten group's gets a detached one: nothing it does is
-        seen by the current object's)."""
-        with self._lock:
-            current = self._groups.get((rt.namespace, rt.name))
-            if current is not None and current.rt is rt:
-                return current
-            detached = self._detached.get(id(rt))
-            if detached is None or detached.rt is not rt:
-                detached = GroupController(self, rt, self.shares.lane(rt.namespace))
-                self._detached[id(rt)] = detached
-            return detached
-
-    def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
-        """The ZooKeeper client of group ``rt``: its connect string and TLS material, authenticated as the
-        operator's identity when it has one (one session per ensemble and TLS material, whatever the
-        groups' credentials), else with the group's own credentials only
-        (:meth:`GroupRuntime.session_credentials`)."""
-        target = connect if connect is not None else rt.connect
-        assert target is not None
-        return self.pool.acquire(target, rt.user, rt.session_timeout, tls=rt.tls,
-                                 credentials=rt.session_credentials())
-
-    def session_refusal(self, rt: GroupRuntime) -> Refusal | None:
-        """Why ``rt`` may not open a ZooKeeper session of its own now (the namespace holds
-        ``Limits.sessions_per_namespace`` already), or None: it shares an open one, or there is room."""
-        limit = self.tenancy.limits.sessions_per_namespace
-        if not limit or rt.connect is None:
-            return None
-        if self.pool.users(rt.connect, rt.tls, rt.session_credentials()) - {rt.user}:
-            return None  # joins a session another group of the operator holds
-        if self.pool.sessions_of(f"{rt.namespace}/", besides=rt.user) < limit:
-            return None
-        return self.tenancy.limits.sessions_refusal(rt.namespace)
-
-    def admit(self, rt: GroupRuntime) -> bool:
-        """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""
-        limit = self.tenancy.limits.groups_per_namespace
-        key = (rt.namespace, rt.name)
-        with self._lock:
-            if key in self._admitted or not limit:
-                self._admitted.add(key)
-                return True
-            if sum(1 for ns, _ in self._admitted if ns == rt.namespace) >= limit:
-                return False
-            self._admitted.add(key)
-            return True
-
-    def is_current(self, runtime: GroupRuntime) -> bool:
-        """False once the ResourceGroup was deleted (forgotten) or recreated with another uid."""
-        with self._lock:
-            current = self._groups.get((runtime.namespace, runtime.name))
-            return current is not None and current.rt is runtime
-
-    def controllers(self) -> list[GroupController]:
-        with self._lock:
-            return list(self._groups.values())
-
-    def groups(self) -> list[GroupRuntime]:
-        """Every group's state (for tests and the controllers' own steps; other threads use :meth:`views`)."""
-        return [controller.rt for controller in self.controllers()]
-
-    def views(self) -> list[GroupView]:
-        """Every group as its controller last published it (immutable)."""
-        return [controller.view() for controller in self.controllers()]
-
-    def view(self, namespace: str, name: str) -> GroupView | None:
-        with self._lock:
-            controller = self._groups.get((namespace, name))
-        return controller.view() if controller is not None else None
-
-    def controllers_referencing(self, namespace: str, secret: str) -> list[GroupController]:
-        """The controllers of ``namespace``'s groups whose spec names Secret ``secret`` (cheap)."""
-        return [c for c in self.controllers() if c.view().namespace == namespace and secret in c.view().secrets]
-
-    def forget(self, namespace: str, name: str) -> None:
-        with self._lock:
-            controller = self._groups.pop((namespace, name), None)
-            self._admitted.discard((namespace, name))
-        if controller is not None:
-            self.pool.release(controller.rt.user)
-        self.metrics.forget_group(namespace, name)
-        self.metrics.zookeeper_connections.set(self.pool.connections())
-
-    def namespace_terminating_cached(self, namespace: str, max_age: float) -> bool | None:
-        """Whether the namespace is being deleted, as checked within ``max_age`` seconds (else None)."""
-        with self._lock:
-            checked = self._namespaces.get(namespace)
-        if checked is None or time.monotonic() - checked[0] >= max_age:
-            return None
-        return checked[1]
-
-    def namespace_terminating(self, namespace: str, max_age: float) -> bool:
-        """Whether the namespace is being deleted; one API call per namespace and ``max_age`` however
-        many groups ask (blocking). An unreadable namespace counts as not terminating."""
-        cached = self.namespace_terminating_cached(namespace, max_age)
-        if cached is not None:
-            return cached
-        with self._lock:
-            asking = self._namespace_locks.setdefault(namespace, threading.Lock())
-        with asking:  # one call in flight per namespace: the others wait for its answer
-            cached = self.namespace_terminating_cached(namespace, max_age)
-            if cached is not None:
-                return cached
-            try:
-                terminating = self.kube.namespace_terminating(namespace)
-            except Exception as exc:  # e.g. no permission to read namespaces: kopf's deletion handler only
-                log.debug("cannot tell whether namespace %s is terminating: %s", namespace, exc)
-                terminating = False
-            with self._lock:
-                self._namespaces[namespace] = (time.monotonic(), terminating)
-            return terminating
-
-    def _naming(self, namespace: str, kind: str, name: str) -> list[GroupController]:
-        """The controllers of ``namespace``'s groups whose last applied spec names workload ``kind``/``name``."""
-        return [c for c in self.controllers()
-                if c.view().namespace == namespace and c.view().workload == (kind, name)]
-
-    def names_workload(self, namespace: str, kind: str, name: str) -> bool:
-        return bool(self._naming(namespace, kind, name))
-
-    def workload_seen(self, namespace: str, kind: str, name: str, rolling: bool) -> None:
-        """The workload watch saw ``kind``/``name`` change: every group that names it is told (never
-        blocks: called on kopf's event loop); one whose rollout state changed refreshes at once."""
-        for controller in self._naming(namespace, kind, name):
-            controller.rollout_seen(RolloutSeen(kind, name, rolling))
-
-    def on_zookeeper_state(self, connect: str, state: KazooState) -> None:
-        # Runs on kazoo's connection thread: only wake the loops.
-        for controller in self.controllers():
-            if _spelled(controller.view().connect) == connect:
-                controller.rt.wake()
-
-    def close(self) -> None:
-        self.pool.close()
-        self.executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _spelled(connect: str | None) -> str | None:
-    """``connect`` as the pool keys it (:func:`normalise_connect`), or as written when it cannot be."""
-    if connect is None:
-        return None
-    try:
-        return normalise_connect(connect)
-    except SettingError:
-        return connect
+    def group_steps(self) -> GroupSteps:
+        return GroupSteps(apply=partial(apply_desired, self), delete=partial(delete_desired, self),
+                          secret_seen=mark_if_secret_changed, refresh_facts=partial(refresh_facts, self),
+                          end_grace=end_grace, reapply=partial(resync_secrets, self))

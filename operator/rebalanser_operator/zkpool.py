@@ -40,16 +40,14 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 
+from rebalanser_operator.identity import DigestCredentials as DigestCredentials  # re-exported
+from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.tenancy import SettingError, normalise_connect
 from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
-
-if TYPE_CHECKING:
-    from rebalanser_operator.identity import OperatorIdentity
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +55,6 @@ StateCallback = Callable[[str, KazooState], None]
 #: (normalised connect string, digest of the TLS material or "" for plain TCP, the credentials, whether
 #: the session authenticates as the operator's identity)
 Key = tuple[str, str, frozenset["DigestCredentials"], bool]
-
-
-@dataclass(frozen=True)
-class DigestCredentials:
-    """ZooKeeper digest credentials (from a Secret's ``username``/``password``)."""
-
-    username: str
-    password: str = field(repr=False)
-
-    @property
-    def auth(self) -> str:
-        return f"{self.username}:{self.password}"
-
-    def __repr__(self) -> str:
-        return f"DigestCredentials(username={self.username!r}, password=<redacted>)"
 
 
 @dataclass

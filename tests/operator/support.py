@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import TLS_KEYS, CredentialsError, credentials_from, tls_from
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
-from rebalanser_operator.status.loop import StatusLoop
+from rebalanser_operator.statusloop import StatusLoop
 from rebalanser_operator.tenancy import PathRoots, Tenancy
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
 
 #: The tests' groups live under /rebalanser-test (the ``group_path`` fixture), a root shared by every

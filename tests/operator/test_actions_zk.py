@@ -21,8 +21,8 @@ from rebalanser_operator.apply.actions import (
     delete_znodes,
 )
 from rebalanser_operator.apply.reconcile import OwnerMarker
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.workers import Group, wait_for

@@ -13,9 +13,9 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import apply_spec, note_secret
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
-from rebalanser_operator.status.loop import StatusLoop
-from rebalanser_operator.zkpool import DigestCredentials
+from rebalanser_operator.statusloop import StatusLoop
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
 

@@ -10,8 +10,8 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import RetryLater, apply_spec, secret_changed
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from kazoo.security import make_acl, make_digest_acl
 from rebalanser_operator.apply.actions import end_grace
 from rebalanser_operator.apply.reconcile import group_acl, retained_digests
+from rebalanser_operator.controller.rotation import Rotation
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime
-from rebalanser_operator.zkpool import DigestCredentials
 
 NEW = DigestCredentials("op", "new")
 OLD_ACL = make_digest_acl("op", "old", all=True)
@@ -34,7 +35,7 @@ def test_a_root_acl_naming_the_current_and_other_digests_is_an_unfinished_grace(
 def test_the_grace_ends_at_its_deadline_and_marks_the_group_for_re_applying() -> None:
     rt = GroupRuntime("shop", "orders", "uid")
     assert not end_grace(rt, 1000.0)
-    rt.previous_acl, rt.grace_until = [OLD_ACL], 100.0
+    rt.rotation = Rotation(previous_acl=(OLD_ACL,), grace_until=100.0)
     assert not end_grace(rt, 99.9) and rt.previous_acl == [OLD_ACL] and not rt.secrets_changed
     assert end_grace(rt, 100.0)
     assert rt.previous_acl is None and rt.grace_until is None and rt.secrets_changed

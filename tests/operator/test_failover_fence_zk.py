@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,8 @@ from rebalanser.wire import MemberRecord, encode_member
 from rebalanser.zk import create_protected, new_guid
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.failover.endmember import Outcome
-from rebalanser_operator.failover.podwatch import Failover, index_entry
 from rebalanser_operator.failover.sessionclose import Closed, SessionCloser
+from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
@@ -197,7 +198,8 @@ def test_a_group_in_another_namespace_cannot_aim_the_failover_at_a_victim(
         # runtime holds that path before the reconcile finds it taken. Even the victim's own pod report
         # ends nothing through the attacker's group: the failover checks the marker in ZooKeeper.
         groups = reconcile(ctx, zk_hosts, f"{group_path}-attacker", namespace="attacker", uid="uid-attacker")
-        ctx.group("attacker", "orders", "uid-attacker").path = group_path
+        attacker = ctx.group("attacker", "orders", "uid-attacker")
+        attacker.applied = replace(attacker.applied, path=group_path)
         assert asyncio.run(Failover(ctx).handle_pod(pod_body(nonce, namespace="attacker"), groups)) == []
         assert zk.exists(node) is not None and "r0" in claims(zk, group_path)
     zk.delete(f"{group_path}-attacker", recursive=True)

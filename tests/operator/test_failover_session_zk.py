@@ -21,8 +21,8 @@ from rebalanser.wire import SessionRecord, decode_session, encode_session
 from rebalanser_operator.failover import sessionclose
 from rebalanser_operator.failover.choice import EndedInstance, PodRef
 from rebalanser_operator.failover.endmember import Outcome, end_instances
-from rebalanser_operator.failover.podwatch import Failover
 from rebalanser_operator.failover.sessionclose import Closed, SessionCloser
+from rebalanser_operator.podwatch import Failover
 from rebalanser_operator.runtime import OperatorContext
 
 from tests.operator.test_failover_fence_zk import (

@@ -17,9 +17,9 @@ from rebalanser.wire import decode_session
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.failover.choice import EndedInstance, PodRef
 from rebalanser_operator.failover.endmember import Outcome, end_instances
-from rebalanser_operator.failover.podwatch import Failover, index_entry
+from rebalanser_operator.identity import DigestCredentials
+from rebalanser_operator.podwatch import Failover, index_entry
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.invariants import overlaps, token_regressions

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 from rebalanser_operator.apply.actions import RetryLater, apply_spec
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import EXECUTOR_THREADS, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import LIMIT_EXCEEDED, Limits, PathRoots, Tenancy
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube, status_loop
 from tests.support.relay import Relay

@@ -14,7 +14,7 @@ from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.apply.farewell import release_terminating_namespace
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER
-from rebalanser_operator.status.loop import StatusLoop
+from rebalanser_operator.statusloop import StatusLoop
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.workers import Group, wait_for

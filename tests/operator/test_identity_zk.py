@@ -20,10 +20,9 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, apply_spec
 from rebalanser_operator.apply.reconcile import ADOPT_ANNOTATION, OwnerMarker, migrate_worker_nodes_acl
-from rebalanser_operator.identity import OperatorIdentity, parent_acl
+from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, parent_acl
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, PathRoots, Tenancy
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube, status_loop
 from tests.support.zk import admin_client

@@ -19,8 +19,8 @@ from rebalanser_operator.apply.reconcile import (
     reconcile_group,
     run_batches,
 )
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.spec.models import ResourceGroupSpec
-from rebalanser_operator.zkpool import DigestCredentials
 
 pytestmark = pytest.mark.zk
 

@@ -16,8 +16,8 @@ from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.apply.secretpoll import poll_once
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
 from tests.support.invariants import overlaps, token_regressions

@@ -22,9 +22,9 @@ import rebalanser
 from kazoo.client import KazooClient
 from rebalanser.credentials import DigestState
 from rebalanser_operator.apply.actions import apply_spec, delete_znodes
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, PathRoots, Tenancy
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial
 
 from tests.operator.support import RecordingKube, status_loop
@@ -91,7 +91,7 @@ def test_the_operator_logs_and_shows_no_password(
         assert "Sending request" in text and "Auth(" in text, "kazoo's debug lines were not captured"
         assert_clean(text, PASSWORD, ROTATED)
         assert "op:<redacted>" in text
-        with_tls = replace(rt, tls=TlsMaterial(b"ca", b"cert", KEY))
+        with_tls = replace(rt, rotation=replace(rt.rotation, tls=TlsMaterial(b"ca", b"cert", KEY)))
         shown = repr(with_tls) + str(rt) + repr(ctx.tenancy) + repr(kube.secrets) + repr(rt.session_credentials())
         assert "op" in shown
         delete_znodes(ctx, rt, raw, annotations={}, body=BODY)

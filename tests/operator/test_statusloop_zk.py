@@ -19,7 +19,7 @@ from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
 from rebalanser_operator.apply.actions import RetryLater, apply_spec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
-from rebalanser_operator.status.loop import StatusLoop
+from rebalanser_operator.statusloop import StatusLoop
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
 from tests.support.zk import free_port, make_cluster

@@ -18,9 +18,9 @@ from kazoo.exceptions import NoAuthError
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, apply_spec, delete_znodes
 from rebalanser_operator.apply.reconcile import OwnerMarker
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, Limits, Tenancy
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube, conditions, status_loop
 from tests.support.listener import Listener

@@ -19,9 +19,9 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import RetryLater, apply_spec, end_grace, hold_grace, note_secret, resync_secrets
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import tls_from
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
-from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
 from tests.support.tls import Pki, bundle, server_log

@@ -15,12 +15,13 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.security import ACL, make_digest_acl
+from kazoo.security import ACL
 from rebalanser.membership import list_members
 from rebalanser.paths import GroupPaths
 
@@ -39,10 +40,28 @@ from rebalanser_operator.apply.reconcile import (
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
-from rebalanser_operator.controller.plan import plan_admission
-from rebalanser_operator.identity import group_acl
+from rebalanser_operator.controller.plan import RefreshFacts, plan_admission
+from rebalanser_operator.controller.rotation import (
+    CredentialsRead,
+    Effect,
+    Facts,
+    GraceFound,
+    MigrateWorkers,
+    Note,
+    ReapplyFailed,
+    ReapplyStarted,
+    Synced,
+    Tick,
+    TlsRead,
+    Wake,
+    acl_of,
+    plan_rotation,
+    secret_differs,
+)
+from rebalanser_operator.controller.state import Applied
+from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.spec.models import ResourceGroupSpec, SpecError
+from rebalanser_operator.spec.models import CredentialsSecretRef, ResourceGroupSpec, SpecError
 from rebalanser_operator.spec.notices import spec_notices
 from rebalanser_operator.status.tuning import initial_state
 from rebalanser_operator.status.view import SyncState
@@ -54,11 +73,11 @@ from rebalanser_operator.tenancy import (
     Placement,
     Refusal,
 )
-from rebalanser_operator.zkpool import DigestCredentials
 from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
 
 if TYPE_CHECKING:
-    from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+    from rebalanser_operator.controller.context import Context
+    from rebalanser_operator.controller.state import GroupRuntime
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +111,7 @@ def backoff(retry: int) -> float:
 
 
 def apply_spec(
-    ctx: OperatorContext,
+    ctx: Context,
     rt: GroupRuntime,
     raw_spec: Mapping[str, Any],
     *,
@@ -110,7 +129,7 @@ def apply_spec(
     return ctx.controller_of(rt).apply(desired)
 
 
-def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
+def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
     """The controller's step for a desired spec (see :func:`apply_spec`): admit it (a pure plan), adopt
     it, read its Secrets, connect, sync the znodes, record the outcome."""
     body = desired_spec.body()
@@ -119,7 +138,7 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
     placement = _admit(ctx, rt, desired_spec, spec, path, desired)
     _adopt(rt, desired_spec, spec, path, desired, placement)
     _note_older_forms(ctx, rt)
-    credentials = _read_secrets(ctx, rt, spec, desired_spec.retry)
+    credentials = _read_secrets(ctx, rt, spec, desired_spec)
     zk = _connect(ctx, rt, spec, desired_spec.retry)
     result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
     _synced(ctx, rt, spec, result)
@@ -127,19 +146,19 @@ def apply_desired(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredS
 
 
 def _parse(
-    ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec,
+    ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec,
 ) -> tuple[ResourceGroupSpec, str, frozenset[str]]:
     try:
         spec = ResourceGroupSpec.parse(desired_spec.spec())
         return spec, group_path(ctx, rt, spec), spec.desired_resources()
     except SpecError as exc:
-        rt.generation, rt.spec_error = desired_spec.generation, str(exc)
+        rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=str(exc))
         ctx.metrics.reconciles.labels("invalid").inc()
         rt.wake()
         raise InvalidSpec(str(exc)) from exc
 
 
-def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
+def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
            desired: frozenset[str]) -> Placement:
     """:func:`~rebalanser_operator.controller.plan.plan_admission`, carried out: before any Secret is read
     or sent. Raises the refusal or :class:`InvalidSpec`."""
@@ -153,15 +172,15 @@ def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, sp
         connect=spec.zookeeper.connect, previous_connect=before,
     )
     if admission.refusal is not None:
-        rt.generation = generation
+        rt.outcome = replace(rt.outcome, generation=generation)
         raise _refused(ctx, rt, admission.refusal)
     if admission.invalid is not None:
-        rt.generation, rt.spec_error = generation, admission.invalid
+        rt.outcome = replace(rt.outcome, generation=generation, spec_error=admission.invalid)
         rt.wake()
         raise InvalidSpec(admission.invalid)
     assert isinstance(placed, Placement)
     if not ctx.admit(rt):
-        rt.generation = generation
+        rt.outcome = replace(rt.outcome, generation=generation)
         raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
     if admission.check_move and not _group_found_at(ctx, rt, spec, path):
         message = (
@@ -169,7 +188,7 @@ def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, sp
             "the operator does not move a group between ensembles (its members and znodes stay on the old one). "
             "Revert the change, or move the data and retry, or delete and re-create the ResourceGroup"
         )
-        rt.generation, rt.spec_error = generation, message
+        rt.outcome = replace(rt.outcome, generation=generation, spec_error=message)
         rt.wake()
         raise InvalidSpec(message)
     return placed
@@ -178,51 +197,82 @@ def _admit(ctx: OperatorContext, rt: GroupRuntime, desired_spec: DesiredSpec, sp
 def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str, desired: frozenset[str],
            placement: Placement) -> None:
     """The admitted spec becomes the group's."""
-    if (rt.connect, rt.path) != (spec.zookeeper.connect, path):
-        rt.owned = False  # until the claim in _sync succeeds
-    rt.spec, rt.path, rt.desired, rt.generation, rt.spec_error = spec, path, desired, desired_spec.generation, None
-    rt.confine = placement.root
-    rt.raw_spec = desired_spec.spec()
-    rt.connect, rt.session_timeout = spec.zookeeper.connect, spec.zookeeper.session_timeout_seconds
+    moved = (rt.connect, rt.path) != (spec.zookeeper.connect, path)
+    rt.applied = Applied(spec, desired_spec.spec_json, path, spec.zookeeper.connect,
+                         spec.zookeeper.session_timeout_seconds, desired, placement.root)
+    rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=None,
+                         owned=rt.owned and not moved)  # a new place: not owned until the claim in _sync
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
 
 
-def _note_older_forms(ctx: OperatorContext, rt: GroupRuntime) -> None:
+def _note_older_forms(ctx: Context, rt: GroupRuntime) -> None:
     """The spec's deprecated forms and rounded fractions (:mod:`notices`): in the SpecCurrent condition,
     and a Warning Event each time the set changes."""
     notices = spec_notices(rt.raw_spec)
     if notices != rt.notices and notices:
         event(ctx, rt, "Warning", "DeprecatedFields", "; ".join(notices))
-    rt.notices = notices
+    rt.outcome = replace(rt.outcome, notices=notices)
 
 
-def _read_secrets(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec,
-                  retry: int) -> DigestCredentials | None:
-    """The credentials and TLS material the spec names (a changed password starts a rotation)."""
-    credentials = None
+def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
+                  desired_spec: DesiredSpec) -> DigestCredentials | None:
+    """The credentials and TLS material the spec names (a changed password starts a rotation): as
+    received with the message (a rotation the Secret poll noticed), else read from the API server."""
+    credentials, retry = None, desired_spec.retry
     if (ref := spec.zookeeper.credentials) is not None:
         try:
-            credentials = ctx.kube.read_credentials(rt.namespace, ref.name, username_key=ref.username_key,
-                                                    password_key=ref.password_key)
+            credentials = _credentials(ctx, rt, ref, desired_spec.received_data(ref.name))
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
         _check_sizes(ctx, rt, ref.name, ((ref.username_key, len(credentials.username.encode())),
                                          (ref.password_key, len(credentials.password.encode()))), retry)
-    _note_rotation(ctx, rt, credentials)
-    rt.credentials = credentials
+    rotate(ctx, rt, CredentialsRead(credentials))
     tls = spec.zookeeper.tls
     if tls is not None:
         try:
-            material = ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+            received = desired_spec.received_data(tls.secret)
+            material = (
+                ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+                if received is None else
+                tls_from(received, f"{rt.namespace}/{tls.secret}", verify_hostname=tls.verify_hostname, keys=tls.keys)
+            )
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
         _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
-        rt.tls = material
+        rotate(ctx, rt, TlsRead(material))
     else:
-        rt.tls = None
+        rotate(ctx, rt, TlsRead(None))
     return credentials
+
+
+def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
+                 received: Mapping[str, str] | None) -> DigestCredentials:
+    if received is None:
+        return ctx.kube.read_credentials(rt.namespace, ref.name, username_key=ref.username_key,
+                                         password_key=ref.password_key)
+    return credentials_from(received, f"{rt.namespace}/{ref.name}", username_key=ref.username_key,
+                            password_key=ref.password_key)
+
+
+def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
+    """What the rotation plan knows of the group besides its rotation state."""
+    return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
+                 ctx.options.credentials_grace if ctx is not None else 0.0)
+
+
+def rotate(ctx: Context | None, rt: GroupRuntime,
+           message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
+           now: float | None = None) -> tuple[Effect, ...]:
+    """One message of the rotation plan: the state replaced once, its effects run (a wake-up, a log line)."""
+    rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
+    for effect in effects:
+        if isinstance(effect, Wake):
+            rt.wake()
+        elif isinstance(effect, Note):
+            log.info("%s: %s", rt.user, effect.message)
+    return effects
 
 
 def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
@@ -230,7 +280,7 @@ def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple
     return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
-def _check_sizes(ctx: OperatorContext, rt: GroupRuntime, secret: str, sizes: tuple[tuple[str, int], ...],
+def _check_sizes(ctx: Context, rt: GroupRuntime, secret: str, sizes: tuple[tuple[str, int], ...],
                  retry: int) -> None:
     """A Secret key larger than ``Limits.secret_key_bytes`` is refused (retried: the Secret may shrink)."""
     refusal = ctx.tenancy.limits.check_secret_keys(f"{rt.namespace}/{secret}", sizes)
@@ -238,7 +288,7 @@ def _check_sizes(ctx: OperatorContext, rt: GroupRuntime, secret: str, sizes: tup
         raise _temporary(ctx, rt, refusal.reason, refusal.message, backoff(retry))
 
 
-def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
+def _connect(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
     """The group's own session (its credentials only), connected. Never waits for it (see
     :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
     the group is applied again when it connects."""
@@ -252,7 +302,7 @@ def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, re
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     rt.wake()
     if not connected(ctx.pool, zk):
-        rt.connect_pending = True
+        rt.outcome = replace(rt.outcome, connect_pending=True)
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
         if ctx.identity is not None and ctx.identity.tls is not None:
@@ -260,11 +310,11 @@ def _connect(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, re
                     + (f", as its Secret {tls.secret} is used by its workers only" if tls is not None else ""))
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
         raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
-    rt.connect_pending = False
+    rt.outcome = replace(rt.outcome, connect_pending=False)
     return zk
 
 
-def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
           credentials: DigestCredentials | None, placement: Placement, retry: int) -> SyncResult:
     """Claims the group root for this object and syncs its znodes; a changed ACL is given to the workers'
     znodes too. Records the ACL; raises the refusal or :class:`RetryLater`."""
@@ -273,13 +323,17 @@ def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: Resourc
     try:
         if credentials is not None and rt.acl is None and rt.grace_until is None:
             _resume_grace(ctx, rt, zk, path, credentials)
-        acl = group_acl(ctx.identity, credentials, rt.previous_acl or ())
+        acl = acl_of(rt.rotation, ctx.identity)
         result = _reconcile_or_take_over(ctx, rt, zk, spec, acl, placement)
-        rt.owned = True
-        if rt.acl is not None and set(rt.acl) != set(acl):  # a rotation began or its grace period ended
-            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), acl, resources=True, identity=ctx.identity)
-            log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
-                     "rotation, both passwords" if rt.previous_acl else "new password only", migrated)
+        rt.outcome = replace(rt.outcome, owned=True)
+        before = tuple(rt.acl) if rt.acl is not None else None
+        synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
+        for effect in effects:
+            if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
+                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
+                                                    identity=ctx.identity)
+                log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+                         "rotation, both passwords" if effect.both else "new password only", migrated)
         if result.parents_not_taken:
             event(ctx, rt, "Warning", "ParentNotTakenOver",
                   f"{', '.join(result.parents_not_taken)}: the ACL refuses the operator's identity; the group "
@@ -299,11 +353,11 @@ def _sync(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: Resourc
         raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
     finally:
         ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
-    rt.acl = acl
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
     return result
 
 
-def _reconcile_or_take_over(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
                             acl: list[ACL], placement: Placement) -> SyncResult:
     """:func:`reconcile_group` as the operator; with its identity, a group this object owns that an older
     operator created under the tenant's credentials (the operator's identity cannot change it) is first
@@ -334,12 +388,12 @@ def _reconcile_or_take_over(ctx: OperatorContext, rt: GroupRuntime, zk: KazooCli
     return attempt()
 
 
-def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
+def _synced(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
     """Records a sync that went through: status, metrics, an Event, the workers' ConfigMap."""
     assert rt.path is not None
     path = rt.path
     note = "" if ctx.identity is not None else NO_IDENTITY_NOTE
-    rt.sync = SyncState(True, "Synced", f"{result.resources} resources in {path}{note}")
+    rt.outcome = replace(rt.outcome, sync=SyncState(True, "Synced", f"{result.resources} resources in {path}{note}"))
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
     ctx.metrics.resources_deleted.inc(result.deleted)
@@ -354,17 +408,17 @@ def _synced(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, res
     rt.wake()
 
 
-def group_path(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
+def group_path(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
     """The spec's path, or the default one: the group's name under the namespace's first path root."""
     return spec.group_path(rt.namespace, rt.name, ctx.tenancy.path_roots.default_path(rt.namespace, rt.name))
 
 
-def owner_marker(ctx: OperatorContext, rt: GroupRuntime) -> OwnerMarker:
+def owner_marker(ctx: Context, rt: GroupRuntime) -> OwnerMarker:
     """The marker this object puts on (and looks for on) its group root."""
     return OwnerMarker(rt.namespace, rt.name, rt.uid, ctx.tenancy.cluster_id)
 
 
-def placement_of(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> Placement | Refusal:
+def placement_of(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> Placement | Refusal:
     """Where the group may live under the administrator's settings, or why it may not (no I/O)."""
     refusal = ctx.tenancy.ensembles.check(spec.zookeeper.connect)
     if refusal is not None:
@@ -372,7 +426,7 @@ def placement_of(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec
     return ctx.tenancy.path_roots.place(rt.namespace, spec.zookeeper.connect, path)
 
 
-def _refused(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal, *,
+def _refused(ctx: Context, rt: GroupRuntime, refusal: Refusal, *,
              retry_after: float | None = None) -> InvalidSpec | RetryLater:
     """:func:`refuse`, as the exception the handler raises: permanent unless ``retry_after`` is given."""
     refuse(ctx, rt, refusal)
@@ -381,35 +435,19 @@ def _refused(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal, *,
     return RetryLater(refusal.message, retry_after)
 
 
-def refuse(ctx: OperatorContext, rt: GroupRuntime, refusal: Refusal) -> None:
+def refuse(ctx: Context, rt: GroupRuntime, refusal: Refusal) -> None:
     """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new);
     the group is not this object's to read or act on."""
     changed = rt.sync is None or (rt.sync.reason, rt.sync.message) != (refusal.reason, refusal.message)
-    rt.owned = False
-    rt.spec_error = None
-    rt.sync = SyncState(False, refusal.reason, refusal.message, permanent=True)
+    rt.outcome = replace(rt.outcome, owned=False, spec_error=None,
+                         sync=SyncState(False, refusal.reason, refusal.message, permanent=True))
     ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
     if changed:
         event(ctx, rt, "Warning", refusal.reason, refusal.message)
     rt.wake()
 
 
-def _note_rotation(ctx: OperatorContext, rt: GroupRuntime, credentials: DigestCredentials | None) -> None:
-    """New credentials replacing others start a grace period: until ``credentials_grace`` from now, the
-    group's ACLs name the previous credentials too (workers move to the new password as they notice
-    the changed file); then :func:`end_grace` leaves the new one alone."""
-    if credentials is None:
-        rt.previous_acl, rt.previous_credentials, rt.grace_until = None, None, None
-    elif rt.credentials is not None and credentials != rt.credentials:
-        old = rt.credentials
-        rt.previous_acl = [make_digest_acl(old.username, old.password, all=True)]
-        rt.previous_credentials = old
-        rt.grace_until = time.monotonic() + ctx.options.credentials_grace
-        log.info("%s: credentials rotated; the previous password keeps its access for %.0fs", rt.user,
-                 ctx.options.credentials_grace)
-
-
-def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path: str,
+def _resume_grace(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str,
                   credentials: DigestCredentials) -> None:
     """At this operator's first apply of the group: a root ACL naming other digests besides the
     current credentials is a grace period an earlier operator left unfinished; it starts over here."""
@@ -422,15 +460,10 @@ def _resume_grace(ctx: OperatorContext, rt: GroupRuntime, zk: KazooClient, path:
     mine = owner_marker(ctx, rt)
     if marker is None or not mine.uid or marker.uid != mine.uid or not mine.same_object(marker):
         return  # only this object's own root says what its own grace period kept
-    retained = retained_digests(current, credentials, ctx.identity)
-    if retained:
-        rt.previous_acl = retained
-        rt.grace_until = time.monotonic() + ctx.options.credentials_grace
-        log.info("%s: the group's ACL still names %d previous digest(s); they keep their access for %.0fs",
-                 rt.user, len(retained), ctx.options.credentials_grace)
+    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))))
 
 
-def hold_grace(ctx: OperatorContext, zk: KazooClient, rt: GroupRuntime) -> int:
+def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
     """During a rotation's grace period (run on every status refresh): gives the group's ACL, naming
     both passwords, to the worker znodes created since the last pass by workers that have not yet
     noticed the new password (their nodes name only the old one); returns how many changed."""
@@ -446,14 +479,25 @@ def hold_grace(ctx: OperatorContext, zk: KazooClient, rt: GroupRuntime) -> int:
     return migrated
 
 
+def refresh_facts(ctx: Context, rt: GroupRuntime, now: float) -> RefreshFacts:
+    """What a refresh of the group finds before it plans (:func:`~rebalanser_operator.controller.plan.plan_refresh`):
+    whether the namespace is being deleted (checked every ``period``, one API call per namespace shared
+    by its groups: kopf stops serving a terminating namespace, see :mod:`farewell`), whether the object is
+    still this one, a grace period over, a re-apply asked for, a session connected since the last apply
+    found it not connected (never blocks)."""
+    late = rt.connect_pending and rt.connect is not None and \
+        ctx.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
+    return RefreshFacts(
+        terminating=ctx.namespace_terminating(rt.namespace, ctx.options.period), current=ctx.is_current(rt),
+        grace_over=rt.grace_until is not None and now >= rt.grace_until,
+        secrets_changed=rt.secrets_changed, connected_late=late,
+    )
+
+
 def end_grace(rt: GroupRuntime, now: float) -> bool:
     """Ends a rotation's grace period that is over at ``now`` and marks the group for re-applying (the
     status loop then re-ACLs it to the current credentials only); True if it did."""
-    if rt.grace_until is None or now < rt.grace_until:
-        return False
-    rt.previous_acl, rt.previous_credentials, rt.grace_until = None, None, None
-    rt.secrets_changed = True
-    return True
+    return bool(rotate(None, rt, Tick(), now=now))
 
 
 #: Where worker pods mount the ResourceGroup's TLS Secret (published as REBALANSER_ZK_TLS_DIR).
@@ -463,27 +507,12 @@ WORKER_TLS_DIR = "/etc/rebalanser/zookeeper-tls"
 def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None) -> bool:
     """Whether Secret ``secret`` (its ``data`` as just observed) differs from the credentials or TLS
     material ``rt`` connects with. An unreadable Secret counts as changed (re-applying reports it)."""
-    spec = rt.spec
-    if spec is None or rt.raw_spec is None:
+    if rt.raw_spec is None:
         return False  # not applied yet: the first reconcile reads the Secret anyway
-    zookeeper, where = spec.zookeeper, f"{rt.namespace}/{secret}"
-    if (ref := zookeeper.credentials) is not None and ref.name == secret:
-        try:
-            if credentials_from(data, where, username_key=ref.username_key,
-                                password_key=ref.password_key) != rt.credentials:
-                return True
-        except CredentialsError:
-            return True
-    if zookeeper.tls is not None and zookeeper.tls.secret == secret:
-        try:
-            if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname, keys=zookeeper.tls.keys) != rt.tls:
-                return True
-        except CredentialsError:
-            return True
-    return False
+    return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
 
 
-def note_secret(ctx: OperatorContext, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
+def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
     """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
     re-applying (their status loops do it) when it changes their connection; returns how many did."""
     seen = SecretSeen.of(secret, data)
@@ -493,26 +522,30 @@ def note_secret(ctx: OperatorContext, namespace: str, secret: str, data: Mapping
 def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
     """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
     when the Secret changes its connection; True if it did."""
-    data = dict(seen.data) if seen.data is not None else None
-    if not secret_changed(rt, seen.secret, data):
-        return False
-    rt.secrets_changed = True
-    rt.wake()
-    return True
+    if rt.raw_spec is None:
+        return False  # not applied yet: the first reconcile reads the Secret anyway
+    return bool(rotate(None, rt, seen))
 
 
-def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
+def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
     """Re-applies the last spec with the referenced Secrets' current contents: a new TLS Secret means a
     new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
     the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
     raw = rt.raw_spec
-    changed, rt.secrets_changed = rt.secrets_changed, False
+    changed = rt.secrets_changed
+    rotate(ctx, rt, ReapplyStarted())
     if raw is None:
         return
+    # The Secrets as the poll received them: used as they are, never read again.
+    desired = DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received)
+    controller = ctx.controller_of(rt)
     try:
-        apply_spec(ctx, rt, raw, generation=rt.generation)
+        if controller.on_strand():
+            apply_desired(ctx, rt, desired)  # already the group's step (the status refresh)
+        else:
+            controller.apply(desired)
     except RetryLater as exc:
-        rt.secrets_changed = changed
+        rotate(ctx, rt, ReapplyFailed(changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
                  "a Secret changed" if changed else "its session connected", exc)
     except InvalidSpec:
@@ -523,7 +556,7 @@ def resync_secrets(ctx: OperatorContext, rt: GroupRuntime) -> None:
                   f"applied the current contents of Secrets {sorted(rt.secrets())}")
 
 
-def _group_found_at(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
+def _group_found_at(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
     """Whether the new connect string reaches a ZooKeeper that already holds this group (the same
     ensemble under another name, or one the data was moved to). Unreachable counts as not found."""
     tls = rt.tls if spec.zookeeper.tls is not None else None  # the material in use (group roots are world-readable)
@@ -575,7 +608,7 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
     return data
 
 
-def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
+def publish_worker_config(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
     """Publishes :func:`worker_config` when it changed; a failure is reported, never fatal to the sync."""
     data = worker_config(spec, rt.namespace, rt.name, path,
                          ctx.identity.acl_id if ctx.identity is not None else None)
@@ -590,9 +623,9 @@ def publish_worker_config(ctx: OperatorContext, rt: GroupRuntime, spec: Resource
     rt.worker_config = data
 
 
-def _temporary(ctx: OperatorContext, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
+def _temporary(ctx: Context, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
     changed = rt.sync is None or rt.sync.reason != reason
-    rt.sync = SyncState(False, reason, message)
+    rt.outcome = replace(rt.outcome, sync=SyncState(False, reason, message))
     ctx.metrics.reconciles.labels("retry").inc()
     if changed:
         event(ctx, rt, "Warning", reason, message)
@@ -600,7 +633,7 @@ def _temporary(ctx: OperatorContext, rt: GroupRuntime, reason: str, message: str
     return RetryLater(message, delay)
 
 
-def event(ctx: OperatorContext, rt: GroupRuntime, type: str, reason: str, message: str) -> None:
+def event(ctx: Context, rt: GroupRuntime, type: str, reason: str, message: str) -> None:
     if rt.body is None:
         return
     ctx.metrics.events.labels(reason).inc()
@@ -608,7 +641,7 @@ def event(ctx: OperatorContext, rt: GroupRuntime, type: str, reason: str, messag
 
 
 def delete_znodes(
-    ctx: OperatorContext,
+    ctx: Context,
     rt: GroupRuntime,
     raw_spec: Mapping[str, Any],
     *,
@@ -622,7 +655,7 @@ def delete_znodes(
     return ctx.controller_of(rt).delete(deletion)
 
 
-def delete_desired(ctx: OperatorContext, rt: GroupRuntime, deletion: Deletion) -> str:
+def delete_desired(ctx: Context, rt: GroupRuntime, deletion: Deletion) -> str:
     """Removes the group's znodes unless told otherwise; returns what happened (for the log).
 
     ``elapsed`` is the time since the first attempt. While live members remain (for at most

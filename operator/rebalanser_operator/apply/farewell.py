@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rebalanser_operator.apply.actions import MEMBERS_LEAVE_WAIT_SECONDS, RetryLater
+from rebalanser_operator.controller.context import Context
 from rebalanser_operator.controller.messages import Deletion
-from rebalanser_operator.runtime import OperatorContext
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ LAST_CHANCE = 10.0
 
 
 def release_terminating_namespace(
-    ctx: OperatorContext, namespace: str, finalizer: str, *, deadline: float
+    ctx: Context, namespace: str, finalizer: str, *, deadline: float
 ) -> dict[str, str]:
     """Releases every ResourceGroup of ``namespace`` if the namespace is terminating."""
     if not ctx.kube.namespace_terminating(namespace):
@@ -49,7 +49,7 @@ def release_terminating_namespace(
     return outcomes
 
 
-def release_group(ctx: OperatorContext, namespace: str, name: str, finalizer: str, *, deadline: float) -> str:
+def release_group(ctx: Context, namespace: str, name: str, finalizer: str, *, deadline: float) -> str:
     """Releases one ResourceGroup of a terminating namespace (its status loop calls this)."""
     for body in ctx.kube.list_groups(namespace):
         meta = body.get("metadata", {})
@@ -64,7 +64,7 @@ def release_group(ctx: OperatorContext, namespace: str, name: str, finalizer: st
     return "already gone"
 
 
-def _release(ctx: OperatorContext, namespace: str, body: Mapping[str, Any], finalizer: str, deadline: float) -> str:
+def _release(ctx: Context, namespace: str, body: Mapping[str, Any], finalizer: str, deadline: float) -> str:
     meta = body["metadata"]
     controller = ctx.controller(namespace, meta["name"], meta.get("uid", ""))
     started = time.monotonic()

@@ -45,9 +45,9 @@ from rebalanser.config import GroupConfig
 from rebalanser.paths import GroupPaths
 
 from rebalanser_operator.apply.aclwalk import settle_acl_writes, walk_acls
-from rebalanser_operator.identity import OperatorIdentity, parent_acl
+from rebalanser_operator.controller.messages import SyncResult as SyncResult  # re-exported
+from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, parent_acl
 from rebalanser_operator.status.groupread import config_of
-from rebalanser_operator.zkpool import DigestCredentials
 
 log = logging.getLogger(__name__)
 
@@ -148,16 +148,6 @@ def layout_names() -> frozenset[str]:
 
 
 LAYOUT = layout_names()
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    created: int
-    deleted: int
-    resources: int
-    config_written: bool
-    elapsed_seconds: float
-    parents_not_taken: tuple[str, ...] = ()  # nodes above the group whose ACL refuses the operator
 
 
 def group_acl(credentials: DigestCredentials | None, previous: Sequence[ACL] = ()) -> list[ACL]:

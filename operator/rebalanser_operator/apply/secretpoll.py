@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from rebalanser_operator.apply.actions import note_secret
+from rebalanser_operator.controller.context import Context
 from rebalanser_operator.controller.plan import GroupView
-from rebalanser_operator.runtime import OperatorContext
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def referenced(groups: Iterable[GroupView]) -> list[tuple[str, str]]:
     return sorted({(view.namespace, secret) for view in groups for secret in view.secrets})
 
 
-def poll_once(ctx: OperatorContext, read: SecretReader) -> int:
+def poll_once(ctx: Context, read: SecretReader) -> int:
     """Reads every referenced Secret by name; returns how many groups were marked for re-applying."""
     marked = 0
     for namespace, secret in referenced(ctx.views()):
@@ -42,7 +42,7 @@ def poll_once(ctx: OperatorContext, read: SecretReader) -> int:
     return marked
 
 
-async def poll_forever(ctx: OperatorContext, read: SecretReader, interval: float) -> None:
+async def poll_forever(ctx: Context, read: SecretReader, interval: float) -> None:
     """:func:`poll_once` every ``interval`` seconds in the executor, until cancelled."""
     loop = asyncio.get_running_loop()
     while True:

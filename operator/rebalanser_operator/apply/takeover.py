@@ -27,10 +27,11 @@ from rebalanser_operator.apply.aclwalk import settle_acl_writes, walk_acls
 from rebalanser_operator.apply.reconcile import OwnerMarker, retargeted
 
 if TYPE_CHECKING:
-    from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+    from rebalanser_operator.controller.context import Context
+    from rebalanser_operator.controller.state import GroupRuntime
 
 
-def take_over_group(ctx: OperatorContext, rt: GroupRuntime, acl: Sequence[ACL]) -> int | None:
+def take_over_group(ctx: Context, rt: GroupRuntime, acl: Sequence[ACL]) -> int | None:
     """Re-ACLs ``rt``'s own group for the operator's identity (see the module); returns how many nodes
     changed, None (nothing done) when the root is not this object's own."""
     assert rt.path is not None and rt.connect is not None and ctx.identity is not None

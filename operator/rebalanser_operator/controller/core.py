@@ -10,12 +10,12 @@
 Every write of a group, to ZooKeeper (reconcile, drift repair, tuning, re-ACL, rotation, failover,
 deletion) or to its status, is a step of its controller, and the steps of one group run one at a time
 on a :class:`~rebalanser_operator.controller.strand.Strand` (a shared pool's thread while there is
-work, none otherwise). Its :class:`~rebalanser_operator.runtime.GroupRuntime` (and the status
+work, none otherwise). Its :class:`~rebalanser_operator.controller.state.GroupRuntime` (and the status
 loop's own fields) are written by those steps only; other threads send immutable messages
 (:mod:`~rebalanser_operator.controller.messages`) and read the immutable
 :class:`~rebalanser_operator.controller.plan.GroupView` the controller publishes after each step.
 What to do is decided by the pure functions of :mod:`~rebalanser_operator.controller.plan`; the I/O
-steps (:mod:`rebalanser_operator.apply.actions`, :mod:`rebalanser_operator.status.loop`,
+steps (:mod:`rebalanser_operator.apply.actions`, :mod:`rebalanser_operator.statusloop`,
 :mod:`rebalanser_operator.failover.endmember`) carry it out.
 
 Guarantees: two writes of one group never overlap, so a stale desired value can never undo a newer
@@ -28,23 +28,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rebalanser_operator.controller.connectwait import AwaitConnection, first_attempt, wait_async, wait_blocking
-from rebalanser_operator.controller.messages import Deletion, DesiredSpec, PodEnded, RolloutSeen, SecretSeen
-from rebalanser_operator.controller.plan import GroupView, plan_rollout
+from rebalanser_operator.controller.messages import (
+    Deletion,
+    DesiredSpec,
+    PodEnded,
+    RolloutSeen,
+    SecretSeen,
+    SyncResult,
+)
+from rebalanser_operator.controller.plan import GroupView, RefreshFacts, Step, plan_refresh, plan_rollout
+from rebalanser_operator.controller.state import GroupRuntime
 from rebalanser_operator.controller.strand import Strand
 from rebalanser_operator.spec.models import FailoverMode
+from rebalanser_operator.status.view import Observation
 
 if TYPE_CHECKING:
-    from rebalanser_operator.apply.reconcile import SyncResult
     from rebalanser_operator.failover.endmember import Ended
-    from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+    from rebalanser_operator.zkpool import ZooKeeperPool
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: first attempts of one step, each of which may end waiting for a session it met (a move to another connect
 #: string meets the new ensemble's session, then the group's own), all within one ``connect_wait``
@@ -65,10 +77,41 @@ def view_of(rt: GroupRuntime) -> GroupView:
     )
 
 
+@dataclass(frozen=True)
+class GroupSteps:
+    """The I/O steps a controller runs for its messages (:mod:`rebalanser_operator.apply.actions`, bound
+    to the operator's context by :class:`rebalanser_operator.runtime.OperatorContext`)."""
+
+    apply: Callable[[GroupRuntime, DesiredSpec], SyncResult]
+    delete: Callable[[GroupRuntime, Deletion], str]
+    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]
+    refresh_facts: Callable[[GroupRuntime, float], RefreshFacts]  # what a refresh finds (cheap, no ZooKeeper)
+    end_grace: Callable[[GroupRuntime, float], bool]  # a rotation's grace period is over: re-apply
+    reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received
+
+
+class StatusSide(Protocol):
+    """What the status daemon lends the controller's refresh step: its read of the group, its publish,
+    the release of a terminating namespace's group, and a word when the refresh is over."""
+
+    gone: bool
+
+    def release(self) -> None: ...
+
+    def observe(self, now: float) -> Observation: ...
+
+    def publish(self, obs: Observation) -> None: ...
+
+    def refreshed(self, ok: bool, started: float) -> None: ...
+
+
 class GroupController:
-    def __init__(self, ctx: OperatorContext, rt: GroupRuntime, executor: Executor) -> None:
-        self.ctx = ctx
+    def __init__(self, rt: GroupRuntime, executor: Executor, *, pool: ZooKeeperPool, connect_wait: float,
+                 steps: GroupSteps) -> None:
         self.rt = rt
+        self._pool = pool
+        self._connect_wait = connect_wait
+        self._steps = steps
         self._strand = Strand(executor)
         self._view = view_of(rt)
 
@@ -105,26 +148,26 @@ class GroupController:
         (blocking; see :mod:`~rebalanser_operator.controller.connectwait`). Inline on the strand, once."""
         if self.on_strand():
             return self.run(step)
-        deadline = time.monotonic() + self.ctx.options.connect_wait
+        deadline = time.monotonic() + self._connect_wait
         for _ in range(MAX_SESSIONS_A_STEP_WAITS_FOR):  # a step may meet a second session only once the first is up
             try:
                 with first_attempt():
                     future = self.submit(step)
                 return future.result()
             except AwaitConnection as pending:
-                wait_blocking(self.ctx.pool, pending.client, max(0.0, deadline - time.monotonic()))
+                wait_blocking(self._pool, pending.client, max(0.0, deadline - time.monotonic()))
         return self.run(step)
 
     async def attempt_async(self, step: Callable[[], T]) -> T:
         """:meth:`attempt` for the event loop: no thread waits for the session."""
-        deadline = time.monotonic() + self.ctx.options.connect_wait
+        deadline = time.monotonic() + self._connect_wait
         for _ in range(MAX_SESSIONS_A_STEP_WAITS_FOR):
             try:
                 with first_attempt():
                     future = self.submit(step)
                 return await asyncio.wrap_future(future)
             except AwaitConnection as pending:
-                await wait_async(self.ctx.pool, pending.client, max(0.0, deadline - time.monotonic()))
+                await wait_async(self._pool, pending.client, max(0.0, deadline - time.monotonic()))
         return await asyncio.wrap_future(self.submit(step))
 
     def apply(self, desired: DesiredSpec) -> SyncResult:
@@ -143,20 +186,14 @@ class GroupController:
         return await self.attempt_async(self._deleting(deletion))
 
     def _applying(self, desired: DesiredSpec) -> Callable[[], SyncResult]:
-        from rebalanser_operator.apply.actions import apply_desired
-
-        return lambda: apply_desired(self.ctx, self.rt, desired)
+        return lambda: self._steps.apply(self.rt, desired)
 
     def _deleting(self, deletion: Deletion) -> Callable[[], str]:
-        from rebalanser_operator.apply.actions import delete_desired
-
-        return lambda: delete_desired(self.ctx, self.rt, deletion)
+        return lambda: self._steps.delete(self.rt, deletion)
 
     def secret_seen(self, seen: SecretSeen) -> bool:
         """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""
-        from rebalanser_operator.apply.actions import mark_if_secret_changed
-
-        return self.run(lambda: mark_if_secret_changed(self.rt, seen))
+        return self.run(lambda: self._steps.secret_seen(self.rt, seen))
 
     def introduce(self, body: Mapping[str, Any]) -> Future[None]:
         """The object's reference for Events, from its status daemon (never blocks; an applied spec's
@@ -179,6 +216,37 @@ class GroupController:
                 self.rt.wake()
 
         return self.submit(note)
+
+    def refresh(self, status: StatusSide) -> Future[None]:
+        """A refresh of the group, posted by its status daemon (never blocks): one of the controller's
+        steps, :meth:`refresh_step`."""
+        return self.submit(lambda: self.refresh_step(status))
+
+    def refresh_step(self, status: StatusSide) -> None:
+        """The refresh as :func:`~rebalanser_operator.controller.plan.plan_refresh` plans it: release a
+        terminating namespace's group, end a grace period, re-apply (a changed Secret, the grace's end, a
+        session connected late), then the status daemon's read and publish. Never raises: a failure is
+        logged, and the daemon is told (it retries)."""
+        started, ok = time.monotonic(), False
+        try:
+            obs: Observation | None = None
+            for step in plan_refresh(self._steps.refresh_facts(self.rt, started)):
+                if step is Step.RELEASE:
+                    status.release()
+                    return  # not "went through": the daemon keeps polling until it is gone
+                if step is Step.END_GRACE:
+                    self._steps.end_grace(self.rt, started)
+                elif step is Step.REAPPLY:
+                    self._steps.reapply(self.rt)  # retried at the next refresh while it fails
+                elif step is Step.OBSERVE:
+                    obs = status.observe(started)
+                elif step is Step.PUBLISH and obs is not None and not status.gone:
+                    status.publish(obs)
+            ok = True
+        except Exception:
+            log.exception("status refresh of %s failed", self.rt.user)
+        finally:
+            status.refreshed(ok, started)
 
     def pod_ended(self, message: PodEnded, end: Callable[[PodEnded], list[Ended]]) -> Future[list[Ended]]:
         """Ends the dead instance's member nodes with ``end`` as one of the group's steps (never blocks)."""

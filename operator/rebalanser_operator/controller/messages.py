@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rebalanser_operator.failover.choice import EndedInstance, PodRef
@@ -34,13 +34,21 @@ class DesiredSpec:
     seed_interval: float | None = None
     recorded_path: str | None = None
     recorded_connect: str | None = None
+    received: tuple[SecretSeen, ...] = ()  # Secrets as the poll received them: used, not read again
 
     @staticmethod
     def of(spec: Mapping[str, Any], *, generation: int | None, body: Mapping[str, Any] | None = None,
            retry: int = 0, seed_interval: float | None = None, recorded_path: str | None = None,
-           recorded_connect: str | None = None) -> DesiredSpec:
+           recorded_connect: str | None = None, received: tuple[SecretSeen, ...] = ()) -> DesiredSpec:
         return DesiredSpec(json.dumps(spec, sort_keys=True), generation, _text(body), retry, seed_interval,
-                           recorded_path, recorded_connect)
+                           recorded_path, recorded_connect, received)
+
+    def received_data(self, secret: str) -> dict[str, str] | None:
+        """Secret ``secret``'s data as received with this message (None: not received, read it)."""
+        for seen in self.received:
+            if seen.secret == secret and seen.data is not None:
+                return dict(seen.data)
+        return None
 
     def spec(self) -> dict[str, Any]:
         return dict(json.loads(self.spec_json))
@@ -71,7 +79,7 @@ class SecretSeen:
     """A referenced Secret as just read (base64 data as the API server returns it)."""
 
     secret: str
-    data: tuple[tuple[str, str], ...] | None
+    data: tuple[tuple[str, str], ...] | None = field(repr=False)  # a Secret's content: never in a log line
 
     @staticmethod
     def of(secret: str, data: Mapping[str, str] | None) -> SecretSeen:
@@ -93,3 +101,15 @@ class PodEnded:
 
     pod: PodRef
     ended: tuple[EndedInstance, ...]
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What a sync of the group's znodes did (the answer to a :class:`DesiredSpec`)."""
+
+    created: int
+    deleted: int
+    resources: int
+    config_written: bool
+    elapsed_seconds: float
+    parents_not_taken: tuple[str, ...] = ()  # nodes above the group whose ACL refuses the operator

@@ -13,10 +13,13 @@ something changes without a watch (tuning decay, workload polling, the Degraded 
 connection); an idle group is refreshed every ``idle_period`` as a safety net, so idle cost does not
 grow with a re-read of every group every few seconds (:meth:`StatusLoop.needs_polling`).
 
-The loop is the shell of the group's controller (:mod:`rebalanser_operator.controller`): each refresh
-is one of the controller's steps (:meth:`StatusLoop.refresh`), planned by
-:func:`~rebalanser_operator.controller.plan.plan_refresh`, so it never overlaps another write of the
-group; the async shell only waits, and reads nothing of the group's state.
+The loop is the shell of the group's controller (:mod:`rebalanser_operator.controller`): it only posts
+refreshes (:meth:`~rebalanser_operator.controller.core.GroupController.refresh`). Each is one of the
+controller's steps, planned by :func:`~rebalanser_operator.controller.plan.plan_refresh`, so it never
+overlaps another write of the group: the controller ends a grace period and re-applies a changed
+Secret itself, and borrows this loop's read (:meth:`StatusLoop.observe`), publish and release (the
+controller's :class:`~rebalanser_operator.controller.core.StatusSide`). The async shell only waits,
+and reads nothing of the group's state.
 
 Guarantees: the loop is the only writer of ``.status``; a restarted operator leaves the published
 status as it is until its own first reconcile of the group has finished and it has read the group from
@@ -47,12 +50,10 @@ from rebalanser.status import GroupStatus
 
 from rebalanser_operator.apply.actions import (
     MEMBERS_LEAVE_WAIT_SECONDS,
-    end_grace,
     event,
     hold_grace,
     owner_marker,
     refuse,
-    resync_secrets,
 )
 from rebalanser_operator.apply.farewell import release_group
 from rebalanser_operator.apply.reconcile import (
@@ -67,12 +68,9 @@ from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.plan import (
     PollFacts,
     Read,
-    RefreshFacts,
-    Step,
     needs_polling,
     plan_drift,
     plan_read,
-    plan_refresh,
 )
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER, FailoverMode, Phase
@@ -214,58 +212,29 @@ class StatusLoop:
     async def _refresh_in_thread(self) -> None:
         assert self._event is not None
         self._event.clear()
-        # One of the controller's steps (in a copy of this task's context: kopf's event poster lives there).
-        await asyncio.wrap_future(self.controller.submit(self._refresh))
+        # Only posted: the refresh is the controller's own step (in a copy of this task's context: kopf's
+        # event poster lives there), which lends this loop's read and publish (StatusSide).
+        await asyncio.wrap_future(self.controller.refresh(self))
 
-    # ------------------------------------------------------------------------------- blocking core
+    # ------------------------------------------------------------------- what the refresh step borrows
 
     def refresh(self) -> None:
-        """One read-compute-publish cycle, as a step of the group's controller (blocking)."""
-        self.controller.run(self._refresh)
+        """One refresh, as a step of the group's controller (blocking)."""
+        self.controller.run(lambda: self.controller.refresh_step(self))
 
-    def _refresh(self) -> None:
-        started = time.monotonic()
-        self._retry_pending = True  # until this refresh has gone through
-        try:
-            rt = self.rt
-            facts = RefreshFacts(
-                terminating=self._namespace_terminating(started), current=self.ctx.is_current(rt),
-                grace_over=rt.grace_until is not None and started >= rt.grace_until,
-                secrets_changed=rt.secrets_changed, connected_late=self._connected_late(),
-            )
-            obs: Observation | None = None
-            for step in plan_refresh(facts):
-                if step is Step.RELEASE:
-                    self._release()
-                    return
-                if step is Step.END_GRACE and end_grace(rt, started):
-                    log.info("%s: the credentials' grace period is over; re-ACLing to the current password", rt.user)
-                elif step is Step.REAPPLY:
-                    resync_secrets(self.ctx, rt)  # a rotated Secret: re-applied here, retried while it fails
-                elif step is Step.OBSERVE:
-                    obs = self._observe(started)
-                elif step is Step.PUBLISH and obs is not None and not self.gone:
-                    self._publish(obs)
-            self._retry_pending = self._drift_pending
-        except Exception:
-            log.exception("status refresh of %s failed", self.rt.user)
-        finally:
-            self._polling = self.needs_polling()
-            self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
+    def refreshed(self, ok: bool, started: float) -> None:
+        """The controller's refresh step is over (``ok``: it went through)."""
+        self._retry_pending = not ok or self._drift_pending  # a failed refresh or a pending repair: poll
+        self._polling = self.needs_polling()
+        self.ctx.metrics.status_refresh_seconds.observe(time.monotonic() - started)
 
-    def _connected_late(self) -> bool:
-        """The last apply found its session not connected, and it is now (never blocks)."""
-        rt = self.rt
-        if not rt.connect_pending or rt.connect is None:
-            return False
-        return self.ctx.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
+    def observe(self, now: float) -> Observation:
+        return self._observe(now)
 
-    def _namespace_terminating(self, now: float) -> bool:
-        """Checked every ``period`` (one API call per namespace, shared by its groups): kopf stops serving
-        a terminating namespace (see :mod:`farewell`)."""
-        return self.ctx.namespace_terminating(self.rt.namespace, self.options.period)
+    def publish(self, obs: Observation) -> None:
+        self._publish(obs)
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """The namespace is being deleted: the group goes with it (members leave first, bounded)."""
         deadline = time.monotonic() + MEMBERS_LEAVE_WAIT_SECONDS + 30
         outcome = release_group(self.ctx, self.rt.namespace, self.rt.name, FINALIZER, deadline=deadline)

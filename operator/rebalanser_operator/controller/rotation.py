@@ -1,0 +1,243 @@
+"""A credentials rotation as a pure plan: (state, message, facts) -> (next state, effects to run).
+
+    state, effects = plan_rotation(state, SecretSeen.of("zk-digest", data), facts)
+    # state.reapply, (Wake(),): the next refresh re-applies the spec with the Secret as received
+
+A group's rotation state (:class:`Rotation`) is a frozen value its controller replaces as a whole; the
+messages are what a step learns (a Secret as the poll received it, the credentials an apply uses, the
+clock, the ACL a sync put on the znodes), and the effects are what the I/O steps then do
+(:mod:`rebalanser_operator.apply.actions`). No I/O and no clock here: everything is a fact or a
+message, so a whole rotation is a table test (tests/unit/test_rotation_plan.py).
+
+The walk of a rotation: the Secret poll hands over the Secret it read (:class:`SecretSeen`); if it
+differs from what the group connects with, the state keeps it as received and asks for a re-apply.
+The re-apply uses that data, never reading the Secret again (:func:`received_data`); the new
+credentials (:class:`CredentialsRead`) replace the old ones, which keep their access for the grace
+period; the ACL naming both (:func:`acl_of`) goes onto the group and, because it changed
+(:class:`Synced`), onto the workers' znodes. When the grace period is over (:class:`Tick`), the state
+drops the old credentials and asks for a re-apply with the new ones alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from kazoo.security import ACL, make_digest_acl
+
+from rebalanser_operator.controller.messages import SecretSeen
+from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
+from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
+from rebalanser_operator.spec.models import ResourceGroupSpec
+from rebalanser_operator.zktls import TlsMaterial
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What a group connects with (its credentials and TLS material), and the rotation under way
+    (None/empty: none)."""
+
+    credentials: DigestCredentials | None = None  # as the last apply read them (deletion may outlive it)
+    tls: TlsMaterial | None = None  # as the last apply read them from spec.zookeeper.tls.secret
+    previous: DigestCredentials | None = None  # the replaced credentials (this process saw them)
+    previous_acl: tuple[ACL, ...] = ()  # the replaced credentials' digest entries, kept during the grace
+    grace_until: float | None = None  # monotonic end of the grace period (None: no rotation in progress)
+    #: changed Secrets as the poll received them, not applied yet (their content: never in a log line)
+    received: tuple[SecretSeen, ...] = field(default=(), repr=False)
+    reapply: bool = False  # the last spec is to be applied again (a Secret changed, the grace ended)
+
+
+# ------------------------------------------------------------------------------------------ messages
+
+
+@dataclass(frozen=True)
+class CredentialsRead:
+    """An apply has the credentials the spec names (None: the spec names none)."""
+
+    credentials: DigestCredentials | None
+
+
+@dataclass(frozen=True)
+class TlsRead:
+    """An apply has the TLS material the spec names (None: the spec names none)."""
+
+    tls: TlsMaterial | None
+
+
+@dataclass(frozen=True)
+class GraceFound:
+    """An operator's first apply found digests an unfinished grace period left on the group root's ACL."""
+
+    retained: tuple[ACL, ...]
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A refresh of the group (the facts' ``now``)."""
+
+
+@dataclass(frozen=True)
+class ReapplyStarted:
+    """The refresh re-applies the last spec (it takes the Secrets as received)."""
+
+
+@dataclass(frozen=True)
+class ReapplyFailed:
+    """The re-apply did not go through (it is tried again at a later refresh)."""
+
+    changed: bool  # it had been asked for by a changed Secret or the grace's end
+
+
+@dataclass(frozen=True)
+class Synced:
+    """A sync put ``acl`` on the group; ``before`` was the ACL of the last sync (None: the first)."""
+
+    acl: tuple[ACL, ...]
+    before: tuple[ACL, ...] | None
+
+
+Message = SecretSeen | CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | Synced
+
+
+# ------------------------------------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Ask the group's status loop to refresh soon."""
+
+
+@dataclass(frozen=True)
+class Note:
+    """Log a line about the rotation."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class MigrateWorkers:
+    """Give the workers' znodes the group's new ACL (rotation: both passwords; grace over: the new one)."""
+
+    acl: tuple[ACL, ...]
+    both: bool  # the ACL names the previous credentials too
+
+
+Effect = Wake | Note | MigrateWorkers
+
+
+# --------------------------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a step knows besides the state and the message."""
+
+    namespace: str
+    spec: ResourceGroupSpec | None  # as last applied (None: not applied yet)
+    now: float = 0.0
+    grace: float = 300.0  # seconds the replaced credentials keep their access
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+
+def plan_rotation(state: Rotation, message: Message, facts: Facts) -> tuple[Rotation, tuple[Effect, ...]]:
+    """The next rotation state and the effects to run, for one message."""
+    if isinstance(message, SecretSeen):
+        return _seen(state, message, facts)
+    if isinstance(message, CredentialsRead):
+        return _read(state, message.credentials, facts)
+    if isinstance(message, TlsRead):
+        return replace(state, tls=message.tls), ()
+    if isinstance(message, GraceFound):
+        if not message.retained:
+            return state, ()
+        return (replace(state, previous_acl=message.retained, grace_until=facts.now + facts.grace),
+                (Note(f"the group's ACL still names {len(message.retained)} previous digest(s); they keep their "
+                      f"access for {facts.grace:.0f}s"),))
+    if isinstance(message, Tick):
+        if state.grace_until is None or facts.now < state.grace_until:
+            return state, ()
+        return (replace(state, previous=None, previous_acl=(), grace_until=None, reapply=True),
+                (Note("the credentials' grace period is over; re-ACLing to the current password"),))
+    if isinstance(message, ReapplyStarted):
+        return replace(state, reapply=False), ()
+    if isinstance(message, ReapplyFailed):
+        return replace(state, reapply=message.changed), ()
+    return _synced(state, message)
+
+
+def _seen(state: Rotation, seen: SecretSeen, facts: Facts) -> tuple[Rotation, tuple[Effect, ...]]:
+    """A Secret the poll read: kept as received, and a re-apply asked for, when it changes the group's
+    connection (an unreadable one counts as changed: the re-apply reports it)."""
+    if not secret_differs(state, seen, facts):
+        return state, ()
+    received = (*(r for r in state.received if r.secret != seen.secret), seen)
+    return replace(state, received=received, reapply=True), (Wake(),)
+
+
+def _read(state: Rotation, new: DigestCredentials | None, facts: Facts) -> tuple[Rotation, tuple[Effect, ...]]:
+    """New credentials replacing others start a grace period: until ``grace`` from now, the group's ACLs
+    name the previous credentials too (workers move to the new password as they notice the changed
+    file); then a :class:`Tick` leaves the new one alone."""
+    if new is None:
+        return replace(state, credentials=None, previous=None, previous_acl=(), grace_until=None), ()
+    old = state.credentials
+    if old is None or new == old:
+        return replace(state, credentials=new), ()
+    return (replace(state, credentials=new, previous=old,
+                    previous_acl=(make_digest_acl(old.username, old.password, all=True),),
+                    grace_until=facts.now + facts.grace),
+            (Note(f"credentials rotated; the previous password keeps its access for {facts.grace:.0f}s"),))
+
+
+def _synced(state: Rotation, synced: Synced) -> tuple[Rotation, tuple[Effect, ...]]:
+    """The Secrets as received are applied; a changed ACL goes onto the workers' znodes too."""
+    state = replace(state, received=())
+    if synced.before is None or set(synced.before) == set(synced.acl):
+        return state, ()
+    return state, (MigrateWorkers(synced.acl, both=bool(state.previous_acl)),)
+
+
+def acl_of(state: Rotation, identity: OperatorIdentity | None) -> list[ACL]:
+    """The ACL of the group's nodes: the operator's identity, the current credentials, and during the
+    grace period the previous credentials' digests."""
+    return group_acl(identity, state.credentials, state.previous_acl)
+
+
+def session_credentials(state: Rotation) -> tuple[DigestCredentials, ...]:
+    """The credentials a group's own session holds: the current ones, and during a rotation's grace
+    period the previous ones too (never another group's)."""
+    current = (state.credentials,) if state.credentials is not None else ()
+    if state.grace_until is not None and state.previous is not None:
+        return (*current, state.previous)
+    return current
+
+
+def received_data(state: Rotation) -> dict[str, Mapping[str, str] | None]:
+    """The Secrets as received, by name (a re-apply uses them instead of reading them again)."""
+    return {seen.secret: (dict(seen.data) if seen.data is not None else None) for seen in state.received}
+
+
+def secret_differs(state: Rotation, seen: SecretSeen, facts: Facts) -> bool:
+    """Whether Secret ``seen`` differs from the credentials or TLS material the group connects with."""
+    spec = facts.spec
+    if spec is None:
+        return False  # not applied yet: the first reconcile reads the Secret anyway
+    data = dict(seen.data) if seen.data is not None else None
+    zookeeper, where = spec.zookeeper, f"{facts.namespace}/{seen.secret}"
+    if (ref := zookeeper.credentials) is not None and ref.name == seen.secret:
+        try:
+            if credentials_from(data, where, username_key=ref.username_key,
+                                password_key=ref.password_key) != state.credentials:
+                return True
+        except CredentialsError:
+            return True
+    if zookeeper.tls is not None and zookeeper.tls.secret == seen.secret:
+        try:
+            if tls_from(data, where, verify_hostname=zookeeper.tls.verify_hostname, keys=zookeeper.tls.keys) \
+                    != state.tls:
+                return True
+        except CredentialsError:
+            return True
+    return False

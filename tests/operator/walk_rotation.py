@@ -1,0 +1,121 @@
+"""How far a Secret rotation walks through the operator's code: a measurement, run by hand.
+
+    pytest tests/operator/walk_rotation.py -q -s            # prints the figures
+
+A group with digest credentials is applied and its status loop runs (a real ZooKeeper, the recording
+API server of tests/operator/support.py). Then the Secret changes, and a profiler over every thread
+records each function of ``rebalanser_operator`` entered, from the Secret poll's hand-over
+(``poll_once``) until the re-apply it asked for returns: how many distinct functions, in how many
+modules, how many calls, and how often the Secret's content was read from the API server. The file is
+not named ``test_*``: the suite does not run it. It also runs on older commits (where the status loop
+was ``status/loop.py`` and started the re-apply itself), so a before and after can be compared.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+import pytest
+import rebalanser_operator
+from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.apply.secretpoll import poll_once
+from rebalanser_operator.runtime import LoopOptions, OperatorContext
+from rebalanser_operator.zkpool import DigestCredentials
+
+from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
+from tests.support.workers import wait_for
+from tests.support.zk import admin_client, purge
+
+pytestmark = pytest.mark.zk
+
+PACKAGE = Path(rebalanser_operator.__file__).parent
+SUPPORT = str(Path(__file__).with_name("support.py"))
+API_READS = ("read_credentials", "read_tls", "secret_data")
+ANONYMOUS = ("<genexpr>", "<lambda>", "<listcomp>", "<setcomp>", "<dictcomp>")
+
+
+class Walk:
+    def __init__(self) -> None:
+        self.on = False
+        self.went_through: bool | None = None  # whether the re-apply that ended the walk went through
+        self.calls: list[tuple[str, str]] = []
+
+    def profile(self, frame: FrameType, event: str, _arg: Any) -> None:
+        if not self.on or event != "call":
+            return
+        code = frame.f_code
+        if code.co_filename == SUPPORT and code.co_name in API_READS:
+            self.calls.append(("API server", code.co_name))
+        elif code.co_filename.startswith(str(PACKAGE)) and code.co_name not in ANONYMOUS:
+            module = str(Path(code.co_filename).relative_to(PACKAGE))
+            self.calls.append((module, getattr(code, "co_qualname", code.co_name)))
+
+
+def reapplier() -> tuple[ModuleType, str]:
+    """Where the re-apply is looked up when a refresh runs it (so that the walk ends when it returns)."""
+    if (PACKAGE / "status" / "loop.py").exists() and importlib.util.find_spec("rebalanser_operator.status.loop"):
+        from rebalanser_operator.status import loop
+
+        return loop, "resync_secrets"
+    from rebalanser_operator import runtime
+
+    return runtime, "resync_secrets"
+
+
+def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    walk = Walk()
+    owner, name = reapplier()
+    resync = getattr(owner, name)
+
+    def resync_then_stop(context: Any, rt: Any) -> None:
+        try:
+            resync(context, rt)
+        finally:
+            walk.went_through = not rt.secrets_changed and rt.sync is not None and rt.sync.ok
+            walk.on = False
+
+    monkeypatch.setattr(owner, name, resync_then_stop)  # before the context binds it
+    threading.setprofile(walk.profile)
+    sys.setprofile(walk.profile)
+    kube = RecordingKube()
+    ctx = OperatorContext(tenancy=TEST_TENANCY, kube=kube,
+                          options=LoopOptions(connect_wait=5.0, period=30.0, coalesce=0.05, min_patch_interval=0.05))
+    try:
+        kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+        spec = {"zookeeper": {"connect": zk_hosts, "path": group_path, "credentialsSecret": "zk-digest"},
+                "resources": ["a", "b"]}
+        rt = ctx.group("shop", "orders", "uid-orders")
+        apply_spec(ctx, rt, spec, generation=1)
+        with status_loop(ctx, rt) as loop:
+            wait_for(lambda: loop.patches > 0, 10, "no status was published")
+            time.sleep(1.0)  # the first refreshes' wake-ups settle (no rotation is measured here)
+            ctx.controller_of(rt).run(lambda: None)
+            kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+            walk.on = True
+            assert poll_once(ctx, kube.secret_data) == 1
+            wait_for(lambda: not walk.on, 10, "the re-apply did not run")
+            # The same walk each time: a first re-apply that met its new session not connected yet ends
+            # early (ZooKeeperUnreachable) and is tried again when it connects; that is not measured.
+            assert walk.went_through, "the first re-apply did not go through (its session was connecting): run again"
+            assert rt.credentials == DigestCredentials("op", "new-password")
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+        ctx.close()
+        with admin_client(zk_hosts, auth_data=[("digest", "op:new-password"), ("digest", "op:old-password")]) as zk:
+            purge(zk, group_path)
+    code = [call for call in walk.calls if call[0] != "API server"]
+    functions = sorted(set(code))
+    modules = collections.Counter(module for module, _ in functions)
+    reads = [f for module, f in walk.calls if module == "API server" and f != "secret_data"]
+    print(f"\nwalk of a rotation: {len(functions)} functions in {len(modules)} modules, {len(code)} calls; "
+          f"the Secret read {1 + len(reads)} times (the poll's read, then {reads or 'none'})")
+    for module, count in sorted(modules.items()):
+        print(f"  {module}: {count}")
