@@ -93,7 +93,12 @@ fn conform_cfg(t: &rebalanser_model::conform::Trace, campaign: bool) -> Cfg {
     c.crashes = t.members as u8; // a killed worker's stream just ends
     c.node_deletes = 1; // the explorer's eviction, the failover
     c.cuts = campaign as u8; // the campaign's partitions
-    c.admin_deletes = campaign as u8; // its tampering
+    // the campaign's tampering (not recorded); an explorer run's recorded deletions, each where it is
+    c.admin_deletes = if campaign {
+        1
+    } else {
+        count(|e| matches!(e, Ev::AdminDelete(_)))
+    };
     c.group_deletes = campaign as u8;
     c.faults = 250;
     c
@@ -138,7 +143,10 @@ fn conform(args: Vec<String>) -> ExitCode {
             let keep = vec![r.clone()];
             let v = match parse(&text, Some(&keep)) {
                 Err(e) => Verdict::OutOfBounds(e),
-                Ok(t) => check_trace(conform_cfg(&t, campaign), &t, max),
+                Ok(mut t) => {
+                    t.deletions_recorded = !campaign;
+                    check_trace(conform_cfg(&t, campaign), &t, max)
+                }
             };
             verdicts.push((r.clone(), v));
         }

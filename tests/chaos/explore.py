@@ -59,6 +59,7 @@ from rebalanser.paths import GroupPaths, MemberNode
 from tests.chaos.checks import window_owners
 from tests.chaos.fleet import Fleet, Settings
 from tests.chaos.proxy import FAULTS, GATED, FaultProxy, RequestTap
+from tests.chaos.trace import record_outside_delete
 from tests.support.zk import ZkCluster, four_letter, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -297,8 +298,12 @@ def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], No
         run.marks["away_ns"] = time.monotonic_ns()
         lost = [r for r in _claims_of(run, member) if r != victim]
         for resource in lost:
-            with contextlib.suppress(NoNodeError):
+            sent = time.monotonic_ns()
+            try:
                 fleet.zk.delete(paths.owner(resource))
+            except NoNodeError:
+                continue
+            record_outside_delete(fleet.log_dir, resource, sent)  # the conformance trace's ``delete``
         run.notes.append(f"{member} away; its claims on {lost} deleted from outside")
         proxy.restore()
         _await(f"{member} never reconnected", lambda: len(proxy.handshakes_ns) > before, 20)

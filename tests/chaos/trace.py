@@ -21,6 +21,9 @@ step each one is matched with, in brackets):
   ``connected`` of the session after an expiry, ``session waiting`` (the join waits for an earlier
   incarnation) and an ``error`` naming a record it could not read (Bad data, not modelled) -> ``note``s
   (folded into a neighbouring step);
+- an outsider's claim deletion (``outside.jsonl``, written by the explorer: :func:`record_outside_delete`)
+  -> ``delete R`` [AdminDeleteClaim: observable in an explorer run, where every one is recorded, so the
+  model's outside deletion happens there and nowhere else];
 - anything else -> ``unmapped`` (the checker reports it: no model counterpart).
 
 A member is one worker process (``id``, and ``_pid`` when one id had several processes; a process id
@@ -44,6 +47,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+OUTSIDE = "outside"  # the stream (``outside.jsonl``) and ``id`` of the outsider's recorded actions
+OUTSIDE_DELETE = "claim-deleted"
+
+
+def record_outside_delete(run: Path, resource: str, ts: int) -> None:
+    """An outsider (the explorer) deleted the claim on ``resource``: ``ts`` is the instant the delete
+    was sent (the host's monotonic clock, as the workers' events), so every event it caused comes
+    after it. Only a deletion that took place is recorded (not one that found no node)."""
+    with open(run / f"{OUTSIDE}.jsonl", "a") as out:
+        out.write(json.dumps({"event": OUTSIDE_DELETE, "id": OUTSIDE, "ts": ts, "resource": resource}) + "\n")
 
 
 def _records(stream: Path) -> Iterator[dict[str, Any]]:
@@ -106,6 +120,10 @@ class Mapper:
 
     def lines(self, e: dict[str, Any]) -> Iterator[str]:
         """The lines of one event; a tick repeated with no other line between says nothing new."""
+        if e["event"] == OUTSIDE_DELETE and e.get("id") == OUTSIDE:
+            self.ticked.clear()
+            yield f"delete {e.get('resource')}"
+            return
         if e["event"] == "tick":
             key = (e["member"], str(e.get("resource")))
             if key in self.ticked:
