@@ -104,6 +104,13 @@ class ResourceWork:
             self._unhandled[resource] = token
         self._cx.post(ev.ClaimLost(resource, token))
 
+    def _put_back(self, tokens: dict[str, int]) -> None:
+        """Claims taken by :meth:`claims_lost` and not handled (a read failed): taken again by the next
+        one, unless a newer loss of the same resource was reported meanwhile."""
+        with self._unhandled_lock:
+            for resource, token in tokens.items():
+                self._unhandled.setdefault(resource, token)
+
     def _take_unhandled(self) -> dict[str, int]:
         """Every claim seen deleted that the loop has not taken yet (resource -> token)."""
         with self._unhandled_lock:
@@ -252,16 +259,27 @@ class ResourceWork:
         with a new token, through the normal path if the assignment still names it (and when its next
         holder, if any, releases it)."""
         book = self._cx.book()
-        lost: set[str] = set()
+        taken: dict[str, int] = {}
+        ours: set[tuple[str, int]] = set()
         while tokens := self._take_unhandled():
-            for resource, token in tokens.items():
-                if book.still_held(resource, token):
-                    with self.lock:
-                        if self._lost_claims.get(resource) == token:
-                            del self._lost_claims[resource]
-                    log.info("the deletion reported for %s was not our claim's (it is still ours)", resource)
-                elif book.forget(resource, token):
-                    lost.add(resource)
+            taken.update(tokens)
+            try:
+                ours.update((r, t) for r, t in tokens.items() if book.still_held(r, t))
+            except BaseException:
+                # Nothing is forgotten until every claim of the batch has been read: a claim forgotten
+                # but not stopped would stay owned, never claimed again. They are all handled again at
+                # the next report (the re-check after reconnecting reports each one still gone).
+                self._put_back(taken)
+                raise
+        lost: set[str] = set()
+        for resource, token in taken.items():
+            if (resource, token) in ours:
+                with self.lock:
+                    if self._lost_claims.get(resource) == token:
+                        del self._lost_claims[resource]
+                log.info("the deletion reported for %s was not our claim's (it is still ours)", resource)
+            elif book.forget(resource, token):
+                lost.add(resource)
         if not lost:
             return []
         log.error("our claims on %s were deleted by someone else: stopping work on them", sorted(lost)[:5])
