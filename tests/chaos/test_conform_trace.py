@@ -114,3 +114,24 @@ def test_an_outside_deletion_recorded_by_the_explorer_is_a_delete_line_in_its_pl
     record_outside_delete(tmp_path, "r1", 4)
     lines = list(trace_lines(events_of(tmp_path)))
     assert lines == ["algo resource", "join w1", "start w1 r1 5", "suspend w1", "delete r1", "stop w1 r1"]
+
+
+def test_a_claim_deleted_while_its_owner_was_away_stops_at_its_reconnection() -> None:
+    """At the handshake every claim stops counting until the re-check, which finds the deleted one gone:
+    its work has stopped by the owner's ``reconnected``, whatever its loop is busy with; the ``revoked``
+    that comes once the loop has run the stop callback is the callback returning. A claim not deleted
+    (r2) counts again after the re-check."""
+    events = [
+        _ev(1, "w1", "assigned", resources=["r1", "r2"], token=5),
+        _ev(2, "w1", "session", state="suspended"),
+        {"ts": 3, "member": "outside", "id": "outside", "event": "claim-deleted", "resource": "r1"},
+        _ev(4, "w0", "assigned", resources=["r1"], token=9),
+        _ev(5, "w1", "session", state="reconnected"),
+        _ev(6, "w1", "tick", resource="r2", token=5),
+        _ev(7, "w1", "revoked", resources=["r1"]),
+    ]
+    lines = list(trace_lines(events))
+    assert not [line for line in lines if line.startswith("unmapped")], lines
+    assert _steps(events) == ["start w1 r1 5", "start w1 r2 5", "suspend w1", "delete r1", "start w0 r1 9",
+                              "stop w1 r1", "resume w1"]
+    assert "note w1 revoked r1: its callback returned (stopped before)" in lines

@@ -23,7 +23,12 @@ step each one is matched with, in brackets):
   (folded into a neighbouring step);
 - an outsider's claim deletion (``outside.jsonl``, written by the explorer: :func:`record_outside_delete`)
   -> ``delete R`` [AdminDeleteClaim: observable in an explorer run, where every one is recorded, so the
-  model's outside deletion happens there and nowhere else];
+  model's outside deletion happens there and nowhere else]. A claim so deleted while its owner was away
+  (between its ``suspended`` and its reconnection) has stopped counting by the owner's next ``resume``
+  at the latest: at the handshake every claim is unverified until the re-check, which finds it gone
+  (``owns`` false) [SetWatches, or the Recheck itself]. So its ``stop`` comes right before that
+  ``resume``, and its ``revoked``, when the loop has run the stop callback, is the callback returning
+  (a ``note``), as after ``expired``;
 - anything else -> ``unmapped`` (the checker reports it: no model counterpart).
 
 A member is one worker process (``id``, and ``_pid`` when one id had several processes; a process id
@@ -102,6 +107,7 @@ class Mapper:
     ticked: set[tuple[str, str]] = field(default_factory=set)  # ticks written since the last other line
     office: str | None = None
     exits: set[int] = field(default_factory=set)  # ids of the revoked events of a graceful exit
+    lost_away: dict[str, set[str]] = field(default_factory=dict)  # claims deleted while their owner was away
 
     def plan_exits(self, events: list[dict[str, Any]]) -> None:
         """The ``revoked`` events of each member just before its ``closed`` (ticks aside): its exit."""
@@ -122,7 +128,11 @@ class Mapper:
         """The lines of one event; a tick repeated with no other line between says nothing new."""
         if e["event"] == OUTSIDE_DELETE and e.get("id") == OUTSIDE:
             self.ticked.clear()
-            yield f"delete {e.get('resource')}"
+            resource = str(e.get("resource"))
+            for m in self.suspended:
+                if resource in self.working.get(m, ()):
+                    self.lost_away.setdefault(m, set()).add(resource)
+            yield f"delete {resource}"
             return
         if e["event"] == "tick":
             key = (e["member"], str(e.get("resource")))
@@ -188,6 +198,16 @@ class Mapper:
         self.fenced.setdefault(m, set()).update(works)
         works.clear()
 
+    def _resume(self, m: str) -> Iterator[str]:
+        """The loop's re-check after a reconnection: the claims deleted while it was away no longer count
+        (their work stopped, whether or not their stop callbacks have run yet)."""
+        works = self.working[m]
+        for r in sorted(self.lost_away.pop(m, set()) & works):
+            yield f"stop {m} {r}"
+            works.discard(r)
+            self.fenced.setdefault(m, set()).add(r)
+        yield f"resume {m}"
+
     def _leave(self, m: str) -> Iterator[str]:
         if m not in self.standby:
             self.standby.add(m)  # no more steps of this member
@@ -201,7 +221,7 @@ class Mapper:
                 yield f"note {m} connected in a new session (after expired)"
             elif m in self.suspended:
                 self.suspended.discard(m)
-                yield f"resume {m}"
+                yield from self._resume(m)
             else:
                 yield f"note {m} connected (its first session)"
         elif state == "suspended" and m in self.suspended:
@@ -213,9 +233,10 @@ class Mapper:
             yield f"suspend {m}"
         elif state == "reconnected":
             self.suspended.discard(m)
-            yield f"resume {m}"
+            yield from self._resume(m)
         elif state in ("expired", "lost"):
             self.suspended.discard(m)
+            self.lost_away.pop(m, None)  # the fence stops everything
             self.after_expiry.add(m)
             yield from self._fence(m)
             yield f"expired {m}"
