@@ -93,11 +93,10 @@ fn conform_cfg(t: &rebalanser_model::conform::Trace, campaign: bool) -> Cfg {
     c.crashes = t.members as u8; // a killed worker's stream just ends
     c.node_deletes = 1; // the explorer's eviction, the failover
     c.cuts = campaign as u8; // the campaign's partitions
-    // the campaign's tampering (not recorded); an explorer run's recorded deletions, each where it is
     c.admin_deletes = if campaign {
-        1
+        1 // its tampering, not recorded
     } else {
-        count(|e| matches!(e, Ev::AdminDelete(_)))
+        count(|e| matches!(e, Ev::AdminDelete(_))) // the explorer's, recorded: each where it is
     };
     c.group_deletes = campaign as u8;
     c.faults = 250;

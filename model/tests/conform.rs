@@ -131,9 +131,7 @@ fn a_reconnection_conforms() {
 /// only there: without it, b cannot claim x while a's claim is there.
 fn deleted_while_away(delete_line: bool) -> String {
     let delete = if delete_line { "delete x\n" } else { "" };
-    format!(
-        "join b\njoin a\noffice b\nstart a x 5\ntick a x 5\nsuspend a\n{delete}start b x 9\nstop a x\nresume a\n"
-    )
+    format!("join b\njoin a\noffice b\nstart a x 5\ntick a x 5\nsuspend a\n{delete}start b x 9\nstop a x\nresume a\n")
 }
 
 fn deletion_cfg() -> Cfg {
@@ -162,7 +160,9 @@ fn no_outside_deletion_where_none_was_recorded() {
     t.deletions_recorded = true;
     match check_trace(deletion_cfg(), &t, 2_000_000) {
         Verdict::NoPath {
-            first_unmatched, exhausted, ..
+            first_unmatched,
+            exhausted,
+            ..
         } => {
             assert!(first_unmatched.contains("start b x"), "stopped at {first_unmatched}");
             assert!(exhausted, "every path within the bounds was tried");
