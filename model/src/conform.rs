@@ -8,6 +8,9 @@
 //!   office), `suspend M` (the connection dropped), `resume M` (reconnected in the same session: the
 //!   loop's re-check; the handshake before it is unobservable), `expired M` (the loop processed the
 //!   end of its session; the new session's handshake before it is unobservable);
+//! - `delete R`: an outsider deleted the claim on R (the explorer records each deletion it makes, at
+//!   the instant it sent it), matched by the model's administrator deletion of that claim; in a trace
+//!   whose outside deletions are recorded (`Trace::deletions_recorded`) that step occurs only there;
 //! - `tick M R TOKEN`: a state predicate (`owns(R)` of M at that point), checked, not a step;
 //! - `note M WHAT`: an event folded into a neighbouring step (the first `connected`, `role follower`,
 //!   a callback that returns on standby, `closed`, `stopped`); counted, not matched;
@@ -38,14 +41,17 @@ pub enum Ev {
     Suspend(u8),
     Resume(u8),
     Expired(u8),
+    /// An outsider deleted the claim on this resource.
+    AdminDelete(u8),
 }
 
 impl Ev {
-    fn member(&self) -> u8 {
+    fn member(&self) -> Option<u8> {
         match *self {
-            Ev::Start(m, _) | Ev::Stop(m, _) => m,
-            Ev::Standby(m) | Ev::Rejoin(m) | Ev::Leave(m) | Ev::Office(m) => m,
-            Ev::Suspend(m) | Ev::Resume(m) | Ev::Expired(m) => m,
+            Ev::Start(m, _) | Ev::Stop(m, _) => Some(m),
+            Ev::Standby(m) | Ev::Rejoin(m) | Ev::Leave(m) | Ev::Office(m) => Some(m),
+            Ev::Suspend(m) | Ev::Resume(m) | Ev::Expired(m) => Some(m),
+            Ev::AdminDelete(_) => None,
         }
     }
 }
@@ -73,6 +79,10 @@ pub struct Trace {
     pub unmapped: Vec<String>,
     /// `algo global`: the run used the Global Barrier.
     pub global: bool,
+    /// Every outside claim deletion of the run is a `delete` line (the explorer's runs): the model's
+    /// administrator deletion is then an observable step, taken only where the trace has one. Otherwise
+    /// (the campaign, whose tampering is not recorded) it is unobservable, within the budget.
+    pub deletions_recorded: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -126,7 +136,7 @@ pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
         if w.len() < 2 && w[0] != "algo" {
             return Err(format!("line {}: cannot read {:?}", no + 1, raw));
         }
-        if w[0] == "algo" {
+        if w[0] == "algo" || w[0] == "delete" {
             continue;
         }
         if !all_members.iter().any(|x| x == w[1]) {
@@ -159,6 +169,16 @@ pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
             t.global = w.get(1) == Some(&"global");
             continue;
         }
+        if w[0] == "delete" {
+            if keep.is_some_and(|k| !k.iter().any(|x| x == w[1])) {
+                t.dropped += 1;
+                continue;
+            }
+            let r = resource_index(&mut resources, w[1])?;
+            t.items.push(Item::Step(Ev::AdminDelete(r)));
+            t.lines.push(format!("line {}: {}", no + 1, raw.trim()));
+            continue;
+        }
         let Some(m) = members.iter().position(|x| x == w[1]) else {
             t.dropped += 1;
             continue;
@@ -179,17 +199,7 @@ pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
                     t.dropped += 1;
                     continue;
                 }
-                let r = match resources.iter().position(|x| x == w[2]) {
-                    Some(i) => i,
-                    None => {
-                        resources.push(w[2].to_string());
-                        resources.len() - 1
-                    }
-                };
-                if r >= MAX_R {
-                    return Err(format!("more than {MAX_R} resources"));
-                }
-                let r = r as u8;
+                let r = resource_index(&mut resources, w[2])?;
                 match w[0] {
                     "start" => Item::Step(Ev::Start(m, r)),
                     "stop" => Item::Step(Ev::Stop(m, r)),
@@ -220,8 +230,24 @@ pub fn parse(text: &str, keep: Option<&[String]>) -> Result<Trace, String> {
     Ok(t)
 }
 
-/// The labels of one model step (sorted); a dying process's stops are silent.
-fn observe(a: &Act, s: &St, n: &St) -> Vec<Ev> {
+/// The index of resource `name` (added in order of first appearance).
+fn resource_index(resources: &mut Vec<String>, name: &str) -> Result<u8, String> {
+    let r = match resources.iter().position(|x| x == name) {
+        Some(i) => i,
+        None => {
+            resources.push(name.to_string());
+            resources.len() - 1
+        }
+    };
+    if r >= MAX_R {
+        return Err(format!("more than {MAX_R} resources"));
+    }
+    Ok(r as u8)
+}
+
+/// The labels of one model step (sorted); a dying process's stops are silent. An administrator's
+/// claim deletion is labelled when the trace records outside deletions (`deletions`).
+fn observe(a: &Act, s: &St, n: &St, deletions: bool) -> Vec<Ev> {
     let mut out = vec![];
     for m in 0..MAX_M {
         let (b, c) = (s.mem[m].working, n.mem[m].working);
@@ -247,6 +273,7 @@ fn observe(a: &Act, s: &St, n: &St) -> Vec<Ev> {
         Act::Recheck(m) => out.push(Ev::Resume(m)),
         // the loop's processing of the lost session stops all work: the `expired` event
         Act::SessionEnded(m) => out.push(Ev::Expired(m)),
+        Act::AdminDeleteClaim(r) if deletions => out.push(Ev::AdminDelete(r)),
         _ => {}
     }
     out.sort();
@@ -397,9 +424,11 @@ fn search(p: &Proto, t: &Trace, max_states: usize, eager: bool) -> Verdict {
     for (k, item) in t.items.iter().enumerate() {
         let m = match item {
             Item::Step(e) => e.member(),
-            Item::Works(m, _) => *m,
+            Item::Works(m, _) => Some(*m),
         };
-        last[m as usize] = k + 1;
+        if let Some(m) = m {
+            last[m as usize] = k + 1;
+        }
     }
     let mut best = 0;
     let mut acts = vec![];
@@ -438,7 +467,7 @@ fn search(p: &Proto, t: &Trace, max_states: usize, eager: bool) -> Verdict {
             if !p.within_boundary(&n) {
                 continue;
             }
-            let obs = observe(a, &s, &n);
+            let obs = observe(a, &s, &n, t.deletions_recorded);
             let j = i + obs.len();
             if j > n_items {
                 continue;

@@ -93,7 +93,11 @@ fn conform_cfg(t: &rebalanser_model::conform::Trace, campaign: bool) -> Cfg {
     c.crashes = t.members as u8; // a killed worker's stream just ends
     c.node_deletes = 1; // the explorer's eviction, the failover
     c.cuts = campaign as u8; // the campaign's partitions
-    c.admin_deletes = campaign as u8; // its tampering
+    c.admin_deletes = if campaign {
+        1 // its tampering, not recorded
+    } else {
+        count(|e| matches!(e, Ev::AdminDelete(_))) // the explorer's, recorded: each where it is
+    };
     c.group_deletes = campaign as u8;
     c.faults = 250;
     c
@@ -138,7 +142,10 @@ fn conform(args: Vec<String>) -> ExitCode {
             let keep = vec![r.clone()];
             let v = match parse(&text, Some(&keep)) {
                 Err(e) => Verdict::OutOfBounds(e),
-                Ok(t) => check_trace(conform_cfg(&t, campaign), &t, max),
+                Ok(mut t) => {
+                    t.deletions_recorded = !campaign;
+                    check_trace(conform_cfg(&t, campaign), &t, max)
+                }
             };
             verdicts.push((r.clone(), v));
         }

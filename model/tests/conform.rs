@@ -124,3 +124,55 @@ fn a_reconnection_conforms() {
         v => panic!("a reconnection should conform, got {v:?}"),
     }
 }
+
+/// An outsider deletes a's claim while a is away (the explorer's reconnect scenarios): b, given x by
+/// any plan, claims and starts it; a finds its claim gone at the reconnection (its stop). With the
+/// run's outside deletions recorded, the model's administrator deletion is the `delete` line, and
+/// only there: without it, b cannot claim x while a's claim is there.
+fn deleted_while_away(delete_line: bool) -> String {
+    let delete = if delete_line { "delete x\n" } else { "" };
+    format!("join b\njoin a\noffice b\nstart a x 5\ntick a x 5\nsuspend a\n{delete}start b x 9\nstop a x\nresume a\n")
+}
+
+fn deletion_cfg() -> Cfg {
+    let mut c = cfg();
+    c.any_plan = true;
+    c.disconnects = 1;
+    c.admin_deletes = 1;
+    c.faults = 2;
+    c.max_zxid = 20;
+    c
+}
+
+#[test]
+fn a_recorded_outside_deletion_conforms_where_it_is() {
+    let mut t = parse(&deleted_while_away(true), None).unwrap();
+    t.deletions_recorded = true;
+    match check_trace(deletion_cfg(), &t, 2_000_000) {
+        Verdict::Conforms { .. } => {}
+        v => panic!("a recorded deletion should conform, got {v:?}"),
+    }
+}
+
+#[test]
+fn no_outside_deletion_where_none_was_recorded() {
+    let mut t = parse(&deleted_while_away(false), None).unwrap();
+    t.deletions_recorded = true;
+    match check_trace(deletion_cfg(), &t, 2_000_000) {
+        Verdict::NoPath {
+            first_unmatched,
+            exhausted,
+            ..
+        } => {
+            assert!(first_unmatched.contains("start b x"), "stopped at {first_unmatched}");
+            assert!(exhausted, "every path within the bounds was tried");
+        }
+        v => panic!("without a recorded deletion b cannot claim x: {v:?}"),
+    }
+    // the campaign's tampering, not recorded: the deletion is an unobservable step
+    t.deletions_recorded = false;
+    match check_trace(deletion_cfg(), &t, 2_000_000) {
+        Verdict::Conforms { .. } => {}
+        v => panic!("an unrecorded deletion should be allowed when deletions are not recorded: {v:?}"),
+    }
+}

@@ -59,6 +59,7 @@ from rebalanser.paths import GroupPaths, MemberNode
 from tests.chaos.checks import window_owners
 from tests.chaos.fleet import Fleet, Settings
 from tests.chaos.proxy import FAULTS, GATED, FaultProxy, RequestTap
+from tests.chaos.trace import record_outside_delete
 from tests.support.zk import ZkCluster, four_letter, make_cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -295,15 +296,43 @@ def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], No
         proxy.blackhole()
         proxy.cut()
         run.marks["away_ns"] = time.monotonic_ns()
+        if not _reported_away(run, member, patience=5.0):
+            run.notes.append(f"{member} had not reported its connection lost when its claims were deleted")
         lost = [r for r in _claims_of(run, member) if r != victim]
         for resource in lost:
-            with contextlib.suppress(NoNodeError):
+            sent = time.monotonic_ns()
+            try:
                 fleet.zk.delete(paths.owner(resource))
+            except NoNodeError:
+                continue
+            record_outside_delete(fleet.log_dir, resource, sent)  # the conformance trace's ``delete``
         run.notes.append(f"{member} away; its claims on {lost} deleted from outside")
         proxy.restore()
         _await(f"{member} never reconnected", lambda: len(proxy.handshakes_ns) > before, 20)
         run.marks["reconnected_ns"] = proxy.handshakes_ns[before]
     return trigger
+
+
+AWAY = frozenset({"suspended", "expired", "lost"})
+
+
+def _reported_away(run: Run, member: str, patience: float) -> bool:
+    """Waits (at most ``patience``) until ``member``'s latest session event says it is away. Its link is
+    cut already; the wait only orders what is recorded as it happened: the outside deletions that follow
+    come after its ``suspended`` (the library reports it when kazoo sees the connection drop, a few ms
+    after the cut), as the model's disconnection comes before them (docs/protocol.md, "Conformance")."""
+    pid = run.fleet.workers[member].pid
+
+    def away() -> bool:
+        states = [e.get("state") for e in run.fleet.ledger.events_of({"session"}) if e.get("_pid") == pid]
+        return bool(states) and states[-1] in AWAY
+
+    deadline = time.monotonic() + patience
+    while not away():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def _busy_at_reconnection(member: str, busy: str) -> Callable[[Run], str]:

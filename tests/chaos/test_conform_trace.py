@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.trace import JUST_BEFORE_NS, events_of, step_lines, trace_lines
+from tests.chaos.trace import JUST_BEFORE_NS, events_of, record_outside_delete, step_lines, trace_lines
 
 
 def _ev(ts: int, member: str, event: str, **fields: Any) -> dict[str, Any]:
@@ -99,3 +99,39 @@ def test_a_coordinator_killed_as_the_step_begins_is_in_its_preamble() -> None:
     assert set(preamble[1:3]) == {"join w0", "join w1"}, lines
     assert set(preamble[4:6]) == {"start w0 r0 0", "start w1 r1 0"}, lines
     assert not [line for line in lines if "w2" in line], lines
+
+
+def test_an_outside_deletion_recorded_by_the_explorer_is_a_delete_line_in_its_place(tmp_path: Path) -> None:
+    """The explorer records each claim it deletes (``outside.jsonl``, stamped when the delete was sent):
+    the trace has a ``delete`` line there, between the owner's events, and no member of its own."""
+    with open(tmp_path / "w1.jsonl", "w") as out:
+        for record in [
+            {"ts": 1, "id": "w1", "_pid": 7, "event": "assigned", "resources": ["r1"], "token": 5},
+            {"ts": 3, "id": "w1", "_pid": 7, "event": "session", "state": "suspended"},
+            {"ts": 6, "id": "w1", "_pid": 7, "event": "revoked", "resources": ["r1"]},
+        ]:
+            out.write(json.dumps(record) + "\n")
+    record_outside_delete(tmp_path, "r1", 4)
+    lines = list(trace_lines(events_of(tmp_path)))
+    assert lines == ["algo resource", "join w1", "start w1 r1 5", "suspend w1", "delete r1", "stop w1 r1"]
+
+
+def test_a_claim_deleted_while_its_owner_was_away_stops_at_its_reconnection() -> None:
+    """At the handshake every claim stops counting until the re-check, which finds the deleted one gone:
+    its work has stopped by the owner's ``reconnected``, whatever its loop is busy with; the ``revoked``
+    that comes once the loop has run the stop callback is the callback returning. A claim not deleted
+    (r2) counts again after the re-check."""
+    events = [
+        _ev(1, "w1", "assigned", resources=["r1", "r2"], token=5),
+        _ev(2, "w1", "session", state="suspended"),
+        {"ts": 3, "member": "outside", "id": "outside", "event": "claim-deleted", "resource": "r1"},
+        _ev(4, "w0", "assigned", resources=["r1"], token=9),
+        _ev(5, "w1", "session", state="reconnected"),
+        _ev(6, "w1", "tick", resource="r2", token=5),
+        _ev(7, "w1", "revoked", resources=["r1"]),
+    ]
+    lines = list(trace_lines(events))
+    assert not [line for line in lines if line.startswith("unmapped")], lines
+    assert _steps(events) == ["start w1 r1 5", "start w1 r2 5", "suspend w1", "delete r1", "start w0 r1 9",
+                              "stop w1 r1", "resume w1"]
+    assert "note w1 revoked r1: its callback returned (stopped before)" in lines

@@ -21,6 +21,14 @@ step each one is matched with, in brackets):
   ``connected`` of the session after an expiry, ``session waiting`` (the join waits for an earlier
   incarnation) and an ``error`` naming a record it could not read (Bad data, not modelled) -> ``note``s
   (folded into a neighbouring step);
+- an outsider's claim deletion (``outside.jsonl``, written by the explorer: :func:`record_outside_delete`)
+  -> ``delete R`` [AdminDeleteClaim: observable in an explorer run, where every one is recorded, so the
+  model's outside deletion happens there and nowhere else]. A claim so deleted while its owner was away
+  (between its ``suspended`` and its reconnection) has stopped counting by the owner's next ``resume``
+  at the latest: at the handshake every claim is unverified until the re-check, which finds it gone
+  (``owns`` false) [SetWatches, or the Recheck itself]. So its ``stop`` comes right before that
+  ``resume``, and its ``revoked``, when the loop has run the stop callback, is the callback returning
+  (a ``note``), as after ``expired``;
 - anything else -> ``unmapped`` (the checker reports it: no model counterpart).
 
 A member is one worker process (``id``, and ``_pid`` when one id had several processes; a process id
@@ -44,6 +52,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+OUTSIDE = "outside"  # the stream (``outside.jsonl``) and ``id`` of the outsider's recorded actions
+OUTSIDE_DELETE = "claim-deleted"
+
+
+def record_outside_delete(run: Path, resource: str, ts: int) -> None:
+    """An outsider (the explorer) deleted the claim on ``resource``: ``ts`` is the instant the delete
+    was sent (the host's monotonic clock, as the workers' events), so every event it caused comes
+    after it. Only a deletion that took place is recorded (not one that found no node)."""
+    with open(run / f"{OUTSIDE}.jsonl", "a") as out:
+        out.write(json.dumps({"event": OUTSIDE_DELETE, "id": OUTSIDE, "ts": ts, "resource": resource}) + "\n")
 
 
 def _records(stream: Path) -> Iterator[dict[str, Any]]:
@@ -88,6 +107,7 @@ class Mapper:
     ticked: set[tuple[str, str]] = field(default_factory=set)  # ticks written since the last other line
     office: str | None = None
     exits: set[int] = field(default_factory=set)  # ids of the revoked events of a graceful exit
+    lost_away: dict[str, set[str]] = field(default_factory=dict)  # claims deleted while their owner was away
 
     def plan_exits(self, events: list[dict[str, Any]]) -> None:
         """The ``revoked`` events of each member just before its ``closed`` (ticks aside): its exit."""
@@ -106,6 +126,14 @@ class Mapper:
 
     def lines(self, e: dict[str, Any]) -> Iterator[str]:
         """The lines of one event; a tick repeated with no other line between says nothing new."""
+        if e["event"] == OUTSIDE_DELETE and e.get("id") == OUTSIDE:
+            self.ticked.clear()
+            resource = str(e.get("resource"))
+            for m in self.suspended:
+                if resource in self.working.get(m, ()):
+                    self.lost_away.setdefault(m, set()).add(resource)
+            yield f"delete {resource}"
+            return
         if e["event"] == "tick":
             key = (e["member"], str(e.get("resource")))
             if key in self.ticked:
@@ -170,6 +198,16 @@ class Mapper:
         self.fenced.setdefault(m, set()).update(works)
         works.clear()
 
+    def _resume(self, m: str) -> Iterator[str]:
+        """The loop's re-check after a reconnection: the claims deleted while it was away no longer count
+        (their work stopped, whether or not their stop callbacks have run yet)."""
+        works = self.working[m]
+        for r in sorted(self.lost_away.pop(m, set()) & works):
+            yield f"stop {m} {r}"
+            works.discard(r)
+            self.fenced.setdefault(m, set()).add(r)
+        yield f"resume {m}"
+
     def _leave(self, m: str) -> Iterator[str]:
         if m not in self.standby:
             self.standby.add(m)  # no more steps of this member
@@ -183,7 +221,7 @@ class Mapper:
                 yield f"note {m} connected in a new session (after expired)"
             elif m in self.suspended:
                 self.suspended.discard(m)
-                yield f"resume {m}"
+                yield from self._resume(m)
             else:
                 yield f"note {m} connected (its first session)"
         elif state == "suspended" and m in self.suspended:
@@ -195,9 +233,10 @@ class Mapper:
             yield f"suspend {m}"
         elif state == "reconnected":
             self.suspended.discard(m)
-            yield f"resume {m}"
+            yield from self._resume(m)
         elif state in ("expired", "lost"):
             self.suspended.discard(m)
+            self.lost_away.pop(m, None)  # the fence stops everything
             self.after_expiry.add(m)
             yield from self._fence(m)
             yield f"expired {m}"

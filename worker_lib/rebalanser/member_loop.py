@@ -328,8 +328,8 @@ class MemberLoop:
                 self._queue(self._follower.read_barrier())
             case ev.ClaimReleased(resource):
                 self._queue(self._work.retry_claim(self._inbox.releases(resource)))
-            case ev.ClaimLost(resource, token):
-                self._queue(self._work.claims_lost({resource: token}))
+            case ev.ClaimLost():
+                self._queue(self._work.claims_lost())  # every loss noted so far: one stop for all
             case ev.LeaseExpired():
                 self._queue(self._work.lease_expired())
             case ev.Deposed(seq, reason):

@@ -77,6 +77,9 @@ class ResourceWork:
         self.table = rs.EMPTY  # replaced whole by each transition (read by owns() on any thread)
         self._deleted_node = ""  # our member znode, seen deleted by its watch (before the loop reacts)
         self._lost_claims: dict[str, int] = {}  # resource -> token of our claim seen deleted (ditto)
+        # Those of them the loop has not taken yet (:meth:`claims_lost` takes them all at once).
+        self._unhandled: dict[str, int] = {}
+        self._unhandled_lock = threading.Lock()
         self._claim_failures = 0  # claim rounds in a row that failed with an unexpected error (back-off)
 
     # -- what owns() reads (any thread) ---------------------------------------------------------
@@ -97,7 +100,22 @@ class ResourceWork:
     def claim_deleted(self, resource: str, token: int) -> None:
         """kazoo's thread (a claim's watch): owns() is False from now on, before the loop reacts."""
         self._lost_claims[resource] = token
+        with self._unhandled_lock:
+            self._unhandled[resource] = token
         self._cx.post(ev.ClaimLost(resource, token))
+
+    def _put_back(self, tokens: dict[str, int]) -> None:
+        """Claims taken by :meth:`claims_lost` and not handled (a read failed): taken again by the next
+        one, unless a newer loss of the same resource was reported meanwhile."""
+        with self._unhandled_lock:
+            for resource, token in tokens.items():
+                self._unhandled.setdefault(resource, token)
+
+    def _take_unhandled(self) -> dict[str, int]:
+        """Every claim seen deleted that the loop has not taken yet (resource -> token)."""
+        with self._unhandled_lock:
+            taken, self._unhandled = self._unhandled, {}
+        return taken
 
     # -- transitions ----------------------------------------------------------------------------
 
@@ -230,16 +248,32 @@ class ResourceWork:
 
     # -- claims lost, the lease, failed rounds ------------------------------------------------------
 
-    def claims_lost(self, tokens: dict[str, int]) -> list[Effect]:
-        """Someone else deleted these claims of ours (their watches fired). Each is read first: a watch
-        can fire for the release of another session's claim at the same path (see
-        :meth:`ClaimBook.still_held`); a claim still ours, of the same token, is valid again. Work on
-        the others stops at once; each is claimed again, with a new token, through the normal path if
-        the assignment still names it (and when its next holder, if any, releases it)."""
+    def claims_lost(self) -> list[Effect]:
+        """Someone else deleted claims of ours (their watches fired, or the re-check found them gone):
+        every such claim not handled yet, in one batch. Each is read first: a watch can fire for the
+        release of another session's claim at the same path (see :meth:`ClaimBook.still_held`); a
+        claim still ours, of the same token, is valid again. Work on the others stops at once, with
+        one stop callback for all of them: claims lost together (the deletions met by one re-check
+        after a reconnection, or queued while the loop was busy) cost one callback's time, not one
+        each in turn; losses reported while the reads ran join the batch. Each is then claimed again,
+        with a new token, through the normal path if the assignment still names it (and when its next
+        holder, if any, releases it)."""
         book = self._cx.book()
+        taken: dict[str, int] = {}
+        ours: set[tuple[str, int]] = set()
+        while tokens := self._take_unhandled():
+            taken.update(tokens)
+            try:
+                ours.update((r, t) for r, t in tokens.items() if book.still_held(r, t))
+            except BaseException:
+                # Nothing is forgotten until every claim of the batch has been read: a claim forgotten
+                # but not stopped would stay owned, never claimed again. They are all handled again at
+                # the next report (the re-check after reconnecting reports each one still gone).
+                self._put_back(taken)
+                raise
         lost: set[str] = set()
-        for resource, token in tokens.items():
-            if book.still_held(resource, token):
+        for resource, token in taken.items():
+            if (resource, token) in ours:
                 with self.lock:
                     if self._lost_claims.get(resource) == token:
                         del self._lost_claims[resource]
