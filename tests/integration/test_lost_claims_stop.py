@@ -16,7 +16,6 @@ connection's handshake reply."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,15 +66,6 @@ class Scene:
         stops = sorted({e["ts"] for e in self.events if e["event"] == "revoked" and e["ts"] > self.reconnected})
         return (f"{K} lost claims, S = {S} s: all worked on again {self.seconds:.3f} s after w could react; "
                 f"stop callbacks returned at {[round((t - self.free) / 1e9, 3) for t in stops]} s")
-
-
-@pytest.fixture
-def proxy(zk_hosts: str) -> Iterator[FaultProxy]:
-    p = FaultProxy(zk_hosts.split(","))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def ticks(worker: Worker, resource: str) -> list[Event]:
