@@ -302,7 +302,8 @@ def run_rebalanser(args: argparse.Namespace, ids: list[str], stop: threading.Eve
         start(index, client)
         if probe is not None:
             with probe.lock:
-                probe.members[id(client.zk)] = member
+                # Client.zk since the member loop's split; an older library (bench.compare) had _zk
+                probe.members[id(getattr(client, "zk", None) or getattr(client, "_zk", None))] = member
 
     start_all([lambda i=i, c=c, m=m: start_mapped(i, c, m) for i, (c, m) in enumerate(zip(clients, ids, strict=True))])
     return [threading.Thread(target=c.stop, name="bench-stop", daemon=True) for c in clients]
