@@ -1,4 +1,4 @@
-"""The claim book's requests: the re-take of claims a member already holds sends no request for a
+"""The claim book's requests: the re-take and the release of claims a member holds send no read for a
 claim verified on the current connection (its watch armed on it and not fired), and a read for any
 other claim; a claim round's batches are in flight together.
 
@@ -112,6 +112,49 @@ def test_a_claim_whose_deletion_was_reported_is_read_not_re_taken(
     assert again[gone] > first[gone], "the deleted claim was re-taken with its old token"
     assert claim_of(zk, paths, gone) == (member.zk.client_id[0], again[gone])
     assert {r: t for r, t in again.items() if r != gone} == {r: t for r, t in first.items() if r != gone}
+
+
+def test_a_release_of_claims_verified_on_the_current_connection_sends_only_its_deletes(
+    member: Member, zk: KazooClient, group_path: str
+) -> None:
+    """Before: one ``getEphemerals`` listing every claim of the session, then the deletes (a loser's
+    release at N = 50 waited for that round trip before its multi)."""
+    paths = GroupPaths.of(group_path)
+    resources = names(CLAIMS)
+    assert len(member.book.claim(resources).claimed) == CLAIMS
+    tap = member.tapped()
+    member.book.release(resources)
+    assert tap.seen == ["multi"] * 3, f"a release of {CLAIMS} verified claims sent: {tap.seen}"
+    assert [claim_of(zk, paths, r) for r in resources] == [None] * CLAIMS
+    assert not member.book.held and not member.book.uncertain
+
+
+def test_a_claim_whose_deletion_was_reported_is_read_before_its_release(
+    member: Member, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """Someone else deleted our claim and another session claimed the resource: the deletion was
+    reported (the watch fired), so the release reads what is there and leaves the other's claim; the
+    claims still verified are deleted without a read."""
+    paths = GroupPaths.of(group_path)
+    resources = names(CLAIMS)
+    member.book.claim(resources)
+    gone = resources[BATCH + 3]
+    zk.delete(paths.owner(gone))
+    assert member.reported.wait(WAIT), "the deletion of a held claim was not reported"
+    other = KazooClient(hosts=zk_hosts, timeout=15)
+    other.start(timeout=15)
+    try:
+        other.create(paths.owner(gone), b"", ephemeral=True)
+        tap = member.tapped()
+        member.book.release(resources)
+        assert tap.seen == ["getEphemerals", "multi", "multi", "multi"], f"the release sent: {tap.seen}"
+        held = claim_of(zk, paths, gone)
+        assert held is not None and held[0] == other.client_id[0], "another session's claim was deleted"
+    finally:
+        other.stop()
+        other.close()
+    assert [claim_of(zk, paths, r) for r in resources if r != gone] == [None] * (CLAIMS - 1)
+    assert not member.book.held and not member.book.uncertain
 
 
 @pytest.mark.parametrize("recheck", [False, True], ids=["loop-only", "with-recheck"])

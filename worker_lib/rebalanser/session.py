@@ -23,6 +23,7 @@ from rebalanser.errors import InvalidInputError
 from rebalanser.kazoo_private import requested_timeout, use_connection_class
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
 from rebalanser.options import Options
+from rebalanser.pollselect import PollingHandler
 from rebalanser.zk import session_id
 
 __all__ = [
@@ -116,6 +117,7 @@ def make_client(options: Options) -> KazooClient:
         **(options.tls.kazoo_arguments() if options.tls is not None else {}),
         hosts=options.hosts,
         timeout=options.session_timeout,
+        handler=PollingHandler(),
         auth_data=auth,
         default_acl=acl,
         connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
