@@ -57,6 +57,20 @@ def test_a_revoked_claim_is_no_longer_verified_until_read_again() -> None:
     assert verified.valid("r", 7)
 
 
+def test_an_answer_that_comes_after_the_claims_deletion_was_reported_does_not_verify_it() -> None:
+    """The re-check's ``setWatches`` (or a read) is answered after the deleted claim's watch fired and was
+    handled: marking the whole request's claims must not verify the deleted one again."""
+    connections = Connections()
+    connections.latest = 1
+    verified = Verified(connections)
+    verified.gone("r", 7)  # its watch fired while the request was out
+    verified.mark({"r": 7, "s": 7}, 1)  # the request's answer: every claim it covered
+    assert not verified.valid("r", 7) and verified.valid("s", 7)
+    assert verified.unverified({"r": 7, "s": 7}) == {"r": 7}
+    verified.mark({"r": 9}, 1)  # claimed again: a new node, a new token
+    assert verified.valid("r", 9)
+
+
 def test_the_claims_verified_on_the_current_connection_are_picked_out() -> None:
     connections = Connections()
     verified = Verified(connections)

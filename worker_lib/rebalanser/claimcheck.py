@@ -62,6 +62,9 @@ class Verified:
         self._lock = threading.Lock()
         # (connection, resource -> token verified on it), replaced as a whole for a newer connection
         self._on: tuple[int, dict[str, int]] = (0, {})
+        # resource -> the last token its watch reported gone: a claim node never comes back, so an
+        # answer that arrives after its deletion was reported never verifies it again
+        self._gone: dict[str, int] = {}
         self._stale: Callable[[], None] = lambda: None
 
     def connection(self) -> int:
@@ -86,6 +89,9 @@ class Verified:
                 self._on = (seen, on)
             if connection == seen:
                 on.update(claims)
+                for resource in self._gone.keys() & claims.keys():
+                    if self._gone[resource] == claims[resource]:
+                        del on[resource]  # its deletion was reported while the request was out
         if connection != self._connection():
             self._stale()
 
@@ -96,6 +102,14 @@ class Verified:
             on = self._on[1]
             for resource in resources:
                 on.pop(resource, None)
+
+    def gone(self, resource: str, token: int) -> None:
+        """The claim on ``resource`` of ``token`` was deleted or replaced (its watch fired): no longer
+        verified, and never verified again by an answer that comes later (a request sent before the
+        deletion, answered after its notification was handled)."""
+        with self._lock:
+            self._on[1].pop(resource, None)
+            self._gone[resource] = token
 
     def valid(self, resource: str, token: int) -> bool:
         """Whether the claim on ``resource`` of ``token`` is verified on the current connection."""

@@ -422,7 +422,7 @@ class ClaimBook:
         if token is None:
             self._released([resource])
         elif event.type in (EventType.DELETED, EventType.CHANGED):
-            self.verified.revoke([resource])  # first: a re-take reads it from now on (:meth:`_known`)
+            self.verified.gone(resource, token)  # first: a re-take reads it from now on (:meth:`_known`)
             if self.on_lost is not None:
                 self.on_lost(resource, token)
 
