@@ -273,9 +273,9 @@ def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], No
     than its share once ``newcomer`` has joined; ``start``: its last resource is deleted and a new one
     added that sorts right after its first, which the plan gives it and keeps with it), and ``newcomer``
     joins, so that the plan moves one of ``member``'s resources to it while its loop cannot act (with
-    ``start``, one it works on, not the one it is starting). Then its connection is reset and its link held silent,
-    every claim it holds (but the one its stop callback is for) is deleted from outside while it is
-    away, and its link comes back: it reconnects in the same session with its loop still busy. A
+    ``start``, one it works on, not the one it is starting). Then its connection is reset and its link
+    held silent, every claim it holds (but the one its stop callback is for) is deleted from outside
+    while it is away, and its link comes back: it reconnects in the same session with its loop still busy. A
     resource the plan gave ``newcomer`` is claimed by it at once; ``member`` must stop working on every
     lost claim from its reconnection on."""
     def trigger(run: Run) -> None:
