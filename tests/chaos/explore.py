@@ -82,6 +82,8 @@ class Run:
     notes: list[str] = field(default_factory=list)
     failover_proxy: FaultProxy | None = None
     marks: dict[str, int] = field(default_factory=dict)  # instants (monotonic ns) the trigger noted
+    # claims the trigger deleted from outside: (resource, token (the claim's czxid), instant the delete was sent)
+    deleted: list[tuple[str, int, int]] = field(default_factory=list)
 
     def proxy(self, actor: str) -> FaultProxy:
         if actor == "failover":
@@ -268,11 +270,12 @@ def _await(what: str, done: Callable[[], bool], patience: float) -> None:
 def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], None]:
     """Issue 28's first window. ``member``'s loop is made busy in a callback that takes ``slow_delay`` (2.5 s)
     (``stop``: one of its resources is deleted, and two of the other member's, so that it holds more
-    than its share once ``newcomer`` has joined; ``start``: one of its resources is deleted and a new one
-    added, which the plan gives it), and ``newcomer`` joins, so that the plan moves one of ``member``'s
-    resources to it while its loop cannot act. Then its connection is reset and its link held silent,
-    every claim it holds (but the one its stop callback is for) is deleted from outside while it is
-    away, and its link comes back: it reconnects in the same session with its loop still busy. A
+    than its share once ``newcomer`` has joined; ``start``: its last resource is deleted and a new one
+    added that sorts right after its first, which the plan gives it and keeps with it), and ``newcomer``
+    joins, so that the plan moves one of ``member``'s resources to it while its loop cannot act (with
+    ``start``, one it works on, not the one it is starting). Then its connection is reset and its link
+    held silent, every claim it holds (but the one its stop callback is for) is deleted from outside
+    while it is away, and its link comes back: it reconnects in the same session with its loop still busy. A
     resource the plan gave ``newcomer`` is claimed by it at once; ``member`` must stop working on every
     lost claim from its reconnection on."""
     def trigger(run: Run) -> None:
@@ -285,10 +288,12 @@ def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], No
             victim = mine[0]
             for name in [victim, *others[:2]]:
                 fleet.delete_resource(name)
-        else:  # 3 + 3 -> 3 + 2, and the new one goes to ``member``: its start callback
+        else:  # 3 + 3 -> 3 + 2 + a new one for ``member`` (its start callback), named to sort right after
+            # its first: the plan that gives ``newcomer`` its share trims ``member``'s last names, so it keeps
+            # the resource it is starting and hands over one it works on (whose claim is deleted below)
             victim = ""
-            fleet.delete_resource(mine[0])
-            fleet.add_resource(fleet.pool[fleet.settings.resources])
+            fleet.delete_resource(mine[-1])
+            fleet.add_resource(f"{mine[0]}a")
         fleet.spawn(newcomer, "normal")
         _await(f"{newcomer} never joined", lambda: _member_node(fleet.zk, fleet.group, newcomer) is not None, 30)
         proxy = fleet.proxies[member]
@@ -296,16 +301,21 @@ def _reconnect_busy(member: str, newcomer: str, busy: str) -> Callable[[Run], No
         proxy.blackhole()
         proxy.cut()
         run.marks["away_ns"] = time.monotonic_ns()
-        if not _reported_away(run, member, patience=5.0):
+        # T/4 at most: a library that reports its ``suspended`` only from its busy loop (the code before
+        # 239a50b) would otherwise stay silent past T, and the point would test an expiry, not a reconnection
+        if not _reported_away(run, member, patience=fleet.settings.session_timeout / 4):
             run.notes.append(f"{member} had not reported its connection lost when its claims were deleted")
         lost = [r for r in _claims_of(run, member) if r != victim]
         for resource in lost:
+            stat = fleet.zk.exists(paths.owner(resource))
             sent = time.monotonic_ns()
             try:
                 fleet.zk.delete(paths.owner(resource))
             except NoNodeError:
                 continue
             record_outside_delete(fleet.log_dir, resource, sent)  # the conformance trace's ``delete``
+            if stat is not None:
+                run.deleted.append((resource, int(stat.czxid), sent))
         run.notes.append(f"{member} away; its claims on {lost} deleted from outside")
         proxy.restore()
         _await(f"{member} never reconnected", lambda: len(proxy.handshakes_ns) > before, 20)
@@ -704,6 +714,7 @@ def check(run: Run, scenario: Scenario, trigger_ns: int) -> list[list[str]]:
     found += [["overlap", p] for p in fleet.ledger.overlaps()]
     found += [["token", p] for p in fleet.ledger.token_regressions()]
     found += _unsteady(run, scenario, trigger_ns)
+    found += unverified_starts(run.fleet.ledger.events_of({"assigned"}), run.deleted)
     grace = settings.session_timeout + settings.interval  # T + interval
     found += _settled(lambda: _zk_problems(fleet), grace + settings.slack)
     if fleet.coordinator() is None or fleet.coordinator() not in fleet.running():
@@ -722,6 +733,19 @@ def _unsteady(run: Run, scenario: Scenario, since_ns: int) -> list[list[str]]:
             if event.get("_pid") == worker.pid and event["ts"] >= since_ns:
                 found.append(["lost", f"{member} stopped {event.get('resources')} after the trigger: a live member "
                                       "lost what nobody had a reason to take from it"])
+    return found
+
+
+def unverified_starts(assigned: list[dict[str, Any]], deleted: list[tuple[str, int, int]]) -> list[list[str]]:
+    """A start callback called with the token of a claim deleted (from outside) before the call: the member
+    started work under a claim it cannot have verified since (the rule ``start_verified``). ``assigned``: the
+    workers' ``assigned`` events (stamped when the library called ``on_assigned``)."""
+    found = []
+    for resource, token, sent in deleted:
+        for event in assigned:
+            if event.get("token") == token and resource in event.get("resources", ()) and event["ts"] > sent:
+                found.append(["unverified", f"{event.get('id')} started {resource} with token {token}, "
+                                            f"{(event['ts'] - sent) / 1e9:.2f} s after that claim was deleted"])
     return found
 
 

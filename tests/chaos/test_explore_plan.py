@@ -25,6 +25,7 @@ from tests.chaos.explore import (
     recorded,
     schedule,
     spread,
+    unverified_starts,
 )
 from tests.chaos.proxy import BACKGROUND_OPS, CONNECT, FAULTS, GATED, RequestTap
 from tests.support.zk import ZkCluster
@@ -47,6 +48,15 @@ def test_the_reconnection_seams_count_the_recheck_and_give_the_callback_its_time
         scenario = SCENARIOS[name]
         assert 101 in scenario.also and scenario.callback_grace
         assert scenario.points(2) == [(i, f) for i in range(2) for f in FAULTS]
+
+
+def test_a_start_under_a_claim_deleted_before_it_is_a_violation() -> None:
+    deleted = [("r04", 17, 1_000)]
+    before = {"event": "assigned", "id": "w1", "ts": 999, "resources": ["r04"], "token": 17}
+    renewed = {"event": "assigned", "id": "w1", "ts": 2_000, "resources": ["r04"], "token": 19}
+    assert unverified_starts([before, renewed], deleted) == []
+    stale = {"event": "assigned", "id": "w1", "ts": 1_500, "resources": ["r03", "r04"], "token": 17}
+    assert [c for c, _ in unverified_starts([stale], deleted)] == ["unverified"]
 
 
 def test_the_plan_spreads_the_requests_and_leaves_out_what_was_done() -> None:
