@@ -420,13 +420,17 @@ def main(argv: list[str] | None = None) -> int:
     probe.install()
     stop = threading.Event()
     want_stats = threading.Event()
-    def stopping(*_: Any) -> None:
+    def stopped() -> None:
         stop.set()
         want_stats.set()  # wakes the loop below at once: a leave is measured from the signal
 
+    # Events set from a thread: a handler may interrupt the main thread inside an Event's own lock.
+    def stopping(*_: Any) -> None:
+        threading.Thread(target=stopped, daemon=True).start()
+
     signal.signal(signal.SIGTERM, stopping)
     signal.signal(signal.SIGINT, stopping)
-    signal.signal(signal.SIGUSR1, lambda *_: want_stats.set())
+    signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=want_stats.set, daemon=True).start())
 
     def emit_stats() -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     args, _unknown = p.parse_known_args(argv)
     worker = KazooWorker(args)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: worker.stop.set())
+        # set from a thread: the handler may interrupt the main thread inside the Event's own lock
+        signal.signal(sig, lambda *_: threading.Thread(target=worker.stop.set, daemon=True).start())
     worker.run()
     emit(args.id, "stopped")
     return 0

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kazoo.exceptions import KazooException, NoAuthError
@@ -225,6 +226,16 @@ def worker_options(args: argparse.Namespace) -> Options:
     )
 
 
+def stop_on_signal(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
+    """A signal handler that sets ``stop`` from a thread of its own. Python runs a handler on the main
+    thread between two bytecodes, which may be inside ``stop.wait()`` with the Event's lock held (its
+    Condition re-takes the lock before it returns): ``stop.set()`` there waits for that lock forever, and
+    the worker never exits on SIGTERM."""
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        threading.Thread(target=stop.set, name="rebalanser-stop-signal", daemon=True).start()
+    return handler
+
+
 def run_worker(args: argparse.Namespace) -> int:
     options = worker_options(args)
     stop = threading.Event()
@@ -243,7 +254,7 @@ def run_worker(args: argparse.Namespace) -> int:
             client.stop(timeout=options.stop_timeout + 10)  # releases whatever it holds, leaves the group
             raise
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stop_on_signal(stop))
     warn_if_no_resources(client)
     log.start_summaries()
     work.run(stop)
