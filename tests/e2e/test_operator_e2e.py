@@ -664,7 +664,15 @@ def test_the_largest_spec_passes_client_and_server_side_apply_and_is_handled(
                          and s.get("resources") == len(spec["resources"]), 120,
                          f"{name}: ResourcesSynced with {len(spec['resources'])} resources", name=name)
     assert synced["zookeeperPath"] == spec["zookeeper"]["path"]
-    annotations = (get_rg(installed, name) or {})["metadata"]["annotations"]
+    # kopf stores what it handled in its own patch after the handler returns; the status loop's patch
+    # (which reports ResourcesSynced) may come first, so the digest is awaited, not assumed.
+    annotations = wait_for(
+        lambda: (lambda a: a if "rebalanser.io/last-handled-spec-digest" in a else None)(
+            (get_rg(installed, name) or {})["metadata"]["annotations"]
+        ),
+        60,
+        f"{name}: kopf's last-handled digest stored",
+    )
     assert "rebalanser.io/last-handled-configuration" not in annotations
     assert len(annotations["rebalanser.io/last-handled-spec-digest"]) == 64
     assert sum(len(k) + len(v) for k, v in annotations.items()) < 256 * 1024
