@@ -56,6 +56,11 @@ class Episode:
         return f"{self.worker}(pid {self.pid}, token {self.token}) [{self.first}..{self.last}] {self.ticks} ticks"
 
 
+def describe_overlap(resource: str, earlier: Episode, later: Episode) -> str:
+    return (f"overlap on {resource}: {earlier.describe()} and {later.describe()} "
+            f"(overlap {(min(earlier.last, later.last) - later.first) / 1e6:.1f} ms)")
+
+
 class Ledger:
     """Thread-safe sink for every worker's events."""
 
@@ -154,8 +159,9 @@ class Ledger:
 
     # -- invariants ----------------------------------------------------------------------------
 
-    def overlaps(self, new_only: bool = True) -> list[str]:
-        """Episodes of one resource by two different worker processes that overlap in time."""
+    def overlapping(self, new_only: bool = True) -> list[tuple[str, Episode, Episode]]:
+        """Episodes of one resource by two different worker processes that overlap in time: (resource,
+        the earlier episode, the later one), each pair once when ``new_only``."""
         found = []
         with self._lock:
             snapshot = {r: sorted(eps, key=lambda ep: ep.first) for r, eps in self.episodes.items()}
@@ -166,11 +172,14 @@ class Ledger:
                     key = ("overlap", resource, widest.owner, widest.token, widest.seq, ep.owner, ep.token, ep.seq)
                     if not new_only or key not in self._reported:
                         self._reported.add(key)
-                        found.append(f"overlap on {resource}: {widest.describe()} and {ep.describe()} "
-                                     f"(overlap {(min(widest.last, ep.last) - ep.first) / 1e6:.1f} ms)")
+                        found.append((resource, widest, ep))
                 if widest is None or ep.last > widest.last:
                     widest = ep
         return found
+
+    def overlaps(self, new_only: bool = True) -> list[str]:
+        """:meth:`overlapping`, described."""
+        return [describe_overlap(*pair) for pair in self.overlapping(new_only)]
 
     def token_regressions(self, new_only: bool = True) -> list[str]:
         """Along a resource's episodes the token never decreases, and grows when the owner changes."""

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from tests.chaos.checks import Episode
 from tests.chaos.explore import (
     ALL_FAULTS,
     SCENARIOS,
@@ -19,6 +20,7 @@ from tests.chaos.explore import (
     _shard,
     doc_from_files,
     explored,
+    in_away_window,
     markdown_lines,
     plan,
     progress_files,
@@ -148,3 +150,27 @@ def test_a_tap_counts_background_requests_and_handshakes_only_when_asked() -> No
 
 def test_the_failover_expiry_holds_the_live_member_to_what_it_took() -> None:
     assert SCENARIOS["failover-expiry"].steady == ("w0",)
+
+
+def test_only_the_away_window_excuses_an_overlap() -> None:
+    """An owner whose claim was deleted from outside while it was away may work until its reconnection
+    (within its lease) beside the new owner; not after the handshake, not on a claim nobody deleted, not
+    beside a smaller token."""
+    ms = 1_000_000
+    deleted = [("r04", 17, 110 * ms)]
+    marks = {"away_ns": 100 * ms, "reconnected_ns": 900 * ms}
+    lease = 2_000 * ms
+
+    def episodes(old_last: int, new_token: int = 19, old_token: int = 17) -> tuple[Episode, Episode]:
+        old = Episode("r04", "w1", 1, old_token, 0, 50 * ms, old_last * ms, 5)
+        new = Episode("r04", "w2", 2, new_token, 1, 150 * ms, 1_000 * ms, 9)
+        return old, new
+
+    assert in_away_window(deleted, marks, "r04", *episodes(200), lease)
+    assert not in_away_window(deleted, marks, "r04", *episodes(950), lease), "work after the handshake"
+    assert not in_away_window(deleted, marks, "r04", *episodes(200, new_token=15), lease), "a smaller token"
+    assert not in_away_window(deleted, marks, "r04", *episodes(200, old_token=16), lease), "not the deleted claim"
+    assert not in_away_window([], marks, "r04", *episodes(200), lease), "nothing deleted"
+    assert not in_away_window(deleted, {"away_ns": 100 * ms}, "r04", *episodes(200), lease), "no reconnection"
+    assert not in_away_window(deleted, marks, "r04", *episodes(200), 50 * ms), "past the lease"
+    assert not in_away_window([("r04", 17, 90 * ms)], marks, "r04", *episodes(200), lease), "deleted before away"
