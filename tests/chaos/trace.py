@@ -231,6 +231,10 @@ class Mapper:
         elif state == "suspended":
             self.suspended.add(m)
             yield f"suspend {m}"
+        elif state == "reconnected" and m not in self.suspended:
+            # the counterpart of "suspended again": two drops reported before their two reconnections;
+            # the model's member reconnected (and re-checked) at the first
+            yield f"note {m} reconnected again (its disconnection between was not reported)"
         elif state == "reconnected":
             self.suspended.discard(m)
             yield from self._resume(m)
