@@ -1,6 +1,7 @@
 """How far a Secret rotation walks through the operator's code: a measurement, run by hand.
 
     pytest tests/operator/walk_rotation.py -q -s            # prints the figures
+    WALK_LIST=1 pytest tests/operator/walk_rotation.py -q -s  # and every function entered
 
 A group with digest credentials is applied and its status loop runs (a real ZooKeeper, the recording
 API server of tests/operator/support.py). Then the Secret changes, and a profiler over every thread
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import os
 import sys
 import threading
 import time
@@ -119,3 +121,7 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
           f"the Secret read {1 + len(reads)} times (the poll's read, then {reads or 'none'})")
     for module, count in sorted(modules.items()):
         print(f"  {module}: {count}")
+    if os.environ.get("WALK_LIST"):  # every function entered, with its number of calls
+        counts = collections.Counter(code)
+        for module, function in functions:
+            print(f"    {module} {function} x{counts[(module, function)]}")

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from rebalanser_operator.apply.reconcile import (
     SyncResult,
     delete_group,
     migrate_worker_nodes_acl,
+    reacl_group,
     reconcile_group,
     retained_digests,
 )
@@ -48,14 +50,18 @@ from rebalanser_operator.controller.rotation import (
     GraceFound,
     MigrateWorkers,
     Note,
+    Reapply,
     ReapplyFailed,
     ReapplyStarted,
+    Rotation,
     Synced,
     Tick,
     TlsRead,
     Wake,
     acl_of,
+    plan_reapply,
     plan_rotation,
+    received_data,
     secret_differs,
 )
 from rebalanser_operator.controller.state import Applied
@@ -138,7 +144,7 @@ def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> 
     placement = _admit(ctx, rt, desired_spec, spec, path, desired)
     _adopt(rt, desired_spec, spec, path, desired, placement)
     _note_older_forms(ctx, rt)
-    credentials = _read_secrets(ctx, rt, spec, desired_spec)
+    credentials = _read_secrets(ctx, rt, spec, desired_spec.received_data, desired_spec.retry)
     zk = _connect(ctx, rt, spec, desired_spec.retry)
     result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
     _synced(ctx, rt, spec, result)
@@ -200,7 +206,7 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
     moved = (rt.connect, rt.path) != (spec.zookeeper.connect, path)
     rt.applied = Applied(spec, desired_spec.spec_json, path, spec.zookeeper.connect,
                          spec.zookeeper.session_timeout_seconds, desired, placement.root)
-    rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=None,
+    rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=None, in_place=False,
                          owned=rt.owned and not moved)  # a new place: not owned until the claim in _sync
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
@@ -217,33 +223,39 @@ def _note_older_forms(ctx: Context, rt: GroupRuntime) -> None:
 
 
 def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
-                  desired_spec: DesiredSpec) -> DigestCredentials | None:
+                  received: Callable[[str], Mapping[str, str] | None], retry: int, *,
+                  keep: bool = False) -> DigestCredentials | None:
     """The credentials and TLS material the spec names (a changed password starts a rotation): as
-    received with the message (a rotation the Secret poll noticed), else read from the API server."""
-    credentials, retry = None, desired_spec.retry
+    ``received`` gives them (what the Secret poll read), else read from the API server, or with ``keep``
+    (a rotation's re-key) the ones in use."""
+    credentials = None
     if (ref := spec.zookeeper.credentials) is not None:
+        data = received(ref.name)
         try:
-            credentials = _credentials(ctx, rt, ref, desired_spec.received_data(ref.name))
+            credentials = rt.credentials if data is None and keep else _credentials(ctx, rt, ref, data)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
-        _check_sizes(ctx, rt, ref.name, ((ref.username_key, len(credentials.username.encode())),
-                                         (ref.password_key, len(credentials.password.encode()))), retry)
+        if credentials is not None:
+            _check_sizes(ctx, rt, ref.name, ((ref.username_key, len(credentials.username.encode())),
+                                             (ref.password_key, len(credentials.password.encode()))), retry)
     rotate(ctx, rt, CredentialsRead(credentials))
     tls = spec.zookeeper.tls
-    if tls is not None:
-        try:
-            received = desired_spec.received_data(tls.secret)
-            material = (
-                ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
-                if received is None else
-                tls_from(received, f"{rt.namespace}/{tls.secret}", verify_hostname=tls.verify_hostname, keys=tls.keys)
-            )
-        except CredentialsError as exc:
-            raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
-        _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
-        rotate(ctx, rt, TlsRead(material))
-    else:
+    if tls is None:
         rotate(ctx, rt, TlsRead(None))
+        return credentials
+    data = received(tls.secret)
+    if data is None and keep:
+        return credentials  # the material in use
+    try:
+        material = (
+            ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+            if data is None else
+            tls_from(data, f"{rt.namespace}/{tls.secret}", verify_hostname=tls.verify_hostname, keys=tls.keys)
+        )
+    except CredentialsError as exc:
+        raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
+    _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
+    rotate(ctx, rt, TlsRead(material))
     return credentials
 
 
@@ -258,8 +270,10 @@ def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
 
 def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
     """What the rotation plan knows of the group besides its rotation state."""
+    outcome = rt.outcome
     return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
-                 ctx.options.credentials_grace if ctx is not None else 0.0)
+                 ctx.options.credentials_grace if ctx is not None else 0.0,
+                 in_place=outcome.in_place and outcome.owned and outcome.acl is not None)
 
 
 def rotate(ctx: Context | None, rt: GroupRuntime,
@@ -319,25 +333,42 @@ def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSp
     """Claims the group root for this object and syncs its znodes; a changed ACL is given to the workers'
     znodes too. Records the ACL; raises the refusal or :class:`RetryLater`."""
     assert rt.path is not None
-    path, started = rt.path, time.monotonic()
-    try:
+    path = rt.path
+    with _sync_errors(ctx, rt, path, retry):
         if credentials is not None and rt.acl is None and rt.grace_until is None:
             _resume_grace(ctx, rt, zk, path, credentials)
         acl = acl_of(rt.rotation, ctx.identity)
         result = _reconcile_or_take_over(ctx, rt, zk, spec, acl, placement)
         rt.outcome = replace(rt.outcome, owned=True)
-        before = tuple(rt.acl) if rt.acl is not None else None
-        synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
-        for effect in effects:
-            if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
-                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
-                                                    identity=ctx.identity)
-                log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
-                         "rotation, both passwords" if effect.both else "new password only", migrated)
+        synced = _acl_synced(ctx, rt, zk, path, acl)
         if result.parents_not_taken:
             event(ctx, rt, "Warning", "ParentNotTakenOver",
                   f"{', '.join(result.parents_not_taken)}: the ACL refuses the operator's identity; the group "
                   "works, but no new group can be created there until a ZooKeeper administrator gives it back")
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
+    return result
+
+
+def _acl_synced(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, acl: list[ACL]) -> Rotation:
+    """The group's znodes carry ``acl``: the rotation's next state, its effect run (a changed ACL goes
+    onto the resources and the workers' znodes too)."""
+    before = tuple(rt.acl) if rt.acl is not None else None
+    synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
+    for effect in effects:
+        if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
+            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
+                                                identity=ctx.identity)
+            log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+                     "rotation, both passwords" if effect.both else "new password only", migrated)
+    return synced
+
+
+@contextmanager
+def _sync_errors(ctx: Context, rt: GroupRuntime, path: str, retry: int) -> Iterator[None]:
+    """A sync's ZooKeeper failures as the refusal or :class:`RetryLater` they are; its time measured."""
+    started = time.monotonic()
+    try:
+        yield
     except NotCreatedByOperatorError as exc:
         raise _refused(ctx, rt, Refusal(NOT_CREATED_BY_OPERATOR, str(exc)),
                        retry_after=OWNED_ELSEWHERE_RETRY) from exc
@@ -353,8 +384,6 @@ def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSp
         raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
     finally:
         ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
-    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
-    return result
 
 
 def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
@@ -393,7 +422,8 @@ def _synced(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, result: Syn
     assert rt.path is not None
     path = rt.path
     note = "" if ctx.identity is not None else NO_IDENTITY_NOTE
-    rt.outcome = replace(rt.outcome, sync=SyncState(True, "Synced", f"{result.resources} resources in {path}{note}"))
+    rt.outcome = replace(rt.outcome, in_place=True,
+                         sync=SyncState(True, "Synced", f"{result.resources} resources in {path}{note}"))
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
     ctx.metrics.resources_deleted.inc(result.deleted)
@@ -439,7 +469,7 @@ def refuse(ctx: Context, rt: GroupRuntime, refusal: Refusal) -> None:
     """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new);
     the group is not this object's to read or act on."""
     changed = rt.sync is None or (rt.sync.reason, rt.sync.message) != (refusal.reason, refusal.message)
-    rt.outcome = replace(rt.outcome, owned=False, spec_error=None,
+    rt.outcome = replace(rt.outcome, owned=False, spec_error=None, in_place=False,
                          sync=SyncState(False, refusal.reason, refusal.message, permanent=True))
     ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
     if changed:
@@ -528,22 +558,29 @@ def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
 
 
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
-    """Re-applies the last spec with the referenced Secrets' current contents: a new TLS Secret means a
-    new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
-    the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
-    raw = rt.raw_spec
+    """Re-applies the group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply`
+    cuts it: a group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last
+    spec, with the Secrets as received: a new TLS Secret means a new connection, new credentials become
+    the group znodes' ACL). On failure the group stays marked for the next try."""
+    how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
     changed = rt.secrets_changed
     rotate(ctx, rt, ReapplyStarted())
-    if raw is None:
+    raw = rt.raw_spec
+    if how is Reapply.NONE or raw is None:
         return
-    # The Secrets as the poll received them: used as they are, never read again.
-    desired = DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received)
+
+    def step() -> None:
+        if how is Reapply.REKEY and rekey(ctx, rt):
+            return
+        # The Secrets as the poll received them: used as they are, never read again.
+        apply_desired(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
+
     controller = ctx.controller_of(rt)
     try:
         if controller.on_strand():
-            apply_desired(ctx, rt, desired)  # already the group's step (the status refresh)
+            step()  # already the group's step (the status refresh)
         else:
-            controller.apply(desired)
+            controller.attempt(step)
     except RetryLater as exc:
         rotate(ctx, rt, ReapplyFailed(changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
@@ -554,6 +591,32 @@ def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
         if changed:
             event(ctx, rt, "Normal", "SecretApplied",
                   f"applied the current contents of Secrets {sorted(rt.secrets())}")
+
+
+def rekey(ctx: Context, rt: GroupRuntime) -> bool:
+    """A rotation's re-apply of a group in place (:data:`~rebalanser_operator.controller.rotation.Reapply.REKEY`):
+    its spec, place and root are this object's already, so nothing is parsed, admitted, adopted or synced
+    again. The credentials and TLS material as received (else those in use), the session that holds
+    them, the group's ACL on its root, containers and ``G/config`` (and, when it changed, on the
+    resources and the workers' znodes), the workers' config. False, with nothing written to the group:
+    its root is gone or no longer carries this object's marker (then it is applied whole)."""
+    spec, path = rt.spec, rt.path
+    assert spec is not None and path is not None
+    _read_secrets(ctx, rt, spec, received_data(rt.rotation).get, 0, keep=True)
+    zk = _connect(ctx, rt, spec, 0)
+    acl = acl_of(rt.rotation, ctx.identity)
+    with _sync_errors(ctx, rt, path, 0):
+        if not reacl_group(zk, GroupPaths.of(path), acl, owner_marker(ctx, rt)):
+            log.info("%s: %s is not as the last sync left it; applying the spec whole", rt.user, path)
+            return False
+        synced = _acl_synced(ctx, rt, zk, path, acl)
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
+    ctx.metrics.reconciles.labels("ok").inc()
+    log.info("re-keyed %s: the group's ACL names %d digest(s)", rt.user,
+             sum(1 for entry in acl if entry.id.scheme == "digest"))
+    publish_worker_config(ctx, rt, spec, path)
+    rt.wake()
+    return True
 
 
 def _group_found_at(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:

@@ -102,6 +102,9 @@ class Outcome:
     acl: tuple[ACL, ...] | None = None  # the group ACL the last sync put on the znodes
     connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
     notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
+    #: the applied spec went through (znodes, ACL, workers' config) and no other spec was adopted since:
+    #: a rotation's re-apply only re-keys it (:func:`~rebalanser_operator.controller.rotation.plan_reapply`)
+    in_place: bool = False
 
 
 @dataclass

@@ -1,0 +1,149 @@
+"""A rotation's re-apply is cut to what a Secret can change (controller/rotation.py, plan_reapply): a group
+in place is re-keyed (its session, its ACL, the workers' config) without its spec being parsed, admitted,
+adopted or synced again; a group that is not as its last sync left it is applied whole (a real
+ZooKeeper; the API server is the recording fake; a profiler records the package's functions entered)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from kazoo.security import make_digest_acl
+from rebalanser.paths import GroupPaths
+from rebalanser_operator.apply.actions import apply_spec, end_grace, resync_secrets
+from rebalanser_operator.apply.secretpoll import poll_once
+from rebalanser_operator.identity import DigestCredentials
+from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+
+from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.support.zk import admin_client, purge
+
+pytestmark = pytest.mark.zk
+
+PACKAGE = str(Path(sys.modules["rebalanser_operator"].__file__ or "").parent)
+#: what a re-apply of a group in place need not do again: parse and admit the spec, adopt it, sync the group
+WHOLE_APPLY = {"apply_desired", "ResourceGroupSpec.parse", "plan_admission", "placement_of", "reconcile_group",
+               "spec_notices", "ensure_group", "sync_resources", "write_config"}
+PASSWORDS = ("old-password", "new-password", "newer-password")
+
+
+class Entered:
+    """The package's functions entered on any thread while ``on`` (qualified names)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.names: set[str] = set()
+
+    def profile(self, frame: FrameType, event: str, _arg: Any) -> None:
+        if self.on and event == "call" and frame.f_code.co_filename.startswith(PACKAGE):
+            self.names.add(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
+
+
+@pytest.fixture
+def entered() -> Iterator[Entered]:
+    record = Entered()
+    threading.setprofile(record.profile)  # before the context starts its threads
+    try:
+        yield record
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        sys.setprofile(None)
+
+
+@pytest.fixture
+def kube() -> RecordingKube:
+    return RecordingKube()
+
+
+@pytest.fixture
+def ctx(kube: RecordingKube, entered: Entered) -> Iterator[OperatorContext]:
+    context = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=10.0))
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def applied(ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str) -> Iterator[GroupRuntime]:
+    kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+    spec = {"zookeeper": {"connect": zk_hosts, "path": group_path, "credentialsSecret": "zk-digest"},
+            "resources": ["a", "b"]}
+    rt = ctx.group("shop", "orders", "uid-orders")
+    apply_spec(ctx, rt, spec, generation=1, body={"metadata": {"name": "orders", "namespace": "shop"}})
+    yield rt
+    with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}") for password in PASSWORDS]) as client:
+        purge(client, group_path)
+
+
+def rotate_to(ctx: OperatorContext, kube: RecordingKube, entered: Entered, rt: GroupRuntime, password: str) -> None:
+    """The Secret poll reads a new password, and the refresh re-applies it (recorded)."""
+    kube.secrets["zk-digest"] = DigestCredentials("op", password)
+    assert poll_once(ctx, kube.secret_data) == 1 and rt.secrets_changed
+    entered.names.clear()
+    entered.on = True
+    sys.setprofile(entered.profile)
+    try:
+        resync_secrets(ctx, rt)  # what the status refresh does
+    finally:
+        entered.on = False
+        sys.setprofile(None)
+    assert not rt.secrets_changed and rt.sync is not None and rt.sync.ok, rt.sync
+    assert rt.credentials == DigestCredentials("op", password)
+
+
+def test_a_rotation_of_a_group_in_place_only_re_keys_it(
+    ctx: OperatorContext, kube: RecordingKube, entered: Entered, applied: GroupRuntime, zk_hosts: str,
+    group_path: str,
+) -> None:
+    paths = GroupPaths.of(group_path)
+    # A worker still on the old password created a node of its own (its ACL names the old password only).
+    with admin_client(zk_hosts, auth_data=[("digest", "op:old-password")],
+                      default_acl=[make_digest_acl("op", "old-password", all=True)]) as worker:
+        worker.create(paths.epoch, b"{}")
+    events = len(kube.events)
+
+    rotate_to(ctx, kube, entered, applied, "new-password")
+
+    assert not WHOLE_APPLY & entered.names, f"the re-apply ran the whole apply: {sorted(WHOLE_APPLY & entered.names)}"
+    assert "rekey" in entered.names, sorted(entered.names)
+    new = make_digest_acl("op", "new-password", all=True)
+    old = make_digest_acl("op", "old-password", all=True)
+    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+        for node in (paths.root, paths.resources, paths.config, paths.resource("a"), paths.epoch):
+            acl = set(client.get_acls(node)[0])
+            assert {new, old} <= acl, (node, acl)  # the grace: both passwords everywhere
+    assert [reason for _, reason, _ in kube.events[events:]] == ["SecretApplied"]
+
+    # The grace ends: the new password alone, again without the whole apply.
+    assert applied.grace_until is not None and end_grace(applied, applied.grace_until)
+    entered.names.clear()
+    entered.on = True
+    try:
+        resync_secrets(ctx, applied)
+    finally:
+        entered.on = False
+    assert "rekey" in entered.names and not WHOLE_APPLY & entered.names, sorted(entered.names)
+    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+        for node in (paths.root, paths.resources, paths.config, paths.resource("a"), paths.epoch):
+            acl = set(client.get_acls(node)[0])
+            assert new in acl and old not in acl, (node, acl)
+
+
+def test_a_group_not_as_its_last_sync_left_it_is_applied_whole(
+    ctx: OperatorContext, kube: RecordingKube, entered: Entered, applied: GroupRuntime, zk_hosts: str,
+    group_path: str,
+) -> None:
+    """Its root was deleted behind the operator's back: the re-apply finds no marker of this object's and
+    applies the spec whole, which creates the group again with the new password."""
+    with admin_client(zk_hosts, auth_data=[("digest", "op:old-password")]) as client:
+        purge(client, group_path)
+
+    rotate_to(ctx, kube, entered, applied, "new-password")
+
+    assert {"rekey", "apply_desired", "reconcile_group"} <= entered.names, sorted(entered.names)
+    with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+        assert sorted(client.get_children(GroupPaths.of(group_path).resources)) == ["a", "b"]
