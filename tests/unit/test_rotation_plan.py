@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kazoo.security import make_acl, make_digest_acl
+from rebalanser_operator.controller.effects import Note, Wake
 from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.controller.rotation import (
     CredentialsRead,
@@ -18,7 +19,6 @@ from rebalanser_operator.controller.rotation import (
     GraceFound,
     Message,
     MigrateWorkers,
-    Note,
     Reapply,
     ReapplyFailed,
     ReapplyStarted,
@@ -26,7 +26,6 @@ from rebalanser_operator.controller.rotation import (
     Synced,
     Tick,
     TlsRead,
-    Wake,
     acl_of,
     plan_reapply,
     plan_rotation,

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from kazoo.security import ACL, make_digest_acl
 
+from rebalanser_operator.controller.effects import Note, Wake
 from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
@@ -107,18 +108,6 @@ Message = SecretSeen | CredentialsRead | TlsRead | GraceFound | Tick | ReapplySt
 
 
 # ------------------------------------------------------------------------------------------- effects
-
-
-@dataclass(frozen=True)
-class Wake:
-    """Ask the group's status loop to refresh soon."""
-
-
-@dataclass(frozen=True)
-class Note:
-    """Log a line about the rotation."""
-
-    message: str
 
 
 @dataclass(frozen=True)
