@@ -1,27 +1,30 @@
 """A ResourceGroup's state, which its controller keeps, and the operator's timing options.
 
 One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
-connect string, ACL, outcome) and the tuning state. ``owned`` says that the last reconcile found the
-group root to be this object's (or created it): the status loop reads the group, and failover acts on
-it, only while it is set. It belongs to the group's
+connect string, ACL, outcome) and the tuning state, as one frozen :class:`GroupState`. ``owned`` says
+that the last reconcile found the group root to be this object's (or created it): the status loop
+reads the group, and failover acts on it, only while it is set. It belongs to the group's
 :class:`~rebalanser_operator.controller.core.GroupController`: only the controller's steps write it
 (one at a time); other threads send the controller messages and read its immutable view.
 
-Three parts of it are frozen values that a step replaces as a whole, never field by field:
-:class:`Applied` (the adopted spec, its path and connection: only an admitted apply replaces it),
-:class:`Outcome` (the generation, a permanent spec error, the sync state, whether the group is owned,
-the ACL of the last sync, a session still connecting, the spec's older forms) and
-:class:`~rebalanser_operator.controller.rotation.Rotation` (the credentials and TLS material, and a
-rotation under way, from the pure plan :func:`~rebalanser_operator.controller.rotation.plan_rotation`).
-The rest (the tuning state, the Event reference, the published worker config, the rollout seen) are
-still plain fields of the steps.
+The state is one frozen :class:`GroupState`: :class:`Applied` (the adopted spec, its path and
+connection: only an admitted apply replaces it), :class:`Outcome` (the generation, a permanent spec
+error, the sync state, whether the group is owned, the ACL of the last sync, a session still
+connecting, the spec's older forms), :class:`~rebalanser_operator.controller.rotation.Rotation` (the
+credentials and TLS material, and a rotation under way, from the pure plan
+:func:`~rebalanser_operator.controller.rotation.plan_rotation`), the tuning state, the Event
+reference, the worker config last published and the rollout last seen. A step works on a draft of it
+(its writes replace one part at a time, and the step reads its own writes); the controller replaces
+:attr:`GroupRuntime.state` with the draft once, at the step's end (:meth:`GroupRuntime.commit`), as
+kopf applies its patches once. The :class:`Waker` is not state: it is the channel to the group's
+status loop.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.security import ACL
@@ -107,6 +110,21 @@ class Outcome:
     in_place: bool = False
 
 
+@dataclass(frozen=True)
+class GroupState:
+    """Everything the controller knows of its group: one frozen value, replaced once per step."""
+
+    applied: Applied = field(default_factory=Applied)
+    outcome: Outcome = field(default_factory=Outcome)
+    #: the credentials in use and the rotation under way
+    #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
+    rotation: Rotation = field(default_factory=Rotation)
+    tuning: TuningState | None = None
+    body: Mapping[str, Any] | None = field(default=None, repr=False)  # for Events: apiVersion, kind, metadata
+    worker_config: Mapping[str, str] | None = None  # as last published in the workers' ConfigMap
+    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
+
+
 @dataclass
 class GroupRuntime:
     """A group's state: written by its controller's steps only (see the module docstring)."""
@@ -114,17 +132,90 @@ class GroupRuntime:
     namespace: str
     name: str
     uid: str
-    #: the adopted spec, its path and connection (read through the properties below)
-    applied: Applied = field(default_factory=Applied)
-    outcome: Outcome = field(default_factory=Outcome)  # read through the properties below
-    #: the credentials in use and the rotation under way: a frozen value, replaced as a whole
-    #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
-    rotation: Rotation = field(default_factory=Rotation)
-    tuning: TuningState | None = None
-    body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
-    worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
-    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
     waker: Waker = field(default_factory=Waker, repr=False)
+    _state: GroupState = field(default_factory=GroupState)  # as the last step left it
+    _draft: GroupState | None = field(default=None, repr=False)  # the running step's, until it ends
+    replacements: int = 0  # how often :attr:`state` was replaced (once per step that changed it)
+
+    @property
+    def state(self) -> GroupState:
+        """The group's state as the last step left it (a step's own changes show once it has ended)."""
+        return self._state
+
+    def commit(self) -> bool:
+        """The end of a step (the controller calls it): its draft replaces :attr:`state`, once; False when
+        the step changed nothing."""
+        draft = self._draft
+        if draft is None:
+            return False
+        self._draft = None
+        if draft == self._state:
+            return False
+        self._state = draft
+        self.replacements += 1
+        return True
+
+    def _current(self) -> GroupState:
+        draft = self._draft
+        return self._state if draft is None else draft
+
+    # The parts, as the running step sees them; a write replaces one part of the step's draft.
+
+    @property
+    def applied(self) -> Applied:
+        return self._current().applied
+
+    @applied.setter
+    def applied(self, value: Applied) -> None:
+        self._draft = replace(self._current(), applied=value)
+
+    @property
+    def outcome(self) -> Outcome:
+        return self._current().outcome
+
+    @outcome.setter
+    def outcome(self, value: Outcome) -> None:
+        self._draft = replace(self._current(), outcome=value)
+
+    @property
+    def rotation(self) -> Rotation:
+        return self._current().rotation
+
+    @rotation.setter
+    def rotation(self, value: Rotation) -> None:
+        self._draft = replace(self._current(), rotation=value)
+
+    @property
+    def tuning(self) -> TuningState | None:
+        return self._current().tuning
+
+    @tuning.setter
+    def tuning(self, value: TuningState | None) -> None:
+        self._draft = replace(self._current(), tuning=value)
+
+    @property
+    def body(self) -> Mapping[str, Any] | None:
+        return self._current().body
+
+    @body.setter
+    def body(self, value: Mapping[str, Any] | None) -> None:
+        self._draft = replace(self._current(), body=value)
+
+    @property
+    def worker_config(self) -> Mapping[str, str] | None:
+        return self._current().worker_config
+
+    @worker_config.setter
+    def worker_config(self, value: Mapping[str, str] | None) -> None:
+        self._draft = replace(self._current(), worker_config=value)
+
+    @property
+    def rollout(self) -> tuple[str, str, bool] | None:
+        return self._current().rollout
+
+    @rollout.setter
+    def rollout(self, value: tuple[str, str, bool] | None) -> None:
+        self._draft = replace(self._current(), rollout=value)
 
     # The applied spec's parts, read only (an apply replaces :attr:`applied` as a whole).
 
