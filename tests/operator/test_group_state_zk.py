@@ -80,6 +80,10 @@ def test_each_step_replaces_the_state_once_at_its_end(
         # A Secret the poll saw (its own step), then the rotation's re-apply (the credentials, the grace,
         # the ACL, the rotation's end: many writes, one replacement).
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+        # The session holding both passwords is open already (another user's), so that the re-apply, a step
+        # that never waits for a session, goes through in one step.
+        both = (DigestCredentials("op", "new-password"), DigestCredentials("op", "old-password"))
+        assert ctx.pool.wait_connected(ctx.pool.acquire(zk_hosts, "shop/warm", credentials=both), 10)
         before = rt.replacements
         assert poll_once(ctx, kube.secret_data) == 1 and rt.replacements == before + 1
         count, during = replaced_by(ctx, rt, lambda: resync_secrets(ctx, rt))
