@@ -79,6 +79,7 @@ from rebalanser_operator.controller.rotation import (
     received_data,
     secret_differs,
 )
+from rebalanser_operator.controller.session import plan_session
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
@@ -365,14 +366,17 @@ def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: s
 
 
 def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec, retry: int) -> KazooClient:
-    """The group's own session (its credentials only), connected. Never waits for it (see
+    """The group's session, as :func:`~rebalanser_operator.controller.session.plan_session` plans it
+    (reuse the one it holds, join another group's, or open one: the operator's identity, else the group's
+    own credentials only), connected. Never waits for it (see
     :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
     the group is applied again when it connects."""
-    refusal = ctx.session_refusal(rt)
-    if refusal is not None:
-        raise _refused(ctx, rt, fx, refusal, retry_after=OWNED_ELSEWHERE_RETRY)
+    effect = plan_session(ctx.session_facts(rt))  # reuse, join or open one: never a lookup's side effect
+    if effect is None:
+        raise _refused(ctx, rt, fx, ctx.tenancy.limits.sessions_refusal(rt.namespace),
+                       retry_after=OWNED_ELSEWHERE_RETRY)
     try:
-        zk = ctx.client(rt)
+        zk = ctx.session(rt, effect)
     except TlsStoreFull as exc:
         raise _refused(ctx, rt, fx, Refusal(LIMIT_EXCEEDED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
