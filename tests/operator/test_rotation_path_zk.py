@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,6 +20,7 @@ from rebalanser_operator.apply.actions import apply_spec, end_grace, resync_secr
 from rebalanser_operator.apply.secretpoll import poll_once
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.status.view import SyncState
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 from tests.support.zk import admin_client, purge
@@ -147,3 +149,23 @@ def test_a_group_not_as_its_last_sync_left_it_is_applied_whole(
     assert {"rekey", "apply_desired", "reconcile_group"} <= entered.names, sorted(entered.names)
     with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
         assert sorted(client.get_children(GroupPaths.of(group_path).resources)) == ["a", "b"]
+
+
+def test_a_re_key_after_one_that_met_its_session_connecting_shows_the_group_synced_again(
+    ctx: OperatorContext, kube: RecordingKube, entered: Entered, applied: GroupRuntime
+) -> None:
+    """The refresh's re-key never waits for a session: one that met its new session still connecting
+    ended ZooKeeperUnreachable (the status loop retries it once the session connects). The retry that
+    goes through shows the group Synced again, not the earlier failure."""
+
+    def met_its_session_connecting() -> None:
+        rt = applied
+        rt.outcome = replace(rt.outcome, connect_pending=True,
+                             sync=SyncState(False, "ZooKeeperUnreachable", "cannot connect; retried when it connects"))
+
+    ctx.controller_of(applied).run(met_its_session_connecting)
+
+    rotate_to(ctx, kube, entered, applied, "new-password")  # asserts the sync is ok
+
+    assert "rekey" in entered.names and not WHOLE_APPLY & entered.names, sorted(entered.names)
+    assert applied.sync is not None and applied.sync.reason == "Synced" and not applied.connect_pending

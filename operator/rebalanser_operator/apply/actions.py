@@ -46,7 +46,7 @@ from rebalanser_operator.apply.reconcile import (
 )
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
-from rebalanser_operator.controller.effects import Emit, Note, PublishConfig, StepEffect, Wake
+from rebalanser_operator.controller.effects import Emit, Note, StepEffect, Wake
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import RefreshFacts, plan_admission
 from rebalanser_operator.controller.record import (
@@ -685,10 +685,10 @@ def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
     ctx.metrics.reconciles.labels("ok").inc()
     log.info("re-keyed %s: the group's ACL names %d digest(s)", rt.user,
              sum(1 for entry in acl if entry.id.scheme == "digest"))
-    config = _worker_config_of(ctx, rt, spec, path)
-    if config != rt.worker_config:
-        fx.append(PublishConfig.of(config))
-    fx.append(Wake())
+    # Synced again (an earlier re-key may have met its session connecting), the ConfigMap if it changed
+    unchanged = SyncResult(0, 0, len(rt.desired), False, 0.0)
+    _record(rt, fx, plan_synced(rt.outcome, unchanged, path, identity=ctx.identity is not None,
+                                config=_worker_config_of(ctx, rt, spec, path), published=rt.worker_config))
     return True
 
 
