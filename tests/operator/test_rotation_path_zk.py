@@ -23,6 +23,8 @@ from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorConte
 from rebalanser_operator.status.view import SyncState
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.support.relay import Relay
+from tests.support.workers import wait_for
 from tests.support.zk import admin_client, purge
 
 pytestmark = pytest.mark.zk
@@ -169,3 +171,46 @@ def test_a_re_key_after_one_that_met_its_session_connecting_shows_the_group_sync
 
     assert "rekey" in entered.names and not WHOLE_APPLY & entered.names, sorted(entered.names)
     assert applied.sync is not None and applied.sync.reason == "Synced" and not applied.connect_pending
+
+
+def test_a_re_key_waits_for_its_new_credentials_session_without_failing_the_group(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    """A digest rotation without the operator's identity moves the group to a session of its new
+    credentials, on the ensemble and TLS material its old session reached. The refresh's re-key never
+    waits for it: while it connects (here: held by a relay), the group stays Synced with no Warning, and
+    the re-key goes through once it has connected."""
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    relay = Relay((host, int(port)))
+    kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+    spec = {"zookeeper": {"connect": relay.address, "path": group_path, "credentialsSecret": "zk-digest"},
+            "resources": ["a"]}
+    orders = ctx.group("shop", "orders", "uid-orders")
+    invoices = ctx.group("shop", "invoices", "uid-invoices")  # keeps the old session open meanwhile
+    body = {"metadata": {"name": "orders", "namespace": "shop"}}
+    try:
+        apply_spec(ctx, orders, spec, generation=1, body=body)
+        apply_spec(ctx, invoices, {**spec, "zookeeper": {**spec["zookeeper"], "path": f"{group_path}-2"}},
+                   generation=1, body={"metadata": {"name": "invoices", "namespace": "shop"}})
+        kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+        assert poll_once(ctx, kube.secret_data) == 2
+        events = len(kube.events)
+
+        relay.hold()  # the new session cannot connect yet
+        ctx.controller_of(orders).run(lambda: resync_secrets(ctx, orders))  # the refresh's step
+        assert orders.sync is not None and orders.sync.ok, orders.sync
+        assert kube.events[events:] == [], "a Warning while the new session connected"
+        assert orders.secrets_changed and orders.connect_pending, "the re-key is not retried"
+
+        relay.release()
+        wait_for(lambda: ctx.pool.is_connected(relay.address, None, orders.session_credentials()), 15,
+                 "the session of the new credentials to connect")
+        ctx.controller_of(orders).run(lambda: resync_secrets(ctx, orders))
+        assert orders.sync is not None and orders.sync.ok and not orders.secrets_changed
+        assert not orders.connect_pending and orders.credentials == DigestCredentials("op", "new-password")
+        assert [reason for _, reason, _ in kube.events[events:]] == ["SecretApplied"]
+    finally:
+        relay.close()
+        with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}") for password in PASSWORDS]) as client:
+            purge(client, group_path)
+            purge(client, f"{group_path}-2")

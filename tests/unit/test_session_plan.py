@@ -5,7 +5,15 @@ ZooKeeper."""
 from __future__ import annotations
 
 import pytest
-from rebalanser_operator.controller.session import Join, Open, Reuse, SessionEffect, SessionFacts, plan_session
+from rebalanser_operator.controller.session import (
+    Join,
+    Open,
+    Reuse,
+    SessionEffect,
+    SessionFacts,
+    credentials_only,
+    plan_session,
+)
 from rebalanser_operator.identity import DigestCredentials
 
 OLD = ("zk:2181", "", frozenset({DigestCredentials("op", "old")}), False)
@@ -43,3 +51,11 @@ def test_which_session_a_step_uses(what: str, facts: SessionFacts, effect: Sessi
 
 def test_a_session_plan_shows_no_password() -> None:
     assert "new" not in repr(Open(BOTH, leave=OLD)).replace("username='op'", "")
+
+
+def test_a_session_that_differs_only_in_its_credentials() -> None:
+    assert credentials_only(Open(BOTH, leave=OLD)), "a digest rotation: the same ensemble and TLS material"
+    assert credentials_only(Join(BOTH, leave=OLD))
+    assert not credentials_only(Open(TLS, leave=OPERATOR)), "new TLS material: a connection of its own"
+    assert not credentials_only(Open(OLD)) and not credentials_only(Reuse(OLD)), "nothing left"
+    assert not credentials_only(Open(("zk-2:2181", "", OLD[2], False), leave=OLD)), "another ensemble"

@@ -79,7 +79,7 @@ from rebalanser_operator.controller.rotation import (
     received_data,
     secret_differs,
 )
-from rebalanser_operator.controller.session import plan_session
+from rebalanser_operator.controller.session import credentials_only, plan_session
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
@@ -365,12 +365,15 @@ def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: s
         raise _temporary(ctx, rt, fx, refusal.reason, refusal.message, backoff(retry))
 
 
-def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec, retry: int) -> KazooClient:
+def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec, retry: int, *,
+             rekey: bool = False) -> KazooClient:
     """The group's session, as :func:`~rebalanser_operator.controller.session.plan_session` plans it
     (reuse the one it holds, join another group's, or open one: the operator's identity, else the group's
     own credentials only), connected. Never waits for it (see
     :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
-    the group is applied again when it connects."""
+    the group is applied again when it connects. For a ``rekey`` whose new session differs from the old
+    only in its credentials (:func:`~rebalanser_operator.controller.session.credentials_only`) that is
+    no failure of the group: its status and Events are left as they are."""
     effect = plan_session(ctx.session_facts(rt))  # reuse, join or open one: never a lookup's side effect
     if effect is None:
         raise _refused(ctx, rt, fx, ctx.tenancy.limits.sessions_refusal(rt.namespace),
@@ -383,6 +386,9 @@ def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Resourc
     fx.append(Wake())
     if not connected(ctx.pool, zk):
         rt.outcome = replace(rt.outcome, connect_pending=True)
+        if rekey and credentials_only(effect):
+            fx.append(Note("its session with the new credentials is connecting; re-keyed once it has"))
+            raise RetryLater("the session with the new credentials is connecting", backoff(retry))
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
         if ctx.identity is not None and ctx.identity.tls is not None:
@@ -674,7 +680,7 @@ def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
     spec, path = rt.spec, rt.path
     assert spec is not None and path is not None
     _read_secrets(ctx, rt, fx, spec, received_data(rt.rotation).get, 0, keep=True)
-    zk = _connect(ctx, rt, fx, spec, 0)
+    zk = _connect(ctx, rt, fx, spec, 0, rekey=True)
     acl = acl_of(rt.rotation, ctx.identity)
     with _sync_errors(ctx, rt, fx, path, 0):
         if not reacl_group(zk, GroupPaths.of(path), acl, owner_marker(ctx, rt)):

@@ -68,3 +68,13 @@ def plan_session(facts: SessionFacts) -> SessionEffect | None:
     if facts.limit and facts.namespace_sessions >= facts.limit:
         return None
     return Open(facts.key, leave)
+
+
+def credentials_only(effect: SessionEffect) -> bool:
+    """Whether ``effect`` moves the group to a session that differs from the one it held only in its
+    credentials (a digest rotation without the operator's identity): the same ensemble and TLS material,
+    so it connects as the one before did, and a moment's wait for it is no failure of the group."""
+    if isinstance(effect, Reuse) or effect.leave is None:
+        return False
+    new, old = effect.key, effect.leave
+    return (new[0], new[1], new[3]) == (old[0], old[1], old[3])
