@@ -1,4 +1,4 @@
-"""A group's step uses the ZooKeeper session its plan names (controller/session.py): a first apply opens
+"""A group's step uses the ZooKeeper session its plan names (controller/plan.py, plan_session): a first apply opens
 one, another group with the same credentials joins it, a re-apply reuses it, a rotation opens the new one
 and leaves the old, which closes with its last user (a real ZooKeeper; the API server is the recording
 fake; the context records each planned session it carries out)."""
@@ -11,7 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 from rebalanser_operator.apply.actions import apply_spec, resync_secrets
 from rebalanser_operator.apply.secretpoll import poll_once
-from rebalanser_operator.controller.session import Join, Open, Reuse, SessionEffect
+from rebalanser_operator.controller.plan import Join, Open, Reuse, SessionEffect
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 

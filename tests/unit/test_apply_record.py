@@ -1,4 +1,4 @@
-"""What an apply records of its outcome, as a table of pure plans (controller/record.py): the next
+"""What an apply records of its outcome, as a table of pure plans (controller/plan.py): the next
 Outcome and the effects the step asks for (Events, the workers' ConfigMap, a wake-up), none carried out
 here. No ZooKeeper, no API server."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from rebalanser_operator.controller.effects import Emit, PublishConfig, StepEffect, Wake
 from rebalanser_operator.controller.messages import SyncResult
-from rebalanser_operator.controller.record import (
+from rebalanser_operator.controller.plan import (
     NO_IDENTITY_NOTE,
     Planned,
     plan_invalid,

@@ -1,11 +1,11 @@
-"""Which ZooKeeper session a group's step uses, as a table of the pure plan (controller/session.py): a
+"""Which ZooKeeper session a group's step uses, as a table of the pure plan (controller/plan.py, plan_session): a
 session is reused, joined or opened because the plan says so, never as a side effect of a lookup. No
 ZooKeeper."""
 
 from __future__ import annotations
 
 import pytest
-from rebalanser_operator.controller.session import (
+from rebalanser_operator.controller.plan import (
     Join,
     Open,
     Reuse,

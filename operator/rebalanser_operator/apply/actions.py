@@ -48,15 +48,15 @@ from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.effects import Emit, Note, StepEffect, Wake
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
-from rebalanser_operator.controller.plan import RefreshFacts, plan_admission
-from rebalanser_operator.controller.record import (
-    NO_IDENTITY_NOTE as NO_IDENTITY_NOTE,  # re-exported
-)
-from rebalanser_operator.controller.record import (
+from rebalanser_operator.controller.plan import (
     Planned,
+    RefreshFacts,
+    credentials_only,
+    plan_admission,
     plan_invalid,
     plan_notices,
     plan_refusal,
+    plan_session,
     plan_synced,
     plan_temporary,
 )
@@ -79,7 +79,6 @@ from rebalanser_operator.controller.rotation import (
     received_data,
     secret_differs,
 )
-from rebalanser_operator.controller.session import credentials_only, plan_session
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
@@ -169,7 +168,7 @@ def apply_step(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> Syn
 
 def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> Stepped[SyncResult]:
     """Admits a desired spec (a pure plan), adopts it, reads its Secrets, connects, syncs the znodes and
-    records the outcome (pure plans: :mod:`~rebalanser_operator.controller.record`). Returns the result
+    records the outcome (pure plans: :mod:`~rebalanser_operator.controller.plan`). Returns the result
     (or the error: a refusal, :class:`RetryLater`, :class:`InvalidSpec`, a session to wait for) with
     every Event, ConfigMap and wake-up it asks for, none of them done here."""
     fx: list[StepEffect] = []
@@ -194,7 +193,7 @@ def _apply(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, fx: list[S
 
 
 def _record(rt: GroupRuntime, fx: list[StepEffect], planned: Planned) -> None:
-    """A plan of :mod:`~rebalanser_operator.controller.record`: the outcome replaced, its effects kept."""
+    """A plan of :mod:`~rebalanser_operator.controller.plan`: the outcome replaced, its effects kept."""
     rt.outcome, effects = planned
     fx.extend(effects)
 
@@ -367,12 +366,12 @@ def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: s
 
 def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec, retry: int, *,
              rekey: bool = False) -> KazooClient:
-    """The group's session, as :func:`~rebalanser_operator.controller.session.plan_session` plans it
+    """The group's session, as :func:`~rebalanser_operator.controller.plan.plan_session` plans it
     (reuse the one it holds, join another group's, or open one: the operator's identity, else the group's
     own credentials only), connected. Never waits for it (see
     :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
     the group is applied again when it connects. For a ``rekey`` whose new session differs from the old
-    only in its credentials (:func:`~rebalanser_operator.controller.session.credentials_only`) that is
+    only in its credentials (:func:`~rebalanser_operator.controller.plan.credentials_only`) that is
     no failure of the group: its status and Events are left as they are."""
     effect = plan_session(ctx.session_facts(rt))  # reuse, join or open one: never a lookup's side effect
     if effect is None:
@@ -492,7 +491,7 @@ def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]
 
 def _synced(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec,
             result: SyncResult) -> None:
-    """Records a sync that went through (:func:`~rebalanser_operator.controller.record.plan_synced`):
+    """Records a sync that went through (:func:`~rebalanser_operator.controller.plan.plan_synced`):
     status, metrics, an Event, the workers' ConfigMap."""
     assert rt.path is not None
     path = rt.path
@@ -527,7 +526,7 @@ def placement_of(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: 
 
 def _refused(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], refusal: Refusal, *,
              retry_after: float | None = None) -> InvalidSpec | RetryLater:
-    """A refused group recorded (:func:`~rebalanser_operator.controller.record.plan_refusal`), as the
+    """A refused group recorded (:func:`~rebalanser_operator.controller.plan.plan_refusal`), as the
     exception the handler raises: permanent unless ``retry_after`` is given."""
     ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
     _record(rt, fx, plan_refusal(rt.outcome, refusal))
@@ -768,7 +767,7 @@ def _publish(ctx: Context, rt: GroupRuntime, data: dict[str, str]) -> None:
 
 def _temporary(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], reason: str, message: str,
                delay: float) -> RetryLater:
-    """A temporary failure recorded (:func:`~rebalanser_operator.controller.record.plan_temporary`), as the
+    """A temporary failure recorded (:func:`~rebalanser_operator.controller.plan.plan_temporary`), as the
     exception the handler raises."""
     ctx.metrics.reconciles.labels("retry").inc()
     _record(rt, fx, plan_temporary(rt.outcome, reason, message))

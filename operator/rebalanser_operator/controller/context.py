@@ -19,8 +19,7 @@ from kazoo.client import KazooClient, KazooState
 
 from rebalanser_operator.controller.core import GroupController, GroupSteps
 from rebalanser_operator.controller.messages import RolloutSeen
-from rebalanser_operator.controller.plan import GroupView
-from rebalanser_operator.controller.session import Open, SessionEffect, SessionFacts, plan_session
+from rebalanser_operator.controller.plan import GroupView, Open, SessionEffect, SessionFacts, plan_session
 from rebalanser_operator.controller.share import FairShare
 from rebalanser_operator.controller.state import EXECUTOR_THREADS, GroupRuntime, LoopOptions
 from rebalanser_operator.identity import OperatorIdentity
@@ -105,7 +104,7 @@ class Context:
             return detached
 
     def session_facts(self, rt: GroupRuntime, connect: str | None = None) -> SessionFacts:
-        """What :func:`~rebalanser_operator.controller.session.plan_session` knows of ``rt``'s session (no
+        """What :func:`~rebalanser_operator.controller.plan.plan_session` knows of ``rt``'s session (no
         I/O): the one it needs (its connect string and TLS material; the operator's identity when it has
         one, whatever the group's credentials, else the group's own credentials only:
         :meth:`GroupRuntime.session_credentials`), the one it holds, who holds the one it needs, and the
