@@ -5,6 +5,7 @@ ZooKeeper; the API server is the recording fake; a profiler records the package'
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.status.view import SyncState
 
-from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
 from tests.support.relay import Relay
 from tests.support.workers import wait_for
 from tests.support.zk import admin_client, purge
@@ -214,3 +215,47 @@ def test_a_re_key_waits_for_its_new_credentials_session_without_failing_the_grou
         with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}") for password in PASSWORDS]) as client:
             purge(client, group_path)
             purge(client, f"{group_path}-2")
+
+
+def test_the_status_loop_calls_a_rotations_new_session_connecting_not_disconnected(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same rotation with the group's status loop running, as the operator runs it: while the session
+    of the new credentials connects, its refreshes neither fail the group nor call it disconnected (no
+    Warning, ZooKeeperConnected stays True and says so); the re-key goes through once it has connected."""
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    relay = Relay((host, int(port)))
+    kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+    spec = {"zookeeper": {"connect": relay.address, "path": group_path, "credentialsSecret": "zk-digest"},
+            "resources": ["a"]}
+    orders = ctx.group("shop", "orders", "uid-orders")
+    caplog.set_level(logging.INFO, logger="rebalanser_operator")
+    try:
+        apply_spec(ctx, orders, spec, generation=1, body={"metadata": {"name": "orders", "namespace": "shop"}})
+        with status_loop(ctx, orders) as loop:
+            wait_for(lambda: loop.patches > 0 and conditions(kube.status).get("ZooKeeperConnected", {})
+                     .get("status") == "True", 10, "the group read by its status loop")
+            events = len(kube.events)
+            relay.hold()  # the new session cannot connect yet
+            kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+            assert poll_once(ctx, kube.secret_data) == 1
+            wait_for(lambda: "new credentials is connecting" in conditions(kube.status)
+                     .get("ZooKeeperConnected", {}).get("message", ""), 10,
+                     "the status loop to show the session of the new credentials connecting")
+            assert conditions(kube.status)["ZooKeeperConnected"]["status"] == "True"
+            wait_for(lambda: sum("re-keyed once it has" in r.getMessage() for r in caplog.records) >= 2,
+                     10, "a second re-key while the session connects (it reuses the session the first opened)")
+            assert orders.sync is not None and orders.sync.ok and orders.connect_pending
+            warnings = [(reason, message) for kind, reason, message in kube.events[events:] if kind == "Warning"]
+            assert warnings == [], warnings
+            relay.release()
+            wait_for(lambda: not orders.secrets_changed and not orders.connect_pending, 15,
+                     "the re-key once the new session connected")
+            assert orders.sync is not None and orders.sync.ok
+            assert orders.credentials == DigestCredentials("op", "new-password")
+            # (after the release the relay may cut the new session once more: the loop reports that as usual)
+            assert "ZooKeeperUnreachable" not in [reason for _, reason, _ in kube.events[events:]]
+    finally:
+        relay.close()
+        with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}") for password in PASSWORDS]) as client:
+            purge(client, group_path)

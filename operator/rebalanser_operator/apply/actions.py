@@ -51,6 +51,7 @@ from rebalanser_operator.controller.messages import Deletion, DesiredSpec, Secre
 from rebalanser_operator.controller.plan import (
     Planned,
     RefreshFacts,
+    Reuse,
     credentials_only,
     plan_admission,
     plan_invalid,
@@ -384,8 +385,10 @@ def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Resourc
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     fx.append(Wake())
     if not connected(ctx.pool, zk):
+        # a re-key still waiting for the session it opened for new credentials (the group left Synced)
+        waiting = isinstance(effect, Reuse) and rt.connect_pending and rt.sync is not None and rt.sync.ok
         rt.outcome = replace(rt.outcome, connect_pending=True)
-        if rekey and credentials_only(effect):
+        if rekey and (credentials_only(effect) or waiting):
             fx.append(Note("its session with the new credentials is connecting; re-keyed once it has"))
             raise RetryLater("the session with the new credentials is connecting", backoff(retry))
         tls = spec.zookeeper.tls
