@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from rebalanser_operator.apply.actions import (
-    apply_desired,
+    apply_step,
     delete_desired,
     end_grace,
     mark_if_secret_changed,
@@ -33,6 +33,6 @@ class OperatorContext(Context):
     a grace period, a re-apply)."""
 
     def group_steps(self) -> GroupSteps:
-        return GroupSteps(apply=partial(apply_desired, self), delete=partial(delete_desired, self),
+        return GroupSteps(apply=partial(apply_step, self), delete=partial(delete_desired, self),
                           secret_seen=mark_if_secret_changed, refresh_facts=partial(refresh_facts, self),
                           end_grace=end_grace, reapply=partial(resync_secrets, self))

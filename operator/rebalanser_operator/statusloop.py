@@ -119,6 +119,7 @@ class StatusLoop:
         self._read_once = False  # this loop has read the group from ZooKeeper
         self._born = time.monotonic()
         self._was_connected: bool | None = None
+        self._pending_since: float | None = None  # a re-key waits for its new session since then
         self._unbalanced_since: float | None = None
         self._last_rebalance = _rebalance_key(self.published.get("lastRebalance"))
         self._last_phase = self.published.get("phase")
@@ -274,6 +275,11 @@ class StatusLoop:
             # A fresh connection (operator start): not called unreachable yet. No thread waits for it: the
             # session's connecting wakes the loop (OperatorContext.on_zookeeper_state).
             return _with(base, zk_message=f"connecting to {rt.connect}")
+        if not zk.connected and self._new_session_pending(now):
+            # the ensemble was reached a moment ago with the old credentials: the last read stands
+            return _with(base, zk_connected=True, zk_message=f"connected to {rt.connect}; a session for the "
+                         "group's new credentials is connecting", ever_connected=True,
+                         unbalanced_for=0.0 if self._unbalanced_since is None else now - self._unbalanced_since)
         if not zk.connected:
             return self._disconnected(base, f"cannot reach ZooKeeper at {rt.connect}")
         if not rt.owned:  # reachable, but no reconcile has claimed the group yet: nothing is read
@@ -316,6 +322,18 @@ class StatusLoop:
         whose = current.describe(owner) if current is not None else "data that is not an owner marker"
         refuse(self.ctx, self.rt, Refusal(PATH_IN_USE, f"znode {self.rt.path} now holds {whose}"))
         return False
+
+    def _new_session_pending(self, now: float) -> bool:
+        """A rotation's re-key waits for the session of the group's new credentials (the group synced, its
+        session pending: :func:`~rebalanser_operator.apply.actions.rekey`): not called disconnected,
+        and no Event, for ``connect_wait`` from when this loop first saw it."""
+        rt = self.rt
+        if not (rt.connect_pending and rt.sync is not None and rt.sync.ok):
+            self._pending_since = None
+            return False
+        if self._pending_since is None:
+            self._pending_since = now
+        return now - self._pending_since < self.options.connect_wait
 
     def _disconnected(self, base: Observation, message: str) -> Observation:
         reason = "ConnectionLost" if self._ever_connected else "Unreachable"

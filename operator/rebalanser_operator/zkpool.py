@@ -99,9 +99,31 @@ class ZooKeeperPool:
 
         A user that switches to another connect string, other TLS material or other credentials releases
         its previous connection. ``session_timeout`` only applies when this call creates the client.
+        (A group's steps plan their session first: :mod:`~rebalanser_operator.controller.session`.)
         """
+        return self.enter(self.session_key(connect, tls, credentials, tenant), user, session_timeout, tls, tenant)
+
+    def session_key(self, connect: str, tls: TlsMaterial | None = None, credentials: Iterable[DigestCredentials] = (),
+                    tenant: bool = False) -> Key:
+        """The session a user with these needs is given (no I/O): see :meth:`acquire`."""
+        return self._key(connect, self._session_tls(tls, tenant), credentials, tenant)
+
+    def holding(self, user: str) -> Key | None:
+        """The session ``user`` holds (None: none)."""
+        with self._lock:
+            return self._user_connect.get(user)
+
+    def holders(self, key: Key) -> set[str]:
+        """Who holds session ``key`` (empty: it is not open)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return set(entry.users) if entry is not None else set()
+
+    def enter(self, key: Key, user: str, session_timeout: float | None = None, tls: TlsMaterial | None = None,
+              tenant: bool = False) -> KazooClient:
+        """``user`` holds session ``key`` (:meth:`session_key`), started if nobody does; the one it held
+        before, if another, is left (and closed with its last user)."""
         tls = self._session_tls(tls, tenant)
-        key = self._key(connect, tls, credentials, tenant)
         auths = key[2]
         stale: _Entry | None = None
         try:

@@ -16,11 +16,14 @@ from rebalanser_operator.apply.reconcile import (
     _Create,
     delete_group,
     group_acl,
+    reacl_group,
     reconcile_group,
     run_batches,
 )
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.spec.models import ResourceGroupSpec
+
+from tests.support.zk import admin_client
 
 pytestmark = pytest.mark.zk
 
@@ -349,3 +352,30 @@ def test_a_new_group_under_a_missing_parent_with_credentials(zk: KazooClient, gr
     finally:
         delete_group(zk, path, OWNER)
         zk.delete(parent, recursive=True)
+
+
+def test_a_re_key_re_acls_the_root_containers_and_config_of_its_own_group_only(
+    zk_hosts: str, group_path: str
+) -> None:
+    """reacl_group (a rotation's re-key): the group's ACL on the root, its containers and G/config; a root
+    gone or carrying another marker (even a released one of this object) is left as it is (False)."""
+    old, new = DigestCredentials("op", "old"), DigestCredentials("op", "new")
+    with admin_client(zk_hosts, auth_data=[("digest", old.auth), ("digest", new.auth)]) as zk:
+        apply(zk, group_path, spec(resources=["a"]), credentials=old)
+        paths = GroupPaths.of(group_path)
+        acl = group_acl(new)
+        assert reacl_group(zk, paths, acl, OWNER)
+        for node in (paths.root, *paths.containers()[1:], paths.config):
+            assert set(zk.get_acls(node)[0]) == set(acl), node
+        assert reacl_group(zk, paths, acl, OWNER), "the same ACL again: nothing to write, still True"
+
+        for marker in (OwnerMarker("shop", "other", "uid-2"), OWNER.released()):
+            zk.set(paths.root, marker.to_json())
+            assert not reacl_group(zk, paths, group_acl(old), OWNER), marker
+            assert set(zk.get_acls(paths.root)[0]) == set(acl) and set(zk.get_acls(paths.config)[0]) == set(acl)
+        zk.set(paths.root, OWNER.to_json())
+        zk.delete(paths.config)
+        assert not reacl_group(zk, paths, group_acl(old), OWNER), "a node of the layout gone: applied whole"
+        assert set(zk.get_acls(paths.root)[0]) == set(acl)
+        zk.delete(group_path, recursive=True)
+        assert not reacl_group(zk, paths, group_acl(old), OWNER)

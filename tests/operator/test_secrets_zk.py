@@ -91,7 +91,8 @@ def test_the_operator_logs_and_shows_no_password(
         assert "Sending request" in text and "Auth(" in text, "kazoo's debug lines were not captured"
         assert_clean(text, PASSWORD, ROTATED)
         assert "op:<redacted>" in text
-        with_tls = replace(rt, rotation=replace(rt.rotation, tls=TlsMaterial(b"ca", b"cert", KEY)))
+        with_tls = replace(rt, _state=replace(rt.state, rotation=replace(rt.rotation,
+                                                                     tls=TlsMaterial(b"ca", b"cert", KEY))))
         shown = repr(with_tls) + str(rt) + repr(ctx.tenancy) + repr(kube.secrets) + repr(rt.session_credentials())
         assert "op" in shown
         delete_znodes(ctx, rt, raw, annotations={}, body=BODY)

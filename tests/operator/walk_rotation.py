@@ -1,12 +1,15 @@
 """How far a Secret rotation walks through the operator's code: a measurement, run by hand.
 
     pytest tests/operator/walk_rotation.py -q -s            # prints the figures
+    WALK_LIST=1 pytest tests/operator/walk_rotation.py -q -s  # and every function entered
 
 A group with digest credentials is applied and its status loop runs (a real ZooKeeper, the recording
 API server of tests/operator/support.py). Then the Secret changes, and a profiler over every thread
 records each function of ``rebalanser_operator`` entered, from the Secret poll's hand-over
 (``poll_once``) until the re-apply it asked for returns: how many distinct functions, in how many
-modules, how many calls, and how often the Secret's content was read from the API server. The file is
+modules, how many calls, and how often the Secret's content was read from the API server. Two walks:
+without the operator's own identity (the new password is a new session of the group's) and with it
+(the operator's session stays; only the group's ACL changes). The file is
 not named ``test_*``: the suite does not run it. It also runs on older commits (where the status loop
 was ``status/loop.py`` and started the re-apply itself), so a before and after can be compared.
 """
@@ -15,9 +18,11 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import os
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -69,7 +74,26 @@ def reapplier() -> tuple[ModuleType, str]:
     return runtime, "resync_secrets"
 
 
-def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+#: the operator's own identity of the "identity" walk (its sessions do not change with a group's credentials)
+OPERATOR = ("rebalanser-operator", "a-long-random-operator-password-0123456789")
+
+
+def context(kube: RecordingKube, zk_hosts: str, top: str | None) -> Any:
+    """The operator's context: the tests' path roots without an identity, or with the operator's identity
+    and its own top node ``top`` (the identity takes the namespace roots it creates over)."""
+    options = LoopOptions(connect_wait=5.0, period=30.0, coalesce=0.05, min_patch_interval=0.05)
+    if top is None:
+        return OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=options)
+    from rebalanser_operator.identity import OperatorIdentity
+    from rebalanser_operator.tenancy import PathRoots, Tenancy
+
+    return OperatorContext(tenancy=Tenancy(path_roots=PathRoots.parse([f"{top}/{{namespace}}"])), kube=kube,
+                           options=options, identity=OperatorIdentity.digest(*OPERATOR))
+
+
+@pytest.mark.parametrize("identity", [False, True], ids=["no-identity", "identity"])
+def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.MonkeyPatch, identity: bool) -> None:
+    top = f"/walk-{uuid.uuid4().hex[:10]}" if identity else None
     walk = Walk()
     owner, name = reapplier()
     resync = getattr(owner, name)
@@ -85,12 +109,13 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
     threading.setprofile(walk.profile)
     sys.setprofile(walk.profile)
     kube = RecordingKube()
-    ctx = OperatorContext(tenancy=TEST_TENANCY, kube=kube,
-                          options=LoopOptions(connect_wait=5.0, period=30.0, coalesce=0.05, min_patch_interval=0.05))
+    ctx = context(kube, zk_hosts, top)
     try:
         kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
-        spec = {"zookeeper": {"connect": zk_hosts, "path": group_path, "credentialsSecret": "zk-digest"},
-                "resources": ["a", "b"]}
+        zookeeper = {"connect": zk_hosts, "credentialsSecret": "zk-digest"}
+        if top is None:
+            zookeeper["path"] = group_path
+        spec = {"zookeeper": zookeeper, "resources": ["a", "b"]}
         rt = ctx.group("shop", "orders", "uid-orders")
         apply_spec(ctx, rt, spec, generation=1)
         with status_loop(ctx, rt) as loop:
@@ -109,13 +134,22 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
         ctx.close()
-        with admin_client(zk_hosts, auth_data=[("digest", "op:new-password"), ("digest", "op:old-password")]) as zk:
-            purge(zk, group_path)
+        with admin_client(zk_hosts, auth_data=[("digest", "op:new-password"), ("digest", "op:old-password"),
+                                               ("digest", ":".join(OPERATOR))]) as zk:
+            if top is None:
+                purge(zk, group_path)
+            else:
+                zk.delete(top, recursive=True)
     code = [call for call in walk.calls if call[0] != "API server"]
     functions = sorted(set(code))
     modules = collections.Counter(module for module, _ in functions)
     reads = [f for module, f in walk.calls if module == "API server" and f != "secret_data"]
-    print(f"\nwalk of a rotation: {len(functions)} functions in {len(modules)} modules, {len(code)} calls; "
+    print(f"\nwalk of a rotation ({'the operator has its own identity' if identity else 'no identity'}): "
+          f"{len(functions)} functions in {len(modules)} modules, {len(code)} calls; "
           f"the Secret read {1 + len(reads)} times (the poll's read, then {reads or 'none'})")
     for module, count in sorted(modules.items()):
         print(f"  {module}: {count}")
+    if os.environ.get("WALK_LIST"):  # every function entered, with its number of calls
+        counts = collections.Counter(code)
+        for module, function in functions:
+            print(f"    {module} {function} x{counts[(module, function)]}")

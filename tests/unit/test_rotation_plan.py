@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kazoo.security import make_acl, make_digest_acl
+from rebalanser_operator.controller.effects import Note, Wake
 from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.controller.rotation import (
     CredentialsRead,
@@ -18,15 +19,15 @@ from rebalanser_operator.controller.rotation import (
     GraceFound,
     Message,
     MigrateWorkers,
-    Note,
+    Reapply,
     ReapplyFailed,
     ReapplyStarted,
     Rotation,
     Synced,
     Tick,
     TlsRead,
-    Wake,
     acl_of,
+    plan_reapply,
     plan_rotation,
     received_data,
     session_credentials,
@@ -156,3 +157,24 @@ def test_the_acl_and_the_session_during_and_after_the_grace() -> None:
     assert received_data(RECEIVED) == {"zk-digest": encoded(username="op", password="new")}
     # A Secret's content as received is kept, but never shown (the state's repr may reach a log line).
     assert encoded(password="new")["password"] not in repr(RECEIVED) + repr(seen("new"))
+
+
+def in_place(now: float = 10.0, spec: ResourceGroupSpec | None = SPEC) -> Facts:
+    return Facts("shop", spec, now, GRACE, in_place=True)
+
+
+@pytest.mark.parametrize(("what", "state", "at", "how"), [
+    ("a Secret received for a group in place: re-keyed only", RECEIVED, in_place(), Reapply.REKEY),
+    ("the grace's end on a group in place: re-keyed only", OVER, in_place(), Reapply.REKEY),
+    ("new TLS material for a group in place: re-keyed (a new session)",
+     replace(WITH_TLS, received=(SecretSeen.of("zk-tls", encoded(**{"ca.crt": b"x"})),), reapply=True),
+     in_place(spec=TLS_SPEC), Reapply.REKEY),
+    ("a Secret received for a group whose last apply did not go through: applied whole", RECEIVED, facts(10.0),
+     Reapply.FULL),
+    ("an unreadable Secret: applied whole (which reports it)",
+     replace(APPLIED, received=(SecretSeen.of("zk-digest", None),), reapply=True), in_place(), Reapply.FULL),
+    ("a session connected late (nothing received): applied whole", APPLIED, in_place(), Reapply.FULL),
+    ("nothing applied yet: nothing", RECEIVED, in_place(spec=None), Reapply.NONE),
+])
+def test_how_a_refresh_re_applies(what: str, state: Rotation, at: Facts, how: Reapply) -> None:
+    assert plan_reapply(state, at) is how, what

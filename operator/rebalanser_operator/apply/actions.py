@@ -1,12 +1,17 @@
 """The controller's I/O steps for a spec: apply it to ZooKeeper, rotate credentials, clean up on deletion.
 
 Blocking functions. :func:`apply_spec` and :func:`delete_znodes` hand their values to the group's
-controller (:mod:`rebalanser_operator.controller`), which runs :func:`apply_desired` and
+controller (:mod:`rebalanser_operator.controller`), which runs :func:`apply_step` and
 :func:`delete_desired` as its steps, one at a time with every other write of the group; the other
 functions here run inside such steps. Failures are reported as :class:`RetryLater` (temporary:
 ZooKeeper unreachable, Secret missing...) or :class:`InvalidSpec` (permanent until the spec changes);
 the handlers translate these into kopf's ``TemporaryError``/``PermanentError``. Each outcome is also
 recorded in the group's runtime, so the status loop can show it.
+
+An apply's ZooKeeper work is done in the step; what it asks of the rest of the world (an Event, the
+workers' ConfigMap, a wake-up of the status loop) it returns as values with its answer
+(:func:`apply_desired`, :func:`rekey`: a :class:`Stepped`), and :func:`carry_out` does them at the
+step's end, then answers or raises.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, NotEmptyError
@@ -34,28 +40,44 @@ from rebalanser_operator.apply.reconcile import (
     SyncResult,
     delete_group,
     migrate_worker_nodes_acl,
+    reacl_group,
     reconcile_group,
     retained_digests,
 )
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
+from rebalanser_operator.controller.effects import Emit, Note, StepEffect, Wake
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
-from rebalanser_operator.controller.plan import RefreshFacts, plan_admission
+from rebalanser_operator.controller.plan import (
+    Planned,
+    RefreshFacts,
+    Reuse,
+    credentials_only,
+    plan_admission,
+    plan_invalid,
+    plan_notices,
+    plan_refusal,
+    plan_session,
+    plan_synced,
+    plan_temporary,
+)
 from rebalanser_operator.controller.rotation import (
     CredentialsRead,
     Effect,
     Facts,
     GraceFound,
     MigrateWorkers,
-    Note,
+    Reapply,
     ReapplyFailed,
     ReapplyStarted,
+    Rotation,
     Synced,
     Tick,
     TlsRead,
-    Wake,
     acl_of,
+    plan_reapply,
     plan_rotation,
+    received_data,
     secret_differs,
 )
 from rebalanser_operator.controller.state import Applied
@@ -64,7 +86,6 @@ from rebalanser_operator.kube import CredentialsError, credentials_from, tls_fro
 from rebalanser_operator.spec.models import CredentialsSecretRef, ResourceGroupSpec, SpecError
 from rebalanser_operator.spec.notices import spec_notices
 from rebalanser_operator.status.tuning import initial_state
-from rebalanser_operator.status.view import SyncState
 from rebalanser_operator.tenancy import (
     LIMIT_EXCEEDED,
     NOT_CREATED_BY_OPERATOR,
@@ -81,6 +102,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 KEEP_ZNODES = "rebalanser.io/keep-znodes"
 SKIP_CLEANUP = "rebalanser.io/skip-zookeeper-cleanup"
 #: Deletion gives up on an unreachable ZooKeeper this long after its first attempt.
@@ -90,9 +113,6 @@ DELETE_GIVE_UP_SECONDS = 600.0
 MEMBERS_LEAVE_WAIT_SECONDS = 60.0
 MEMBERS_POLL_SECONDS = 2.0
 OWNED_ELSEWHERE_RETRY = 60.0
-#: Appended to a Synced group's status message when the operator runs without its own identity.
-NO_IDENTITY_NOTE = ("; the operator has no ZooKeeper identity of its own: the parents of the groups are open "
-                    "to any client (docs/operator.md, Security model)")
 
 
 class RetryLater(RuntimeError):
@@ -129,37 +149,91 @@ def apply_spec(
     return ctx.controller_of(rt).apply(desired)
 
 
-def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
-    """The controller's step for a desired spec (see :func:`apply_spec`): admit it (a pure plan), adopt
-    it, read its Secrets, connect, sync the znodes, record the outcome."""
+@dataclass(frozen=True)
+class Stepped(Generic[T]):
+    """What a step came to: its answer, or the error it ends with, and the effects (Events, the workers'
+    ConfigMap, wake-ups, log lines) it asks for, not carried out yet (:func:`carry_out` does)."""
+
+    answer: T | None
+    error: Exception | None
+    effects: tuple[StepEffect, ...]
+
+
+def apply_step(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> SyncResult:
+    """The controller's step for a desired spec (see :func:`apply_spec`): :func:`apply_desired`, then its
+    effects carried out, then its answer (or its error raised)."""
+    answer = carry_out(ctx, rt, apply_desired(ctx, rt, desired_spec))
+    assert answer is not None
+    return answer
+
+
+def apply_desired(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec) -> Stepped[SyncResult]:
+    """Admits a desired spec (a pure plan), adopts it, reads its Secrets, connects, syncs the znodes and
+    records the outcome (pure plans: :mod:`~rebalanser_operator.controller.plan`). Returns the result
+    (or the error: a refusal, :class:`RetryLater`, :class:`InvalidSpec`, a session to wait for) with
+    every Event, ConfigMap and wake-up it asks for, none of them done here."""
+    fx: list[StepEffect] = []
+    try:
+        return Stepped(_apply(ctx, rt, desired_spec, fx), None, tuple(fx))
+    except Exception as exc:  # raised by carry_out, after the effects
+        return Stepped(None, exc, tuple(fx))
+
+
+def _apply(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, fx: list[StepEffect]) -> SyncResult:
     body = desired_spec.body()
     rt.body = body if body is not None else rt.body
-    spec, path, desired = _parse(ctx, rt, desired_spec)
-    placement = _admit(ctx, rt, desired_spec, spec, path, desired)
+    spec, path, desired = _parse(ctx, rt, fx, desired_spec)
+    placement = _admit(ctx, rt, fx, desired_spec, spec, path, desired)
     _adopt(rt, desired_spec, spec, path, desired, placement)
-    _note_older_forms(ctx, rt)
-    credentials = _read_secrets(ctx, rt, spec, desired_spec)
-    zk = _connect(ctx, rt, spec, desired_spec.retry)
-    result = _sync(ctx, rt, zk, spec, credentials, placement, desired_spec.retry)
-    _synced(ctx, rt, spec, result)
+    _record(rt, fx, plan_notices(rt.outcome, spec_notices(rt.raw_spec)))
+    credentials = _read_secrets(ctx, rt, fx, spec, desired_spec.received_data, desired_spec.retry)
+    zk = _connect(ctx, rt, fx, spec, desired_spec.retry)
+    result = _sync(ctx, rt, fx, zk, spec, credentials, placement, desired_spec.retry)
+    _synced(ctx, rt, fx, spec, result)
     return result
 
 
+def _record(rt: GroupRuntime, fx: list[StepEffect], planned: Planned) -> None:
+    """A plan of :mod:`~rebalanser_operator.controller.plan`: the outcome replaced, its effects kept."""
+    rt.outcome, effects = planned
+    fx.extend(effects)
+
+
+def carry_out(ctx: Context, rt: GroupRuntime, stepped: Stepped[T]) -> T | None:
+    """The thin I/O end of a step: its effects, in order, then its answer (or its error raised)."""
+    run_effects(ctx, rt, stepped.effects)
+    if stepped.error is not None:
+        raise stepped.error
+    return stepped.answer
+
+
+def run_effects(ctx: Context, rt: GroupRuntime, effects: Sequence[StepEffect]) -> None:
+    """Carries a step's effects out, in order: wake-ups, log lines, Events, the workers' ConfigMap."""
+    for effect in effects:
+        if isinstance(effect, Wake):
+            rt.wake()
+        elif isinstance(effect, Note):
+            log.info("%s: %s", rt.user, effect.message)
+        elif isinstance(effect, Emit):
+            event(ctx, rt, effect.type, effect.reason, effect.message)
+        else:
+            _publish(ctx, rt, effect.mapping())
+
+
 def _parse(
-    ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec,
+    ctx: Context, rt: GroupRuntime, fx: list[StepEffect], desired_spec: DesiredSpec,
 ) -> tuple[ResourceGroupSpec, str, frozenset[str]]:
     try:
         spec = ResourceGroupSpec.parse(desired_spec.spec())
         return spec, group_path(ctx, rt, spec), spec.desired_resources()
     except SpecError as exc:
-        rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=str(exc))
         ctx.metrics.reconciles.labels("invalid").inc()
-        rt.wake()
+        _record(rt, fx, plan_invalid(rt.outcome, desired_spec.generation, str(exc)))
         raise InvalidSpec(str(exc)) from exc
 
 
-def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec, path: str,
-           desired: frozenset[str]) -> Placement:
+def _admit(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], desired_spec: DesiredSpec,
+           spec: ResourceGroupSpec, path: str, desired: frozenset[str]) -> Placement:
     """:func:`~rebalanser_operator.controller.plan.plan_admission`, carried out: before any Secret is read
     or sent. Raises the refusal or :class:`InvalidSpec`."""
     generation = desired_spec.generation
@@ -173,23 +247,22 @@ def _admit(ctx: Context, rt: GroupRuntime, desired_spec: DesiredSpec, spec: Reso
     )
     if admission.refusal is not None:
         rt.outcome = replace(rt.outcome, generation=generation)
-        raise _refused(ctx, rt, admission.refusal)
+        raise _refused(ctx, rt, fx, admission.refusal)
     if admission.invalid is not None:
-        rt.outcome = replace(rt.outcome, generation=generation, spec_error=admission.invalid)
-        rt.wake()
+        _record(rt, fx, plan_invalid(rt.outcome, generation, admission.invalid))
         raise InvalidSpec(admission.invalid)
     assert isinstance(placed, Placement)
     if not ctx.admit(rt):
         rt.outcome = replace(rt.outcome, generation=generation)
-        raise _refused(ctx, rt, ctx.tenancy.limits.groups_refusal(rt.namespace), retry_after=OWNED_ELSEWHERE_RETRY)
+        raise _refused(ctx, rt, fx, ctx.tenancy.limits.groups_refusal(rt.namespace),
+                       retry_after=OWNED_ELSEWHERE_RETRY)
     if admission.check_move and not _group_found_at(ctx, rt, spec, path):
         message = (
             f"spec.zookeeper.connect changed from {before} to {spec.zookeeper.connect}, where {path} does not exist: "
             "the operator does not move a group between ensembles (its members and znodes stay on the old one). "
             "Revert the change, or move the data and retry, or delete and re-create the ResourceGroup"
         )
-        rt.outcome = replace(rt.outcome, generation=generation, spec_error=message)
-        rt.wake()
+        _record(rt, fx, plan_invalid(rt.outcome, generation, message))
         raise InvalidSpec(message)
     return placed
 
@@ -200,50 +273,47 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
     moved = (rt.connect, rt.path) != (spec.zookeeper.connect, path)
     rt.applied = Applied(spec, desired_spec.spec_json, path, spec.zookeeper.connect,
                          spec.zookeeper.session_timeout_seconds, desired, placement.root)
-    rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=None,
+    rt.outcome = replace(rt.outcome, generation=desired_spec.generation, spec_error=None, in_place=False,
                          owned=rt.owned and not moved)  # a new place: not owned until the claim in _sync
     policy = rt.policy()
     if policy is not None and (rt.tuning is None or not policy.adaptive):
         rt.tuning = initial_state(policy, now=time.monotonic(), seed=desired_spec.seed_interval)
 
 
-def _note_older_forms(ctx: Context, rt: GroupRuntime) -> None:
-    """The spec's deprecated forms and rounded fractions (:mod:`notices`): in the SpecCurrent condition,
-    and a Warning Event each time the set changes."""
-    notices = spec_notices(rt.raw_spec)
-    if notices != rt.notices and notices:
-        event(ctx, rt, "Warning", "DeprecatedFields", "; ".join(notices))
-    rt.outcome = replace(rt.outcome, notices=notices)
-
-
-def _read_secrets(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec,
-                  desired_spec: DesiredSpec) -> DigestCredentials | None:
+def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec,
+                  received: Callable[[str], Mapping[str, str] | None], retry: int, *,
+                  keep: bool = False) -> DigestCredentials | None:
     """The credentials and TLS material the spec names (a changed password starts a rotation): as
-    received with the message (a rotation the Secret poll noticed), else read from the API server."""
-    credentials, retry = None, desired_spec.retry
+    ``received`` gives them (what the Secret poll read), else read from the API server, or with ``keep``
+    (a rotation's re-key) the ones in use."""
+    credentials = None
     if (ref := spec.zookeeper.credentials) is not None:
+        data = received(ref.name)
         try:
-            credentials = _credentials(ctx, rt, ref, desired_spec.received_data(ref.name))
+            credentials = rt.credentials if data is None and keep else _credentials(ctx, rt, ref, data)
         except CredentialsError as exc:
-            raise _temporary(ctx, rt, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
-        _check_sizes(ctx, rt, ref.name, ((ref.username_key, len(credentials.username.encode())),
-                                         (ref.password_key, len(credentials.password.encode()))), retry)
-    rotate(ctx, rt, CredentialsRead(credentials))
+            raise _temporary(ctx, rt, fx, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
+        if credentials is not None:
+            _check_sizes(ctx, rt, fx, ref.name, ((ref.username_key, len(credentials.username.encode())),
+                                             (ref.password_key, len(credentials.password.encode()))), retry)
+    rotate(ctx, rt, CredentialsRead(credentials), fx=fx)
     tls = spec.zookeeper.tls
-    if tls is not None:
-        try:
-            received = desired_spec.received_data(tls.secret)
-            material = (
-                ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
-                if received is None else
-                tls_from(received, f"{rt.namespace}/{tls.secret}", verify_hostname=tls.verify_hostname, keys=tls.keys)
-            )
-        except CredentialsError as exc:
-            raise _temporary(ctx, rt, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
-        _check_sizes(ctx, rt, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
-        rotate(ctx, rt, TlsRead(material))
-    else:
-        rotate(ctx, rt, TlsRead(None))
+    if tls is None:
+        rotate(ctx, rt, TlsRead(None), fx=fx)
+        return credentials
+    data = received(tls.secret)
+    if data is None and keep:
+        return credentials  # the material in use
+    try:
+        material = (
+            ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
+            if data is None else
+            tls_from(data, f"{rt.namespace}/{tls.secret}", verify_hostname=tls.verify_hostname, keys=tls.keys)
+        )
+    except CredentialsError as exc:
+        raise _temporary(ctx, rt, fx, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
+    _check_sizes(ctx, rt, fx, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
+    rotate(ctx, rt, TlsRead(material), fx=fx)
     return credentials
 
 
@@ -258,19 +328,26 @@ def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
 
 def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
     """What the rotation plan knows of the group besides its rotation state."""
+    outcome = rt.outcome
     return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
-                 ctx.options.credentials_grace if ctx is not None else 0.0)
+                 ctx.options.credentials_grace if ctx is not None else 0.0,
+                 in_place=outcome.in_place and outcome.owned and outcome.acl is not None)
 
 
 def rotate(ctx: Context | None, rt: GroupRuntime,
            message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
-           now: float | None = None) -> tuple[Effect, ...]:
-    """One message of the rotation plan: the state replaced once, its effects run (a wake-up, a log line)."""
+           now: float | None = None, *, fx: list[StepEffect] | None = None) -> tuple[Effect, ...]:
+    """One message of the rotation plan: the state replaced once, its effects (a wake-up, a log line)
+    kept in ``fx`` for the step's end, or run at once without it."""
     rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
-    for effect in effects:
+    kept = [effect for effect in effects if isinstance(effect, Wake | Note)]
+    if fx is not None:
+        fx.extend(kept)
+        return effects
+    for effect in kept:
         if isinstance(effect, Wake):
             rt.wake()
-        elif isinstance(effect, Note):
+        else:
             log.info("%s: %s", rt.user, effect.message)
     return effects
 
@@ -280,85 +357,112 @@ def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple
     return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
-def _check_sizes(ctx: Context, rt: GroupRuntime, secret: str, sizes: tuple[tuple[str, int], ...],
-                 retry: int) -> None:
+def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: str,
+                 sizes: tuple[tuple[str, int], ...], retry: int) -> None:
     """A Secret key larger than ``Limits.secret_key_bytes`` is refused (retried: the Secret may shrink)."""
     refusal = ctx.tenancy.limits.check_secret_keys(f"{rt.namespace}/{secret}", sizes)
     if refusal is not None:
-        raise _temporary(ctx, rt, refusal.reason, refusal.message, backoff(retry))
+        raise _temporary(ctx, rt, fx, refusal.reason, refusal.message, backoff(retry))
 
 
-def _connect(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, retry: int) -> KazooClient:
-    """The group's own session (its credentials only), connected. Never waits for it (see
+def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec, retry: int, *,
+             rekey: bool = False) -> KazooClient:
+    """The group's session, as :func:`~rebalanser_operator.controller.plan.plan_session` plans it
+    (reuse the one it holds, join another group's, or open one: the operator's identity, else the group's
+    own credentials only), connected. Never waits for it (see
     :mod:`~rebalanser_operator.controller.connectwait`): a session not connected yet ends the step, and
-    the group is applied again when it connects."""
-    refusal = ctx.session_refusal(rt)
-    if refusal is not None:
-        raise _refused(ctx, rt, refusal, retry_after=OWNED_ELSEWHERE_RETRY)
+    the group is applied again when it connects. For a ``rekey`` whose new session differs from the old
+    only in its credentials (:func:`~rebalanser_operator.controller.plan.credentials_only`) that is
+    no failure of the group: its status and Events are left as they are."""
+    effect = plan_session(ctx.session_facts(rt))  # reuse, join or open one: never a lookup's side effect
+    if effect is None:
+        raise _refused(ctx, rt, fx, ctx.tenancy.limits.sessions_refusal(rt.namespace),
+                       retry_after=OWNED_ELSEWHERE_RETRY)
     try:
-        zk = ctx.client(rt)
+        zk = ctx.session(rt, effect)
     except TlsStoreFull as exc:
-        raise _refused(ctx, rt, Refusal(LIMIT_EXCEEDED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
+        raise _refused(ctx, rt, fx, Refusal(LIMIT_EXCEEDED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
-    rt.wake()
+    fx.append(Wake())
     if not connected(ctx.pool, zk):
+        # a re-key still waiting for the session it opened for new credentials (the group left Synced)
+        waiting = isinstance(effect, Reuse) and rt.connect_pending and rt.sync is not None and rt.sync.ok
         rt.outcome = replace(rt.outcome, connect_pending=True)
+        if rekey and (credentials_only(effect) or waiting):
+            fx.append(Note("its session with the new credentials is connecting; re-keyed once it has"))
+            raise RetryLater("the session with the new credentials is connecting", backoff(retry))
         tls = spec.zookeeper.tls
         over = f" over TLS (Secret {tls.secret})" if tls is not None else ""
         if ctx.identity is not None and ctx.identity.tls is not None:
             over = (" over TLS with the operator's own certificate (its identity); the group must name a TLS port"
                     + (f", as its Secret {tls.secret} is used by its workers only" if tls is not None else ""))
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
-        raise _temporary(ctx, rt, "ZooKeeperUnreachable", message, backoff(retry))
+        raise _temporary(ctx, rt, fx, "ZooKeeperUnreachable", message, backoff(retry))
     rt.outcome = replace(rt.outcome, connect_pending=False)
     return zk
 
 
-def _sync(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
+def _sync(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: KazooClient, spec: ResourceGroupSpec,
           credentials: DigestCredentials | None, placement: Placement, retry: int) -> SyncResult:
     """Claims the group root for this object and syncs its znodes; a changed ACL is given to the workers'
     znodes too. Records the ACL; raises the refusal or :class:`RetryLater`."""
     assert rt.path is not None
-    path, started = rt.path, time.monotonic()
-    try:
+    path = rt.path
+    with _sync_errors(ctx, rt, fx, path, retry):
         if credentials is not None and rt.acl is None and rt.grace_until is None:
-            _resume_grace(ctx, rt, zk, path, credentials)
+            _resume_grace(ctx, rt, fx, zk, path, credentials)
         acl = acl_of(rt.rotation, ctx.identity)
-        result = _reconcile_or_take_over(ctx, rt, zk, spec, acl, placement)
+        result = _reconcile_or_take_over(ctx, rt, fx, zk, spec, acl, placement)
         rt.outcome = replace(rt.outcome, owned=True)
-        before = tuple(rt.acl) if rt.acl is not None else None
-        synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
-        for effect in effects:
-            if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
-                migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
-                                                    identity=ctx.identity)
-                log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
-                         "rotation, both passwords" if effect.both else "new password only", migrated)
+        synced = _acl_synced(ctx, rt, zk, path, acl)
         if result.parents_not_taken:
-            event(ctx, rt, "Warning", "ParentNotTakenOver",
-                  f"{', '.join(result.parents_not_taken)}: the ACL refuses the operator's identity; the group "
-                  "works, but no new group can be created there until a ZooKeeper administrator gives it back")
-    except NotCreatedByOperatorError as exc:
-        raise _refused(ctx, rt, Refusal(NOT_CREATED_BY_OPERATOR, str(exc)),
-                       retry_after=OWNED_ELSEWHERE_RETRY) from exc
-    except GroupOwnedElsewhereError as exc:
-        raise _refused(ctx, rt, Refusal(PATH_IN_USE, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
-    except ParentNotOwnedError as exc:
-        raise _refused(ctx, rt, Refusal(PARENT_NOT_OWNED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
-    except NoAuthError as exc:
-        message = f"ZooKeeper refused a write under {path}: the group is protected by other credentials"
-        raise _temporary(ctx, rt, "NotAuthorized", message, backoff(retry)) from exc
-    except (KazooException, KazooTimeoutError) as exc:
-        message = f"ZooKeeper error while syncing {path}: {type(exc).__name__} {exc}".strip()
-        raise _temporary(ctx, rt, "SyncFailed", message, backoff(retry)) from exc
-    finally:
-        ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
+            fx.append(Emit("Warning", "ParentNotTakenOver",
+                           f"{', '.join(result.parents_not_taken)}: the ACL refuses the operator's identity; the "
+                           "group works, but no new group can be created there until a ZooKeeper administrator "
+                           "gives it back"))
     rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
     return result
 
 
-def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, zk: KazooClient, spec: ResourceGroupSpec,
-                            acl: list[ACL], placement: Placement) -> SyncResult:
+def _acl_synced(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, acl: list[ACL]) -> Rotation:
+    """The group's znodes carry ``acl``: the rotation's next state, its effect run (a changed ACL goes
+    onto the resources and the workers' znodes too)."""
+    before = tuple(rt.acl) if rt.acl is not None else None
+    synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
+    for effect in effects:
+        if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
+            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
+                                                identity=ctx.identity)
+            log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+                     "rotation, both passwords" if effect.both else "new password only", migrated)
+    return synced
+
+
+@contextmanager
+def _sync_errors(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], path: str, retry: int) -> Iterator[None]:
+    """A sync's ZooKeeper failures as the refusal or :class:`RetryLater` they are; its time measured."""
+    started = time.monotonic()
+    try:
+        yield
+    except NotCreatedByOperatorError as exc:
+        raise _refused(ctx, rt, fx, Refusal(NOT_CREATED_BY_OPERATOR, str(exc)),
+                       retry_after=OWNED_ELSEWHERE_RETRY) from exc
+    except GroupOwnedElsewhereError as exc:
+        raise _refused(ctx, rt, fx, Refusal(PATH_IN_USE, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
+    except ParentNotOwnedError as exc:
+        raise _refused(ctx, rt, fx, Refusal(PARENT_NOT_OWNED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
+    except NoAuthError as exc:
+        message = f"ZooKeeper refused a write under {path}: the group is protected by other credentials"
+        raise _temporary(ctx, rt, fx, "NotAuthorized", message, backoff(retry)) from exc
+    except (KazooException, KazooTimeoutError) as exc:
+        message = f"ZooKeeper error while syncing {path}: {type(exc).__name__} {exc}".strip()
+        raise _temporary(ctx, rt, fx, "SyncFailed", message, backoff(retry)) from exc
+    finally:
+        ctx.metrics.reconcile_seconds.observe(time.monotonic() - started)
+
+
+def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: KazooClient,
+                            spec: ResourceGroupSpec, acl: list[ACL], placement: Placement) -> SyncResult:
     """:func:`reconcile_group` as the operator; with its identity, a group this object owns that an older
     operator created under the tenant's credentials (the operator's identity cannot change it) is first
     taken over on a short session of the group's own credentials (:func:`take_over_group`), then
@@ -383,17 +487,17 @@ def _reconcile_or_take_over(ctx: Context, rt: GroupRuntime, zk: KazooClient, spe
         if taken is None:
             raise
     log.info("%s: took over %s from the tenant's credentials (%d znodes re-ACLed)", rt.user, rt.path, taken)
-    event(ctx, rt, "Normal", "TakenOver", f"{rt.path}: created by an earlier operator under the group's "
-                                          f"credentials; {taken} znodes now name the operator's identity too")
+    fx.append(Emit("Normal", "TakenOver", f"{rt.path}: created by an earlier operator under the group's "
+                                          f"credentials; {taken} znodes now name the operator's identity too"))
     return attempt()
 
 
-def _synced(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, result: SyncResult) -> None:
-    """Records a sync that went through: status, metrics, an Event, the workers' ConfigMap."""
+def _synced(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec,
+            result: SyncResult) -> None:
+    """Records a sync that went through (:func:`~rebalanser_operator.controller.plan.plan_synced`):
+    status, metrics, an Event, the workers' ConfigMap."""
     assert rt.path is not None
     path = rt.path
-    note = "" if ctx.identity is not None else NO_IDENTITY_NOTE
-    rt.outcome = replace(rt.outcome, sync=SyncState(True, "Synced", f"{result.resources} resources in {path}{note}"))
     ctx.metrics.reconciles.labels("ok").inc()
     ctx.metrics.resources_created.inc(result.created)
     ctx.metrics.resources_deleted.inc(result.deleted)
@@ -401,11 +505,8 @@ def _synced(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, result: Syn
         "reconciled %s: %d resources (+%d -%d) in %.3fs", rt.user, result.resources, result.created,
         result.deleted, result.elapsed_seconds,
     )
-    if result.created or result.deleted:
-        event(ctx, rt, "Normal", "ResourcesSynced",
-              f"created {result.created}, deleted {result.deleted}; {result.resources} resources in {path}")
-    publish_worker_config(ctx, rt, spec, path)
-    rt.wake()
+    _record(rt, fx, plan_synced(rt.outcome, result, path, identity=ctx.identity is not None,
+                                config=_worker_config_of(ctx, rt, spec, path), published=rt.worker_config))
 
 
 def group_path(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
@@ -426,28 +527,27 @@ def placement_of(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: 
     return ctx.tenancy.path_roots.place(rt.namespace, spec.zookeeper.connect, path)
 
 
-def _refused(ctx: Context, rt: GroupRuntime, refusal: Refusal, *,
+def _refused(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], refusal: Refusal, *,
              retry_after: float | None = None) -> InvalidSpec | RetryLater:
-    """:func:`refuse`, as the exception the handler raises: permanent unless ``retry_after`` is given."""
-    refuse(ctx, rt, refusal)
+    """A refused group recorded (:func:`~rebalanser_operator.controller.plan.plan_refusal`), as the
+    exception the handler raises: permanent unless ``retry_after`` is given."""
+    ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
+    _record(rt, fx, plan_refusal(rt.outcome, refusal))
     if retry_after is None:
         return InvalidSpec(refusal.message)
     return RetryLater(refusal.message, retry_after)
 
 
 def refuse(ctx: Context, rt: GroupRuntime, refusal: Refusal) -> None:
-    """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new);
-    the group is not this object's to read or act on."""
-    changed = rt.sync is None or (rt.sync.reason, rt.sync.message) != (refusal.reason, refusal.message)
-    rt.outcome = replace(rt.outcome, owned=False, spec_error=None,
-                         sync=SyncState(False, refusal.reason, refusal.message, permanent=True))
-    ctx.metrics.reconciles.labels("conflict" if refusal.reason == PATH_IN_USE else "refused").inc()
-    if changed:
-        event(ctx, rt, "Warning", refusal.reason, refusal.message)
-    rt.wake()
+    """Records a refused group (an Error status with the refusal's reason, a Warning Event when it is new)
+    and carries its effects out at once (the status loop's own finding); the group is not this object's to
+    read or act on."""
+    fx: list[StepEffect] = []
+    _refused(ctx, rt, fx, refusal)
+    run_effects(ctx, rt, fx)
 
 
-def _resume_grace(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str,
+def _resume_grace(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: KazooClient, path: str,
                   credentials: DigestCredentials) -> None:
     """At this operator's first apply of the group: a root ACL naming other digests besides the
     current credentials is a grace period an earlier operator left unfinished; it starts over here."""
@@ -460,7 +560,7 @@ def _resume_grace(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str,
     mine = owner_marker(ctx, rt)
     if marker is None or not mine.uid or marker.uid != mine.uid or not mine.same_object(marker):
         return  # only this object's own root says what its own grace period kept
-    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))))
+    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))), fx=fx)
 
 
 def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
@@ -528,22 +628,29 @@ def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
 
 
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
-    """Re-applies the last spec with the referenced Secrets' current contents: a new TLS Secret means a
-    new connection (:class:`~rebalanser_operator.zkpool.ZooKeeperPool`), new credentials are added to
-    the session and become the group znodes' ACL. On failure the group stays marked for the next try."""
-    raw = rt.raw_spec
+    """Re-applies the group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply`
+    cuts it: a group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last
+    spec, with the Secrets as received: a new TLS Secret means a new connection, new credentials become
+    the group znodes' ACL). On failure the group stays marked for the next try."""
+    how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
     changed = rt.secrets_changed
     rotate(ctx, rt, ReapplyStarted())
-    if raw is None:
+    raw = rt.raw_spec
+    if how is Reapply.NONE or raw is None:
         return
-    # The Secrets as the poll received them: used as they are, never read again.
-    desired = DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received)
+
+    def step() -> None:
+        if how is Reapply.REKEY and carry_out(ctx, rt, rekey(ctx, rt)):
+            return
+        # The Secrets as the poll received them: used as they are, never read again.
+        apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
+
     controller = ctx.controller_of(rt)
     try:
         if controller.on_strand():
-            apply_desired(ctx, rt, desired)  # already the group's step (the status refresh)
+            step()  # already the group's step (the status refresh)
         else:
-            controller.apply(desired)
+            controller.attempt(step)
     except RetryLater as exc:
         rotate(ctx, rt, ReapplyFailed(changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
@@ -554,6 +661,43 @@ def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
         if changed:
             event(ctx, rt, "Normal", "SecretApplied",
                   f"applied the current contents of Secrets {sorted(rt.secrets())}")
+
+
+def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
+    """A rotation's re-apply of a group in place (:data:`~rebalanser_operator.controller.rotation.Reapply.REKEY`):
+    its spec, place and root are this object's already, so nothing is parsed, admitted, adopted or synced
+    again. The credentials and TLS material as received (else those in use), the session that holds
+    them, the group's ACL on its root, containers and ``G/config`` (and, when it changed, on the
+    resources and the workers' znodes), the workers' config. False, with nothing written to the group:
+    its root is gone or no longer carries this object's marker (then it is applied whole). Like
+    :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
+    fx: list[StepEffect] = []
+    try:
+        return Stepped(_rekey(ctx, rt, fx), None, tuple(fx))
+    except Exception as exc:  # raised by carry_out, after the effects
+        return Stepped(None, exc, tuple(fx))
+
+
+def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
+    spec, path = rt.spec, rt.path
+    assert spec is not None and path is not None
+    _read_secrets(ctx, rt, fx, spec, received_data(rt.rotation).get, 0, keep=True)
+    zk = _connect(ctx, rt, fx, spec, 0, rekey=True)
+    acl = acl_of(rt.rotation, ctx.identity)
+    with _sync_errors(ctx, rt, fx, path, 0):
+        if not reacl_group(zk, GroupPaths.of(path), acl, owner_marker(ctx, rt)):
+            log.info("%s: %s is not as the last sync left it; applying the spec whole", rt.user, path)
+            return False
+        synced = _acl_synced(ctx, rt, zk, path, acl)
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
+    ctx.metrics.reconciles.labels("ok").inc()
+    log.info("re-keyed %s: the group's ACL names %d digest(s)", rt.user,
+             sum(1 for entry in acl if entry.id.scheme == "digest"))
+    # Synced again (an earlier re-key may have met its session connecting), the ConfigMap if it changed
+    unchanged = SyncResult(0, 0, len(rt.desired), False, 0.0)
+    _record(rt, fx, plan_synced(rt.outcome, unchanged, path, identity=ctx.identity is not None,
+                                config=_worker_config_of(ctx, rt, spec, path), published=rt.worker_config))
+    return True
 
 
 def _group_found_at(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> bool:
@@ -608,12 +752,13 @@ def worker_config(spec: ResourceGroupSpec, namespace: str, name: str, path: str,
     return data
 
 
-def publish_worker_config(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> None:
-    """Publishes :func:`worker_config` when it changed; a failure is reported, never fatal to the sync."""
-    data = worker_config(spec, rt.namespace, rt.name, path,
-                         ctx.identity.acl_id if ctx.identity is not None else None)
-    if rt.worker_config == data:
-        return
+def _worker_config_of(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, path: str) -> dict[str, str]:
+    return worker_config(spec, rt.namespace, rt.name, path, ctx.identity.acl_id if ctx.identity is not None else None)
+
+
+def _publish(ctx: Context, rt: GroupRuntime, data: dict[str, str]) -> None:
+    """Publishes the workers' ConfigMap (a :class:`PublishConfig` effect); a failure is reported, never
+    fatal to the sync (it is published at the next sync)."""
     try:
         ctx.kube.publish_config(rt.namespace, config_map_name(rt.name), data, rt.body)
     except Exception as exc:
@@ -623,13 +768,12 @@ def publish_worker_config(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpe
     rt.worker_config = data
 
 
-def _temporary(ctx: Context, rt: GroupRuntime, reason: str, message: str, delay: float) -> RetryLater:
-    changed = rt.sync is None or rt.sync.reason != reason
-    rt.outcome = replace(rt.outcome, sync=SyncState(False, reason, message))
+def _temporary(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], reason: str, message: str,
+               delay: float) -> RetryLater:
+    """A temporary failure recorded (:func:`~rebalanser_operator.controller.plan.plan_temporary`), as the
+    exception the handler raises."""
     ctx.metrics.reconciles.labels("retry").inc()
-    if changed:
-        event(ctx, rt, "Warning", reason, message)
-    rt.wake()
+    _record(rt, fx, plan_temporary(rt.outcome, reason, message))
     return RetryLater(message, delay)
 
 

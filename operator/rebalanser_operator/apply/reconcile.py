@@ -454,6 +454,29 @@ def _ensure_acl(zk: KazooClient, node: str, acl: Sequence[ACL]) -> None:
         zk.set_acls(node, list(acl), version=stat.aversion)
 
 
+def reacl_group(zk: KazooClient, paths: GroupPaths, acl: Sequence[ACL], owner: OwnerMarker) -> bool:
+    """A rotation's re-ACL of a group its last sync left in place: ``acl`` on the root, its containers and
+    ``G/config`` (what :func:`ensure_group` gives them; the resources and the workers' znodes follow with
+    :func:`migrate_worker_nodes_acl`), every read pipelined, then the writes. False, with nothing
+    written, when the root or one of those nodes is gone, or the root no longer carries ``owner``'s very
+    marker. A node changed meanwhile (``BadVersionError``) or refusing the session fails the call."""
+    nodes = [paths.root, *paths.containers()[1:], paths.config]
+    root = zk.get_async(paths.root)
+    reads = [(node, zk.get_acls_async(node)) for node in nodes]
+    try:
+        data, _ = root.get()
+        found = [(node, *reply.get()) for node, reply in reads]
+    except NoNodeError:
+        return False
+    if OwnerMarker.parse(data) != owner:
+        return False
+    writes = [zk.set_acls_async(node, list(acl), version=stat.aversion)
+              for node, current, stat in found if set(current) != set(acl)]
+    for reply in writes:
+        reply.get()
+    return True
+
+
 def retargeted(current: Sequence[ACL], acl: Sequence[ACL], keep: Id | None = None) -> list[ACL]:
     """A node's ACL moved to the digests of ``acl`` (a group's, during or after a rotation), keeping
     what the node was given: its digest entries are replaced by ``acl``'s digests, each with the

@@ -13,18 +13,19 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from kazoo.client import KazooClient, KazooState
 
 from rebalanser_operator.controller.core import GroupController, GroupSteps
 from rebalanser_operator.controller.messages import RolloutSeen
-from rebalanser_operator.controller.plan import GroupView
+from rebalanser_operator.controller.plan import GroupView, Open, SessionEffect, SessionFacts, plan_session
 from rebalanser_operator.controller.share import FairShare
 from rebalanser_operator.controller.state import EXECUTOR_THREADS, GroupRuntime, LoopOptions
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
-from rebalanser_operator.tenancy import Refusal, SettingError, Tenancy, normalise_connect
+from rebalanser_operator.tenancy import SettingError, Tenancy, normalise_connect
 from rebalanser_operator.zkpool import ZooKeeperPool
 from rebalanser_operator.zktls import TlsFileStore
 
@@ -102,27 +103,35 @@ class Context:
                 self._detached[id(rt)] = detached
             return detached
 
-    def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
-        """The ZooKeeper client of group ``rt``: its connect string and TLS material, authenticated as the
-        operator's identity when it has one (one session per ensemble and TLS material, whatever the
-        groups' credentials), else with the group's own credentials only
-        (:meth:`GroupRuntime.session_credentials`)."""
+    def session_facts(self, rt: GroupRuntime, connect: str | None = None) -> SessionFacts:
+        """What :func:`~rebalanser_operator.controller.plan.plan_session` knows of ``rt``'s session (no
+        I/O): the one it needs (its connect string and TLS material; the operator's identity when it has
+        one, whatever the group's credentials, else the group's own credentials only:
+        :meth:`GroupRuntime.session_credentials`), the one it holds, who holds the one it needs, and the
+        sessions of its namespace against ``Limits.sessions_per_namespace``."""
         target = connect if connect is not None else rt.connect
         assert target is not None
-        return self.pool.acquire(target, rt.user, rt.session_timeout, tls=rt.tls,
-                                 credentials=rt.session_credentials())
+        key = self.pool.session_key(target, rt.tls, rt.session_credentials())
+        holders = self.pool.holders(key)
+        return SessionFacts(key, self.pool.holding(rt.user), bool(holders), bool(holders - {rt.user}),
+                            self.pool.sessions_of(f"{rt.namespace}/", besides=rt.user),
+                            self.tenancy.limits.sessions_per_namespace)
 
-    def session_refusal(self, rt: GroupRuntime) -> Refusal | None:
-        """Why ``rt`` may not open a ZooKeeper session of its own now (the namespace holds
-        ``Limits.sessions_per_namespace`` already), or None: it shares an open one, or there is room."""
-        limit = self.tenancy.limits.sessions_per_namespace
-        if not limit or rt.connect is None:
-            return None
-        if self.pool.users(rt.connect, rt.tls, rt.session_credentials()) - {rt.user}:
-            return None  # joins a session another group of the operator holds
-        if self.pool.sessions_of(f"{rt.namespace}/", besides=rt.user) < limit:
-            return None
-        return self.tenancy.limits.sessions_refusal(rt.namespace)
+    def session(self, rt: GroupRuntime, effect: SessionEffect) -> KazooClient:
+        """Carries a planned session out: ``rt`` holds the session ``effect`` names (reused, joined, or
+        opened, leaving the one it held)."""
+        if isinstance(effect, Open):
+            log.info("%s: opening a ZooKeeper session%s", rt.user,
+                     " (its credentials, TLS material or ensemble changed)" if effect.leave is not None else "")
+        return self.pool.enter(effect.key, rt.user, rt.session_timeout, tls=rt.tls)
+
+    def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
+        """The ZooKeeper client of group ``rt`` for a read or a failover of a group applied already: its
+        session planned (:meth:`session_facts`, without the namespace's limit, which its apply checked)
+        and carried out."""
+        effect = plan_session(replace(self.session_facts(rt, connect), limit=0))
+        assert effect is not None
+        return self.session(rt, effect)
 
     def admit(self, rt: GroupRuntime) -> bool:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""

@@ -113,6 +113,7 @@ class GroupController:
         self._connect_wait = connect_wait
         self._steps = steps
         self._strand = Strand(executor)
+        self._depth = 0  # steps running inline in a step (the strand's own thread only)
         self._view = view_of(rt)
 
     # ------------------------------------------------------------------ for any thread (read only)
@@ -135,10 +136,16 @@ class GroupController:
         return self._strand.submit(lambda: self._step(step))
 
     def _step(self, step: Callable[[], T]) -> T:
+        """Runs ``step``; at the end of the outermost one its changes replace the group's state, once
+        (:meth:`~rebalanser_operator.controller.state.GroupRuntime.commit`), and the view is published."""
+        self._depth += 1
         try:
             return step()
         finally:
-            self._view = view_of(self.rt)
+            self._depth -= 1
+            if self._depth == 0:
+                self.rt.commit()
+                self._view = view_of(self.rt)
 
     # ---------------------------------------------------------------------------------- messages
 

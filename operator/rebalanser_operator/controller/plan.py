@@ -7,17 +7,32 @@ The controller (:mod:`rebalanser_operator.controller.core`) runs one step at a t
 every choice it makes is one of these functions, so each is tested without ZooKeeper or an API
 server (tests/unit/test_controller_plan.py). Threads other than the controller's see a group only as
 a :class:`GroupView`, an immutable copy the controller replaces after each of its steps.
+
+Two more kinds of decision live here. What an apply records of its outcome: (the group's
+:class:`~rebalanser_operator.controller.state.Outcome`, what happened) -> (the next Outcome, the
+effects to carry out: :mod:`~rebalanser_operator.controller.effects`), e.g. :func:`plan_temporary`
+(tests/unit/test_apply_record.py); nothing here posts, publishes or wakes. And which ZooKeeper session
+a step uses: :func:`plan_session` (what the group needs, what it holds, what the pool holds) -> reuse
+it, join another group's, open a new one, or refused; the I/O
+(:meth:`~rebalanser_operator.controller.context.Context.session`, the pool's
+:meth:`~rebalanser_operator.zkpool.ZooKeeperPool.enter`) carries out exactly what it says, so a session
+is never a side effect of looking a client up (tests/unit/test_session_plan.py).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 
 from rebalanser.config import GroupConfig
 
+from rebalanser_operator.controller.effects import Emit, PublishConfig, StepEffect, Wake
+from rebalanser_operator.controller.messages import SyncResult
+from rebalanser_operator.controller.state import Outcome
+from rebalanser_operator.status.view import SyncState
 from rebalanser_operator.tenancy import Placement, Refusal, SettingError, normalise_connect
+from rebalanser_operator.zkpool import Key
 
 
 class Step(enum.Enum):
@@ -179,3 +194,118 @@ def _spelled(connect: str) -> str:
         return normalise_connect(connect)
     except SettingError:
         return connect
+
+
+# ----------------------------------------------------------------- what an apply records of its outcome
+
+Planned = tuple[Outcome, tuple[StepEffect, ...]]
+
+#: Appended to a Synced group's status message when the operator runs without its own identity.
+NO_IDENTITY_NOTE = ("; the operator has no ZooKeeper identity of its own: the parents of the groups are open "
+                    "to any client (docs/operator.md, Security model)")
+
+
+def plan_temporary(outcome: Outcome, reason: str, message: str) -> Planned:
+    """A temporary failure (retried): the sync is not ok, a Warning Event when the reason is new."""
+    changed = outcome.sync is None or outcome.sync.reason != reason
+    event = (Emit("Warning", reason, message),) if changed else ()
+    return replace(outcome, sync=SyncState(False, reason, message)), (*event, Wake())
+
+
+def plan_refusal(outcome: Outcome, refusal: Refusal) -> Planned:
+    """A refused group: an Error status with the refusal's reason, a Warning Event when it is new; the
+    group is not this object's to read or act on."""
+    changed = outcome.sync is None or (outcome.sync.reason, outcome.sync.message) != (refusal.reason, refusal.message)
+    event = (Emit("Warning", refusal.reason, refusal.message),) if changed else ()
+    return (replace(outcome, owned=False, spec_error=None, in_place=False,
+                    sync=SyncState(False, refusal.reason, refusal.message, permanent=True)), (*event, Wake()))
+
+
+def plan_invalid(outcome: Outcome, generation: int | None, message: str) -> Planned:
+    """A spec that can never be reconciled as written."""
+    return replace(outcome, generation=generation, spec_error=message), (Wake(),)
+
+
+def plan_notices(outcome: Outcome, notices: tuple[str, ...]) -> Planned:
+    """The spec's older forms: in the SpecCurrent condition, a Warning Event each time the set changes."""
+    event = (Emit("Warning", "DeprecatedFields", "; ".join(notices)),) if notices and notices != outcome.notices else ()
+    return replace(outcome, notices=notices), event
+
+
+def plan_synced(outcome: Outcome, result: SyncResult, path: str, *, identity: bool,
+                config: Mapping[str, str], published: Mapping[str, str] | None) -> Planned:
+    """A sync that went through: the Synced status, an Event when resources were created or deleted, the
+    workers' ConfigMap when it differs from the one last published."""
+    note = "" if identity else NO_IDENTITY_NOTE
+    synced = replace(outcome, in_place=True,
+                     sync=SyncState(True, "Synced", f"{result.resources} resources in {path}{note}"))
+    effects: list[StepEffect] = []
+    if result.created or result.deleted:
+        effects.append(Emit("Normal", "ResourcesSynced", f"created {result.created}, deleted {result.deleted}; "
+                                                         f"{result.resources} resources in {path}"))
+    if published != config:
+        effects.append(PublishConfig.of(config))
+    return synced, (*effects, Wake())
+
+
+# ------------------------------------------------------------------------ which session a step uses
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What a step knows of the sessions when it plans one (no I/O)."""
+
+    key: Key  # the session the group needs: its ensemble, TLS material, credentials or the operator's identity
+    held: Key | None  # the session the group holds now (None: none)
+    open: bool  # a session with ``key`` is open
+    shared: bool  # ... and another user holds it (another group, a check)
+    namespace_sessions: int = 0  # sessions the namespace's other groups hold
+    limit: int = 0  # Limits.sessions_per_namespace (0: no limit)
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """The session the group holds is the one it needs."""
+
+    key: Key
+
+
+@dataclass(frozen=True)
+class Join:
+    """Another group's open session is the one it needs (``leave``: the one it held, if another)."""
+
+    key: Key
+    leave: Key | None = None
+
+
+@dataclass(frozen=True)
+class Open:
+    """A new session (``leave``: the one it held, left for it, e.g. after a rotation)."""
+
+    key: Key
+    leave: Key | None = None
+
+
+SessionEffect = Reuse | Join | Open
+
+
+def plan_session(facts: SessionFacts) -> SessionEffect | None:
+    """The session to use; None when it would be a new one past the namespace's limit (refused, retried
+    when one closes). Reusing or joining an open session is never refused."""
+    if facts.held == facts.key and facts.open:
+        return Reuse(facts.key)
+    leave = facts.held if facts.held is not None and facts.held != facts.key else None
+    if facts.open:
+        return Join(facts.key, leave)
+    if facts.limit and facts.namespace_sessions >= facts.limit:
+        return None
+    return Open(facts.key, leave)
+
+
+def credentials_only(effect: SessionEffect) -> bool:
+    """Whether ``effect`` moves the group to a session that differs from the one it held only in its
+    credentials (a digest rotation without the operator's identity): the same ensemble and TLS material,
+    so it connects as the one before did, and a moment's wait for it is no failure of the group."""
+    if isinstance(effect, Reuse) or effect.leave is None:
+        return False
+    new, old = effect.key, effect.leave
+    return (new[0], new[1], new[3]) == (old[0], old[1], old[3])

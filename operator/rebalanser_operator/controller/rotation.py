@@ -16,15 +16,23 @@ credentials (:class:`CredentialsRead`) replace the old ones, which keep their ac
 period; the ACL naming both (:func:`acl_of`) goes onto the group and, because it changed
 (:class:`Synced`), onto the workers' znodes. When the grace period is over (:class:`Tick`), the state
 drops the old credentials and asks for a re-apply with the new ones alone.
+
+The re-apply itself is short (:func:`plan_reapply`): the spec, its place and its root are the group's
+already, so only what a Secret or the grace's end can change is done again: the credentials or TLS
+material taken as received, the session that holds them, the ACL of the group's znodes, the workers'
+config. Only a group whose last apply did not go through (or a Secret that could not be read) is
+applied again whole.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from kazoo.security import ACL, make_digest_acl
 
+from rebalanser_operator.controller.effects import Note, Wake
 from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
@@ -103,18 +111,6 @@ Message = SecretSeen | CredentialsRead | TlsRead | GraceFound | Tick | ReapplySt
 
 
 @dataclass(frozen=True)
-class Wake:
-    """Ask the group's status loop to refresh soon."""
-
-
-@dataclass(frozen=True)
-class Note:
-    """Log a line about the rotation."""
-
-    message: str
-
-
-@dataclass(frozen=True)
 class MigrateWorkers:
     """Give the workers' znodes the group's new ACL (rotation: both passwords; grace over: the new one)."""
 
@@ -136,6 +132,9 @@ class Facts:
     spec: ResourceGroupSpec | None  # as last applied (None: not applied yet)
     now: float = 0.0
     grace: float = 300.0  # seconds the replaced credentials keep their access
+    #: the applied spec went through and the group is this object's (owned, its ACL known): a re-apply
+    #: need not parse, admit, adopt or sync it again
+    in_place: bool = False
 
 
 # ---------------------------------------------------------------------------------------------- plan
@@ -165,6 +164,26 @@ def plan_rotation(state: Rotation, message: Message, facts: Facts) -> tuple[Rota
     if isinstance(message, ReapplyFailed):
         return replace(state, reapply=message.changed), ()
     return _synced(state, message)
+
+
+class Reapply(enum.Enum):
+    """How a refresh re-applies the group (:func:`plan_reapply`)."""
+
+    NONE = "none"  # nothing applied yet: kopf's first apply reads the Secrets
+    REKEY = "rekey"  # the Secrets as received (or the grace's end) on the group as it is: session, ACL, config
+    FULL = "full"  # the whole apply: parse, admit, adopt, read, connect, sync
+
+
+def plan_reapply(state: Rotation, facts: Facts) -> Reapply:
+    """The rotation's re-apply, cut to what can have changed: a group in place whose Secrets changed (all
+    readable as received) or whose grace ended is only re-keyed; anything else is applied whole (a
+    session connected late, an earlier apply that did not go through, an unreadable Secret to report)."""
+    if facts.spec is None:
+        return Reapply.NONE
+    readable = all(seen.data is not None for seen in state.received)
+    if state.reapply and facts.in_place and readable:
+        return Reapply.REKEY
+    return Reapply.FULL
 
 
 def _seen(state: Rotation, seen: SecretSeen, facts: Facts) -> tuple[Rotation, tuple[Effect, ...]]:

@@ -1,27 +1,30 @@
 """A ResourceGroup's state, which its controller keeps, and the operator's timing options.
 
 One :class:`GroupRuntime` per ResourceGroup: what the last reconcile established (parsed spec, path,
-connect string, ACL, outcome) and the tuning state. ``owned`` says that the last reconcile found the
-group root to be this object's (or created it): the status loop reads the group, and failover acts on
-it, only while it is set. It belongs to the group's
+connect string, ACL, outcome) and the tuning state, as one frozen :class:`GroupState`. ``owned`` says
+that the last reconcile found the group root to be this object's (or created it): the status loop
+reads the group, and failover acts on it, only while it is set. It belongs to the group's
 :class:`~rebalanser_operator.controller.core.GroupController`: only the controller's steps write it
 (one at a time); other threads send the controller messages and read its immutable view.
 
-Three parts of it are frozen values that a step replaces as a whole, never field by field:
-:class:`Applied` (the adopted spec, its path and connection: only an admitted apply replaces it),
-:class:`Outcome` (the generation, a permanent spec error, the sync state, whether the group is owned,
-the ACL of the last sync, a session still connecting, the spec's older forms) and
-:class:`~rebalanser_operator.controller.rotation.Rotation` (the credentials and TLS material, and a
-rotation under way, from the pure plan :func:`~rebalanser_operator.controller.rotation.plan_rotation`).
-The rest (the tuning state, the Event reference, the published worker config, the rollout seen) are
-still plain fields of the steps.
+The state is one frozen :class:`GroupState`: :class:`Applied` (the adopted spec, its path and
+connection: only an admitted apply replaces it), :class:`Outcome` (the generation, a permanent spec
+error, the sync state, whether the group is owned, the ACL of the last sync, a session still
+connecting, the spec's older forms), :class:`~rebalanser_operator.controller.rotation.Rotation` (the
+credentials and TLS material, and a rotation under way, from the pure plan
+:func:`~rebalanser_operator.controller.rotation.plan_rotation`), the tuning state, the Event
+reference, the worker config last published and the rollout last seen. A step works on a draft of it
+(its writes replace one part at a time, and the step reads its own writes); the controller replaces
+:attr:`GroupRuntime.state` with the draft once, at the step's end (:meth:`GroupRuntime.commit`), as
+kopf applies its patches once. The :class:`Waker` is not state: it is the channel to the group's
+status loop.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.security import ACL
@@ -102,6 +105,24 @@ class Outcome:
     acl: tuple[ACL, ...] | None = None  # the group ACL the last sync put on the znodes
     connect_pending: bool = False  # the last apply found its session not connected: re-apply once it is
     notices: tuple[str, ...] = ()  # the adopted spec's older forms (spec.notices), shown in SpecCurrent
+    #: the applied spec went through (znodes, ACL, workers' config) and no other spec was adopted since:
+    #: a rotation's re-apply only re-keys it (:func:`~rebalanser_operator.controller.rotation.plan_reapply`)
+    in_place: bool = False
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """Everything the controller knows of its group: one frozen value, replaced once per step."""
+
+    applied: Applied = field(default_factory=Applied)
+    outcome: Outcome = field(default_factory=Outcome)
+    #: the credentials in use and the rotation under way
+    #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
+    rotation: Rotation = field(default_factory=Rotation)
+    tuning: TuningState | None = None
+    body: Mapping[str, Any] | None = field(default=None, repr=False)  # for Events: apiVersion, kind, metadata
+    worker_config: Mapping[str, str] | None = None  # as last published in the workers' ConfigMap
+    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
 
 
 @dataclass
@@ -111,83 +132,155 @@ class GroupRuntime:
     namespace: str
     name: str
     uid: str
-    #: the adopted spec, its path and connection (read through the properties below)
-    applied: Applied = field(default_factory=Applied)
-    outcome: Outcome = field(default_factory=Outcome)  # read through the properties below
-    #: the credentials in use and the rotation under way: a frozen value, replaced as a whole
-    #: (:func:`~rebalanser_operator.controller.rotation.plan_rotation`)
-    rotation: Rotation = field(default_factory=Rotation)
-    tuning: TuningState | None = None
-    body: Mapping[str, Any] | None = None  # for Events: apiVersion, kind, metadata
-    worker_config: dict[str, str] | None = None  # as last published in the workers' ConfigMap
-    rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
     waker: Waker = field(default_factory=Waker, repr=False)
+    _state: GroupState = field(default_factory=GroupState)  # as the last step left it
+    replacements: int = 0  # how often :attr:`state` was replaced (once per step that changed it)
+    _draft: GroupState = field(init=False, repr=False)  # the running step's (:attr:`state` between steps)
+
+    def __post_init__(self) -> None:
+        self._draft = self._state
+
+    @property
+    def state(self) -> GroupState:
+        """The group's state as the last step left it (a step's own changes show once it has ended)."""
+        return self._state
+
+    def commit(self) -> bool:
+        """The end of a step (the controller calls it): its draft replaces :attr:`state`, once; False when
+        the step changed nothing."""
+        draft = self._draft
+        if draft is self._state:
+            return False
+        if draft == self._state:
+            self._draft = self._state
+            return False
+        self._state = draft
+        self.replacements += 1
+        return True
+
+    # The parts, as the running step sees them; a write replaces one part of the step's draft.
+
+    @property
+    def applied(self) -> Applied:
+        return self._draft.applied
+
+    @applied.setter
+    def applied(self, value: Applied) -> None:
+        self._draft = replace(self._draft, applied=value)
+
+    @property
+    def outcome(self) -> Outcome:
+        return self._draft.outcome
+
+    @outcome.setter
+    def outcome(self, value: Outcome) -> None:
+        self._draft = replace(self._draft, outcome=value)
+
+    @property
+    def rotation(self) -> Rotation:
+        return self._draft.rotation
+
+    @rotation.setter
+    def rotation(self, value: Rotation) -> None:
+        self._draft = replace(self._draft, rotation=value)
+
+    @property
+    def tuning(self) -> TuningState | None:
+        return self._draft.tuning
+
+    @tuning.setter
+    def tuning(self, value: TuningState | None) -> None:
+        self._draft = replace(self._draft, tuning=value)
+
+    @property
+    def body(self) -> Mapping[str, Any] | None:
+        return self._draft.body
+
+    @body.setter
+    def body(self, value: Mapping[str, Any] | None) -> None:
+        self._draft = replace(self._draft, body=value)
+
+    @property
+    def worker_config(self) -> Mapping[str, str] | None:
+        return self._draft.worker_config
+
+    @worker_config.setter
+    def worker_config(self, value: Mapping[str, str] | None) -> None:
+        self._draft = replace(self._draft, worker_config=value)
+
+    @property
+    def rollout(self) -> tuple[str, str, bool] | None:
+        return self._draft.rollout
+
+    @rollout.setter
+    def rollout(self, value: tuple[str, str, bool] | None) -> None:
+        self._draft = replace(self._draft, rollout=value)
 
     # The applied spec's parts, read only (an apply replaces :attr:`applied` as a whole).
 
     @property
     def spec(self) -> ResourceGroupSpec | None:
-        return self.applied.spec
+        return self._draft.applied.spec
 
     @property
     def raw_spec(self) -> dict[str, Any] | None:
         """The applied spec as kopf handed it over (a copy)."""
-        text = self.applied.spec_json
+        text = self._draft.applied.spec_json
         return None if text is None else dict(json.loads(text))
 
     @property
     def path(self) -> str | None:
-        return self.applied.path
+        return self._draft.applied.path
 
     @property
     def connect(self) -> str | None:
-        return self.applied.connect
+        return self._draft.applied.connect
 
     @property
     def session_timeout(self) -> float | None:
-        return self.applied.session_timeout
+        return self._draft.applied.session_timeout
 
     @property
     def desired(self) -> frozenset[str]:
-        return self.applied.desired
+        return self._draft.applied.desired
 
     @property
     def confine(self) -> str | None:
-        return self.applied.confine
+        return self._draft.applied.confine
 
     @property
     def generation(self) -> int | None:
-        return self.outcome.generation
+        return self._draft.outcome.generation
 
     @property
     def spec_error(self) -> str | None:
-        return self.outcome.spec_error
+        return self._draft.outcome.spec_error
 
     @property
     def sync(self) -> SyncState | None:
-        return self.outcome.sync
+        return self._draft.outcome.sync
 
     @property
     def owned(self) -> bool:
-        return self.outcome.owned
+        return self._draft.outcome.owned
 
     @property
     def acl(self) -> list[ACL] | None:
-        acl = self.outcome.acl
+        acl = self._draft.outcome.acl
         return None if acl is None else list(acl)
 
     @property
     def connect_pending(self) -> bool:
-        return self.outcome.connect_pending
+        return self._draft.outcome.connect_pending
 
     @property
     def notices(self) -> tuple[str, ...]:
-        return self.outcome.notices
+        return self._draft.outcome.notices
 
     @property
     def tls(self) -> TlsMaterial | None:
         """As the last apply read it from spec.zookeeper.tls.secret."""
-        return self.rotation.tls
+        return self._draft.rotation.tls
 
     @property
     def user(self) -> str:
@@ -213,40 +306,40 @@ class GroupRuntime:
         policy = self.policy()
         if policy is None:
             return 0.0
-        if self.tuning is None:
+        if self._draft.tuning is None:
             return policy.min_interval
-        return policy.clamp(self.tuning.effective)
+        return policy.clamp(self._draft.tuning.effective)
 
     def session_credentials(self) -> tuple[DigestCredentials, ...]:
         """The credentials this group's ZooKeeper session holds: the current ones, and during a
         rotation's grace period the previous ones too (never another group's)."""
-        return session_credentials(self.rotation)
+        return session_credentials(self._draft.rotation)
 
     # The rotation's parts, read only (a step replaces :attr:`rotation` as a whole).
 
     @property
     def credentials(self) -> DigestCredentials | None:
         """As the last apply read them from the Secret (deletion may outlive it)."""
-        return self.rotation.credentials
+        return self._draft.rotation.credentials
 
     @property
     def previous_credentials(self) -> DigestCredentials | None:
-        return self.rotation.previous
+        return self._draft.rotation.previous
 
     @property
     def previous_acl(self) -> list[ACL] | None:
         """The replaced credentials' digest entries, kept in the ACLs during the grace (None: none)."""
-        return list(self.rotation.previous_acl) or None
+        return list(self._draft.rotation.previous_acl) or None
 
     @property
     def grace_until(self) -> float | None:
         """Monotonic end of a rotation's grace period (None: no rotation in progress)."""
-        return self.rotation.grace_until
+        return self._draft.rotation.grace_until
 
     @property
     def secrets_changed(self) -> bool:
         """A referenced Secret differs from what the group uses, or the grace ended: re-apply."""
-        return self.rotation.reapply
+        return self._draft.rotation.reapply
 
     def wake(self) -> None:
         """Asks the status loop to refresh soon (thread-safe, never blocks)."""
