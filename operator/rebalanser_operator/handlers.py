@@ -40,6 +40,9 @@ from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
+from rebalanser_operator.replicas import Replicas
+from rebalanser_operator.replicaserve import ListKeeper, serve_while_owned, wait_to_delete
+from rebalanser_operator.replicaserve import index_entry as replica_index_entry
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.status.rollout import rolling_out
@@ -85,18 +88,26 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_registry(
     ctx: OperatorContext, own_namespace: str | None = None, *, watch_pods: bool = True,
-    secret_poll: float = DEFAULT_INTERVAL,
+    secret_poll: float = DEFAULT_INTERVAL, replicas: Replicas | None = None,
 ) -> kopf.OperatorRegistry:
     """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`).
     ``watch_pods``: register the pod watch for ``spec.failover: KubeletConfirmed`` (the chart's RBAC
     grants pods only with ``failover.enabled``). ``secret_poll``: seconds between re-reads of the
-    referenced Secrets."""
+    referenced Secrets. ``replicas``: this replica's share of the groups (docs/operator-replicas.md;
+    None: every group, as one operator)."""
     registry = kopf.OperatorRegistry()
     poller: list[asyncio.Task[None]] = []
+    share = replicas if replicas is not None else Replicas.single()
 
     @kopf.on.startup(id="secrets", registry=registry)
     async def start_secret_poll(**_: Any) -> None:
         poller.append(asyncio.create_task(poll_forever(ctx, ctx.kube.secret_data, secret_poll)))
+
+    def owned(namespace: str | None, name: str, **_: Any) -> bool:
+        return share.owns(namespace or "", name)
+
+    # kopf is blind to a change of a group another replica owns: it runs nothing and stores nothing
+    owned_only = owned if share.enabled else None
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -120,11 +131,12 @@ def build_registry(
         finally:
             for task in poller:
                 task.cancel()
+            share.stop()  # a graceful leave: the groups still served here stop before their claims go
             ctx.close()
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
-    @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
-    @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry, when=owned_only)
+    @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry, when=owned_only)
+    @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry, when=owned_only)
     async def reconcile(
         spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
         namespace: str | None, name: str, uid: str, retry: int, **_: Any,
@@ -146,6 +158,12 @@ def build_registry(
         spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
         runtime: datetime.timedelta, logger: kopf.Logger, **_: Any,
     ) -> None:
+        # Not filtered: kopf would release the finalizer of a group another replica is deleting.
+        try:
+            if share.enabled and not await wait_to_delete(ctx, share, namespace or "", name, uid):
+                return  # gone: its owner deleted it
+        except RetryLater as exc:
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         deletion = Deletion.of(dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
                                elapsed=runtime.total_seconds())
         try:
@@ -162,6 +180,10 @@ def build_registry(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
         stopped: kopf.DaemonStopped, **_: Any,
     ) -> None:
+        if share.enabled:  # serves the group whenever this replica owns it
+            await serve_while_owned(ctx, share, body=body, ref=object_ref(body), namespace=namespace or "", name=name,
+                                    uid=uid, stopped=lambda: bool(stopped))
+            return
         controller = ctx.controller(namespace or "", name, uid)
         controller.introduce(object_ref(body))
         loop = StatusLoop(ctx, controller.rt, initial_status=dict(status))
@@ -188,9 +210,24 @@ def build_registry(
 
     async def pod_event(body: kopf.Body, namespace: str | None, **kwargs: Any) -> None:
         index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
-        opted_in = list(index.get(namespace or "", ()))
+        opted_in = [group for group in index.get(namespace or "", ()) if share.owns(namespace or "", group.name)]
         if opted_in:
             await failover.handle_pod(body, opted_in)
+
+    if share.enabled:
+        keeper = ListKeeper(ctx, share)
+
+        @kopf.index(GROUP, VERSION, PLURAL, id="replica_groups", registry=registry)
+        def replica_groups(namespace: str | None, name: str, **_: Any) -> dict[str, tuple[str, str]] | None:
+            return replica_index_entry(namespace, name)
+
+        @kopf.on.event(GROUP, VERSION, PLURAL, id="replica_list", registry=registry)
+        async def replica_list(**kwargs: Any) -> None:
+            keeper.seen(kwargs["replica_groups"])  # kopf has filled the index from its first listing
+
+        @kopf.on.startup(id="replica_list", registry=registry)
+        async def start_list_keeper(**_: Any) -> None:
+            poller.append(asyncio.create_task(keeper.run()))
 
     if watch_pods:
         kopf.on.event("", "v1", "pods", id="failover", when=reports_ended_instance, registry=registry)(pod_event)

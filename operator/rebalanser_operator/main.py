@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -42,6 +43,7 @@ from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
+from rebalanser_operator.replicas import DEFAULT_GROUP_TEMPLATE, Replicas, ReplicaSettings
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import (
     DEFAULT_PATH_ROOT,
@@ -117,6 +119,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                           help="instead of a digest: a directory holding ca.crt, tls.crt and tls.key; the operator "
                                "connects over TLS with this client certificate and names itself in ACLs by its "
                                "subject (x509:<subject>, ZooKeeper's X509AuthenticationProvider)")
+    replica = parser.add_argument_group("operator replicas sharing the ResourceGroups (docs/operator-replicas.md)")
+    replica.add_argument("--replica-zk", metavar="HOSTS",
+                         help="the ZooKeeper servers where the replicas form their own Rebalanser group "
+                              "(REBALANSER_REPLICA_ZK); without it this operator serves every ResourceGroup alone")
+    replica.add_argument("--replica-group", metavar="PATH",
+                         help="the operator group's path (REBALANSER_REPLICA_GROUP; default "
+                              f"{DEFAULT_GROUP_TEMPLATE.format(namespace='<operator namespace>')})")
+    replica.add_argument("--replica-id", metavar="ID",
+                         help="this replica's member id (default: $POD_NAME, else the host name)")
+    replica.add_argument("--replica-session-timeout", type=float, default=10.0, metavar="SECONDS",
+                         help="the replicas' ZooKeeper session timeout: the bound of a handover when a replica's "
+                              "death is not reported (default 10)")
     parser.add_argument("--failover-pods", action="store_true",
                         help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
                              "on pods: the chart's failover.enabled); without it no pod is watched")
@@ -141,9 +155,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         args.tenancy = tenancy_settings(args, os.environ)
         args.identity = identity_setting(args, os.environ)
+        args.replica = replica_setting(args, os.environ, args.tenancy)
     except SettingError as exc:
         parser.error(str(exc))
     return args
+
+
+def replica_setting(args: argparse.Namespace, env: Mapping[str, str], tenancy: Tenancy) -> ReplicaSettings | None:
+    """Where the replicas meet, from the flags, else the environment; None without ``--replica-zk``
+    (one operator serves every group). The operator group's path may not lie in a tenant's path root."""
+    hosts = args.replica_zk or env.get("REBALANSER_REPLICA_ZK") or ""
+    if not hosts:
+        return None
+    own = env.get("POD_NAMESPACE") or (args.namespaces[0] if args.namespaces else "default")
+    group = args.replica_group or env.get("REBALANSER_REPLICA_GROUP") or DEFAULT_GROUP_TEMPLATE.format(namespace=own)
+    member = args.replica_id or env.get("POD_NAME") or socket.gethostname()
+    for template in tenancy.path_roots.templates:
+        fixed = template.split("{", 1)[0].rstrip("/")
+        if group == fixed or group.startswith(fixed + "/") or fixed.startswith(group + "/"):
+            raise SettingError(f"the operator group {group} may not lie within or above the path root {template}: "
+                               "a tenant's group could be it or hold it")
+    try:
+        return ReplicaSettings(hosts=hosts, group=group, member_id=member,
+                               session_timeout=args.replica_session_timeout)
+    except ValueError as exc:
+        raise SettingError(f"operator replicas: {exc}") from exc
 
 
 def identity_setting(args: argparse.Namespace, env: Mapping[str, str]) -> OperatorIdentity | None:
@@ -282,9 +318,26 @@ def main(argv: list[str] | None = None) -> int:
     if not tenancy.ensembles.any and not tenancy.ensembles.servers:
         log.warning("no --allowed-ensemble (REBALANSER_ALLOWED_ENSEMBLES) is set: every ResourceGroup is refused")
     try:
+        replicas = Replicas(args.replica, args.identity)
+    except ValueError as exc:
+        print(f"rebalanser-operator: {exc}", file=sys.stderr)
+        return 2
+    if args.replica is not None:
+        if args.identity is None:
+            log.warning("the operator group %s is open to any ZooKeeper client (no identity of the operator's own)",
+                        args.replica.group)
+        try:
+            replicas.start()
+        except Exception as exc:
+            print(f"rebalanser-operator: cannot join the operator group {args.replica.group} at {args.replica.hosts}: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            replicas.stop()
+            ctx.close()
+            return 2
+    try:
         kopf.run(
             registry=build_registry(ctx, own_namespace, watch_pods=args.failover_pods,
-                                    secret_poll=args.secret_poll),
+                                    secret_poll=args.secret_poll, replicas=replicas),
             settings=operator_settings(),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,
@@ -293,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
         )
     finally:
+        replicas.stop()
         ctx.close()
     return 0
 

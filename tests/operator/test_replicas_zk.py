@@ -1,0 +1,174 @@
+"""Operator replicas' membership and ownership (rebalanser_operator.replicas) against a real ZooKeeper:
+two replicas in one process share ResourceGroups through the worker library, the one in office writes
+the list behind the epoch fence, a revocation waits for the group to stop being served, and the
+operator group carries the identity's ACL."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import Permissions
+from rebalanser.paths import GroupPaths
+from rebalanser_operator.identity import OperatorIdentity
+from rebalanser_operator.replicas import RESOURCE_NAME_MAX, Replicas, ReplicaSettings, resource_name
+
+from tests.support.zk import admin_client, purge
+
+pytestmark = pytest.mark.zk
+
+GROUPS = [("shop", f"g{i}") for i in range(8)] + [("bank", "ledger")]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: Callable[[], str]) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s: {what()}")
+        time.sleep(0.05)
+
+
+def settings(hosts: str, group: str, member: str) -> ReplicaSettings:
+    return ReplicaSettings(hosts=hosts, group=group, member_id=member, session_timeout=4.0, min_interval=0.2,
+                           stop_timeout=10.0)
+
+
+@pytest.fixture
+def pair(zk_hosts: str, group_path: str) -> Iterator[tuple[Replicas, Replicas]]:
+    started: list[Replicas] = []
+    try:
+        for member in ("op-a", "op-b"):
+            replica = Replicas(settings(zk_hosts, group_path, member))
+            replica.start()
+            started.append(replica)
+        yield started[0], started[1]
+    finally:
+        for replica in started:
+            replica.stop()
+
+
+def office(pair: tuple[Replicas, Replicas]) -> Replicas:
+    return wait_for(lambda: next((r for r in pair if r.in_office()), None), 20, lambda: "no replica took office")
+
+
+def owners(pair: tuple[Replicas, Replicas]) -> dict[tuple[str, str], list[str]]:
+    return {group: [r.member_id for r in pair if r.owns(*group)] for group in GROUPS}
+
+
+def test_a_resource_name_is_a_function_of_the_two_names_and_fits() -> None:
+    assert resource_name("shop", "orders") == "shop.orders"
+    long = "x" * 253
+    named = resource_name("n" * 63, long)
+    assert len(named) <= RESOURCE_NAME_MAX and named == resource_name("n" * 63, long)
+    assert named != resource_name("n" * 63, "x" * 252 + "y")
+
+
+def test_without_an_operator_group_every_group_is_owned() -> None:
+    single = Replicas.single()
+    assert not single.enabled and single.owns("any", "group") and single.token("any", "group") == 0
+    assert single.write_list(GROUPS) == (0, 0)
+    single.start()
+    single.stop()
+
+
+def test_each_group_is_owned_by_exactly_one_replica_and_moves_when_one_leaves(
+    pair: tuple[Replicas, Replicas], zk: KazooClient, group_path: str
+) -> None:
+    writer = office(pair)
+    assert writer.write_list(GROUPS) == (len(GROUPS), 0)
+    assert sorted(zk.get_children(GroupPaths.of(group_path).resources)) == sorted(resource_name(*g) for g in GROUPS)
+    wait_for(lambda: all(len(o) == 1 for o in owners(pair).values()), 30, lambda: f"owners {owners(pair)}")
+    shares = {r.member_id: len(r.owned()) for r in pair}
+    assert sorted(shares.values()) == [4, 5], shares  # Resource Barrier shares 9 as evenly as it can
+
+    leaving, staying = pair
+    leaving.stop()
+    wait_for(lambda: all(staying.owns(*g) for g in GROUPS), 30, lambda: f"owners {owners(pair)}")
+    assert not any(leaving.owns(*g) for g in GROUPS)
+
+
+def test_the_list_follows_the_groups_and_only_the_replica_in_office_writes_it(
+    pair: tuple[Replicas, Replicas], zk: KazooClient, group_path: str
+) -> None:
+    writer = office(pair)
+    other = next(r for r in pair if r is not writer)
+    assert other.write_list(GROUPS) == (0, 0)  # not in office: writes nothing
+    assert zk.get_children(GroupPaths.of(group_path).resources) == []
+    writer.write_list(GROUPS)
+    assert writer.write_list(GROUPS[:-1]) == (0, 1)
+    assert resource_name(*GROUPS[-1]) not in zk.get_children(GroupPaths.of(group_path).resources)
+
+
+def test_a_deposed_writer_is_fenced_by_the_epoch(
+    pair: tuple[Replicas, Replicas], zk: KazooClient, group_path: str
+) -> None:
+    writer = office(pair)
+    zk.set(GroupPaths.of(group_path).epoch, b"taken")  # as a later coordinator's epoch would: version + 1
+    # The writer still believes it is in office (until its watch fires): its write must fail as a whole.
+    created, deleted = writer.write_list(GROUPS)
+    assert (created, deleted) == (0, 0)
+    assert zk.get_children(GroupPaths.of(group_path).resources) == []
+
+
+def test_a_revocation_waits_until_the_group_stopped_being_served(
+    pair: tuple[Replicas, Replicas], group_path: str
+) -> None:
+    first, second = pair
+    office(pair).write_list(GROUPS[:1])
+    group = GROUPS[0]
+    holder = wait_for(lambda: next((r for r in pair if r.owns(*group)), None), 30, lambda: "nobody owns the group")
+    woken = threading.Event()
+    serving = holder.serving(*group, woken.set)
+    released = threading.Event()
+    leaving = threading.Thread(target=lambda: (holder.stop(), released.set()), daemon=True)
+    leaving.start()
+    assert woken.wait(10), "the revocation did not wake the group's loop"
+    assert not holder.owns(*group)
+    time.sleep(0.5)  # the stop is held while the group is still served
+    other = second if holder is first else first
+    assert not other.owns(*group) and not released.is_set()
+    serving.done()
+    wait_for(lambda: other.owns(*group), 20, lambda: "the group did not move after it stopped")
+    assert released.wait(10)
+
+
+def test_with_the_identity_the_operator_group_is_the_operators_alone(zk_hosts: str, zk: KazooClient) -> None:
+    identity = OperatorIdentity.digest("rebalanser-operator", "a-long-random-password")
+    parent = f"/rebalanser-operator-test-{uuid.uuid4().hex[:8]}"  # its parent is locked too: one of its own
+    path = f"{parent}/ops"
+    replica = Replicas(settings(zk_hosts, path, "op-a"), identity)
+    replica.start()
+    try:
+        paths = GroupPaths.of(path)
+        for node in (parent, paths.root, paths.resources, paths.owners, paths.clients):
+            acl, _ = zk.get_acls(node)
+            expected = [("digest", Permissions.ALL), ("world", Permissions.READ)]
+            assert [(e.id.scheme, e.perms) for e in acl] == expected, (node, acl)
+            assert acl[0].id.id.split(":")[0] == identity.username  # ZooKeeper shows the hash to nobody
+        member = paths.client(zk.get_children(paths.clients)[0])
+        with pytest.raises(NoAuthError):
+            zk.get_acls(member)  # the library's nodes name the operator alone: nobody else even reads them
+        with admin_client(zk_hosts, auth_data=[identity.auth]) as owner:  # type: ignore[list-item]
+            acl, _ = owner.get_acls(member)
+        assert [(e.id.scheme, e.id.id.split(":")[0]) for e in acl] == [("digest", identity.username)], acl
+        with pytest.raises(NoAuthError):
+            zk.create(paths.resource("planted"), b"")  # nobody else may write the list
+    finally:
+        replica.stop()
+        with admin_client(zk_hosts, auth_data=[identity.auth]) as owner:  # type: ignore[list-item]
+            purge(owner, parent)
+
+
+def test_an_x509_identity_is_refused_for_now(zk_hosts: str, group_path: str) -> None:
+    x509 = OperatorIdentity("CN=operator", tls=object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="x509"):
+        Replicas(settings(zk_hosts, group_path, "op-a"), x509)
