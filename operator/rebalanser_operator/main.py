@@ -6,6 +6,8 @@
                         [--path-root TEMPLATE]... [--allowed-ensemble HOSTS]... [--cluster-id ID]
                         [--max-groups-per-namespace N] [--max-resources-per-group N]
                         [--zk-identity-user NAME --zk-identity-password-file FILE | --zk-identity-tls-dir DIR]
+                        [--replica-zk HOSTS [--replica-group PATH] [--replica-id ID] [--replica-session-timeout S]
+                         [--replica-pod-selector SELECTOR] [--replica-termination-log FILE]]
 
 Each tenancy setting may also come from the environment (used when the flag is not given):
 REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
@@ -18,7 +20,9 @@ the x509 identity of a TLS client certificate, REBALANSER_ZK_IDENTITY_TLS_DIR (a
 :mod:`rebalanser_operator.tenancy` and docs/operator.md ("Security model").
 
 Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG``. Standalone (no
-kopf peering) is the default: the Helm chart runs exactly one replica with the Recreate strategy.
+kopf peering) is the default: the Helm chart runs exactly one replica with the Recreate strategy. With
+``--replica-zk`` several replicas share the ResourceGroups through a Rebalanser group of their own
+(:mod:`rebalanser_operator.replicas`, docs/operator-replicas.md).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
+from rebalanser_operator.replicadeath import DeathWatch
 from rebalanser_operator.replicas import DEFAULT_GROUP_TEMPLATE, Replicas, ReplicaSettings
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import (
@@ -61,6 +66,9 @@ from rebalanser_operator.zktls import TlsMaterial
 log = logging.getLogger("rebalanser_operator")
 
 DEFAULT_METRICS_PORT = 8080
+#: The operator's container in the chart's Deployment, and its termination-message file.
+DEFAULT_CONTAINER = "operator"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_LIVENESS = "http://0.0.0.0:8081/healthz"
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL}
 
@@ -131,6 +139,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     replica.add_argument("--replica-session-timeout", type=float, default=10.0, metavar="SECONDS",
                          help="the replicas' ZooKeeper session timeout: the bound of a handover when a replica's "
                               "death is not reported (default 10)")
+    replica.add_argument("--replica-pod-selector", metavar="SELECTOR",
+                         help="a label selector of the operator's own pods in $POD_NAMESPACE "
+                              "(REBALANSER_REPLICA_POD_SELECTOR): watched, so that a replica whose container the "
+                              "kubelet reports ended loses its groups at once instead of at its session's expiry")
+    replica.add_argument("--replica-termination-log", metavar="FILE",
+                         help="the container's termination-message file, where the replica writes its instance "
+                              "nonce (REBALANSER_TERMINATION_LOG; default /dev/termination-log when $POD_UID is set)")
     parser.add_argument("--failover-pods", action="store_true",
                         help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
                              "on pods: the chart's failover.enabled); without it no pod is watched")
@@ -175,9 +190,15 @@ def replica_setting(args: argparse.Namespace, env: Mapping[str, str], tenancy: T
         if group == fixed or group.startswith(fixed + "/") or fixed.startswith(group + "/"):
             raise SettingError(f"the operator group {group} may not lie within or above the path root {template}: "
                                "a tenant's group could be it or hold it")
+    uid = env.get("POD_UID") or None
+    log_file = args.replica_termination_log or env.get("REBALANSER_TERMINATION_LOG") or (
+        DEFAULT_TERMINATION_LOG if uid else None)
     try:
         return ReplicaSettings(hosts=hosts, group=group, member_id=member,
-                               session_timeout=args.replica_session_timeout)
+                               session_timeout=args.replica_session_timeout, pod=env.get("POD_NAME") or None,
+                               pod_uid=uid, pod_namespace=env.get("POD_NAMESPACE") or None,
+                               container=env.get("REBALANSER_CONTAINER") or DEFAULT_CONTAINER,
+                               termination_log=log_file)
     except ValueError as exc:
         raise SettingError(f"operator replicas: {exc}") from exc
 
@@ -334,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             replicas.stop()
             ctx.close()
             return 2
+    deaths = death_watch(args, replicas, api_client, own)
     try:
         kopf.run(
             registry=build_registry(ctx, own_namespace, watch_pods=args.failover_pods,
@@ -346,9 +368,26 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
         )
     finally:
+        if deaths is not None:
+            deaths.stop()
         replicas.stop()
         ctx.close()
     return 0
+
+
+def death_watch(args: argparse.Namespace, replicas: Replicas, api_client: k8s.ApiClient,
+                own: str | None) -> DeathWatch | None:
+    """The watch of the operator's own pods, started, when replicas are on and a selector is given."""
+    selector = args.replica_pod_selector or os.environ.get("REBALANSER_REPLICA_POD_SELECTOR") or ""
+    if not replicas.enabled or not selector:
+        return None
+    if not own:
+        log.warning("--replica-pod-selector needs $POD_NAMESPACE (the operator's own namespace): a replica's death "
+                    "is left to its session's expiry")
+        return None
+    watch = DeathWatch(replicas, k8s.CoreV1Api(api_client), namespace=own, selector=selector)
+    watch.start()
+    return watch
 
 
 if __name__ == "__main__":

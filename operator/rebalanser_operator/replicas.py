@@ -71,6 +71,14 @@ class ReplicaSettings:
     session_timeout: float = 10.0
     min_interval: float = 1.0
     stop_timeout: float = 30.0
+    #: This replica's pod and container, recorded in its member node, and the container's termination-message
+    #: file, where the member writes its instance nonce: the other replicas end its membership when the
+    #: kubelet reports that instance ended (:mod:`rebalanser_operator.replicadeath`). None: not recorded.
+    pod: str | None = None
+    pod_uid: str | None = None
+    pod_namespace: str | None = None
+    container: str | None = None
+    termination_log: str | None = None
 
     def __post_init__(self) -> None:
         validate_group_path(self.group)
@@ -141,7 +149,8 @@ class Replicas:
                 hosts=settings.hosts, group=settings.group, member_id=settings.member_id,
                 session_timeout=settings.session_timeout, min_interval=settings.min_interval,
                 stop_timeout=settings.stop_timeout, credentials=credentials, initial_quiet=0.5,
-                initial_max_wait=5.0,
+                initial_max_wait=5.0, pod=settings.pod, pod_uid=settings.pod_uid, pod_namespace=settings.pod_namespace,
+                container=settings.container, termination_log=settings.termination_log,
             ), _Member(self))
 
     @staticmethod
@@ -189,6 +198,16 @@ class Replicas:
         finally:
             zk.stop()
             zk.close()
+
+    @property
+    def zk(self) -> KazooClient | None:
+        """The member's ZooKeeper client (None without an operator group, or before :meth:`start`)."""
+        if self._client is None:
+            return None
+        try:
+            return self._client.zk
+        except (AttributeError, AssertionError):  # not started
+            return None
 
     # --------------------------------------------------------------------------- ownership
 

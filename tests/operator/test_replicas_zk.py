@@ -17,6 +17,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.identity import OperatorIdentity
+from rebalanser_operator.replicadeath import designated
 from rebalanser_operator.replicas import RESOURCE_NAME_MAX, Replicas, ReplicaSettings, resource_name
 
 from tests.support.zk import admin_client, purge
@@ -172,3 +173,12 @@ def test_an_x509_identity_is_refused_for_now(zk_hosts: str, group_path: str) -> 
     x509 = OperatorIdentity("CN=operator", tls=object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="x509"):
         Replicas(settings(zk_hosts, group_path, "op-a"), x509)
+
+
+def test_one_replica_is_designated_to_end_a_dead_ones_membership(
+    pair: tuple[Replicas, Replicas], zk: KazooClient, group_path: str
+) -> None:
+    assert [r.member_id for r in pair] == ["op-a", "op-b"]  # joined in this order: op-a is first in line
+    assert designated(zk, group_path, dead="op-b", me="op-a") and not designated(zk, group_path, dead="op-b", me="op-b")
+    assert designated(zk, group_path, dead="op-a", me="op-b") and not designated(zk, group_path, dead="op-a", me="op-a")
+    assert designated(zk, group_path, dead="op-x", me="op-a") and not designated(zk, group_path, dead="op-x", me="op-b")
