@@ -53,6 +53,14 @@ class ReplicaStatusLoop(StatusLoop):
         super().__init__(ctx, rt, initial_status=initial_status)
         self.replica, self.token = replica, token
 
+    def status_extra(self) -> dict[str, Any]:
+        return {"servedBy": {"replica": self.replica, "token": self.token}}
+
+    def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """Every patch carries the token, changed or not: merged into the stored status, a stale replica's
+        smaller token is what the admission policy refuses (a patch without it would keep the newer one)."""
+        return {**patch, **self.status_extra()} if patch else patch
+
     def publish(self, obs: Observation) -> None:
         before = self.patches
         super().publish(obs)

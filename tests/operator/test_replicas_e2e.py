@@ -9,7 +9,10 @@ replicas never overlap, every write lies inside its writer's interval, and after
 SIGKILLed its groups are served, and their status written, by the others well before its session
 could expire: each replica stands for a Pod object of the operator's namespace (no kubelet here: the
 test writes the killed replica's pod status as the kubelet would, from its termination-message file),
-and the others end its membership when they see it.
+and the others end its membership when they see it. Status writes are fenced: each carries
+``status.servedBy`` (the replica and its token), and the admission policy of
+:mod:`rebalanser_operator.replicafence` refuses one with a smaller token than the stored one; a replica
+frozen with SIGSTOP while it serves groups writes nothing for them once thawed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rebalanser_operator.replicafence import fence_manifests
 
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
 from tests.support.zk import ZkCluster, free_port, serving_cluster
@@ -167,6 +171,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         kube.run_kubectl("create", "serviceaccount", "default", "-n", OPERATORS, check=False)
         kube.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
         kube.run_kubectl("wait", "--for=condition=Established", "crd/resourcegroups.rebalanser.io", "--timeout=60s")
+        fence = {"apiVersion": "v1", "kind": "List", "items": fence_manifests("rebalanser-replica-fence")}
+        kube.run_kubectl("apply", "-f", "-", input=json.dumps(fence))  # as the chart would, with replicas
+        await_fence(kube)
         running = Scene(kube, zk, work, f"/rebalanser-operator/e2e-{uuid.uuid4().hex[:8]}")
         try:
             for i in range(REPLICAS):
@@ -176,6 +183,24 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
             for replica in running.replicas:
                 replica.stop()
             kube.run_kubectl("delete", "rg", "--all", "-n", NS, "--wait=false", check=False)
+
+
+def await_fence(kube: Cluster) -> None:
+    """Until the API server enforces the policy (it compiles a new one in the background): a probe object of a
+    namespace no operator serves, its status given a token, then a smaller one until that is refused."""
+    probe = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+             "metadata": {"name": "fence-probe", "namespace": OPERATORS},
+             "spec": {"zookeeper": {"connect": "127.0.0.1:1"}, "resources": ["a"]}}
+    kube.run_kubectl("apply", "-f", "-", input=json.dumps(probe))
+
+    def status(token: int) -> subprocess.CompletedProcess[str]:
+        return kube.run_kubectl("patch", "rg", "fence-probe", "-n", OPERATORS, "--subresource=status", "--type=merge",
+                                "-p", json.dumps({"status": {"servedBy": {"replica": "probe", "token": token}}}),
+                                check=False)
+
+    assert status(1000).returncode == 0
+    wait_for(lambda: status(1).returncode != 0, 60, lambda: "the admission policy to refuse a smaller token")
+    kube.run_kubectl("delete", "rg", "fence-probe", "-n", OPERATORS)
 
 
 def manifests(hosts: str, resources: int = RESOURCES) -> str:
@@ -191,11 +216,17 @@ def manifests(hosts: str, resources: int = RESOURCES) -> str:
 Interval = tuple[str, int, float, float]  # member, token, start, end (inf: still serving)
 
 
-def intervals(lines: list[Line], killed: dict[str, float] | None = None) -> dict[str, list[Interval]]:
-    """Each group's serving intervals from the log lines; a killed replica's open ones end at its kill."""
-    killed = killed or {}
+def intervals(lines: list[Line], cut: dict[str, float] | None = None) -> dict[str, list[Interval]]:
+    """Each group's serving intervals from the log lines. ``cut``: a replica killed or frozen at that time,
+    whose intervals begun before it end there at the latest (it can act no more; a frozen one's stop line
+    comes only after its thaw)."""
+    cut = cut or {}
     open_: dict[tuple[str, str], tuple[int, float]] = {}
     found: dict[str, list[Interval]] = {}
+
+    def end(member: str, start: float, at: float) -> float:
+        return min(at, cut[member]) if member in cut and start < cut[member] else at
+
     for line in lines:
         key = (line.group, line.member)
         if line.kind == "serve":
@@ -203,16 +234,16 @@ def intervals(lines: list[Line], killed: dict[str, float] | None = None) -> dict
             open_[key] = (line.token, line.at)
         elif line.kind == "stop":
             token, start = open_.pop(key)
-            found.setdefault(line.group, []).append((line.member, token, start, line.at))
+            found.setdefault(line.group, []).append((line.member, token, start, end(line.member, start, line.at)))
     for (group, member), (token, start) in open_.items():
-        found.setdefault(group, []).append((member, token, start, killed.get(member, float("inf"))))
+        found.setdefault(group, []).append((member, token, start, end(member, start, float("inf"))))
     return found
 
 
-def check_one_at_a_time(lines: list[Line], killed: dict[str, float] | None = None) -> dict[str, list[Interval]]:
+def check_one_at_a_time(lines: list[Line], cut: dict[str, float] | None = None) -> dict[str, list[Interval]]:
     """No two replicas' intervals of a group overlap; every write lies inside its writer's interval with
     its token; returns the intervals."""
-    spans = intervals(lines, killed)
+    spans = intervals(lines, cut)
     for group, items in spans.items():
         ordered = sorted(items, key=lambda item: item[2])
         for before, after in itertools.pairwise(ordered):
@@ -231,77 +262,117 @@ def serving_now(spans: dict[str, list[Interval]]) -> dict[str, str]:
     return {group: items[-1][0] for group, items in spans.items() if items and items[-1][3] == float("inf")}
 
 
-def test_each_group_is_served_by_one_replica_and_a_killed_replicas_groups_move(scene: Scene) -> None:
+def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_and_a_killed_ones_groups_move(
+    scene: Scene,
+) -> None:
     groups = {f"{NS}/g{i:02d}" for i in range(GROUPS)}
     started = time.monotonic()
     scene.cluster.run_kubectl("apply", "-f", "-", input=manifests(scene.zk.hosts))
     synced(scene, RESOURCES)
     synced_s = time.monotonic() - started
 
-    # Exactly one replica serves each group now, every group's status was written, by its server.
-    def settled() -> dict[str, str] | None:
-        now = serving_now(check_one_at_a_time(scene.lines()))
-        return now if set(now) == groups else None
+    # Exactly one replica serves each group now, every group's status was written, by its server, whose
+    # name and token the status carries.
+    def settled(cut: dict[str, float]) -> Callable[[], dict[str, str] | None]:
+        def check() -> dict[str, str] | None:
+            now = serving_now(check_one_at_a_time(scene.lines(), cut))
+            return now if set(now) == groups else None
+        return check
 
-    owners = wait_for(settled, 60, lambda: f"one server per group: {serving_now(intervals(scene.lines()))}")
+    owners = wait_for(settled({}), 60, lambda: f"one server per group: {serving_now(intervals(scene.lines()))}")
     writers = {line.group for line in scene.lines() if line.kind == "write"}
     assert writers == groups, f"groups whose status no replica wrote: {groups - writers}"
     shares = {r.member: sum(1 for m in owners.values() if m == r.member) for r in scene.replicas}
     assert all(shares.values()), f"a replica serves nothing: {shares}"
+    wait_for(lambda: all(scene.statuses()[g].get("servedBy", {}).get("replica") == m for g, m in owners.items()), 30,
+             lambda: f"status.servedBy naming the servers {owners}: {scene.statuses()}")
 
-    # SIGKILL the replica serving the most groups: the others serve its groups.
+    # The fence: a status write with a smaller token than the stored one is refused by the API server.
+    group = sorted(groups)[0]
+    stored = scene.statuses()[group]["servedBy"]
+    stale = scene.cluster.run_kubectl(
+        "patch", "rg", group.split("/")[1], "-n", NS, "--subresource=status", "--type=merge", "-p",
+        json.dumps({"status": {"phase": "Error", "servedBy": {"replica": "op-stale", "token": stored["token"] - 1}}}),
+        check=False)
+    assert stale.returncode != 0 and "smaller than the stored one" in stale.stderr, stale
+    assert scene.statuses()[group]["servedBy"] == stored and scene.statuses()[group]["phase"] != "Error"
+
+    # SIGSTOP a replica: its groups move once its session expires; thawed, it writes nothing for them.
+    frozen = min(scene.replicas, key=lambda r: shares[r.member])
+    frozen_groups = {g for g, m in owners.items() if m == frozen.member}
+    frozen.proc.send_signal(signal.SIGSTOP)
+    frozen_at = time.time()
+    cut = {frozen.member: frozen_at}
+    try:
+        wait_for(lambda: all(serving_now(intervals(scene.lines(), cut)).get(g) not in (None, frozen.member)
+                             for g in frozen_groups), SESSION_TIMEOUT + 30,
+                 lambda: f"the frozen replica's groups moved: {serving_now(intervals(scene.lines(), cut))}")
+        scene.cluster.run_kubectl("apply", "-f", "-", input=manifests(scene.zk.hosts, RESOURCES + 1))
+        synced(scene, RESOURCES + 1)
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+    thawed_at = time.time()
+    wait_for(lambda: any(ln.member == frozen.member and ln.kind == "stop" and ln.at > thawed_at
+                         for ln in frozen.lines()), 30, lambda: f"{frozen.member} to stop serving after its thaw")
+    owners = wait_for(settled(cut), 60, lambda: f"one server per group: {serving_now(intervals(scene.lines(), cut))}")
+    late = [ln for ln in frozen.lines() if ln.kind == "write" and ln.at > frozen_at
+            and any(s[0] == frozen.member and s[2] < frozen_at for s in intervals(scene.lines()).get(ln.group, []))]
+    assert not late, f"the thawed replica wrote for groups it had lost: {late}"
+
+    # SIGKILL the replica serving the most groups now: the others serve its groups.
+    shares = {r.member: sum(1 for m in owners.values() if m == r.member) for r in scene.replicas}
     victim = max(scene.replicas, key=lambda r: shares[r.member])
     moved = {g for g, m in owners.items() if m == victim.member}
     victim.proc.send_signal(signal.SIGKILL)
     killed_at = time.time()
     victim.proc.wait(10)
-    killed = {victim.member: killed_at}
+    cut = {**cut, victim.member: killed_at}
     report_ended(scene, victim)
 
     def taken_over() -> dict[str, float] | None:
         lines = scene.lines()
-        now = serving_now(check_one_at_a_time(lines, killed))
+        now = serving_now(check_one_at_a_time(lines, cut))
         if any(now.get(group) in (None, victim.member) for group in moved):
             return None
         return {g: min(ln.at for ln in lines if ln.kind == "serve" and ln.group == g and ln.at > killed_at) - killed_at
                 for g in moved}
 
     taken = wait_for(taken_over, HANDOVER_BOUND_S + 30, lambda: f"the groups of {victim.member} moved "
-                     f"(load {load()}): {serving_now(intervals(scene.lines(), killed))}")
+                     f"(load {load()}): {serving_now(intervals(scene.lines(), cut))}")
 
     # The new owners act: a spec change of every group is applied and its status written by its server.
-    scene.cluster.run_kubectl("apply", "-f", "-", input=manifests(scene.zk.hosts, RESOURCES + 1))
-    synced(scene, RESOURCES + 1)
+    scene.cluster.run_kubectl("apply", "-f", "-", input=manifests(scene.zk.hosts, RESOURCES + 2))
+    synced(scene, RESOURCES + 2)
     lines = scene.lines()
-    spans = check_one_at_a_time(lines, killed)
-    late = {ln.group: ln.member for ln in lines if ln.kind == "write" and ln.at > killed_at}
-    assert moved <= set(late) and victim.member not in late.values(), late
+    spans = check_one_at_a_time(lines, cut)
+    late_writers = {ln.group: ln.member for ln in lines if ln.kind == "write" and ln.at > killed_at}
+    assert moved <= set(late_writers) and victim.member not in late_writers.values(), late_writers
     assert not any(ln.member == victim.member and ln.at > killed_at for ln in lines)
+    assert set(serving_now(spans)) == groups and victim.member not in serving_now(spans).values()
     ended = [r.member for r in scene.replicas if f"replica-ended member={r.member} pod={victim.member}" in r.text()]
     assert ended, "no replica reported ending the killed replica's membership"
-    assert set(serving_now(spans)) == groups and victim.member not in serving_now(spans).values()
 
     # A graceful leave (SIGTERM, as a rolling update's): each group stops before its next owner starts.
-    leaving = next(r for r in scene.replicas if r is not victim and r.proc.poll() is None)
-    staying = next(r for r in scene.replicas if r not in (victim, leaving))
+    leaving, staying = [r for r in scene.replicas if r is not victim]
     handed = {g for g, m in serving_now(spans).items() if m == leaving.member}
     left_at = time.time()
     leaving.stop()
-    wait_for(lambda: all(serving_now(check_one_at_a_time(scene.lines(), killed)).get(g) == staying.member
+    wait_for(lambda: all(serving_now(check_one_at_a_time(scene.lines(), cut)).get(g) == staying.member
                          for g in handed), 60, lambda: f"the groups of {leaving.member} moved to {staying.member}")
     lines = scene.lines()
     gaps = {g: min(ln.at for ln in lines if ln.kind == "serve" and ln.group == g and ln.member == staying.member
                    and ln.at > left_at)
             - max(ln.at for ln in lines if ln.kind == "stop" and ln.group == g and ln.member == leaving.member)
             for g in handed}
-    check_one_at_a_time(lines, killed)
+    check_one_at_a_time(lines, cut)
+    assert all(scene.statuses()[g]["servedBy"]["replica"] == staying.member for g in groups)
 
-    print(f"\n{GROUPS} groups synced in {synced_s:.1f} s on {REPLICAS} replicas (shares {shares}); "
-          f"{victim.member} SIGKILLed serving {len(moved)}: served again after "
-          f"{', '.join(f'{t:.2f}' for t in sorted(taken.values()))} s (session timeout {SESSION_TIMEOUT:g} s, "
-          f"membership ended by {', '.join(ended)}); "
-          f"{leaving.member} SIGTERMed serving {len(handed)}: gap stop -> next owner's start "
-          f"{', '.join(f'{t * 1000:.0f}' for t in sorted(gaps.values()))} ms (load {load()})")
+    print(f"\n{GROUPS} groups synced in {synced_s:.1f} s on {REPLICAS} replicas; {frozen.member} frozen with "
+          f"{len(frozen_groups)} groups, no write after its thaw; {victim.member} SIGKILLed serving {len(moved)}: "
+          f"served again after {', '.join(f'{t:.2f}' for t in sorted(taken.values()))} s (session timeout "
+          f"{SESSION_TIMEOUT:g} s, membership ended by {', '.join(ended)}); {leaving.member} SIGTERMed serving "
+          f"{len(handed)}: gap stop -> next owner's start {', '.join(f'{t * 1000:.0f}' for t in sorted(gaps.values()))}"
+          f" ms (load {load()})")
     assert max(taken.values()) <= HANDOVER_BOUND_S, f"handover took {max(taken.values()):.1f} s (load {load()})"
     assert all(0 <= gap <= GRACEFUL_BOUND_S for gap in gaps.values()), f"graceful handover gaps {gaps}"
 
