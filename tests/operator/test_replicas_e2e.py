@@ -36,7 +36,7 @@ import pytest
 from rebalanser_operator.replicafence import fence_manifests
 
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
-from tests.support.zk import ZkCluster, free_port, serving_cluster
+from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
 
@@ -198,8 +198,11 @@ def await_fence(kube: Cluster) -> None:
                                 "-p", json.dumps({"status": {"servedBy": {"replica": "probe", "token": token}}}),
                                 check=False)
 
-    assert status(1000).returncode == 0
-    wait_for(lambda: status(1).returncode != 0, 60, lambda: "the admission policy to refuse a smaller token")
+    def refused() -> bool:  # 1,000 then 1: while the policy is not in force yet, both pass (and 1 is stored)
+        assert status(1000).returncode == 0
+        return status(1).returncode != 0
+
+    wait_for(refused, 60, lambda: "the admission policy to refuse a smaller token")
     kube.run_kubectl("delete", "rg", "fence-probe", "-n", OPERATORS)
 
 
@@ -297,6 +300,23 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
     assert stale.returncode != 0 and "smaller than the stored one" in stale.stderr, stale
     assert scene.statuses()[group]["servedBy"] == stored and scene.statuses()[group]["phase"] != "Error"
 
+    # A group deleted: its server deletes its znodes and releases the finalizer; the others wait, act on
+    # nothing, and the group leaves the operator group's resources.
+    doomed = json.loads(manifests(scene.zk.hosts))["items"][0]
+    doomed["metadata"]["name"] = "doomed"
+    scene.cluster.run_kubectl("apply", "-f", "-", input=json.dumps(doomed))
+    key = f"{NS}/doomed"
+    wait_for(lambda: scene.statuses()[key].get("resources") == RESOURCES, 60, lambda: "the doomed group synced")
+    server = wait_for(lambda: serving_now(check_one_at_a_time(scene.lines())).get(key), 30, lambda: "its server")
+    with admin_client(scene.zk.hosts) as zk:
+        assert zk.exists(f"/rebalanser/{NS}/doomed") and zk.exists(f"{scene.group}/resources/{NS}.doomed")
+        scene.cluster.run_kubectl("delete", "rg", "doomed", "-n", NS, "--wait=true", "--timeout=90s", timeout=120)
+        assert zk.exists(f"/rebalanser/{NS}/doomed") is None, "the deleted group's znodes are still there"
+        wait_for(lambda: zk.exists(f"{scene.group}/resources/{NS}.doomed") is None, 30,
+                 lambda: "the deleted group to leave the operator group's resources")
+    deleters = [r.member for r in scene.replicas if re.search(rf"deletion: .*/rebalanser/{NS}/doomed\b", r.text())]
+    assert deleters == [server], f"the deletion was carried out by {deleters}, its server is {server}"
+
     # SIGSTOP a replica: its groups move once its session expires; thawed, it writes nothing for them.
     frozen = min(scene.replicas, key=lambda r: shares[r.member])
     frozen_groups = {g for g, m in owners.items() if m == frozen.member}
@@ -365,7 +385,8 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
             - max(ln.at for ln in lines if ln.kind == "stop" and ln.group == g and ln.member == leaving.member)
             for g in handed}
     check_one_at_a_time(lines, cut)
-    assert all(scene.statuses()[g]["servedBy"]["replica"] == staying.member for g in groups)
+    wait_for(lambda: all(scene.statuses()[g]["servedBy"]["replica"] == staying.member for g in groups), 30,
+             lambda: f"status.servedBy naming {staying.member}: {scene.statuses()}")
 
     print(f"\n{GROUPS} groups synced in {synced_s:.1f} s on {REPLICAS} replicas; {frozen.member} frozen with "
           f"{len(frozen_groups)} groups, no write after its thaw; {victim.member} SIGKILLed serving {len(moved)}: "
