@@ -178,11 +178,13 @@ def build_registry(
     )
     async def mirror_status(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
-        stopped: kopf.DaemonStopped, **_: Any,
+        stopped: kopf.DaemonStopped, **kwargs: Any,
     ) -> None:
         if share.enabled:  # serves the group whenever this replica owns it
+            index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
             await serve_while_owned(ctx, share, body=body, ref=object_ref(body), namespace=namespace or "", name=name,
-                                    uid=uid, stopped=lambda: bool(stopped))
+                                    uid=uid, stopped=lambda: bool(stopped),
+                                    catch_up=lambda: catch_up_failover(namespace or "", name, index))
             return
         controller = ctx.controller(namespace or "", name, uid)
         controller.introduce(object_ref(body))
@@ -228,6 +230,18 @@ def build_registry(
         @kopf.on.startup(id="replica_list", registry=registry)
         async def start_list_keeper(**_: Any) -> None:
             poller.append(asyncio.create_task(keeper.run()))
+
+    async def catch_up_failover(namespace: str, name: str, index: kopf.Index[str, OptedIn]) -> None:
+        """A replica that gains a group with KubeletConfirmed fails over the ended instances the pods of its
+        namespace report now: those reported while nobody served the group were acted on by nobody."""
+        opted_in = [group for group in index.get(namespace, ()) if group.name == name]
+        if not watch_pods or not opted_in:
+            return
+        loop = asyncio.get_running_loop()
+        pods = await loop.run_in_executor(ctx.executor, ctx.kube.list_pods, namespace)
+        for pod in pods:
+            if ended_instances(pod) and share.owns(namespace, name):
+                await failover.handle_pod(pod, opted_in)
 
     if watch_pods:
         kopf.on.event("", "v1", "pods", id="failover", when=reports_ended_instance, registry=registry)(pod_event)

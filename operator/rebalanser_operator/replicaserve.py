@@ -23,7 +23,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
@@ -72,19 +72,23 @@ class ReplicaStatusLoop(StatusLoop):
 async def serve_while_owned(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool],
+    catch_up: Callable[[], Awaitable[object]] | None = None,
 ) -> None:
-    """Serves the group whenever this replica owns it, until ``stopped()`` (the daemon's end)."""
+    """Serves the group whenever this replica owns it, until ``stopped()`` (the daemon's end).
+    ``catch_up``: run at each gain, beside the status loop (the failover of worker deaths reported while
+    nobody served the group)."""
     while not stopped():
         token = await replicas.until_owned(namespace, name, stopped)
         if token is None:
             return
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
-                          stopped=stopped, token=token)
+                          stopped=stopped, token=token, catch_up=catch_up)
 
 
 async def _serve_once(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool], token: int,
+    catch_up: Callable[[], Awaitable[object]] | None,
 ) -> None:
     log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name, token,
              time.time())
@@ -98,10 +102,13 @@ async def _serve_once(
         return not stopped() and replicas.owns(namespace, name)
 
     applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
+    catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
         await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
     finally:
         applying.cancel()
+        if catching is not None:
+            catching.cancel()
         try:
             await asyncio.wrap_future(controller.submit(lambda: None))  # the step under way ends first
         finally:
@@ -139,6 +146,15 @@ async def _apply_current(controller: Any, body: Mapping[str, Any], ref: Mapping[
             log.exception("applying the spec of %s at its gain failed", controller.rt.user)
             await asyncio.sleep(5.0)
         retry += 1
+
+
+async def _guarded(work: Awaitable[object], what: str) -> None:
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("%s failed", what)
 
 
 def index_entry(namespace: str | None, name: str) -> dict[str, tuple[str, str]] | None:
