@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tenancy.ensembles.any and not tenancy.ensembles.servers:
         log.warning("no --allowed-ensemble (REBALANSER_ALLOWED_ENSEMBLES) is set: every ResourceGroup is refused")
     try:
-        replicas = Replicas(args.replica, args.identity)
+        replicas = Replicas(args.replica, args.identity, metrics)
     except ValueError as exc:
         print(f"rebalanser-operator: {exc}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.identity import OperatorIdentity
+from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.replicadeath import designated
 from rebalanser_operator.replicas import RESOURCE_NAME_MAX, Replicas, ReplicaSettings, resource_name
 
@@ -48,7 +49,7 @@ def pair(zk_hosts: str, group_path: str) -> Iterator[tuple[Replicas, Replicas]]:
     started: list[Replicas] = []
     try:
         for member in ("op-a", "op-b"):
-            replica = Replicas(settings(zk_hosts, group_path, member))
+            replica = Replicas(settings(zk_hosts, group_path, member), metrics=Metrics())
             replica.start()
             started.append(replica)
         yield started[0], started[1]
@@ -90,11 +91,20 @@ def test_each_group_is_owned_by_exactly_one_replica_and_moves_when_one_leaves(
     wait_for(lambda: all(len(o) == 1 for o in owners(pair).values()), 30, lambda: f"owners {owners(pair)}")
     shares = {r.member_id: len(r.owned()) for r in pair}
     assert sorted(shares.values()) == [4, 5], shares  # Resource Barrier shares 9 as evenly as it can
+    for replica in pair:  # each replica's share, and which one keeps the list, in its metrics
+        value = replica.metrics.registry.get_sample_value
+        assert value("rebalanser_operator_replica_groups") == shares[replica.member_id]
+        assert value("rebalanser_operator_replica_in_office") == (1 if replica is writer else 0)
 
     leaving, staying = pair
     leaving.stop()
     wait_for(lambda: all(staying.owns(*g) for g in GROUPS), 30, lambda: f"owners {owners(pair)}")
     assert not any(leaving.owns(*g) for g in GROUPS)
+    gone = leaving.metrics.registry.get_sample_value
+    assert gone("rebalanser_operator_replica_groups") == 0
+    assert gone("rebalanser_operator_replica_handovers_total", {"direction": "lost"}) == shares[leaving.member_id]
+    wait_for(lambda: staying.metrics.registry.get_sample_value("rebalanser_operator_replica_groups") == len(GROUPS),
+             10, lambda: "the staying replica's metric")
 
 
 def test_the_list_follows_the_groups_and_only_the_replica_in_office_writes_it(
