@@ -118,6 +118,12 @@ def build_registry(
         # On the event loop, not in the executor: a liveness check must not queue behind slow reconciles.
         return ctx.pool.connections()
 
+    if share.enabled:
+        @kopf.on.probe(id="operatorGroup", registry=registry)
+        async def operator_group(**_: Any) -> str:
+            """This replica's membership of the operator group (Assigned, Suspended...) and its share."""
+            return share.describe()
+
     @kopf.on.cleanup(id="cleanup", registry=registry)
     def cleanup(logger: kopf.Logger, **_: Any) -> None:
         try:

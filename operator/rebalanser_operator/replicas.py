@@ -214,6 +214,15 @@ class Replicas:
         except (AttributeError, AssertionError):  # not started
             return None
 
+    def describe(self) -> str:
+        """This replica's membership in a few words: the member's state, its role and its share (for the
+        health endpoint: a replica that cannot reach the operator group says so, and serves nothing)."""
+        if self._client is None:
+            return "no operator group: every group"
+        with self._lock:
+            owned = len(self._owned)
+        return f"{self._client.state.value} {self._client.role}, {owned} groups"
+
     # --------------------------------------------------------------------------- ownership
 
     def owns(self, namespace: str, name: str) -> bool:

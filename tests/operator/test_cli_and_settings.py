@@ -174,7 +174,9 @@ def test_with_replicas_the_change_handlers_act_only_for_owned_groups() -> None:
         assert changing["reconcile"] is not None and changing["reconcile/spec"] is not None
         assert not changing["reconcile"](namespace="shop", name="orders")  # not joined: owns nothing
         assert {h.id for h in registry._indexing.get_all_handlers()} >= {"replica_groups"}
+        assert "operatorGroup" in {h.id for h in registry._activities.get_all_handlers()}
         single = build_registry(ctx)
+        assert "operatorGroup" not in {h.id for h in single._activities.get_all_handlers()}
         assert all(h.when is None for h in single._changing.get_all_handlers())
         assert "replica_groups" not in {h.id for h in single._indexing.get_all_handlers()}
     finally:
