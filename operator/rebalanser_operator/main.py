@@ -20,9 +20,10 @@ the x509 identity of a TLS client certificate, REBALANSER_ZK_IDENTITY_TLS_DIR (a
 :mod:`rebalanser_operator.tenancy` and docs/operator.md ("Security model").
 
 Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG``. Standalone (no
-kopf peering) is the default: the Helm chart runs exactly one replica with the Recreate strategy. With
-``--replica-zk`` several replicas share the ResourceGroups through a Rebalanser group of their own
-(:mod:`rebalanser_operator.replicas`, docs/operator-replicas.md).
+kopf peering) is the default. The Helm chart runs one replica with the Recreate strategy, or, with
+``--replica-zk`` (its ``replicaGroup.zookeeper``), several that share the ResourceGroups through a
+Rebalanser group of their own, rolled out one at a time (:mod:`rebalanser_operator.replicas`,
+docs/operator-replicas.md).
 """
 
 from __future__ import annotations
@@ -342,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         replicas = Replicas(args.replica, args.identity, metrics)
     except ValueError as exc:
         print(f"rebalanser-operator: {exc}", file=sys.stderr)
+        ctx.close()
         return 2
     if args.replica is not None:
         if args.identity is None:
