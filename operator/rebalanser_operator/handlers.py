@@ -41,7 +41,7 @@ from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.replicas import Replicas
-from rebalanser_operator.replicaserve import ListKeeper, serve_while_owned, wait_to_delete
+from rebalanser_operator.replicaserve import Admission, ListKeeper, admission_entry, serve_while_owned, wait_to_delete
 from rebalanser_operator.replicaserve import index_entry as replica_index_entry
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL, VERSION
@@ -224,14 +224,23 @@ def build_registry(
 
     if share.enabled:
         keeper = ListKeeper(ctx, share)
+        admission = Admission()
+        ctx.admission = admission.admits
 
         @kopf.index(GROUP, VERSION, PLURAL, id="replica_groups", registry=registry)
         def replica_groups(namespace: str | None, name: str, **_: Any) -> dict[str, tuple[str, str]] | None:
             return replica_index_entry(namespace, name)
 
+        @kopf.index(GROUP, VERSION, PLURAL, id="replica_admission", registry=registry)
+        def replica_admission(
+            namespace: str | None, name: str, meta: kopf.Meta, **_: Any
+        ) -> dict[str, tuple[str, str]] | None:
+            return admission_entry(namespace, name, meta.get("creationTimestamp"))
+
         @kopf.on.event(GROUP, VERSION, PLURAL, id="replica_list", registry=registry)
         async def replica_list(**kwargs: Any) -> None:
             keeper.seen(kwargs["replica_groups"])  # kopf has filled the index from its first listing
+            admission.index = kwargs["replica_admission"]
 
         @kopf.on.startup(id="replica_list", registry=registry)
         async def start_list_keeper(**_: Any) -> None:

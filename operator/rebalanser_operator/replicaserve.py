@@ -164,6 +164,46 @@ def index_entry(namespace: str | None, name: str) -> dict[str, tuple[str, str]] 
     return {ALL: (namespace, name)}
 
 
+def admission_entry(namespace: str | None, name: str, created: str | None) -> dict[str, tuple[str, str]] | None:
+    """The kopf index of every ResourceGroup by namespace, with its creation time (the admission's order)."""
+    if namespace is None:
+        return None
+    return {namespace: (created or "", name)}
+
+
+def within_limit(groups: Iterable[tuple[str, str]], name: str, limit: int) -> bool | None:
+    """Whether ``name`` is among the ``limit`` oldest of a namespace's ``groups`` ((creationTimestamp,
+    name) pairs; equal times by name): the same verdict on every replica. None when ``name`` is not
+    among them (a watch that has not seen it yet)."""
+    ordered = sorted(groups)
+    names = [n for _, n in ordered]
+    if name not in names:
+        return None
+    return names.index(name) < limit
+
+
+class Admission:
+    """``--max-groups-per-namespace`` over every ResourceGroup of the namespace, as kopf's index holds them,
+    instead of over this replica's share (each replica would otherwise admit up to the limit of its own)."""
+
+    def __init__(self) -> None:
+        self.index: Mapping[str, Iterable[tuple[str, str]]] | None = None
+
+    def admits(self, namespace: str, name: str, limit: int) -> bool | None:
+        """Called on the operator's threads; the index changes on kopf's event loop, so a read that meets a
+        change is made again (None, after three: the replica's own count decides)."""
+        index = self.index
+        if index is None:
+            return None
+        for _ in range(3):
+            try:
+                groups = list(index.get(namespace, ()))
+            except RuntimeError:  # changed during the read
+                continue
+            return within_limit(groups, name, limit)
+        return None
+
+
 class ListKeeper:
     """Keeps the operator group's resources equal to the ResourceGroups kopf's index holds, while this
     replica is in office. :meth:`seen` is called on kopf's event loop with the index (after kopf has

@@ -28,6 +28,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,8 @@ class Scene:
     work: Path
     group: str
     replicas: list[Replica] = field(default_factory=list)
+    #: further options of every replica
+    extra: tuple[str, ...] = ()
 
     def start(self, member: str) -> Replica:
         log = self.work / f"{member}.log"
@@ -146,7 +149,7 @@ class Scene:
                  "--liveness", f"http://127.0.0.1:{port}/healthz", "--log-format", "full",
                  "--allowed-ensemble", self.zk.hosts, "--replica-zk", self.zk.hosts, "--replica-group", self.group,
                  "--replica-id", member, "--replica-session-timeout", str(SESSION_TIMEOUT),
-                 "--replica-pod-selector", SELECTOR, "--failover-pods"],
+                 "--replica-pod-selector", SELECTOR, "--failover-pods", *self.extra],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
         replica = Replica(member, log, proc, port, termination_log)
@@ -162,9 +165,8 @@ class Scene:
         return {f"{NS}/{rg['metadata']['name']}": rg.get("status") or {} for rg in items}
 
 
-@pytest.fixture
-def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
-    work = tmp_path_factory.mktemp("replicas")
+@contextmanager
+def running_scene(work: Path, extra: tuple[str, ...] = ()) -> Iterator[Scene]:
     with start_cluster(work / "kube") as kube, serving_cluster(work / "zk", size=1) as zk:
         kube.create_namespace(NS)
         kube.create_namespace(OPERATORS)
@@ -174,7 +176,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         fence = {"apiVersion": "v1", "kind": "List", "items": fence_manifests("rebalanser-replica-fence")}
         kube.run_kubectl("apply", "-f", "-", input=json.dumps(fence))  # as the chart would, with replicas
         await_fence(kube)
-        running = Scene(kube, zk, work, f"/rebalanser-operator/e2e-{uuid.uuid4().hex[:8]}")
+        running = Scene(kube, zk, work, f"/rebalanser-operator/e2e-{uuid.uuid4().hex[:8]}", extra=extra)
         try:
             for i in range(REPLICAS):
                 running.start(f"op-{i}")
@@ -183,6 +185,21 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
             for replica in running.replicas:
                 replica.stop()
             kube.run_kubectl("delete", "rg", "--all", "-n", NS, "--wait=false", check=False)
+
+
+@pytest.fixture
+def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    with running_scene(tmp_path_factory.mktemp("replicas")) as running:
+        yield running
+
+
+LIMIT = 4
+
+
+@pytest.fixture
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    with running_scene(tmp_path_factory.mktemp("replicas"), ("--max-groups-per-namespace", str(LIMIT))) as running:
+        yield running
 
 
 def await_fence(kube: Cluster) -> None:
@@ -502,3 +519,26 @@ def test_a_worker_killed_while_its_group_changes_replica_is_failed_over_by_the_n
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
+
+
+def test_the_groups_per_namespace_limit_holds_over_every_replica(limited: Scene) -> None:
+    """--max-groups-per-namespace counts the namespace's ResourceGroups, not each replica's share: the
+    oldest LIMIT are served, the rest are LimitExceeded, whichever replica holds them."""
+    # Created in name order: the oldest LIMIT (by creation time, then name) are g00 to g03.
+    limited.cluster.run_kubectl("apply", "-f", "-", input=manifests(limited.zk.hosts))
+
+    def verdicts() -> dict[str, str] | None:
+        found = {}
+        for key, status in limited.statuses().items():
+            synced = next((c for c in status.get("conditions") or [] if c["type"] == "ResourcesSynced"), None)
+            if synced is None or (synced["status"] != "True" and synced["reason"] != "LimitExceeded"):
+                return None
+            found[key] = "served" if synced["status"] == "True" else synced["reason"]
+        return found if len(found) == GROUPS else None
+
+    found = wait_for(verdicts, SYNC_BOUND_S, lambda: f"every group served or refused: {limited.statuses()}")
+    served = sorted(k for k, v in found.items() if v == "served")
+    owners = serving_now(intervals(limited.lines()))
+    print(f"\nlimit {LIMIT}: served {served}; the {GROUPS} groups' servers {sorted(set(owners.values()))}")
+    assert served == [f"{NS}/g{i:02d}" for i in range(LIMIT)], found
+    assert len(set(owners.values())) > 1, f"one replica serves every group: {owners}"
