@@ -41,6 +41,8 @@ ALL = "all"
 LIST_RESYNC = 30.0
 LIST_CHECK = 2.0
 LIST_DEBOUNCE = 0.2
+#: The pause before serving a group again whose serving ended while it was still owned.
+RESERVE_PAUSE = 1.0
 #: How long a deletion handler of a replica that does not own the group waits before kopf retries it.
 DELETE_WAIT = 120.0
 
@@ -83,6 +85,8 @@ async def serve_while_owned(
             return
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
                           stopped=stopped, token=token, catch_up=catch_up)
+        if not stopped() and replicas.owns(namespace, name):
+            await asyncio.sleep(RESERVE_PAUSE)  # ended while owned (the object gone or replaced): not in a tight loop
 
 
 async def _serve_once(
@@ -112,8 +116,8 @@ async def _serve_once(
         try:
             await asyncio.wrap_future(controller.submit(lambda: None))  # the step under way ends first
         finally:
-            if not stopped():
-                ctx.forget(namespace, name)  # lost: nothing of the group stays here
+            if not stopped() and ctx.is_current(controller.rt):
+                ctx.forget(namespace, name)  # lost: nothing of the group stays here (a newer object's is kept)
             log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name,
                      token, time.time())
             serving.done()
