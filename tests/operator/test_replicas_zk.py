@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from kazoo.security import Permissions
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.metrics import Metrics
-from rebalanser_operator.replicadeath import designated
+from rebalanser_operator.replicadeath import designated, end_dead_replicas
 from rebalanser_operator.replicas import RESOURCE_NAME_MAX, Replicas, ReplicaSettings, resource_name
 
 from tests.support.zk import admin_client, purge
@@ -194,3 +195,52 @@ def test_one_replica_is_designated_to_end_a_dead_ones_membership(
     assert designated(zk, group_path, dead="op-b", me="op-a") and not designated(zk, group_path, dead="op-b", me="op-b")
     assert designated(zk, group_path, dead="op-a", me="op-b") and not designated(zk, group_path, dead="op-a", me="op-a")
     assert designated(zk, group_path, dead="op-x", me="op-a") and not designated(zk, group_path, dead="op-x", me="op-b")
+
+
+def test_a_replica_whose_ended_instance_is_reported_loses_its_groups_at_once(
+    zk_hosts: str, group_path: str, tmp_path: Path
+) -> None:
+    """replicadeath.end_dead_replicas on a pod body as the kubelet writes it: the designated replica closes
+    the dead one's session (T = 30 s here) and takes its groups; a report of another pod, or the same
+    report again, ends nothing."""
+    logs = {member: tmp_path / f"{member}.termination-log" for member in ("op-a", "op-b")}
+    started: dict[str, Replicas] = {}
+    try:
+        for member in ("op-a", "op-b"):
+            started[member] = Replicas(ReplicaSettings(
+                hosts=zk_hosts, group=group_path, member_id=member, session_timeout=30.0, min_interval=0.2,
+                pod=member, pod_uid=f"uid-{member}", pod_namespace="ops", container="operator",
+                termination_log=str(logs[member])))
+            started[member].start()
+        dead, alive = started["op-a"], started["op-b"]
+        office_of(started["op-a"], started["op-b"]).write_list(GROUPS)
+        wait_for(lambda: len(dead.owned()) + len(alive.owned()) == len(GROUPS) and dead.owned(), 30,
+                 lambda: f"shares {dead.owned()} {alive.owned()}")
+        pod = {"metadata": {"namespace": "ops", "name": "op-a", "uid": "uid-op-a"},
+               "status": {"containerStatuses": [{"name": "operator", "state": {"terminated": {
+                   "exitCode": 137, "message": logs["op-a"].read_text()}}}]}}
+        other = {**pod, "metadata": {**pod["metadata"], "uid": "uid-someone-else"}}
+        done: dict[tuple[str, str], None] = {}
+        assert end_dead_replicas(alive, other, done) == []
+        assert end_dead_replicas(dead, pod, {}) == []  # not the designated one: the dead pod's own member
+        share = len(dead.owned())
+
+        def gained() -> float:
+            return alive.metrics.registry.get_sample_value("rebalanser_operator_replica_handovers_total",
+                                                           {"direction": "gained"}) or 0.0
+
+        before = gained()
+        started_at = time.monotonic()
+        (ended,) = end_dead_replicas(alive, pod, done)
+        assert ended.outcome.final, ended
+        # (the in-process "dead" member then rejoins with a new session and may take some back: counted, not held)
+        wait_for(lambda: gained() >= before + share, 10, lambda: f"the survivor gained {gained() - before} of {share}")
+        assert time.monotonic() - started_at < 10  # long before the dead one's 30 s session could expire
+        assert end_dead_replicas(alive, pod, done) == []  # handled once
+    finally:
+        for replica in started.values():
+            replica.stop(timeout=5)
+
+
+def office_of(*replicas: Replicas) -> Replicas:
+    return office((replicas[0], replicas[1]))
