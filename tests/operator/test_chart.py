@@ -238,8 +238,13 @@ def test_replicas_share_the_groups_through_their_own_group(helm: Path) -> None:
     bindings = by_kind(docs, "ValidatingAdmissionPolicyBinding")
     (binding,) = [d for d in bindings if d["metadata"]["name"].endswith("-fence")]
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    (budget,) = by_kind(docs, "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
     without = render(helm, *FENCE_API)
     assert not [d for d in by_kind(without, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-fence")]
+    assert not by_kind(without, "PodDisruptionBudget")
 
 
 def test_the_ha_example_runs_three_replicas_one_per_node(helm: Path) -> None:
