@@ -63,6 +63,10 @@ def resource_name(namespace: str, name: str) -> str:
     return f"{namespace}.{name[:KEPT_NAME]}={digest}"
 
 
+class NotCreatedByOperator(RuntimeError):
+    """The operator group's root exists without the operator's identity in its ACL."""
+
+
 @dataclass(frozen=True)
 class ReplicaSettings:
     """Where the replicas meet: the ensemble, the operator group's path, this replica's member id (its
@@ -201,10 +205,25 @@ class Replicas:
             parent = self.settings.group.rsplit("/", 1)[0]
             if parent:
                 zk.ensure_path(parent, acl=acl)
+            self._check_made_here(zk)  # before writing anything into someone else's tree
             GroupAdmin(zk, self.settings.group).create()
+            self._check_made_here(zk)
         finally:
             zk.stop()
             zk.close()
+
+    def _check_made_here(self, zk: KazooClient) -> None:
+        """With an identity, an existing operator group must name it with every permission (one this
+        operator made); :class:`NotCreatedByOperator` otherwise."""
+        assert self.settings is not None
+        if self.identity is None or zk.exists(self.settings.group) is None:
+            return
+        existing, _ = zk.get_acls(self.settings.group)
+        if not self.identity.names(existing):
+            raise NotCreatedByOperator(
+                f"the operator group {self.settings.group} exists and its ACL does not give the operator's identity "
+                "every permission: someone else made it (its members and claims could be anybody's); delete it, "
+                "or name another --replica-group")
 
     @property
     def zk(self) -> KazooClient | None:

@@ -20,7 +20,13 @@ from rebalanser.paths import GroupPaths
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.replicadeath import designated, end_dead_replicas
-from rebalanser_operator.replicas import RESOURCE_NAME_MAX, Replicas, ReplicaSettings, resource_name
+from rebalanser_operator.replicas import (
+    RESOURCE_NAME_MAX,
+    NotCreatedByOperator,
+    Replicas,
+    ReplicaSettings,
+    resource_name,
+)
 
 from tests.support.zk import admin_client, purge
 
@@ -180,6 +186,23 @@ def test_with_the_identity_the_operator_group_is_the_operators_alone(zk_hosts: s
         replica.stop()
         with admin_client(zk_hosts, auth_data=[identity.auth]) as owner:  # type: ignore[list-item]
             purge(owner, parent)
+
+
+def test_an_operator_group_someone_else_made_is_refused(zk_hosts: str, zk: KazooClient) -> None:
+    """A squatter's operator group (open ACL, made before the operator) is not joined: its members and
+    claims could be anybody's."""
+    identity = OperatorIdentity.digest("rebalanser-operator", "a-long-random-password")
+    parent = f"/rebalanser-operator-test-{uuid.uuid4().hex[:8]}"
+    path = f"{parent}/ops"
+    zk.ensure_path(f"{path}/owners")  # open, by a client without the identity
+    replica = Replicas(settings(zk_hosts, path, "op-a"), identity)
+    try:
+        with pytest.raises(NotCreatedByOperator, match="someone else made it"):
+            replica.start()
+        assert zk.get_children(path) == ["owners"]  # nothing written into it, nobody joined
+    finally:
+        replica.stop()
+        purge(zk, parent)
 
 
 def test_an_x509_identity_is_refused_for_now(zk_hosts: str, group_path: str) -> None:
