@@ -220,20 +220,24 @@ def test_one_replica_is_designated_to_end_a_dead_ones_membership(
     assert designated(zk, group_path, dead="op-x", me="op-a") and not designated(zk, group_path, dead="op-x", me="op-b")
 
 
+@pytest.mark.parametrize("with_identity", [False, True], ids=["open", "identity"])
 def test_a_replica_whose_ended_instance_is_reported_loses_its_groups_at_once(
-    zk_hosts: str, group_path: str, tmp_path: Path
+    zk_hosts: str, zk: KazooClient, tmp_path: Path, with_identity: bool
 ) -> None:
     """replicadeath.end_dead_replicas on a pod body as the kubelet writes it: the designated replica closes
     the dead one's session (T = 30 s here) and takes its groups; a report of another pod, or the same
-    report again, ends nothing."""
+    report again, ends nothing. With the identity, the session record only the operator may read."""
     logs = {member: tmp_path / f"{member}.termination-log" for member in ("op-a", "op-b")}
+    identity = OperatorIdentity.digest("rebalanser-operator", "a-long-random-password") if with_identity else None
+    parent = f"/rebalanser-operator-test-{uuid.uuid4().hex[:8]}"
+    group_path = f"{parent}/ops"
     started: dict[str, Replicas] = {}
     try:
         for member in ("op-a", "op-b"):
             started[member] = Replicas(ReplicaSettings(
                 hosts=zk_hosts, group=group_path, member_id=member, session_timeout=30.0, min_interval=0.2,
                 pod=member, pod_uid=f"uid-{member}", pod_namespace="ops", container="operator",
-                termination_log=str(logs[member])))
+                termination_log=str(logs[member])), identity, Metrics())
             started[member].start()
         dead, alive = started["op-a"], started["op-b"]
         office_of(started["op-a"], started["op-b"]).write_list(GROUPS)
@@ -263,6 +267,8 @@ def test_a_replica_whose_ended_instance_is_reported_loses_its_groups_at_once(
     finally:
         for replica in started.values():
             replica.stop(timeout=5)
+        with admin_client(zk_hosts, auth_data=[identity.auth] if identity else None) as owner:  # type: ignore[list-item]
+            purge(owner, parent)
 
 
 def office_of(*replicas: Replicas) -> Replicas:
