@@ -40,6 +40,7 @@ from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
+from rebalanser_operator.readiness import serve as serve_readiness
 from rebalanser_operator.replicas import Replicas
 from rebalanser_operator.replicaserve import Admission, ListKeeper, admission_entry, serve_while_owned, wait_to_delete
 from rebalanser_operator.replicaserve import index_entry as replica_index_entry
@@ -88,13 +89,14 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_registry(
     ctx: OperatorContext, own_namespace: str | None = None, *, watch_pods: bool = True,
-    secret_poll: float = DEFAULT_INTERVAL, replicas: Replicas | None = None,
+    secret_poll: float = DEFAULT_INTERVAL, replicas: Replicas | None = None, readiness: str = "",
 ) -> kopf.OperatorRegistry:
     """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`).
     ``watch_pods``: register the pod watch for ``spec.failover: KubeletConfirmed`` (the chart's RBAC
     grants pods only with ``failover.enabled``). ``secret_poll``: seconds between re-reads of the
     referenced Secrets. ``replicas``: this replica's share of the groups (docs/operator-replicas.md;
-    None: every group, as one operator)."""
+    None: every group, as one operator). ``readiness``: the URL of the replica's readiness endpoint
+    (:mod:`readiness`; '' for none)."""
     registry = kopf.OperatorRegistry()
     poller: list[asyncio.Task[None]] = []
     share = replicas if replicas is not None else Replicas.single()
@@ -245,6 +247,8 @@ def build_registry(
         @kopf.on.startup(id="replica_list", registry=registry)
         async def start_list_keeper(**_: Any) -> None:
             poller.append(asyncio.create_task(keeper.run()))
+            if readiness:
+                poller.append(asyncio.create_task(serve_readiness(readiness, share.ready)))
 
     async def catch_up_failover(namespace: str, name: str, index: kopf.Index[str, OptedIn]) -> None:
         """A replica that gains a group with KubeletConfirmed fails over the ended instances the pods of its

@@ -7,7 +7,8 @@
                         [--max-groups-per-namespace N] [--max-resources-per-group N]
                         [--zk-identity-user NAME --zk-identity-password-file FILE | --zk-identity-tls-dir DIR]
                         [--replica-zk HOSTS [--replica-group PATH] [--replica-id ID] [--replica-session-timeout S]
-                         [--replica-pod-selector SELECTOR] [--replica-termination-log FILE]]
+                         [--replica-pod-selector SELECTOR] [--replica-termination-log FILE]
+                         [--replica-readiness URL]]
 
 Each tenancy setting may also come from the environment (used when the flag is not given):
 REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
@@ -48,6 +49,7 @@ from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
+from rebalanser_operator.readiness import address as readiness_address
 from rebalanser_operator.replicadeath import DeathWatch
 from rebalanser_operator.replicas import DEFAULT_GROUP_TEMPLATE, Replicas, ReplicaSettings
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
@@ -144,6 +146,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          help="a label selector of the operator's own pods in $POD_NAMESPACE "
                               "(REBALANSER_REPLICA_POD_SELECTOR): watched, so that a replica whose container the "
                               "kubelet reports ended loses its groups at once instead of at its session's expiry")
+    replica.add_argument("--replica-readiness", metavar="URL", default="",
+                         help="a readiness endpoint (http://HOST:PORT/PATH): 200 while this replica is a member of "
+                              "the operator group in good standing, 503 otherwise (default: none)")
     replica.add_argument("--replica-termination-log", metavar="FILE",
                          help="the container's termination-message file, where the replica writes its instance "
                               "nonce (REBALANSER_TERMINATION_LOG; default /dev/termination-log when $POD_UID is set)")
@@ -168,6 +173,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.namespaces = [env_namespace]
     if not 0 <= args.metrics_port <= 65535:
         parser.error("--metrics-port must be within 0..65535")
+    if args.replica_readiness:
+        try:
+            readiness_address(args.replica_readiness)
+        except ValueError as exc:
+            parser.error(str(exc))
     try:
         args.tenancy = tenancy_settings(args, os.environ)
         args.identity = identity_setting(args, os.environ)
@@ -361,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kopf.run(
             registry=build_registry(ctx, own_namespace, watch_pods=args.failover_pods,
-                                    secret_poll=args.secret_poll, replicas=replicas),
+                                    secret_poll=args.secret_poll, replicas=replicas,
+                                    readiness=args.replica_readiness if args.replica is not None else ""),
             settings=operator_settings(),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,

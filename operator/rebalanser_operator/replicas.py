@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from rebalanser import Client, Handler, Options
+from rebalanser import Client, Handler, Options, State
 from rebalanser.admin import GroupAdmin
 from rebalanser.paths import GroupPaths, validate_group_path, validate_member_id
 
@@ -234,6 +234,13 @@ class Replicas:
             return self._client.zk
         except (AttributeError, AssertionError):  # not started
             return None
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether this replica is a member in good standing (its share assigned or being assigned), and
+        :meth:`describe`; always ready without an operator group."""
+        if self._client is None:
+            return True, self.describe()
+        return self._client.state in (State.ASSIGNED, State.PENDING_ASSIGNMENT), self.describe()
 
     def describe(self) -> str:
         """This replica's membership in a few words: the member's state, its role and its share (for the

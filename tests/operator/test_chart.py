@@ -203,6 +203,7 @@ def test_more_than_one_replica_is_refused_with_a_reason_without_an_operator_grou
     assert single["spec"]["strategy"] == {"type": "Recreate"}
     container = single["spec"]["template"]["spec"]["containers"][0]
     assert not [a for a in container["args"] if a.startswith("--replica")]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert {e["name"] for e in container["env"]}.isdisjoint({"POD_NAME", "POD_UID", "REBALANSER_CONTAINER"})
 
 
@@ -222,7 +223,10 @@ def test_replicas_share_the_groups_through_their_own_group(helm: Path) -> None:
     args = [a for a in container["args"] if a.startswith("--replica")]
     assert args == ["--replica-zk=zk-0:2181,zk-1:2181", "--replica-session-timeout=10",
                     "--replica-pod-selector=app.kubernetes.io/instance=rel,app.kubernetes.io/component=operator",
-                    "--replica-group=/ops/rebalanser"]
+                    "--replica-readiness=http://0.0.0.0:8082/readyz", "--replica-group=/ops/rebalanser"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ready"}
+    assert {"name": "ready", "containerPort": 8082, "protocol": "TCP"} in container["ports"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert labels["app.kubernetes.io/instance"] == "rel" and labels["app.kubernetes.io/component"] == "operator"
     env = {e["name"]: e for e in container["env"]}

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -91,6 +92,15 @@ class Replica:
     proc: subprocess.Popen[bytes]
     liveness_port: int
     termination_log: Path
+    readiness_port: int = 0
+
+    def ready(self) -> tuple[int, str]:
+        """The readiness endpoint's status and text."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.readiness_port}/readyz", timeout=2) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
 
     def live(self) -> bool:
         assert self.proc.poll() is None, f"{self.member} exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
@@ -133,7 +143,7 @@ class Scene:
 
     def start(self, member: str) -> Replica:
         log = self.work / f"{member}.log"
-        port = free_port()
+        port, readiness = free_port(), free_port()
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": member, "namespace": OPERATORS, "labels": {"app": "rb-operator"}},
                "spec": {"automountServiceAccountToken": False, "containers": [{"name": "operator", "image": "none"}]}}
@@ -149,10 +159,11 @@ class Scene:
                  "--liveness", f"http://127.0.0.1:{port}/healthz", "--log-format", "full",
                  "--allowed-ensemble", self.zk.hosts, "--replica-zk", self.zk.hosts, "--replica-group", self.group,
                  "--replica-id", member, "--replica-session-timeout", str(SESSION_TIMEOUT),
-                 "--replica-pod-selector", SELECTOR, "--failover-pods", *self.extra],
+                 "--replica-pod-selector", SELECTOR, "--failover-pods",
+                 "--replica-readiness", f"http://127.0.0.1:{readiness}/readyz", *self.extra],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
-        replica = Replica(member, log, proc, port, termination_log)
+        replica = Replica(member, log, proc, port, termination_log, readiness)
         self.replicas.append(replica)
         wait_for(replica.live, 90, lambda: f"{member}'s liveness endpoint; log:\n{replica.text()[-3000:]}")
         return replica
@@ -304,6 +315,8 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
     assert writers == groups, f"groups whose status no replica wrote: {groups - writers}"
     shares = {r.member: sum(1 for m in owners.values() if m == r.member) for r in scene.replicas}
     assert all(shares.values()), f"a replica serves nothing: {shares}"
+    readiness = {r.member: r.ready() for r in scene.replicas}
+    assert all(code == 200 and text.startswith("Assigned") for code, text in readiness.values()), readiness
     wait_for(lambda: all(scene.statuses()[g].get("servedBy", {}).get("replica") == m for g, m in owners.items()), 30,
              lambda: f"status.servedBy naming the servers {owners}: {scene.statuses()}")
 

@@ -81,8 +81,14 @@ def test_a_resource_name_is_a_function_of_the_two_names_and_fits() -> None:
     assert named != resource_name("n" * 63, "x" * 252 + "y")
 
 
+def test_a_replica_not_joined_is_not_ready(zk_hosts: str, group_path: str) -> None:
+    replica = Replicas(settings(zk_hosts, group_path, "op-a"))
+    assert replica.ready() == (False, "NotStarted none, 0 groups")
+
+
 def test_without_an_operator_group_every_group_is_owned() -> None:
     single = Replicas.single()
+    assert single.ready() == (True, "no operator group: every group")
     assert not single.enabled and single.owns("any", "group") and single.token("any", "group") == 0
     assert single.write_list(GROUPS) == (0, 0)
     single.start()
@@ -105,8 +111,10 @@ def test_each_group_is_owned_by_exactly_one_replica_and_moves_when_one_leaves(
 
     assert {r.describe() for r in pair} == {"Assigned coordinator, 4 groups", "Assigned follower, 5 groups"} or \
         {r.describe() for r in pair} == {"Assigned coordinator, 5 groups", "Assigned follower, 4 groups"}
+    assert all(r.ready()[0] for r in pair)
     leaving, staying = pair
     leaving.stop()
+    assert not leaving.ready()[0] and leaving.ready()[1].startswith("Stopped")
     wait_for(lambda: all(staying.owns(*g) for g in GROUPS), 30, lambda: f"owners {owners(pair)}")
     assert not any(leaving.owns(*g) for g in GROUPS)
     gone = leaving.metrics.registry.get_sample_value

@@ -24,8 +24,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "replicas", "replicafence")),
     ("controller", ("controller",)),  # one group's state, messages, pure plans, and its step runner
     ("apply", ("apply",)),  # the I/O steps that carry the plans out
-    ("shell", ("runtime", "statusloop", "podwatch", "replicaserve", "replicadeath", "handlers", "main", "launch",
-               "uninstallcheck", "")),
+    ("shell", ("runtime", "statusloop", "podwatch", "replicaserve", "replicadeath", "readiness", "handlers", "main",
+               "launch", "uninstallcheck", "")),
 )
 
 
