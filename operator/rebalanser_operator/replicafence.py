@@ -27,6 +27,18 @@ MESSAGE = ("status.servedBy.token is smaller than the stored one: a write of an 
            "serves this ResourceGroup")
 
 
+def served_by(replica: str, token: int) -> dict[str, Any]:
+    """The status field that names the serving replica and carries its token."""
+    return {"servedBy": {"replica": replica, "token": token}}
+
+
+def fenced(patch: dict[str, Any], replica: str, token: int) -> dict[str, Any]:
+    """``patch`` as a replica sends it: with its token whether or not ``servedBy`` changed (merged into the
+    stored status, a patch without it would keep a newer owner's token and pass the policy); an empty patch
+    stays empty (nothing is sent)."""
+    return {**patch, **served_by(replica, token)} if patch else patch
+
+
 def fence_manifests(name: str) -> list[dict[str, Any]]:
     """The policy and its binding (cluster-scoped, both named ``name``)."""
     policy = {

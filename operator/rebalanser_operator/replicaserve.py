@@ -28,6 +28,7 @@ from typing import Any
 
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
 from rebalanser_operator.controller.messages import DesiredSpec
+from rebalanser_operator.replicafence import fenced, served_by
 from rebalanser_operator.replicas import Replicas
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.status.view import Observation
@@ -56,12 +57,10 @@ class ReplicaStatusLoop(StatusLoop):
         self.replica, self.token = replica, token
 
     def status_extra(self) -> dict[str, Any]:
-        return {"servedBy": {"replica": self.replica, "token": self.token}}
+        return served_by(self.replica, self.token)
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
-        """Every patch carries the token, changed or not: merged into the stored status, a stale replica's
-        smaller token is what the admission policy refuses (a patch without it would keep the newer one)."""
-        return {**patch, **self.status_extra()} if patch else patch
+        return fenced(patch, self.replica, self.token)
 
     def publish(self, obs: Observation) -> None:
         before = self.patches

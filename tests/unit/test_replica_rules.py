@@ -1,8 +1,10 @@
-"""--max-groups-per-namespace with operator replicas: the verdict over every ResourceGroup of the
-namespace (rebalanser_operator.replicaserve.within_limit), the same on every replica."""
+"""Operator replicas, the pure parts: --max-groups-per-namespace over every ResourceGroup of the
+namespace (rebalanser_operator.replicaserve.within_limit), the same on every replica; the token in every
+status patch (rebalanser_operator.replicafence.fenced)."""
 
 from __future__ import annotations
 
+from rebalanser_operator.replicafence import fenced, served_by
 from rebalanser_operator.replicaserve import Admission, within_limit
 
 GROUPS = [("2026-11-29T08:00:02Z", "b"), ("2026-11-29T08:00:01Z", "z"), ("2026-11-29T08:00:02Z", "a"),
@@ -22,3 +24,11 @@ def test_a_group_the_index_has_not_seen_is_left_to_the_local_count() -> None:
     admission.index = {"shop": GROUPS}
     assert admission.admits("shop", "a", 2) is True and admission.admits("shop", "c", 2) is False
     assert admission.admits("bank", "a", 2) is None
+
+
+def test_every_patch_of_a_replica_carries_its_token_and_an_empty_one_stays_empty() -> None:
+    """The fence needs the token in each patch: merged into a status a newer owner wrote, a patch without
+    it would keep the newer token, and the admission policy would let the stale write through."""
+    assert fenced({"phase": "Stable"}, "op-1", 7) == {"phase": "Stable", "servedBy": {"replica": "op-1", "token": 7}}
+    assert fenced({}, "op-1", 7) == {}
+    assert served_by("op-1", 7) == {"servedBy": {"replica": "op-1", "token": 7}}
