@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 ALL = "all"
 #: How often the replica in office compares the list even when nothing was reported.
 LIST_RESYNC = 30.0
+#: How often it also asks the API server for the groups (kopf re-lists after a watch's history expired
+#: without reporting the objects deleted meanwhile, and its index keeps them).
+LIST_PRUNE = 300.0
 LIST_CHECK = 2.0
 LIST_DEBOUNCE = 0.2
 #: The pause before serving a group again whose serving ended while it was still owned.
@@ -207,6 +210,12 @@ class Admission:
         return None
 
 
+def live_only(groups: Iterable[tuple[str, str]], live: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    """The (namespace, name) pairs the API server still lists; a namespace it was not asked about, or did
+    not answer for, keeps its own."""
+    return [(ns, name) for ns, name in groups if ns not in live or name in live[ns]]
+
+
 class ListKeeper:
     """Keeps the operator group's resources equal to the ResourceGroups kopf's index holds, while this
     replica is in office. :meth:`seen` is called on kopf's event loop with the index (after kopf has
@@ -225,7 +234,7 @@ class ListKeeper:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
-        in_office, last = False, -1e9
+        in_office, last, pruned = False, -1e9, time.monotonic()
         while True:
             try:
                 await asyncio.wait_for(self._changed.wait(), LIST_CHECK)
@@ -239,15 +248,33 @@ class ListKeeper:
             if self._index is None or not now:
                 in_office = False
                 continue
-            if woken or not in_office or time.monotonic() - last > LIST_RESYNC:
+            prune = time.monotonic() - pruned > LIST_PRUNE
+            if woken or not in_office or prune or time.monotonic() - last > LIST_RESYNC:
                 groups = list(self._index.get(ALL, ()))
                 context = contextvars.copy_context()
                 try:
+                    if prune:  # the API server's own list, now and then: kopf's index keeps a missed deletion
+                        live = await loop.run_in_executor(self.ctx.executor, context.run, self._live,
+                                                          {ns for ns, _ in groups})
+                        groups, pruned = live_only(groups, live), time.monotonic()
                     await loop.run_in_executor(self.ctx.executor, context.run, self.replicas.write_list, groups)
                 except Exception:
                     log.exception("replica %s: keeping the operator group's resources failed", self.replicas.member_id)
                     continue
                 in_office, last = True, time.monotonic()
+
+    def _live(self, namespaces: Iterable[str]) -> dict[str, set[str]]:
+        """The names of each namespace's ResourceGroups as the API server lists them now (a namespace it
+        does not answer for is left out)."""
+        live: dict[str, set[str]] = {}
+        for namespace in sorted(namespaces):
+            try:
+                bodies = self.ctx.kube.list_groups(namespace)
+            except Exception as exc:
+                log.debug("listing the ResourceGroups of %s failed: %s", namespace, exc)
+                continue
+            live[namespace] = {str((b.get("metadata") or {}).get("name")) for b in bodies}
+        return live
 
 
 async def wait_to_delete(ctx: OperatorContext, replicas: Replicas, namespace: str, name: str, uid: str) -> bool:

@@ -10,6 +10,7 @@ import pytest
 from rebalanser_operator.handlers import FINALIZER, build_registry, object_ref, operator_settings
 from rebalanser_operator.main import parse_args
 from rebalanser_operator.replicas import Replicas, ReplicaSettings
+from rebalanser_operator.replicaserve import ListKeeper
 from rebalanser_operator.runtime import OperatorContext
 
 from tests.operator.support import RecordingKube
@@ -179,5 +180,18 @@ def test_with_replicas_the_change_handlers_act_only_for_owned_groups() -> None:
         assert "operatorGroup" not in {h.id for h in single._activities.get_all_handlers()}
         assert all(h.when is None for h in single._changing.get_all_handlers())
         assert "replica_groups" not in {h.id for h in single._indexing.get_all_handlers()}
+    finally:
+        ctx.close()
+
+
+def test_the_list_keeper_asks_the_api_server_which_groups_live() -> None:
+    """ListKeeper._live (every LIST_PRUNE seconds in office): the names per namespace the API server lists;
+    a namespace whose list fails is left out (its index entries stay)."""
+    kube = RecordingKube()
+    kube.groups["shop"] = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
+    ctx = OperatorContext(kube=kube)
+    try:
+        keeper = ListKeeper(ctx, Replicas.single())
+        assert keeper._live({"shop", "empty"}) == {"shop": {"a", "b"}, "empty": set()}
     finally:
         ctx.close()

@@ -5,7 +5,7 @@ status patch (rebalanser_operator.replicafence.fenced)."""
 from __future__ import annotations
 
 from rebalanser_operator.replicafence import fenced, served_by
-from rebalanser_operator.replicaserve import Admission, within_limit
+from rebalanser_operator.replicaserve import Admission, live_only, within_limit
 
 GROUPS = [("2026-11-29T08:00:02Z", "b"), ("2026-11-29T08:00:01Z", "z"), ("2026-11-29T08:00:02Z", "a"),
           ("2026-11-29T08:00:03Z", "c")]
@@ -32,3 +32,9 @@ def test_every_patch_of_a_replica_carries_its_token_and_an_empty_one_stays_empty
     assert fenced({"phase": "Stable"}, "op-1", 7) == {"phase": "Stable", "servedBy": {"replica": "op-1", "token": 7}}
     assert fenced({}, "op-1", 7) == {}
     assert served_by("op-1", 7) == {"servedBy": {"replica": "op-1", "token": 7}}
+
+
+def test_the_list_keeps_only_what_the_api_server_lists_where_it_answered() -> None:
+    groups = [("shop", "a"), ("shop", "gone"), ("bank", "b")]
+    assert live_only(groups, {"shop": {"a", "new"}}) == [("shop", "a"), ("bank", "b")]
+    assert live_only(groups, {}) == groups
