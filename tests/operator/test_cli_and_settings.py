@@ -195,3 +195,10 @@ def test_the_list_keeper_asks_the_api_server_which_groups_live() -> None:
         assert keeper._live({"shop", "empty"}) == {"shop": {"a", "b"}, "empty": set()}
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("url", ["https://0.0.0.0:8082/readyz", "http://0.0.0.0/readyz", "readyz"])
+def test_the_readiness_endpoint_must_be_a_plain_http_url_with_a_port(url: str) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "shop", "--replica-zk", "zk:2181", "--replica-readiness", url])
+    assert parse_args(["-n", "shop", "--replica-readiness", "http://0.0.0.0:8082/readyz"]).replica_readiness
