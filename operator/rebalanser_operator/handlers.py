@@ -40,6 +40,10 @@ from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
+from rebalanser_operator.readiness import serve as serve_readiness
+from rebalanser_operator.replicas import Replicas
+from rebalanser_operator.replicaserve import Admission, ListKeeper, admission_entry, serve_while_owned, wait_to_delete
+from rebalanser_operator.replicaserve import index_entry as replica_index_entry
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL, VERSION
 from rebalanser_operator.status.rollout import rolling_out
@@ -85,18 +89,27 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_registry(
     ctx: OperatorContext, own_namespace: str | None = None, *, watch_pods: bool = True,
-    secret_poll: float = DEFAULT_INTERVAL,
+    secret_poll: float = DEFAULT_INTERVAL, replicas: Replicas | None = None, readiness: str = "",
 ) -> kopf.OperatorRegistry:
     """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`).
     ``watch_pods``: register the pod watch for ``spec.failover: KubeletConfirmed`` (the chart's RBAC
     grants pods only with ``failover.enabled``). ``secret_poll``: seconds between re-reads of the
-    referenced Secrets."""
+    referenced Secrets. ``replicas``: this replica's share of the groups (docs/operator-replicas.md;
+    None: every group, as one operator). ``readiness``: the URL of the replica's readiness endpoint
+    (:mod:`readiness`; '' for none)."""
     registry = kopf.OperatorRegistry()
     poller: list[asyncio.Task[None]] = []
+    share = replicas if replicas is not None else Replicas.single()
 
     @kopf.on.startup(id="secrets", registry=registry)
     async def start_secret_poll(**_: Any) -> None:
         poller.append(asyncio.create_task(poll_forever(ctx, ctx.kube.secret_data, secret_poll)))
+
+    def owned(namespace: str | None, name: str, **_: Any) -> bool:
+        return share.owns(namespace or "", name)
+
+    # kopf is blind to a change of a group another replica owns: it runs nothing and stores nothing
+    owned_only = owned if share.enabled else None
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -106,6 +119,12 @@ def build_registry(
     async def probe(**_: Any) -> int:
         # On the event loop, not in the executor: a liveness check must not queue behind slow reconciles.
         return ctx.pool.connections()
+
+    if share.enabled:
+        @kopf.on.probe(id="operatorGroup", registry=registry)
+        async def operator_group(**_: Any) -> str:
+            """This replica's membership of the operator group (Assigned, Suspended...) and its share."""
+            return share.describe()
 
     @kopf.on.cleanup(id="cleanup", registry=registry)
     def cleanup(logger: kopf.Logger, **_: Any) -> None:
@@ -120,11 +139,12 @@ def build_registry(
         finally:
             for task in poller:
                 task.cancel()
+            share.stop()  # a graceful leave: the groups still served here stop before their claims go
             ctx.close()
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
-    @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)
-    @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile", registry=registry, when=owned_only)
+    @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile", registry=registry, when=owned_only)
+    @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry, when=owned_only)
     async def reconcile(
         spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
         namespace: str | None, name: str, uid: str, retry: int, **_: Any,
@@ -146,6 +166,12 @@ def build_registry(
         spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, namespace: str | None, name: str, uid: str, retry: int,
         runtime: datetime.timedelta, logger: kopf.Logger, **_: Any,
     ) -> None:
+        # Not filtered: kopf would release the finalizer of a group another replica is deleting.
+        try:
+            if share.enabled and not await wait_to_delete(ctx, share, namespace or "", name, uid):
+                return  # gone: its owner deleted it
+        except RetryLater as exc:
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         deletion = Deletion.of(dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
                                elapsed=runtime.total_seconds())
         try:
@@ -160,8 +186,14 @@ def build_registry(
     )
     async def mirror_status(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
-        stopped: kopf.DaemonStopped, **_: Any,
+        stopped: kopf.DaemonStopped, **kwargs: Any,
     ) -> None:
+        if share.enabled:  # serves the group whenever this replica owns it
+            index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
+            await serve_while_owned(ctx, share, body=body, ref=object_ref(body), namespace=namespace or "", name=name,
+                                    uid=uid, stopped=lambda: bool(stopped),
+                                    catch_up=lambda: catch_up_failover(namespace or "", name, index))
+            return
         controller = ctx.controller(namespace or "", name, uid)
         controller.introduce(object_ref(body))
         loop = StatusLoop(ctx, controller.rt, initial_status=dict(status))
@@ -188,9 +220,47 @@ def build_registry(
 
     async def pod_event(body: kopf.Body, namespace: str | None, **kwargs: Any) -> None:
         index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
-        opted_in = list(index.get(namespace or "", ()))
+        opted_in = [group for group in index.get(namespace or "", ()) if share.owns(namespace or "", group.name)]
         if opted_in:
             await failover.handle_pod(body, opted_in)
+
+    if share.enabled:
+        keeper = ListKeeper(ctx, share)
+        admission = Admission()
+        ctx.admission = admission.admits
+
+        @kopf.index(GROUP, VERSION, PLURAL, id="replica_groups", registry=registry)
+        def replica_groups(namespace: str | None, name: str, **_: Any) -> dict[str, tuple[str, str]] | None:
+            return replica_index_entry(namespace, name)
+
+        @kopf.index(GROUP, VERSION, PLURAL, id="replica_admission", registry=registry)
+        def replica_admission(
+            namespace: str | None, name: str, meta: kopf.Meta, **_: Any
+        ) -> dict[str, tuple[str, str]] | None:
+            return admission_entry(namespace, name, meta.get("creationTimestamp"))
+
+        @kopf.on.event(GROUP, VERSION, PLURAL, id="replica_list", registry=registry)
+        async def replica_list(**kwargs: Any) -> None:
+            keeper.seen(kwargs["replica_groups"])  # kopf has filled the index from its first listing
+            admission.index = kwargs["replica_admission"]
+
+        @kopf.on.startup(id="replica_list", registry=registry)
+        async def start_list_keeper(**_: Any) -> None:
+            poller.append(asyncio.create_task(keeper.run()))
+            if readiness:
+                poller.append(asyncio.create_task(serve_readiness(readiness, share.ready)))
+
+    async def catch_up_failover(namespace: str, name: str, index: kopf.Index[str, OptedIn]) -> None:
+        """A replica that gains a group with KubeletConfirmed fails over the ended instances the pods of its
+        namespace report now: those reported while nobody served the group were acted on by nobody."""
+        opted_in = [group for group in index.get(namespace, ()) if group.name == name]
+        if not watch_pods or not opted_in:
+            return
+        loop = asyncio.get_running_loop()
+        pods = await loop.run_in_executor(ctx.executor, ctx.kube.list_pods, namespace)
+        for pod in pods:
+            if ended_instances(pod) and share.owns(namespace, name):
+                await failover.handle_pod(pod, opted_in)
 
     if watch_pods:
         kopf.on.event("", "v1", "pods", id="failover", when=reports_ended_instance, registry=registry)(pod_event)

@@ -114,6 +114,10 @@ class KubeGateway(Protocol):
     def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
         """The ResourceGroups of a namespace, as bodies."""
 
+    def list_pods(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The pods of a namespace, as bodies (an operator replica that gains a group catches up on the
+        ended instances reported while nobody served it)."""
+
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
         """Removes ``finalizer`` from the object's metadata; False when the object is gone."""
 
@@ -224,6 +228,10 @@ class KubernetesGateway:
         result: Any = self._custom.list_namespaced_custom_object(
             models.GROUP, models.VERSION, namespace, models.PLURAL, _request_timeout=REQUEST_TIMEOUT)
         return list(result.get("items", []))
+
+    def list_pods(self, namespace: str) -> list[Mapping[str, Any]]:
+        result: Any = self._core.list_namespaced_pod(namespace, _request_timeout=REQUEST_TIMEOUT)
+        return list(self._core.api_client.sanitize_for_serialization(result).get("items", []))
 
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
         for _ in range(5):  # optimistic concurrency: the list is patched against the version read

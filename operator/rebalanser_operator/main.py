@@ -6,6 +6,9 @@
                         [--path-root TEMPLATE]... [--allowed-ensemble HOSTS]... [--cluster-id ID]
                         [--max-groups-per-namespace N] [--max-resources-per-group N]
                         [--zk-identity-user NAME --zk-identity-password-file FILE | --zk-identity-tls-dir DIR]
+                        [--replica-zk HOSTS [--replica-group PATH] [--replica-id ID] [--replica-session-timeout S]
+                         [--replica-pod-selector SELECTOR] [--replica-termination-log FILE]
+                         [--replica-readiness URL]]
 
 Each tenancy setting may also come from the environment (used when the flag is not given):
 REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
@@ -18,7 +21,10 @@ the x509 identity of a TLS client certificate, REBALANSER_ZK_IDENTITY_TLS_DIR (a
 :mod:`rebalanser_operator.tenancy` and docs/operator.md ("Security model").
 
 Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG``. Standalone (no
-kopf peering) is the default: the Helm chart runs exactly one replica with the Recreate strategy.
+kopf peering) is the default. The Helm chart runs one replica with the Recreate strategy, or, with
+``--replica-zk`` (its ``replicaGroup.zookeeper``), several that share the ResourceGroups through a
+Rebalanser group of their own, rolled out one at a time (:mod:`rebalanser_operator.replicas`,
+docs/operator-replicas.md).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -42,6 +49,9 @@ from rebalanser_operator.handlers import build_registry, operator_settings
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
+from rebalanser_operator.readiness import address as readiness_address
+from rebalanser_operator.replicadeath import DeathWatch
+from rebalanser_operator.replicas import DEFAULT_GROUP_TEMPLATE, Replicas, ReplicaSettings
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import (
     DEFAULT_PATH_ROOT,
@@ -59,6 +69,9 @@ from rebalanser_operator.zktls import TlsMaterial
 log = logging.getLogger("rebalanser_operator")
 
 DEFAULT_METRICS_PORT = 8080
+#: The operator's container in the chart's Deployment, and its termination-message file.
+DEFAULT_CONTAINER = "operator"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_LIVENESS = "http://0.0.0.0:8081/healthz"
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL}
 
@@ -117,6 +130,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                           help="instead of a digest: a directory holding ca.crt, tls.crt and tls.key; the operator "
                                "connects over TLS with this client certificate and names itself in ACLs by its "
                                "subject (x509:<subject>, ZooKeeper's X509AuthenticationProvider)")
+    replica = parser.add_argument_group("operator replicas sharing the ResourceGroups (docs/operator-replicas.md)")
+    replica.add_argument("--replica-zk", metavar="HOSTS",
+                         help="the ZooKeeper servers where the replicas form their own Rebalanser group "
+                              "(REBALANSER_REPLICA_ZK); without it this operator serves every ResourceGroup alone")
+    replica.add_argument("--replica-group", metavar="PATH",
+                         help="the operator group's path (REBALANSER_REPLICA_GROUP; default "
+                              f"{DEFAULT_GROUP_TEMPLATE.format(namespace='<operator namespace>')})")
+    replica.add_argument("--replica-id", metavar="ID",
+                         help="this replica's member id (default: $POD_NAME, else the host name)")
+    replica.add_argument("--replica-session-timeout", type=float, default=10.0, metavar="SECONDS",
+                         help="the replicas' ZooKeeper session timeout: the bound of a handover when a replica's "
+                              "death is not reported (default 10)")
+    replica.add_argument("--replica-pod-selector", metavar="SELECTOR",
+                         help="a label selector of the operator's own pods in $POD_NAMESPACE "
+                              "(REBALANSER_REPLICA_POD_SELECTOR): watched, so that a replica whose container the "
+                              "kubelet reports ended loses its groups at once instead of at its session's expiry")
+    replica.add_argument("--replica-readiness", metavar="URL", default="",
+                         help="a readiness endpoint (http://HOST:PORT/PATH): 200 while this replica is a member of "
+                              "the operator group in good standing, 503 otherwise (default: none)")
+    replica.add_argument("--replica-termination-log", metavar="FILE",
+                         help="the container's termination-message file, where the replica writes its instance "
+                              "nonce (REBALANSER_TERMINATION_LOG; default /dev/termination-log when $POD_UID is set)")
     parser.add_argument("--failover-pods", action="store_true",
                         help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
                              "on pods: the chart's failover.enabled); without it no pod is watched")
@@ -138,12 +173,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.namespaces = [env_namespace]
     if not 0 <= args.metrics_port <= 65535:
         parser.error("--metrics-port must be within 0..65535")
+    if args.replica_readiness:
+        try:
+            readiness_address(args.replica_readiness)
+        except ValueError as exc:
+            parser.error(str(exc))
     try:
         args.tenancy = tenancy_settings(args, os.environ)
         args.identity = identity_setting(args, os.environ)
+        args.replica = replica_setting(args, os.environ, args.tenancy)
     except SettingError as exc:
         parser.error(str(exc))
     return args
+
+
+def replica_setting(args: argparse.Namespace, env: Mapping[str, str], tenancy: Tenancy) -> ReplicaSettings | None:
+    """Where the replicas meet, from the flags, else the environment; None without ``--replica-zk``
+    (one operator serves every group). The operator group's path may not lie in a tenant's path root."""
+    hosts = args.replica_zk or env.get("REBALANSER_REPLICA_ZK") or ""
+    if not hosts:
+        return None
+    own = env.get("POD_NAMESPACE") or (args.namespaces[0] if args.namespaces else "default")
+    group = args.replica_group or env.get("REBALANSER_REPLICA_GROUP") or DEFAULT_GROUP_TEMPLATE.format(namespace=own)
+    member = args.replica_id or env.get("POD_NAME") or socket.gethostname()
+    for template in tenancy.path_roots.templates:
+        fixed = template.split("{", 1)[0].rstrip("/")
+        if group == fixed or group.startswith(fixed + "/") or fixed.startswith(group + "/"):
+            raise SettingError(f"the operator group {group} may not lie within or above the path root {template}: "
+                               "a tenant's group could be it or hold it")
+    uid = env.get("POD_UID") or None
+    log_file = args.replica_termination_log or env.get("REBALANSER_TERMINATION_LOG") or (
+        DEFAULT_TERMINATION_LOG if uid else None)
+    try:
+        return ReplicaSettings(hosts=hosts, group=group, member_id=member,
+                               session_timeout=args.replica_session_timeout, pod=env.get("POD_NAME") or None,
+                               pod_uid=uid, pod_namespace=env.get("POD_NAMESPACE") or None,
+                               container=env.get("REBALANSER_CONTAINER") or DEFAULT_CONTAINER,
+                               termination_log=log_file)
+    except ValueError as exc:
+        raise SettingError(f"operator replicas: {exc}") from exc
 
 
 def identity_setting(args: argparse.Namespace, env: Mapping[str, str]) -> OperatorIdentity | None:
@@ -282,9 +350,29 @@ def main(argv: list[str] | None = None) -> int:
     if not tenancy.ensembles.any and not tenancy.ensembles.servers:
         log.warning("no --allowed-ensemble (REBALANSER_ALLOWED_ENSEMBLES) is set: every ResourceGroup is refused")
     try:
+        replicas = Replicas(args.replica, args.identity, metrics)
+    except ValueError as exc:
+        print(f"rebalanser-operator: {exc}", file=sys.stderr)
+        ctx.close()
+        return 2
+    if args.replica is not None:
+        if args.identity is None:
+            log.warning("the operator group %s is open to any ZooKeeper client (no identity of the operator's own)",
+                        args.replica.group)
+        try:
+            replicas.start()
+        except Exception as exc:
+            print(f"rebalanser-operator: cannot join the operator group {args.replica.group} at {args.replica.hosts}: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            replicas.stop()
+            ctx.close()
+            return 2
+    deaths = death_watch(args, replicas, api_client, own)
+    try:
         kopf.run(
             registry=build_registry(ctx, own_namespace, watch_pods=args.failover_pods,
-                                    secret_poll=args.secret_poll),
+                                    secret_poll=args.secret_poll, replicas=replicas,
+                                    readiness=args.replica_readiness if args.replica is not None else ""),
             settings=operator_settings(),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,
@@ -293,8 +381,26 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
         )
     finally:
+        if deaths is not None:
+            deaths.stop()
+        replicas.stop()
         ctx.close()
     return 0
+
+
+def death_watch(args: argparse.Namespace, replicas: Replicas, api_client: k8s.ApiClient,
+                own: str | None) -> DeathWatch | None:
+    """The watch of the operator's own pods, started, when replicas are on and a selector is given."""
+    selector = args.replica_pod_selector or os.environ.get("REBALANSER_REPLICA_POD_SELECTOR") or ""
+    if not replicas.enabled or not selector:
+        return None
+    if not own:
+        log.warning("--replica-pod-selector needs $POD_NAMESPACE (the operator's own namespace): a replica's death "
+                    "is left to its session's expiry")
+        return None
+    watch = DeathWatch(replicas, k8s.CoreV1Api(api_client), namespace=own, selector=selector)
+    watch.start()
+    return watch
 
 
 if __name__ == "__main__":

@@ -46,6 +46,19 @@ class Metrics:
             "rebalanser_operator_zookeeper_connections", "Open ZooKeeper connections (one per connect string).",
             registry=r,
         )
+        self.replica_groups = Gauge(
+            "rebalanser_operator_replica_groups",
+            "ResourceGroups this operator replica holds in the operator group (docs/operator-replicas.md).",
+            registry=r,
+        )
+        self.replica_in_office = Gauge(
+            "rebalanser_operator_replica_in_office",
+            "1 while this replica is the operator group's coordinator (the writer of its resource list).", registry=r,
+        )
+        self.replica_handovers = Counter(
+            "rebalanser_operator_replica_handovers_total", "ResourceGroups this replica gained or let go of.",
+            ["direction"], registry=r,
+        )
         self.group_members = Gauge("rebalanser_group_members", "Live members of a group.", _GROUP, registry=r)
         self.group_resources = Gauge("rebalanser_group_resources", "Resources of a group.", _GROUP, registry=r)
         self.group_assigned = Gauge("rebalanser_group_assigned", "Assigned resources of a group.", _GROUP, registry=r)

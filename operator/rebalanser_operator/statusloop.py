@@ -466,7 +466,7 @@ class StatusLoop:
         if self._inherited and not self._read_once and obs.spec_error is None and holding:
             return  # not read the group yet: an empty view would drop the members, the coordinator...
         status = compute_status(obs, previous_conditions=self.published.get("conditions") or [], now=_utcnow())
-        new = status_dict(status)
+        new = {**status_dict(status), **self.status_extra()}
         if obs.group is None and not self._read_once:
             # Unreachable since the restart: the published view of the group is the last one known.
             for key in GROUP_FIELDS:
@@ -476,13 +476,21 @@ class StatusLoop:
         patch = merge_patch(self.published, new)
         if not patch:
             return
-        if not self.ctx.kube.patch_status(rt.namespace, rt.name, patch):
+        if not self.ctx.kube.patch_status(rt.namespace, rt.name, self.fenced(patch)):
             self.gone = True
             return
         self._last_patch = time.monotonic()
         self.patches += 1
         self.ctx.metrics.status_patches.inc()
         self.published = new
+
+    def status_extra(self) -> dict[str, Any]:
+        """Status fields beside the computed ones (none here; an operator replica's loop names itself)."""
+        return {}
+
+    def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """The patch as sent (unchanged here; an operator replica's carries its fencing token)."""
+        return patch
 
     def _report(self, new: Mapping[str, Any]) -> None:
         rt, metrics = self.rt, self.ctx.metrics

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from rebalanser_operator.replicafence import MESSAGE, RULE, fence_manifests
 from rebalanser_operator.spec import crdgen
 
 from tests.support import rbactable
@@ -191,13 +192,73 @@ def test_openshift_values_leave_the_uid_to_the_platform(helm: Path) -> None:
         assert "runAsUser" not in container["securityContext"]
 
 
-def test_more_than_one_replica_is_refused_with_a_reason(helm: Path) -> None:
+def test_more_than_one_replica_is_refused_with_a_reason_without_an_operator_group(helm: Path) -> None:
     proc = subprocess.run(
         [str(helm), "template", "rel", str(CHART), "--set", "replicas=2"], capture_output=True, text=True,
         check=False,
     )
-    assert proc.returncode != 0 and "exactly one replica" in proc.stderr, proc.stderr
+    assert proc.returncode != 0 and "needs replicaGroup.zookeeper" in proc.stderr, proc.stderr
     assert by_kind(render(helm, "--set", "replicas=0"), "Deployment")[0]["spec"]["replicas"] == 0
+    single = by_kind(render(helm), "Deployment")[0]
+    assert single["spec"]["strategy"] == {"type": "Recreate"}
+    container = single["spec"]["template"]["spec"]["containers"][0]
+    assert not [a for a in container["args"] if a.startswith("--replica")]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {e["name"] for e in container["env"]}.isdisjoint({"POD_NAME", "POD_UID", "REBALANSER_CONTAINER"})
+
+
+FENCE_API = ("--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+
+
+def test_replicas_share_the_groups_through_their_own_group(helm: Path) -> None:
+    """docs/operator-replicas.md: the flags, the pod's identity, a rolling update, the fence."""
+    docs = render(helm, "--set", "replicas=3", "--set", "replicaGroup.zookeeper=zk-0:2181\\,zk-1:2181",
+                  "--set", "replicaGroup.path=/ops/rebalanser", *FENCE_API)
+    deployment = by_kind(docs, "Deployment")[0]
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "operator"
+    args = [a for a in container["args"] if a.startswith("--replica")]
+    assert args == ["--replica-zk=zk-0:2181,zk-1:2181", "--replica-session-timeout=10",
+                    "--replica-pod-selector=app.kubernetes.io/instance=rel,app.kubernetes.io/component=operator",
+                    "--replica-readiness=http://0.0.0.0:8082/readyz", "--replica-group=/ops/rebalanser"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ready"}
+    assert {"name": "ready", "containerPort": 8082, "protocol": "TCP"} in container["ports"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/instance"] == "rel" and labels["app.kubernetes.io/component"] == "operator"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
+    assert env["REBALANSER_CONTAINER"]["value"] == "operator"
+    assert container.get("terminationMessagePath", "/dev/termination-log") == "/dev/termination-log"
+    (policy,) = [d for d in by_kind(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-fence")]
+    ours = fence_manifests(policy["metadata"]["name"])[0]
+    assert policy["spec"]["matchConstraints"] == ours["spec"]["matchConstraints"]
+    assert [v["expression"] for v in policy["spec"]["validations"]] == [RULE]
+    assert policy["spec"]["validations"][0]["message"] == MESSAGE
+    bindings = by_kind(docs, "ValidatingAdmissionPolicyBinding")
+    (binding,) = [d for d in bindings if d["metadata"]["name"].endswith("-fence")]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    (budget,) = by_kind(docs, "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    without = render(helm, *FENCE_API)
+    assert not [d for d in by_kind(without, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-fence")]
+    assert not by_kind(without, "PodDisruptionBudget")
+
+
+def test_the_ha_example_runs_three_replicas_one_per_node(helm: Path) -> None:
+    docs = render(helm, "-f", str(REPO / "examples" / "values-ha.yaml"))
+    spec = by_kind(docs, "Deployment")[0]["spec"]
+    assert spec["replicas"] == 3 and spec["strategy"]["type"] == "RollingUpdate"
+    term = spec["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= \
+        spec["template"]["metadata"]["labels"].items()
 
 
 # ------------------------------------------------------------------------- least privilege (issue 20)
@@ -232,10 +293,10 @@ def granted(docs: list[dict[str, Any]], namespace: str) -> dict[str, frozenset[s
 
 
 @pytest.mark.parametrize("enabled", [(), ("failover.enabled",), ("failover.enabled", "operator.peering"),
-                                     ("rbac.clusterWide", "operator.peering")])
+                                     ("rbac.clusterWide", "operator.peering"), ("replicaGroup.zookeeper",)])
 def test_the_chart_grants_exactly_the_docs_rbac_table(helm: Path, enabled: tuple[str, ...]) -> None:
     sets = {"failover.enabled": "failover.enabled=true", "operator.peering": "operator.peering=rb",
-            "rbac.clusterWide": "rbac.clusterWide=true"}
+            "rbac.clusterWide": "rbac.clusterWide=true", "replicaGroup.zookeeper": "replicaGroup.zookeeper=zk:2181"}
     args = ["--set", "rbac.watchNamespaces={shop}"]
     for value in enabled:
         args += ["--set", sets[value]]

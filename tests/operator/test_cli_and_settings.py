@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from rebalanser_operator.handlers import FINALIZER, build_registry, object_ref, operator_settings
 from rebalanser_operator.main import parse_args
+from rebalanser_operator.replicas import Replicas, ReplicaSettings
+from rebalanser_operator.replicaserve import ListKeeper
 from rebalanser_operator.runtime import OperatorContext
 
 from tests.operator.support import RecordingKube
@@ -139,3 +141,64 @@ def test_the_operators_x509_identity_from_a_tls_directory_and_its_bad_input(
     assert "tls.crt: the certificate does not parse" in refused("--zk-identity-tls-dir", str(directory))
     (directory / "ca.crt").write_bytes(b"")
     assert "ca.crt is empty" in refused("--zk-identity-tls-dir", str(directory))
+
+
+def test_operator_replicas_are_off_unless_their_ensemble_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REBALANSER_REPLICA_ZK", raising=False)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setenv("POD_NAME", "op-7c9d")
+    assert parse_args(["-n", "shop"]).replica is None
+    replica = parse_args(["-n", "shop", "--replica-zk", "zk:2181", "--replica-session-timeout", "4"]).replica
+    assert (replica.hosts, replica.group, replica.member_id, replica.session_timeout) == \
+        ("zk:2181", "/rebalanser-operator/shop", "op-7c9d", 4.0)
+    monkeypatch.setenv("REBALANSER_REPLICA_ZK", "zk:2181")
+    monkeypatch.setenv("POD_NAMESPACE", "rebalanser")
+    assert parse_args(["-n", "shop", "--replica-id", "r1"]).replica.group == "/rebalanser-operator/rebalanser"
+
+
+@pytest.mark.parametrize("group", ["/rebalanser/ops", "/rebalanser", "/"])
+def test_the_operator_group_may_not_lie_in_a_tenant_path_root(group: str) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "shop", "--replica-zk", "zk:2181", "--replica-group", group])
+
+
+def test_with_replicas_the_change_handlers_act_only_for_owned_groups() -> None:
+    """The deletion handler is not filtered (a filtered one would let kopf release the finalizer of a group
+    another replica deletes); the list of groups is kept from an index of them."""
+    ctx = OperatorContext(kube=RecordingKube())
+    try:
+        replicas = Replicas(ReplicaSettings(hosts="127.0.0.1:1", group="/rebalanser-operator/t", member_id="r1"))
+        registry = build_registry(ctx, replicas=replicas)
+        changing = {h.id: h.when for h in registry._changing.get_all_handlers()}
+        assert changing.keys() == {"reconcile", "reconcile/spec", "cleanup-znodes"}
+        assert changing["cleanup-znodes"] is None
+        assert changing["reconcile"] is not None and changing["reconcile/spec"] is not None
+        assert not changing["reconcile"](namespace="shop", name="orders")  # not joined: owns nothing
+        assert {h.id for h in registry._indexing.get_all_handlers()} >= {"replica_groups"}
+        assert "operatorGroup" in {h.id for h in registry._activities.get_all_handlers()}
+        single = build_registry(ctx)
+        assert "operatorGroup" not in {h.id for h in single._activities.get_all_handlers()}
+        assert all(h.when is None for h in single._changing.get_all_handlers())
+        assert "replica_groups" not in {h.id for h in single._indexing.get_all_handlers()}
+    finally:
+        ctx.close()
+
+
+def test_the_list_keeper_asks_the_api_server_which_groups_live() -> None:
+    """ListKeeper._live (every LIST_PRUNE seconds in office): the names per namespace the API server lists;
+    a namespace whose list fails is left out (its index entries stay)."""
+    kube = RecordingKube()
+    kube.groups["shop"] = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
+    ctx = OperatorContext(kube=kube)
+    try:
+        keeper = ListKeeper(ctx, Replicas.single())
+        assert keeper._live({"shop", "empty"}) == {"shop": {"a", "b"}, "empty": set()}
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("url", ["https://0.0.0.0:8082/readyz", "http://0.0.0.0/readyz", "readyz"])
+def test_the_readiness_endpoint_must_be_a_plain_http_url_with_a_port(url: str) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "shop", "--replica-zk", "zk:2181", "--replica-readiness", url])
+    assert parse_args(["-n", "shop", "--replica-readiness", "http://0.0.0.0:8082/readyz"]).replica_readiness

@@ -78,7 +78,8 @@ def test_names_scope_subresource_and_printer_columns() -> None:
     ready = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Ready")
     assert ready["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
     wide = {c["name"]: c for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 1}
-    assert set(wide) == {"Interval"}
+    assert set(wide) == {"Interval", "Served-By"}  # with operator replicas: which one serves the group
+    assert wide["Served-By"]["jsonPath"] == ".status.servedBy.replica"
 
 
 def test_no_spec_field_is_a_floating_point_number() -> None:

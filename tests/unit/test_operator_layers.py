@@ -20,10 +20,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spec", ("spec",)),  # the CRD's models: what a ResourceGroup says
     ("status", ("status",)),  # pure status, tuning and rollout values; the read of a group's znodes
     ("failover", ("failover",)),  # which members a pod proves dead, and ending them in ZooKeeper
-    ("services", ("tenancy", "zktls", "x509name", "identity", "zkpool", "metrics", "clusterid", "diffbase", "kube")),
+    ("services", ("tenancy", "zktls", "x509name", "identity", "zkpool", "metrics", "clusterid", "diffbase", "kube",
+                  "replicas", "replicafence")),
     ("controller", ("controller",)),  # one group's state, messages, pure plans, and its step runner
     ("apply", ("apply",)),  # the I/O steps that carry the plans out
-    ("shell", ("runtime", "statusloop", "podwatch", "handlers", "main", "launch", "uninstallcheck", "")),
+    ("shell", ("runtime", "statusloop", "podwatch", "replicaserve", "replicadeath", "readiness", "handlers", "main",
+               "launch", "uninstallcheck", "")),
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -66,6 +67,9 @@ class Context:
         self._namespaces: dict[str, tuple[float, bool]] = {}  # namespace -> (checked at, terminating)
         self._namespace_locks: dict[str, threading.Lock] = {}
         self._detached: dict[int, GroupController] = {}
+        #: with operator replicas, whether a group is within its namespace's limit, decided over every
+        #: ResourceGroup and not over this replica's share (None: not known, the local count decides)
+        self.admission: Callable[[str, str, int], bool | None] | None = None
         self._steps = self.group_steps()
 
     def group_steps(self) -> GroupSteps:
@@ -137,6 +141,9 @@ class Context:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""
         limit = self.tenancy.limits.groups_per_namespace
         key = (rt.namespace, rt.name)
+        verdict = self.admission(rt.namespace, rt.name, limit) if self.admission is not None and limit else None
+        if verdict is not None:
+            return verdict
         with self._lock:
             if key in self._admitted or not limit:
                 self._admitted.add(key)

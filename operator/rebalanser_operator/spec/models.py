@@ -702,6 +702,16 @@ class LastRebalance(_Model):
     generation: int | None = Field(default=None, ge=0, description="Generation of the assignment it produced.")
 
 
+class ServedBy(_Model):
+    """Which operator replica serves the group, with the fencing token of its claim (docs/operator-replicas.md)."""
+
+    replica: str = Field(max_length=253, description="The operator replica (its member id: its pod's name).")
+    token: int = Field(
+        ge=0, description="The fencing token of the replica's claim on the group: it grows with every new owner, "
+        "and a status write carrying a smaller one is refused by the chart's admission policy.",
+    )
+
+
 class ResourceGroupStatus(_Model):
     """Observed state of a ResourceGroup, mirrored live from ZooKeeper by the operator."""
 
@@ -747,6 +757,10 @@ class ResourceGroupStatus(_Model):
         default=None, description="Ready, ZooKeeperConnected, ResourcesSynced, Balanced.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
+    served_by: ServedBy | None = Field(
+        default=None, alias="servedBy",
+        description="With several operator replicas: the one serving the group, and its claim's fencing token.",
+    )
 
 
 class ResourceGroup(_Model):
@@ -767,5 +781,7 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
      "description": "The Ready condition's status"},
     {"name": "Interval", "type": "number", "jsonPath": ".status.effectiveIntervalSeconds", "priority": 1},
+    {"name": "Served-By", "type": "string", "jsonPath": ".status.servedBy.replica", "priority": 1,
+     "description": "The operator replica serving the group"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )

@@ -1,0 +1,305 @@
+"""The shell of a replica's share (docs/operator-replicas.md): serving a ResourceGroup while this replica
+owns it, keeping the operator group's resource list, and the deletion handler's wait.
+
+Only with an operator group (:attr:`Replicas.enabled`); without one the handlers run as before.
+
+* :func:`serve_while_owned` is the body of a group's status daemon: it waits until this replica owns
+  the group, then creates its controller, applies the current spec from kopf's live body (a new owner
+  does not wait for an event) and runs the status loop until the group is lost or the daemon stopped;
+  then it lets the controller finish its step, forgets the group and tells :class:`Replicas` it stopped
+  (the member's ``on_revoked`` waits for that before letting the claim go).
+* :class:`ListKeeper` runs while the operator runs: when this replica is in office it makes the operator
+  group's resources those of the ResourceGroups kopf's index holds (:meth:`Replicas.write_list`).
+* :func:`wait_to_delete`: a replica that does not own a group being deleted waits, bounded, until it
+  does, or the object is gone.
+
+Each serving step writes one log line (``replica-serve``, ``replica-write``, ``replica-stop``) with the
+replica, the group, the token and the wall-clock time: the evidence the tests read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
+from rebalanser_operator.controller.messages import DesiredSpec
+from rebalanser_operator.replicafence import fenced, served_by
+from rebalanser_operator.replicas import Replicas
+from rebalanser_operator.runtime import GroupRuntime, OperatorContext
+from rebalanser_operator.status.view import Observation
+from rebalanser_operator.statusloop import StatusLoop
+
+log = logging.getLogger(__name__)
+
+#: The kopf index of every ResourceGroup (namespace, name), under this one key.
+ALL = "all"
+#: How often the replica in office compares the list even when nothing was reported.
+LIST_RESYNC = 30.0
+#: How often it also asks the API server for the groups (kopf re-lists after a watch's history expired
+#: without reporting the objects deleted meanwhile, and its index keeps them).
+LIST_PRUNE = 300.0
+LIST_CHECK = 2.0
+LIST_DEBOUNCE = 0.2
+#: The pause before serving a group again whose serving ended while it was still owned.
+RESERVE_PAUSE = 1.0
+#: How long a deletion handler of a replica that does not own the group waits before kopf retries it.
+DELETE_WAIT = 120.0
+
+
+class ReplicaStatusLoop(StatusLoop):
+    """The status loop of a group served by a replica: each status patch is logged with the token."""
+
+    def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any],
+                 replica: str, token: int) -> None:
+        super().__init__(ctx, rt, initial_status=initial_status)
+        self.replica, self.token = replica, token
+
+    def status_extra(self) -> dict[str, Any]:
+        return served_by(self.replica, self.token)
+
+    def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
+        return fenced(patch, self.replica, self.token)
+
+    def publish(self, obs: Observation) -> None:
+        before = self.patches
+        super().publish(obs)
+        if self.patches != before:
+            log.info("replica-write member=%s group=%s/%s token=%d at=%.3f phase=%s", self.replica, self.rt.namespace,
+                     self.rt.name, self.token, time.time(), self.published.get("phase"))
+
+
+async def serve_while_owned(
+    ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
+    namespace: str, name: str, uid: str, stopped: Callable[[], bool],
+    catch_up: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """Serves the group whenever this replica owns it, until ``stopped()`` (the daemon's end).
+    ``catch_up``: run at each gain, beside the status loop (the failover of worker deaths reported while
+    nobody served the group)."""
+    while not stopped():
+        token = await replicas.until_owned(namespace, name, stopped)
+        if token is None:
+            return
+        await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
+                          stopped=stopped, token=token, catch_up=catch_up)
+        if not stopped() and replicas.owns(namespace, name):
+            await asyncio.sleep(RESERVE_PAUSE)  # ended while owned (the object gone or replaced): not in a tight loop
+
+
+async def _serve_once(
+    ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
+    namespace: str, name: str, uid: str, stopped: Callable[[], bool], token: int,
+    catch_up: Callable[[], Awaitable[object]] | None,
+) -> None:
+    log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name, token,
+             time.time())
+    controller = ctx.controller(namespace, name, uid)
+    controller.introduce(ref)
+    loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
+                             replica=replicas.member_id, token=token)
+    serving = replicas.serving(namespace, name, loop.wake)
+
+    def owned() -> bool:
+        return not stopped() and replicas.owns(namespace, name)
+
+    applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
+    catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
+    try:
+        await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
+    finally:
+        applying.cancel()
+        if catching is not None:
+            catching.cancel()
+        try:
+            await asyncio.wrap_future(controller.submit(lambda: None))  # the step under way ends first
+        finally:
+            if not stopped() and ctx.is_current(controller.rt):
+                ctx.forget(namespace, name)  # lost: nothing of the group stays here (a newer object's is kept)
+            log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name,
+                     token, time.time())
+            serving.done()
+
+
+async def _apply_current(controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],
+                         owned: Callable[[], bool]) -> None:
+    """Applies the live body's spec, retrying as kopf would, while the group is owned (never raises)."""
+    retry = 0
+    while owned():
+        meta = body.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return  # its deletion handler does the rest
+        status = body.get("status") or {}
+        desired = DesiredSpec.of(
+            dict(body.get("spec") or {}), generation=meta.get("generation"), body=ref, retry=retry,
+            seed_interval=status.get("effectiveIntervalSeconds"), recorded_path=status.get("zookeeperPath"),
+            recorded_connect=status.get("zookeeperConnect"),
+        )
+        try:
+            await controller.apply_async(desired)
+            return
+        except InvalidSpec as exc:
+            log.warning("%s/%s: %s", ref.get("metadata", {}).get("namespace"), ref.get("metadata", {}).get("name"),
+                        exc)
+            return
+        except RetryLater as exc:
+            await asyncio.sleep(exc.delay)
+        except Exception:
+            log.exception("applying the spec of %s at its gain failed", controller.rt.user)
+            await asyncio.sleep(5.0)
+        retry += 1
+
+
+async def _guarded(work: Awaitable[object], what: str) -> None:
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("%s failed", what)
+
+
+def index_entry(namespace: str | None, name: str) -> dict[str, tuple[str, str]] | None:
+    """The kopf index function's value: every ResourceGroup under :data:`ALL`."""
+    if namespace is None:
+        return None
+    return {ALL: (namespace, name)}
+
+
+def admission_entry(namespace: str | None, name: str, created: str | None) -> dict[str, tuple[str, str]] | None:
+    """The kopf index of every ResourceGroup by namespace, with its creation time (the admission's order)."""
+    if namespace is None:
+        return None
+    return {namespace: (created or "", name)}
+
+
+def within_limit(groups: Iterable[tuple[str, str]], name: str, limit: int) -> bool | None:
+    """Whether ``name`` is among the ``limit`` oldest of a namespace's ``groups`` ((creationTimestamp,
+    name) pairs; equal times by name): the same verdict on every replica. None when ``name`` is not
+    among them (a watch that has not seen it yet)."""
+    ordered = sorted(groups)
+    names = [n for _, n in ordered]
+    if name not in names:
+        return None
+    return names.index(name) < limit
+
+
+class Admission:
+    """``--max-groups-per-namespace`` over every ResourceGroup of the namespace, as kopf's index holds them,
+    instead of over this replica's share (each replica would otherwise admit up to the limit of its own)."""
+
+    def __init__(self) -> None:
+        self.index: Mapping[str, Iterable[tuple[str, str]]] | None = None
+
+    def admits(self, namespace: str, name: str, limit: int) -> bool | None:
+        """Called on the operator's threads; the index changes on kopf's event loop, so a read that meets a
+        change is made again (None, after three: the replica's own count decides)."""
+        index = self.index
+        if index is None:
+            return None
+        for _ in range(3):
+            try:
+                groups = list(index.get(namespace, ()))
+            except RuntimeError:  # changed during the read
+                continue
+            return within_limit(groups, name, limit)
+        return None
+
+
+def live_only(groups: Iterable[tuple[str, str]], live: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    """The (namespace, name) pairs the API server still lists; a namespace it was not asked about, or did
+    not answer for, keeps its own."""
+    return [(ns, name) for ns, name in groups if ns not in live or name in live[ns]]
+
+
+class ListKeeper:
+    """Keeps the operator group's resources equal to the ResourceGroups kopf's index holds, while this
+    replica is in office. :meth:`seen` is called on kopf's event loop with the index (after kopf has
+    filled it from its first listing: no list is written from a partial view)."""
+
+    def __init__(self, ctx: OperatorContext, replicas: Replicas) -> None:
+        self.ctx, self.replicas = ctx, replicas
+        self._index: Mapping[str, Iterable[tuple[str, str]]] | None = None
+        self._changed: asyncio.Event | None = None
+
+    def seen(self, index: Mapping[str, Iterable[tuple[str, str]]]) -> None:
+        self._index = index
+        if self._changed is not None:
+            self._changed.set()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        in_office, last, pruned = False, -1e9, time.monotonic()
+        while True:
+            try:
+                await asyncio.wait_for(self._changed.wait(), LIST_CHECK)
+                woken = True
+            except TimeoutError:
+                woken = False
+            if woken:
+                await asyncio.sleep(LIST_DEBOUNCE)
+                self._changed.clear()
+            now = self.replicas.in_office()
+            if self._index is None or not now:
+                in_office = False
+                continue
+            prune = time.monotonic() - pruned > LIST_PRUNE
+            if woken or not in_office or prune or time.monotonic() - last > LIST_RESYNC:
+                groups = list(self._index.get(ALL, ()))
+                context = contextvars.copy_context()
+                try:
+                    if prune:  # the API server's own list, now and then: kopf's index keeps a missed deletion
+                        live = await loop.run_in_executor(self.ctx.executor, context.run, self._live,
+                                                          {ns for ns, _ in groups})
+                        groups, pruned = live_only(groups, live), time.monotonic()
+                    await loop.run_in_executor(self.ctx.executor, context.run, self.replicas.write_list, groups)
+                except Exception:
+                    log.exception("replica %s: keeping the operator group's resources failed", self.replicas.member_id)
+                    continue
+                in_office, last = True, time.monotonic()
+
+    def _live(self, namespaces: Iterable[str]) -> dict[str, set[str]]:
+        """The names of each namespace's ResourceGroups as the API server lists them now (a namespace it
+        does not answer for is left out)."""
+        live: dict[str, set[str]] = {}
+        for namespace in sorted(namespaces):
+            try:
+                bodies = self.ctx.kube.list_groups(namespace)
+            except Exception as exc:
+                log.debug("listing the ResourceGroups of %s failed: %s", namespace, exc)
+                continue
+            live[namespace] = {str((b.get("metadata") or {}).get("name")) for b in bodies}
+        return live
+
+
+async def wait_to_delete(ctx: OperatorContext, replicas: Replicas, namespace: str, name: str, uid: str) -> bool:
+    """For a deletion handler: True once this replica owns the group (it deletes), False when the object
+    is gone (its owner deleted it); raises :class:`RetryLater` after :data:`DELETE_WAIT`."""
+    deadline = time.monotonic() + DELETE_WAIT
+    loop = asyncio.get_running_loop()
+    while True:
+        if replicas.owns(namespace, name):
+            return True
+        try:
+            bodies = await loop.run_in_executor(ctx.executor, ctx.kube.list_groups, namespace)
+        except Exception as exc:  # an API hiccup: ask again at the next turn
+            log.debug("listing the ResourceGroups of %s failed: %s", namespace, exc)
+            bodies = [{"metadata": {"uid": uid}}]
+        if not any((b.get("metadata") or {}).get("uid") == uid for b in bodies):
+            return False
+        if time.monotonic() > deadline:
+            raise RetryLater(f"{namespace}/{name} is served by another operator replica; waiting for its deletion",
+                             delay=5.0)
+        token = await replicas.until_owned(namespace, name, _after(min(deadline, time.monotonic() + 2.0)), poll=2.0)
+        if token is not None:
+            return True
+
+
+def _after(instant: float) -> Callable[[], bool]:
+    """True once the monotonic clock has passed ``instant``."""
+    return lambda: time.monotonic() >= instant
