@@ -94,6 +94,9 @@ model-negative: ## each protected rule of the model removed in turn; exit 0 only
 CONFORM_RUNS ?= .chaos-explore
 CONFORM_CAMPAIGN ?= .chaos-campaign
 CONFORM_SAMPLE ?= 20
+# states per resource before a trace is called undecided; a new coordinator whose connection flapped
+# dozens of times before it took office needs about 20 million (1.3 GB, about a minute); most need few
+export CONFORM_MAX_STATES ?= 20000000
 model-conform: ## recorded explorer runs and a sample of campaign steps checked as behaviours of the model (part of make chaos)
 	rm -rf $(CONFORM_RUNS)/traces $(CONFORM_CAMPAIGN)/traces
 	$(BIN)/python -m tests.chaos.trace $(CONFORM_RUNS)/runs/* --out $(CONFORM_RUNS)/traces
