@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 from rebalanser_operator.replicafence import fence_manifests
 
+from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -56,20 +57,6 @@ SYNC_BOUND_S = 180.0
 HANDOVER_BOUND_S = SESSION_TIMEOUT / 2
 GRACEFUL_BOUND_S = 5.0
 LINE = re.compile(r"replica-(serve|write|stop) member=(\S+) group=(\S+) token=(\d+) at=([0-9.]+)")
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: Callable[[], str], poll: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = predicate()
-        except (KeyError, IndexError, TypeError, ValueError):
-            value = None
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what()}")
-        time.sleep(poll)
 
 
 def load() -> str:
