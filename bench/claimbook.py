@@ -24,13 +24,16 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from rebalanser.claims import ClaimBook
 from rebalanser.paths import GroupPaths
 
 from bench.zkserver import start_standalone
+
+if TYPE_CHECKING:
+    from rebalanser.claimcheck import Verified  # absent from older libraries (bench/compare.py)
 
 
 def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> tuple[float, float]:
@@ -45,18 +48,24 @@ def _timed(fn: Callable[[], object], profile: cProfile.Profile | None) -> tuple[
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def one_run(hosts: str, claims: int, profile: str | None, plain: bool = False) -> dict[str, float]:
-    verified = None
-    if plain:
-        zk = KazooClient(hosts=hosts, timeout=20.0)
-    else:  # the member's client and claim book: buffered reads, claims verified per connection
-        from rebalanser.claimcheck import Verified  # (absent from older libraries: --plain-kazoo)
-        from rebalanser.options import Options
-        from rebalanser.session import handshakes, make_client
+def _member_client(hosts: str) -> tuple[KazooClient, Verified | None]:
+    """The client a member of the installed library makes (``rebalanser.session.make_client``: buffered
+    reads, handshakes numbered) and its claims' verification per connection; an older library without
+    that verification (bench/compare.py runs one) gets none, as its members had none."""
+    from rebalanser.options import Options
+    from rebalanser.session import handshakes, make_client
 
-        zk = make_client(Options(hosts, "/bench-claimbook", session_timeout=20.0))
-        shakes = handshakes(zk)
-        verified = Verified(lambda: shakes.connection)
+    zk = make_client(Options(hosts, "/bench-claimbook", session_timeout=20.0))
+    try:
+        from rebalanser.claimcheck import Verified as verification
+    except ImportError:
+        return zk, None
+    shakes = handshakes(zk)
+    return zk, verification(lambda: shakes.connection)
+
+
+def one_run(hosts: str, claims: int, profile: str | None, plain: bool = False) -> dict[str, float]:
+    zk, verified = (KazooClient(hosts=hosts, timeout=20.0), None) if plain else _member_client(hosts)
     zk.start(timeout=30)
     root = f"/bench-claimbook/{uuid.uuid4().hex[:8]}"
     paths = GroupPaths(root)
