@@ -138,7 +138,7 @@ bench-kafka: setup ## Kafka consumer groups beside rebalanser and kazoo (N=10, R
 
 # REF's library in a throwaway virtualenv (a git worktree of REF) beside this tree's, the same cells for both
 # alternately in one run (bench/compare.py): join, leave, kill at N = 10 and 50, the claim book's claim, re-take
-# and release; COMPARE_ARGS=--quick for small cells
+# and release; COMPARE_ARGS=--quick for small cells, COMPARE_ARGS="--quiet-below 2" to wait for a quiet machine before each measurement
 bench-compare: venv zookeeper ## this tree's library beside REF's in one run (REF=<git ref>) -> bench/before-after/compare-*.md
 	@test -n "$(REF)" || { echo "make bench-compare: give the ref to compare with, e.g. REF=main" >&2; exit 2; }
 	$(BIN)/python -m bench.compare $(REF) $(COMPARE_ARGS)

@@ -48,6 +48,7 @@ QUICK_SIZES = ((3, 30), (6, 120))
 CLAIMS, QUICK_CLAIMS = 5_000, 500
 REPEATS, QUICK_REPEATS = 5, 2
 LOAD_WARNING = 2.0
+QUIET_BOUND_S = 240.0
 
 
 def log(message: str) -> None:
@@ -112,8 +113,22 @@ def load1() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def quiet_load(below: float, bound_s: float = QUIET_BOUND_S) -> float:
+    """The one-minute load average once it is under ``below`` (0: at once), waiting at most ``bound_s``:
+    the bench's own set-up and faults raise it, and a figure counts only when taken at load < 2. A
+    measurement that had to start at a higher load says so through the load it carries."""
+    deadline = time.monotonic() + bound_s
+    load = load1()
+    if below > 0 and load >= below:
+        log(f"    (waiting for the load average {load} to fall under {below})")
+        while load >= below and time.monotonic() < deadline:
+            time.sleep(2.0)  # the load average is sampled by the kernel every 5 s: nothing to await
+            load = load1()
+    return load
+
+
 def fault_cells(sides: list[Side], sizes: tuple[tuple[int, int], ...], repeats: int, cluster: Any,
-                admin: KazooClient, workdir: Path) -> list[dict[str, Any]]:
+                admin: KazooClient, workdir: Path, quiet: float = 0.0) -> list[dict[str, Any]]:
     """For each size, both sides' groups up at once, then their faults alternately."""
     rows = []
     for members, resources in sizes:
@@ -133,7 +148,7 @@ def fault_cells(sides: list[Side], sizes: tuple[tuple[int, int], ...], repeats: 
                 for fault in FAULTS:
                     last = repeat == repeats - 1 and fault == FAULTS[-1]
                     for side in order:
-                        load = load1()
+                        load = quiet_load(quiet)
                         sample = runs[side.label].fault(fault, repeat, last=last)
                         samples[side.label].append({"fault": fault, "repeat": repeat, "ok": sample.ok,
                                                     "latency_ms": sample.latency_ms, "load1": load,
@@ -151,13 +166,14 @@ def fault_cells(sides: list[Side], sizes: tuple[tuple[int, int], ...], repeats: 
     return rows
 
 
-def claimbook_cells(sides: list[Side], claims: int, repeats: int, hosts: str) -> list[dict[str, Any]]:
+def claimbook_cells(sides: list[Side], claims: int, repeats: int, hosts: str,
+                    quiet: float = 0.0) -> list[dict[str, Any]]:
     """The claim book, a process per run (each side's interpreter), the sides alternating."""
     samples: dict[str, list[dict[str, Any]]] = {s.label: [] for s in sides}
     log(f"claim book R={claims:,}")
     for repeat in range(repeats):
         for side in sides if repeat % 2 == 0 else sides[::-1]:
-            load = load1()
+            load = quiet_load(quiet)
             out = subprocess.run([side.python, "-m", "bench.claimbook", "--hosts", hosts, "--claims", str(claims),
                                   "--runs", "1"], cwd=REPO, check=True, capture_output=True, text=True).stdout
             run = json.loads(out.splitlines()[0])
@@ -234,7 +250,8 @@ def _ms(value: float | None) -> str:
 # -------------------------------------------------------------------------------------------- main
 
 
-def run(ref: str, quick: bool, repeats: int, workdir: Path, only: Callable[[str], bool]) -> dict[str, Any]:
+def run(ref: str, quick: bool, repeats: int, workdir: Path, only: Callable[[str], bool],
+        quiet: float = 0.0) -> dict[str, Any]:
     started = time.monotonic()
     head = head_side()
     refside = install_ref(ref, workdir)
@@ -242,16 +259,17 @@ def run(ref: str, quick: bool, repeats: int, workdir: Path, only: Callable[[str]
     for side in sides:
         check_library(side)
     result: dict[str, Any] = {"ref_arg": ref, "quick": quick, "repeats": repeats,
-                              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "quiet_below": quiet,
                               "ref": vars(refside), "head": vars(head), "rows": []}
     cluster = start_standalone(workdir / "zk")
     admin = KazooClient(hosts=cluster.hosts, timeout=30)
     try:
         admin.start(timeout=30)
         sizes = tuple(s for s in (QUICK_SIZES if quick else SIZES) if only(f"N={s[0]} "))
-        result["rows"] += fault_cells(sides, sizes, repeats, cluster, admin, workdir / "logs")
+        result["rows"] += fault_cells(sides, sizes, repeats, cluster, admin, workdir / "logs", quiet)
         if only("claim book"):
-            result["rows"] += claimbook_cells(sides, QUICK_CLAIMS if quick else CLAIMS, repeats, cluster.hosts)
+            result["rows"] += claimbook_cells(sides, QUICK_CLAIMS if quick else CLAIMS, repeats, cluster.hosts,
+                                              quiet)
     finally:
         admin.stop()
         admin.close()
@@ -271,12 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     p.add_argument("--md", type=Path)
     p.add_argument("--keep", action="store_true", help="keep the work directory (REF's venv, logs)")
+    p.add_argument("--quiet-below", type=float, default=0.0, metavar="LOAD",
+                   help=f"before each measurement, wait (up to {QUIET_BOUND_S:.0f} s) until the one-minute load "
+                   "average is under LOAD (e.g. 2; default 0: measure at once)")
     args = p.parse_args(argv)
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
     workdir = Path(tempfile.mkdtemp(prefix="rebalanser-compare-"))
     try:
         parts = [part for part in args.only.split(",") if part] or [""]
-        result = run(args.ref, args.quick, repeats, workdir, lambda name: any(part in name for part in parts))
+        result = run(args.ref, args.quick, repeats, workdir, lambda name: any(part in name for part in parts),
+                     args.quiet_below)
     finally:
         remove_ref(workdir)
         if not args.keep:
