@@ -8,6 +8,7 @@ znodes as the test's own session reads them (the member id in their data, their 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -99,3 +100,41 @@ def test_a_deleted_claim_is_stopped_at_once_and_claimed_again_with_a_new_token(
         assert client.owns("a") and claim_holder(zk, GroupPaths.of(group_path), "a") == "m"
     finally:
         client.stop()
+
+
+def ticked_after(group: Group, resource: str, instant: int) -> bool:
+    return any(e["event"] == "tick" and e["resource"] == resource and e["ts"] > instant for e in group.events())
+
+
+def set_and_await_work(group: Group, zk: KazooClient, claim: str, data: bytes) -> None:
+    """Sets the claim's data, then waits (bounded) until its resource is worked on after that."""
+    resource = claim.rsplit("/", 1)[-1]
+    instant = time.monotonic_ns()
+    stat = zk.set(claim, data)
+    wait_for(lambda: ticked_after(group, resource, instant), 15,
+             lambda: f"{resource} not worked on since its claim's data was set to {data[:20]!r} "
+                     f"(claim of session {stat.ephemeralOwner:#x}, token {stat.czxid}): "
+                     f"{group.describe(RESOURCES)}")
+
+
+def test_a_claim_whose_data_someone_changes_is_still_worked_on(
+    zk_hosts: str, zk: KazooClient, group_path: str, tmp_path: Path, algorithm: str
+) -> None:
+    """An administrator sets a claim's data (garbage, then the original back): the claim node is still
+    there, still b's, with the same token. Its watch fires, b reads it and works on. (Before the fix the
+    report was taken as a deletion that no later read could undo: b kept the claim, nobody else could
+    take it, and the resource was never worked on again.)"""
+    group = Group(zk_hosts, group_path, tmp_path, algorithm=algorithm)
+    paths = GroupPaths.of(group_path)
+    try:
+        add_resources(zk, group_path, sorted(RESOURCES))
+        group.spawn("b")
+        group.wait_settled(RESOURCES, timeout=30)
+        original, _ = zk.get(paths.owner("r0"))
+        for data in (b"tampered", original):
+            set_and_await_work(group, zk, paths.owner("r0"), data)
+        events = group.events()
+        assert overlaps(events) == []
+        assert token_regressions(events) == []
+    finally:
+        group.stop_all()

@@ -71,6 +71,29 @@ def test_an_answer_that_comes_after_the_claims_deletion_was_reported_does_not_ve
     assert verified.valid("r", 9)
 
 
+def test_a_read_sent_after_the_report_that_finds_the_claim_verifies_it_again() -> None:
+    """Its watch fired because someone set its data (the claim node is still there, still ours, the
+    same token): a read sent after that report finds it, and verifies it again. A read sent before the
+    report (``since`` older than it), or a mark without ``since``, still never does."""
+    connections = Connections()
+    connections.latest = 1
+    verified = Verified(connections)
+    before = verified.reports()
+    verified.gone("r", 7)  # its watch fired: deleted, replaced or changed
+    verified.mark({"r": 7}, 1, since=before)  # a read sent before the report
+    assert not verified.valid("r", 7)
+    verified.mark({"r": 7}, 1)  # no since: as before
+    assert not verified.valid("r", 7)
+    after = verified.reports()
+    verified.mark({"r": 7}, 1, since=after)  # a read sent after the report found it
+    assert verified.valid("r", 7)
+    verified.gone("r", 7)  # its data changed again (a tamper's repair), and the read crossed it
+    verified.mark({"r": 7}, 1, since=after)
+    assert not verified.valid("r", 7)
+    verified.mark({"r": 7}, 1, since=verified.reports())
+    assert verified.valid("r", 7)
+
+
 def test_the_claims_verified_on_the_current_connection_are_picked_out() -> None:
     connections = Connections()
     verified = Verified(connections)

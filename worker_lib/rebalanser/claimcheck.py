@@ -62,9 +62,11 @@ class Verified:
         self._lock = threading.Lock()
         # (connection, resource -> token verified on it), replaced as a whole for a newer connection
         self._on: tuple[int, dict[str, int]] = (0, {})
-        # resource -> the last token its watch reported gone: a claim node never comes back, so an
-        # answer that arrives after its deletion was reported never verifies it again
-        self._gone: dict[str, int] = {}
+        # resource -> (the last token its watch reported gone or changed, that report's number): a claim
+        # node never comes back, so an answer to a request sent before the report never verifies it
+        # again; one sent after the report that finds it there (a change of its data) does
+        self._gone: dict[str, tuple[int, int]] = {}
+        self._reports = 0  # reports so far (gone), numbered from 1
         self._stale: Callable[[], None] = lambda: None
 
     def connection(self) -> int:
@@ -76,10 +78,18 @@ class Verified:
         longer the latest: they need the re-check of the current one."""
         self._stale = callback
 
-    def mark(self, claims: Mapping[str, int], connection: int) -> None:
+    def reports(self) -> int:
+        """How many claims' watches have reported them gone or changed so far: taken before sending a
+        read whose answer may verify such a claim again (:meth:`mark`'s ``since``)."""
+        return self._reports
+
+    def mark(self, claims: Mapping[str, int], connection: int, since: int | None = None) -> None:
         """``claims`` (resource -> token) were verified by requests sent while ``connection`` was the
         latest, and answered. A verification on a connection older than one already seen counts for
-        nothing."""
+        nothing. A claim whose watch reported it gone or changed is verified again only by a read sent
+        after that report (``since``: :meth:`reports` taken before the read was sent) that found it,
+        with its token, still ours: the report was a change of its data, since a deleted node never
+        comes back. Without ``since`` such a claim is never verified again."""
         if not claims:
             return
         with self._lock:
@@ -90,8 +100,13 @@ class Verified:
             if connection == seen:
                 on.update(claims)
                 for resource in self._gone.keys() & claims.keys():
-                    if self._gone[resource] == claims[resource]:
-                        del on[resource]  # its deletion was reported while the request was out
+                    token, report = self._gone[resource]
+                    if token != claims[resource]:
+                        continue
+                    if since is not None and report <= since:
+                        del self._gone[resource]  # read after the report, and found: it lives
+                    else:
+                        del on[resource]  # reported while the request was out: it may be gone
         if connection != self._connection():
             self._stale()
 
@@ -104,12 +119,13 @@ class Verified:
                 on.pop(resource, None)
 
     def gone(self, resource: str, token: int) -> None:
-        """The claim on ``resource`` of ``token`` was deleted or replaced (its watch fired): no longer
-        verified, and never verified again by an answer that comes later (a request sent before the
-        deletion, answered after its notification was handled)."""
+        """The claim on ``resource`` of ``token`` was deleted, replaced or changed (its watch fired): no
+        longer verified, and never verified again by an answer to a request sent before this report
+        (sent before the deletion, answered after its notification was handled); see :meth:`mark`."""
         with self._lock:
+            self._reports += 1
             self._on[1].pop(resource, None)
-            self._gone[resource] = token
+            self._gone[resource] = (token, self._reports)
 
     def valid(self, resource: str, token: int) -> bool:
         """Whether the claim on ``resource`` of ``token`` is verified on the current connection."""

@@ -409,8 +409,9 @@ class ClaimBook:
 
     def claim_watch(self, event: WatchedEvent) -> None:
         """The one watcher of every claim path we read (kazoo keeps one callable per path, so reading a
-        path again adds nothing). For a claim of ours only a deletion counts (claims' data never
-        changes; ``CHANGED`` comes from ``setWatches``: a newer node at the path), and a dropped
+        path again adds nothing). For a claim of ours a deletion or a change counts (``CHANGED``: a
+        newer node at the path, from ``setWatches``, or its data set by someone else); the loop reads
+        it (:meth:`still_held`), which verifies it again if it is still there, and a dropped
         connection (type NONE) is followed by the re-check of every claim (:mod:`rebalanser.claimcheck`). For another
         session's claim we wait for (:meth:`watch_releases`), any event counts: its release, or the
         connection's drop (the watch is gone: the caller claims again after reconnecting)."""
@@ -471,11 +472,11 @@ class ClaimBook:
         claim we created at that path right after its release are one watch, fired by the release."""
         if self.held.get(resource) != token:
             return False
-        connection = self.verified.connection()
+        connection, since = self.verified.connection(), self.verified.reports()
         stat = self.zk.exists(self.paths.owner(resource), watch=self.claim_watch)
         mine = stat is not None and ephemeral_of(stat, self.session_id) and int(stat.czxid) == token
-        if mine:
-            self.verified.mark({resource: token}, connection)
+        if mine:  # found after its watch fired: its data changed (an administrator's set), it lives
+            self.verified.mark({resource: token}, connection, since)
         return mine
 
     def _taken(self, batch: list[str], sent: list[tuple[str, IAsyncResult]] | None = None,
