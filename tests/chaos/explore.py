@@ -56,7 +56,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.retry import KazooRetry
 from rebalanser.paths import GroupPaths, MemberNode
 
-from tests.chaos.checks import Episode, describe_overlap, window_owners
+from tests.chaos.checks import describe_overlap, in_away_window, window_owners
 from tests.chaos.fleet import Fleet, Settings
 from tests.chaos.proxy import FAULTS, GATED, FaultProxy, RequestTap
 from tests.chaos.trace import record_outside_delete
@@ -734,22 +734,6 @@ def _overlaps(run: Run, session_timeout: float) -> list[list[str]]:
         else:
             found.append(["overlap", text])
     return found
-
-
-def in_away_window(deleted: list[tuple[str, int, int]], marks: dict[str, int], resource: str,
-                   earlier: Episode, later: Episode, lease_ns: int) -> bool:
-    """The one overlap the protocol allows (docs/protocol.md, "Claims deleted from outside", and the model's
-    ``never_two_workers``): ``earlier``'s claim (its token is the claim's czxid) was deleted from outside
-    after its owner went away, ``later`` claimed the resource after that, with a larger token, and
-    ``earlier`` did its last unit of work before its reconnection's handshake and within T of going away
-    (its lease). Work after the handshake is never allowed: from then on its claims count only once the
-    re-check on the new connection has found them."""
-    away, back = marks.get("away_ns"), marks.get("reconnected_ns")
-    if away is None or back is None or later.token <= earlier.token:
-        return False
-    return any(r == resource and token == earlier.token and away <= sent <= later.first
-               and earlier.last < back and earlier.last <= away + lease_ns
-               for r, token, sent in deleted)
 
 
 def _unsteady(run: Run, scenario: Scenario, since_ns: int) -> list[list[str]]:

@@ -85,3 +85,31 @@ def test_a_worker_is_on_standby_from_its_standby_event_until_it_rejoins_whatever
     book = ledger(session("a", "connected", 1, 7), session("a", "standby", 2, 7), session("a", "suspended", 3, 7),
                   session("a", "connected", 4, 7), session("b", "standby", 2, 8), session("b", "rejoining", 5, 8))
     assert book.on_standby() == {7}
+
+
+def test_only_the_failovers_close_of_a_live_member_excuses_its_overlap() -> None:
+    """``outside-deleter@failover`` closes the session of a member that lives: it may work until it
+    learns of the expiry (within T) beside the owner that took its resource after the close; not after
+    it learned, not on another fault's step, not for another member, not beside a smaller token."""
+    from tests.chaos.checks import Episode
+    from tests.chaos.faults import closed_by_mistake
+    from tests.chaos.step import FaultRecord
+
+    lease = 2_000 * MS
+    close = FaultRecord("outside-deleter", "w3", 100 * MS, 108 * MS,
+                        "the failover ended live m-w3-1: its session closed")
+    expired = {"event": "session", "id": "w3", "state": "expired", "ts": 175 * MS, "_pid": 3}
+    book = ledger(expired)
+
+    def pair(old_last: int, new_token: int = 24, worker: str = "w3") -> tuple[Episode, Episode]:
+        return (Episode("r09", worker, 3, 23, 0, 10 * MS, old_last * MS, 20),
+                Episode("r09", "w1", 1, new_token, 1, 127 * MS, 600 * MS, 6))
+
+    assert closed_by_mistake([close], book, "r09", *pair(160), lease)
+    assert not closed_by_mistake([close], book, "r09", *pair(180), lease), "work after it learned"
+    assert not closed_by_mistake([close], book, "r09", *pair(160, new_token=22), lease), "a smaller token"
+    assert not closed_by_mistake([close], book, "r09", *pair(160, worker="w4"), lease), "another member"
+    other = FaultRecord("outside-deleter", "w3", 100 * MS, 108 * MS, "an administrator deleted the claim")
+    assert not closed_by_mistake([other], book, "r09", *pair(160), lease), "not a session close"
+    assert not closed_by_mistake([close], ledger(), "r09", *pair(160), lease), "it never learned"
+    assert not closed_by_mistake([close], book, "r09", *pair(160), 50 * MS), "past the lease"
