@@ -47,10 +47,9 @@ from rebalanser_operator.apply.reconcile import (
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.effects import Emit, Note, StepEffect, Wake
-from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
+from rebalanser_operator.controller.messages import Deletion, DesiredSpec
 from rebalanser_operator.controller.plan import (
     Planned,
-    RefreshFacts,
     Reuse,
     credentials_only,
     plan_admission,
@@ -63,22 +62,20 @@ from rebalanser_operator.controller.plan import (
 )
 from rebalanser_operator.controller.rotation import (
     CredentialsRead,
-    Effect,
     Facts,
     GraceFound,
+    Message,
     MigrateWorkers,
     Reapply,
     ReapplyFailed,
     ReapplyStarted,
     Rotation,
     Synced,
-    Tick,
     TlsRead,
     acl_of,
     plan_reapply,
     plan_rotation,
     received_data,
-    secret_differs,
 )
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
@@ -296,10 +293,10 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         if credentials is not None:
             _check_sizes(ctx, rt, fx, ref.name, ((ref.username_key, len(credentials.username.encode())),
                                              (ref.password_key, len(credentials.password.encode()))), retry)
-    rotate(ctx, rt, CredentialsRead(credentials), fx=fx)
+    rotate(ctx, rt, CredentialsRead(credentials), fx)
     tls = spec.zookeeper.tls
     if tls is None:
-        rotate(ctx, rt, TlsRead(None), fx=fx)
+        rotate(ctx, rt, TlsRead(None), fx)
         return credentials
     data = received(tls.secret)
     if data is None and keep:
@@ -313,7 +310,7 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
     except CredentialsError as exc:
         raise _temporary(ctx, rt, fx, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
     _check_sizes(ctx, rt, fx, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
-    rotate(ctx, rt, TlsRead(material), fx=fx)
+    rotate(ctx, rt, TlsRead(material), fx)
     return credentials
 
 
@@ -326,30 +323,16 @@ def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
                             password_key=ref.password_key)
 
 
-def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
-    """What the rotation plan knows of the group besides its rotation state."""
-    outcome = rt.outcome
-    return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
-                 ctx.options.credentials_grace if ctx is not None else 0.0,
-                 in_place=outcome.in_place and outcome.owned and outcome.acl is not None)
+def rotation_facts(ctx: Context, rt: GroupRuntime) -> Facts:
+    """What the rotation plan knows of the group besides its rotation state, now."""
+    return rt.rotation_facts(time.monotonic(), ctx.options.credentials_grace)
 
 
-def rotate(ctx: Context | None, rt: GroupRuntime,
-           message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
-           now: float | None = None, *, fx: list[StepEffect] | None = None) -> tuple[Effect, ...]:
-    """One message of the rotation plan: the state replaced once, its effects (a wake-up, a log line)
-    kept in ``fx`` for the step's end, or run at once without it."""
-    rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
-    kept = [effect for effect in effects if isinstance(effect, Wake | Note)]
-    if fx is not None:
-        fx.extend(kept)
-        return effects
-    for effect in kept:
-        if isinstance(effect, Wake):
-            rt.wake()
-        else:
-            log.info("%s: %s", rt.user, effect.message)
-    return effects
+def rotate(ctx: Context, rt: GroupRuntime, message: Message, fx: list[StepEffect]) -> None:
+    """One message of the rotation plan in an I/O step: the rotation state replaced, its effects (a
+    wake-up, a log line) kept in ``fx`` for the step's end."""
+    rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt))
+    fx.extend(effect for effect in effects if isinstance(effect, Wake | Note))
 
 
 def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
@@ -560,7 +543,7 @@ def _resume_grace(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: Kazo
     mine = owner_marker(ctx, rt)
     if marker is None or not mine.uid or marker.uid != mine.uid or not mine.same_object(marker):
         return  # only this object's own root says what its own grace period kept
-    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))), fx=fx)
+    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))), fx)
 
 
 def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
@@ -579,88 +562,48 @@ def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
     return migrated
 
 
-def refresh_facts(ctx: Context, rt: GroupRuntime, now: float) -> RefreshFacts:
-    """What a refresh of the group finds before it plans (:func:`~rebalanser_operator.controller.plan.plan_refresh`):
-    whether the namespace is being deleted (checked every ``period``, one API call per namespace shared
-    by its groups: kopf stops serving a terminating namespace, see :mod:`farewell`), whether the object is
-    still this one, a grace period over, a re-apply asked for, a session connected since the last apply
-    found it not connected (never blocks)."""
-    late = rt.connect_pending and rt.connect is not None and \
-        ctx.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
-    return RefreshFacts(
-        terminating=ctx.namespace_terminating(rt.namespace, ctx.options.period), current=ctx.is_current(rt),
-        grace_over=rt.grace_until is not None and now >= rt.grace_until,
-        secrets_changed=rt.secrets_changed, connected_late=late,
-    )
-
-
-def end_grace(rt: GroupRuntime, now: float) -> bool:
-    """Ends a rotation's grace period that is over at ``now`` and marks the group for re-applying (the
-    status loop then re-ACLs it to the current credentials only); True if it did."""
-    return bool(rotate(None, rt, Tick(), now=now))
-
-
 #: Where worker pods mount the ResourceGroup's TLS Secret (published as REBALANSER_ZK_TLS_DIR).
 WORKER_TLS_DIR = "/etc/rebalanser/zookeeper-tls"
 
 
-def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None) -> bool:
-    """Whether Secret ``secret`` (its ``data`` as just observed) differs from the credentials or TLS
-    material ``rt`` connects with. An unreadable Secret counts as changed (re-applying reports it)."""
-    if rt.raw_spec is None:
-        return False  # not applied yet: the first reconcile reads the Secret anyway
-    return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
-
-
-def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
-    """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
-    re-applying (their status loops do it) when it changes their connection; returns how many did."""
-    seen = SecretSeen.of(secret, data)
-    return sum(1 for controller in ctx.controllers_referencing(namespace, secret) if controller.secret_seen(seen))
-
-
-def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
-    """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
-    when the Secret changes its connection; True if it did."""
-    if rt.raw_spec is None:
-        return False  # not applied yet: the first reconcile reads the Secret anyway
-    return bool(rotate(None, rt, seen))
-
-
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
-    """Re-applies the group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply`
-    cuts it: a group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last
-    spec, with the Secrets as received: a new TLS Secret means a new connection, new credentials become
-    the group znodes' ACL). On failure the group stays marked for the next try."""
+    """:func:`reapply_step` from any thread (a test, a tool): run by the group's controller, a session not
+    connected yet waited for on the calling thread
+    (:meth:`~rebalanser_operator.controller.core.GroupController.attempt`)."""
+    ctx.controller_of(rt).attempt(lambda: reapply_step(ctx, rt))
+
+
+def reapply_step(ctx: Context, rt: GroupRuntime) -> None:
+    """The controller's step that re-applies the group after a rotation (its refresh's ``REAPPLY``), as
+    :func:`~rebalanser_operator.controller.rotation.plan_reapply` cuts it: a group in place is only
+    re-keyed (:func:`rekey`), anything else is applied whole (the last spec, with the Secrets as received:
+    a new TLS Secret means a new connection, new credentials become the group znodes' ACL). On failure
+    the group stays marked for the next try. Its effects are carried out at its end."""
     how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
     changed = rt.secrets_changed
-    rotate(ctx, rt, ReapplyStarted())
+    fx: list[StepEffect] = []
+    rotate(ctx, rt, ReapplyStarted(), fx)
     raw = rt.raw_spec
     if how is Reapply.NONE or raw is None:
         return
-
-    def step() -> None:
-        if how is Reapply.REKEY and carry_out(ctx, rt, rekey(ctx, rt)):
-            return
-        # The Secrets as the poll received them: used as they are, never read again.
-        apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
-
-    controller = ctx.controller_of(rt)
     try:
-        if controller.on_strand():
-            step()  # already the group's step (the status refresh)
-        else:
-            controller.attempt(step)
+        if how is not Reapply.REKEY or not carry_out(ctx, rt, rekey(ctx, rt)):
+            # The Secrets as the poll received them: used as they are, never read again.
+            apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
+    except AwaitConnection:  # a first attempt met its session connecting: the same re-apply, once it has
+        rotate(ctx, rt, ReapplyFailed(changed), fx)
+        raise
     except RetryLater as exc:
-        rotate(ctx, rt, ReapplyFailed(changed))
-        log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
-                 "a Secret changed" if changed else "its session connected", exc)
+        rotate(ctx, rt, ReapplyFailed(changed), fx)
+        fx.append(Note(f"re-applying ({'a Secret changed' if changed else 'its session connected'}) failed, "
+                       f"will retry: {exc}"))
     except InvalidSpec:
         pass
     else:
         if changed:
-            event(ctx, rt, "Normal", "SecretApplied",
-                  f"applied the current contents of Secrets {sorted(rt.secrets())}")
+            fx.append(Emit("Normal", "SecretApplied",
+                           f"applied the current contents of Secrets {sorted(rt.secrets())}"))
+    run_effects(ctx, rt, fx)
 
 
 def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:

@@ -20,7 +20,14 @@ from kazoo.client import KazooClient, KazooState
 
 from rebalanser_operator.controller.core import GroupController, GroupSteps
 from rebalanser_operator.controller.messages import RolloutSeen
-from rebalanser_operator.controller.plan import GroupView, Open, SessionEffect, SessionFacts, plan_session
+from rebalanser_operator.controller.plan import (
+    GroupView,
+    Open,
+    RefreshFacts,
+    SessionEffect,
+    SessionFacts,
+    plan_session,
+)
 from rebalanser_operator.controller.share import FairShare
 from rebalanser_operator.controller.state import EXECUTOR_THREADS, GroupRuntime, LoopOptions
 from rebalanser_operator.identity import OperatorIdentity
@@ -79,7 +86,8 @@ class Context:
 
     def _new_controller(self, rt: GroupRuntime) -> GroupController:
         return GroupController(rt, self.shares.lane(rt.namespace), pool=self.pool,
-                               connect_wait=self.options.connect_wait, steps=self._steps)
+                               connect_wait=self.options.connect_wait, steps=self._steps,
+                               grace=self.options.credentials_grace)
 
     def controller(self, namespace: str, name: str, uid: str) -> GroupController:
         """The controller of a ResourceGroup (a fresh one when the object was recreated)."""
@@ -136,6 +144,21 @@ class Context:
         effect = plan_session(replace(self.session_facts(rt, connect), limit=0))
         assert effect is not None
         return self.session(rt, effect)
+
+    def refresh_facts(self, rt: GroupRuntime, now: float) -> RefreshFacts:
+        """What a refresh of the group finds before it plans
+        (:func:`~rebalanser_operator.controller.plan.plan_refresh`): whether the namespace is being deleted
+        (checked every ``period``, one API call per namespace shared by its groups: kopf stops serving a
+        terminating namespace, see :mod:`rebalanser_operator.apply.farewell`), whether the object is still
+        this one, a grace period over, a re-apply asked for, a session connected since the last apply found
+        it not connected (never blocks)."""
+        late = rt.connect_pending and rt.connect is not None and \
+            self.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
+        return RefreshFacts(
+            terminating=self.namespace_terminating(rt.namespace, self.options.period), current=self.is_current(rt),
+            grace_over=rt.grace_until is not None and now >= rt.grace_until,
+            secrets_changed=rt.secrets_changed, connected_late=late,
+        )
 
     def admit(self, rt: GroupRuntime) -> bool:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""
