@@ -647,8 +647,8 @@ def _group_found_at(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, pat
     """Whether the new connect string reaches a ZooKeeper that already holds this group (the same
     ensemble under another name, or one the data was moved to). Unreachable counts as not found."""
     tls = rt.tls if spec.zookeeper.tls is not None else None  # the material in use (group roots are world-readable)
-    zk = ctx.pool.acquire(spec.zookeeper.connect, f"{rt.user}#connect-check", spec.zookeeper.session_timeout_seconds,
-                          tls=tls)
+    zk = ctx.session_for(f"{rt.user}#connect-check", ctx.pool.session_key(spec.zookeeper.connect, tls),
+                         spec.zookeeper.session_timeout_seconds, tls)
     waiting = False
     try:
         if not connected(ctx.pool, zk):
@@ -784,8 +784,8 @@ def delete_desired(ctx: Context, rt: GroupRuntime, deletion: Deletion) -> str:
         except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
             log.warning("%s: %s; %s", rt.user, exc,
                         "using the credentials read earlier" if credentials else "deleting without credentials")
-    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=tls,
-                          credentials=(credentials,) if credentials is not None else ())
+    key = ctx.pool.session_key(spec.zookeeper.connect, tls, (credentials,) if credentials is not None else ())
+    zk = ctx.session_for(rt.user, key, spec.zookeeper.session_timeout_seconds, tls)
     owner = owner_marker(ctx, rt)
     try:
         if not connected(ctx.pool, zk):

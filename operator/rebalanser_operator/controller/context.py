@@ -34,8 +34,8 @@ from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.tenancy import SettingError, Tenancy, normalise_connect
-from rebalanser_operator.zkpool import ZooKeeperPool
-from rebalanser_operator.zktls import TlsFileStore
+from rebalanser_operator.zkpool import Key, ZooKeeperPool
+from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +132,26 @@ class Context:
     def session(self, rt: GroupRuntime, effect: SessionEffect) -> KazooClient:
         """Carries a planned session out: ``rt`` holds the session ``effect`` names (reused, joined, or
         opened, leaving the one it held)."""
+        return self._enter(rt.user, effect, rt.session_timeout, rt.tls)
+
+    def session_for(self, user: str, key: Key, timeout: float | None, tls: TlsMaterial | None, *,
+                    tenant: bool = False) -> KazooClient:
+        """A session a group's step uses besides its own (its deletion's, a connect check's on another
+        ensemble, a takeover's with the group's own credentials): ``user`` (the group, or the group and
+        the purpose) gets the session ``key`` (:meth:`ZooKeeperPool.session_key`) as
+        :func:`~rebalanser_operator.controller.plan.plan_session` plans it (reuse, join or open; not
+        counted against the namespace's sessions: it is short-lived, or the group's last), carried out."""
+        holders = self.pool.holders(key)
+        effect = plan_session(SessionFacts(key, self.pool.holding(user), bool(holders), bool(holders - {user})))
+        assert effect is not None  # refused only past a limit, and there is none here
+        return self._enter(user, effect, timeout, tls, tenant)
+
+    def _enter(self, user: str, effect: SessionEffect, timeout: float | None, tls: TlsMaterial | None,
+               tenant: bool = False) -> KazooClient:
         if isinstance(effect, Open):
-            log.info("%s: opening a ZooKeeper session%s", rt.user,
+            log.info("%s: opening a ZooKeeper session%s", user,
                      " (its credentials, TLS material or ensemble changed)" if effect.leave is not None else "")
-        return self.pool.enter(effect.key, rt.user, rt.session_timeout, tls=rt.tls)
+        return self.pool.enter(effect.key, user, timeout, tls=tls, tenant=tenant)
 
     def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
         """The ZooKeeper client of group ``rt`` for a read or a failover of a group applied already: its
