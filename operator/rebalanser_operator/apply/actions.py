@@ -62,6 +62,7 @@ from rebalanser_operator.controller.plan import (
 )
 from rebalanser_operator.controller.rotation import (
     CredentialsRead,
+    Effect,
     Facts,
     GraceFound,
     Message,
@@ -69,13 +70,15 @@ from rebalanser_operator.controller.rotation import (
     Reapply,
     ReapplyFailed,
     ReapplyStarted,
+    RekeyRefused,
     Rotation,
     Synced,
     TlsRead,
     acl_of,
+    key_sizes,
     plan_reapply,
+    plan_rekey,
     plan_rotation,
-    received_data,
 )
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
@@ -91,7 +94,7 @@ from rebalanser_operator.tenancy import (
     Placement,
     Refusal,
 )
-from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
+from rebalanser_operator.zktls import TlsStoreFull
 
 if TYPE_CHECKING:
     from rebalanser_operator.controller.context import Context
@@ -278,16 +281,15 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
 
 
 def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec,
-                  received: Callable[[str], Mapping[str, str] | None], retry: int, *,
-                  keep: bool = False) -> DigestCredentials | None:
+                  received: Callable[[str], Mapping[str, str] | None], retry: int) -> DigestCredentials | None:
     """The credentials and TLS material the spec names (a changed password starts a rotation): as
-    ``received`` gives them (what the Secret poll read), else read from the API server, or with ``keep``
-    (a rotation's re-key) the ones in use."""
+    ``received`` gives them (what the Secret poll read), else read from the API server. (A rotation's
+    re-key plans them from the Secrets as received: :func:`~rebalanser_operator.controller.rotation.plan_rekey`.)"""
     credentials = None
     if (ref := spec.zookeeper.credentials) is not None:
         data = received(ref.name)
         try:
-            credentials = rt.credentials if data is None and keep else _credentials(ctx, rt, ref, data)
+            credentials = _credentials(ctx, rt, ref, data)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, fx, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
         if credentials is not None:
@@ -299,8 +301,6 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         rotate(ctx, rt, TlsRead(None), fx)
         return credentials
     data = received(tls.secret)
-    if data is None and keep:
-        return credentials  # the material in use
     try:
         material = (
             ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
@@ -309,7 +309,7 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         )
     except CredentialsError as exc:
         raise _temporary(ctx, rt, fx, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
-    _check_sizes(ctx, rt, fx, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
+    _check_sizes(ctx, rt, fx, tls.secret, key_sizes(tls.keys, material), retry)  # before a byte is written
     rotate(ctx, rt, TlsRead(material), fx)
     return credentials
 
@@ -333,11 +333,6 @@ def rotate(ctx: Context, rt: GroupRuntime, message: Message, fx: list[StepEffect
     wake-up, a log line) kept in ``fx`` for the step's end."""
     rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt))
     fx.extend(effect for effect in effects if isinstance(effect, Wake | Note))
-
-
-def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
-    parts = (material.ca, material.certificate, material.key)
-    return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
 def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: str,
@@ -412,13 +407,19 @@ def _acl_synced(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, acl:
     onto the resources and the workers' znodes too)."""
     before = tuple(rt.acl) if rt.acl is not None else None
     synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
+    _migrate_workers(ctx, rt, zk, path, effects)
+    return synced
+
+
+def _migrate_workers(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, effects: Sequence[Effect]) -> None:
+    """Carries out a :class:`MigrateWorkers` effect of the rotation plan: the group's new ACL onto its
+    resources and the workers' znodes."""
     for effect in effects:
         if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
             migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
                                                 identity=ctx.identity)
             log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
                      "rotation, both passwords" if effect.both else "new password only", migrated)
-    return synced
 
 
 @contextmanager
@@ -609,11 +610,12 @@ def reapply_step(ctx: Context, rt: GroupRuntime) -> None:
 def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
     """A rotation's re-apply of a group in place (:data:`~rebalanser_operator.controller.rotation.Reapply.REKEY`):
     its spec, place and root are this object's already, so nothing is parsed, admitted, adopted or synced
-    again. The credentials and TLS material as received (else those in use), the session that holds
-    them, the group's ACL on its root, containers and ``G/config`` (and, when it changed, on the
-    resources and the workers' znodes), the workers' config. False, with nothing written to the group:
-    its root is gone or no longer carries this object's marker (then it is applied whole). Like
-    :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
+    again. :func:`~rebalanser_operator.controller.rotation.plan_rekey` plans it from the Secrets as
+    received (else what the group uses); this step carries it out: the session that holds the planned
+    credentials and material, the group's ACL on its root, containers and ``G/config`` (and, when it
+    changed, on the resources and the workers' znodes), the workers' config. False, with nothing written
+    to the group: its root is gone or no longer carries this object's marker (then it is applied whole).
+    Like :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
     fx: list[StepEffect] = []
     try:
         return Stepped(_rekey(ctx, rt, fx), None, tuple(fx))
@@ -624,15 +626,19 @@ def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
 def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
     spec, path = rt.spec, rt.path
     assert spec is not None and path is not None
-    _read_secrets(ctx, rt, fx, spec, received_data(rt.rotation).get, 0, keep=True)
-    zk = _connect(ctx, rt, fx, spec, 0, rekey=True)
-    acl = acl_of(rt.rotation, ctx.identity)
+    planned = plan_rekey(rt.rotation, rotation_facts(ctx, rt), identity=ctx.identity, before=rt.outcome.acl,
+                         limits=ctx.tenancy.limits)
+    if isinstance(planned, RekeyRefused):
+        raise _temporary(ctx, rt, fx, planned.reason, planned.message, backoff(0))
+    rt.rotation, acl = planned.connecting, list(planned.acl)
+    fx.extend(effect for effect in planned.effects if isinstance(effect, Note))
+    zk = _connect(ctx, rt, fx, spec, 0, rekey=True)  # the session of the credentials and material as received
     with _sync_errors(ctx, rt, fx, path, 0):
         if not reacl_group(zk, GroupPaths.of(path), acl, owner_marker(ctx, rt)):
             log.info("%s: %s is not as the last sync left it; applying the spec whole", rt.user, path)
             return False
-        synced = _acl_synced(ctx, rt, zk, path, acl)
-    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
+        _migrate_workers(ctx, rt, zk, path, planned.effects)
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=planned.acl), planned.synced
     ctx.metrics.reconciles.labels("ok").inc()
     log.info("re-keyed %s: the group's ACL names %d digest(s)", rt.user,
              sum(1 for entry in acl if entry.id.scheme == "digest"))
