@@ -23,8 +23,8 @@ another release that finds it claimed by a live one does nothing for it but say 
 * **A refused release** writes ``status.refusedReleases[<release>]`` (reason ``ServedByAnotherRelease``,
   a message naming the release that serves the group) and a Warning Event, once per other release, and
   looks again every few seconds. When it takes the group over it removes its entry.
-* **Self-fencing.** A release whose own renewals have failed for half the lease's duration stops
-  serving (:meth:`ReleaseClaims.holds` turns False) before another can take over at its expiry.
+* **Self-fencing.** A replica whose own renewals have failed for three quarters of the lease stops
+  serving (:meth:`ReleaseClaims.holds` turns False) before another release can take over at its expiry.
 
 The pure parts are :func:`verdict` and :func:`claim_status`; :class:`ReleaseApi` is the I/O edge.
 """
@@ -271,8 +271,9 @@ class ReleaseClaims:
             self._renewed = started
 
     def fresh(self) -> bool:
-        """Whether this replica renewed the heartbeat within half the lease (else it serves nothing)."""
-        return time.monotonic() - self._renewed < self.lease_seconds / 2
+        """Whether this replica renewed the heartbeat within three quarters of the lease (two renewals may
+        fail): else it serves nothing, before another release may take its groups over at the lease's end."""
+        return time.monotonic() - self._renewed < self.lease_seconds * 3 / 4
 
     def run_heartbeat(self, stop: threading.Event) -> None:
         """Renews every quarter of the lease until ``stop`` (on a thread of its own)."""

@@ -9,6 +9,7 @@ import datetime
 from typing import Any
 
 import pytest
+from rebalanser_operator.handlers import replica_ready
 from rebalanser_operator.releaseclaim import (
     SERVED_BY_ANOTHER_RELEASE,
     Free,
@@ -24,6 +25,7 @@ from rebalanser_operator.releaseclaim import (
     verdict,
 )
 from rebalanser_operator.replicafence import fenced
+from rebalanser_operator.replicas import Replicas
 
 A, B = "ops-a/rebalanser-operator", "ops-b/rebalanser-operator"
 NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
@@ -126,3 +128,13 @@ def test_a_replica_whose_heartbeat_is_not_renewed_holds_nothing() -> None:
     assert claims.still_ours(status(A, 1), 1) and not claims.still_ours(status(B, 2), 1)
     with pytest.raises(ReleaseSettingError):
         ReleaseClaims(Api(), Release.parse(A), "op-0", lease_seconds=1)  # type: ignore[arg-type]
+
+
+def test_a_replica_whose_release_heartbeat_is_not_renewed_is_not_ready() -> None:
+    """The readiness endpoint: a replica that cannot renew its release's heartbeat serves nothing, and says so."""
+    claims = ReleaseClaims(Api(), Release.parse(A), "op-0", lease_seconds=10)  # type: ignore[arg-type]
+    ok, text = replica_ready(Replicas.single(), claims)
+    assert not ok and f"the heartbeat of release {A} is not renewed" in text, text
+    claims.renew()
+    assert replica_ready(Replicas.single(), claims) == (True, "no operator group: every group")
+    assert replica_ready(Replicas.single(), None) == (True, "no operator group: every group")
