@@ -28,7 +28,7 @@ import datetime
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -63,12 +63,14 @@ FAREWELL_SECONDS = 40.0
 ANNOTATION_PREFIX = "rebalanser.io"
 
 
-def operator_settings() -> kopf.OperatorSettings:
+def operator_settings(handled: Callable[[kopf.Body], bool] | None = None) -> kopf.OperatorSettings:
+    """``handled``: whether this replica serves a group (:func:`handled_here`), so that kopf stores the last
+    handled spec of the groups it serves only (:mod:`diffbase`)."""
     settings = kopf.OperatorSettings()
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     # A digest of the last handled spec, not a copy: annotations are limited to 256 KiB in all.
-    settings.persistence.diffbase_storage = SpecDigestStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = SpecDigestStorage(prefix=ANNOTATION_PREFIX, handled=handled)
     # Watch streams: end each request server-side, cap it client-side, reconnect when silent.
     settings.watching.server_timeout = 240
     settings.watching.client_timeout = 270
@@ -93,6 +95,21 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
         "kind": body.get("kind"),
         "metadata": {key: meta.get(key) for key in ("name", "namespace", "uid")},
     }
+
+
+def handled_here(replicas: Replicas, claims: ReleaseClaims | None) -> Callable[[kopf.Body], bool] | None:
+    """Whether this replica serves a group's body: owned here and, with release claims, held by this release
+    (None: one operator without a release serves every group)."""
+    if not replicas.enabled and claims is None:
+        return None
+
+    def handled(body: kopf.Body) -> bool:
+        meta = body.get("metadata") or {}
+        if not replicas.owns(str(meta.get("namespace") or ""), str(meta.get("name") or "")):
+            return False
+        return claims is None or claims.holds(body.get("status"))
+
+    return handled
 
 
 def replica_ready(share: Replicas, claims: ReleaseClaims | None) -> tuple[bool, str]:

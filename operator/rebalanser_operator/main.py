@@ -49,7 +49,7 @@ from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
 from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
-from rebalanser_operator.handlers import build_registry, operator_settings
+from rebalanser_operator.handlers import build_registry, handled_here, operator_settings
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                                     secret_poll=args.secret_poll, replicas=replicas,
                                     readiness=args.replica_readiness if args.replica is not None else "",
                                     claims=claims),
-            settings=operator_settings(),
+            settings=operator_settings(handled_here(replicas, claims)),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,
             standalone=args.peering is None,

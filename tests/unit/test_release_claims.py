@@ -8,8 +8,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import kopf
 import pytest
-from rebalanser_operator.handlers import replica_ready
+from rebalanser_operator.handlers import handled_here, replica_ready
 from rebalanser_operator.releaseclaim import (
     SERVED_BY_ANOTHER_RELEASE,
     Free,
@@ -138,3 +139,16 @@ def test_a_replica_whose_release_heartbeat_is_not_renewed_is_not_ready() -> None
     claims.renew()
     assert replica_ready(Replicas.single(), claims) == (True, "no operator group: every group")
     assert replica_ready(Replicas.single(), None) == (True, "no operator group: every group")
+
+
+def test_kopf_stores_the_handled_spec_only_for_the_groups_of_this_release() -> None:
+    """(rebalanser_operator.diffbase): a release that leaves a group to another stores nothing on it."""
+    assert handled_here(Replicas.single(), None) is None  # one operator without a release: every group
+    claims = ReleaseClaims(Api(), Release.parse(A), "op-0", lease_seconds=10)  # type: ignore[arg-type]
+    claims.renew()
+    handled = handled_here(Replicas.single(), claims)
+    assert handled is not None
+    meta = {"namespace": "shop", "name": "orders"}
+    assert handled(kopf.Body({"metadata": meta, "status": status(A, 1)}))
+    assert not handled(kopf.Body({"metadata": meta, "status": status(B, 1)}))
+    assert not handled(kopf.Body({"metadata": meta}))  # not claimed yet: its creation is handled once claimed
