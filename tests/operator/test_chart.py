@@ -114,6 +114,8 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert "--namespace=ops" in container["args"] and "--standalone" in container["args"]
     assert container["command"] == ["rebalanser-operator"]
+    # One release per ResourceGroup (docs/operator-replicas.md, Two releases): its identity names its Lease.
+    assert "--release=ops/rel-rebalanser-operator" in container["args"]
 
 
 def served_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
