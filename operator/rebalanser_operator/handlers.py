@@ -234,10 +234,10 @@ def build_registry(
             ctx.kube.post_event(ref, type_, reason, message)
 
         member = share.member_id if share.enabled else claims.holder
-        claim = await claims.acquire(ctx.executor, namespace, name, replica=member,
+        held = await claims.acquire(ctx.executor, namespace, name, replica=member,
                                      token=share.token(namespace, name) or 0,
                                      stopped=lambda: time.monotonic() > deadline, event=event)
-        if claim is not None:
+        if held is not None:
             return True
         if time.monotonic() > deadline:
             raise RetryLater(f"{namespace}/{name} is served by another operator release; waiting for its deletion",

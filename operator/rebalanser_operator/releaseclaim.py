@@ -336,9 +336,10 @@ class ReleaseClaims:
     async def acquire(
         self, executor: concurrent.futures.Executor, namespace: str, name: str, *, replica: str, token: int,
         stopped: Callable[[], bool], event: Callable[[str, str, str], None],
-    ) -> int | None:
-        """Waits until this release holds the group (taking it when free) and returns its claim number;
-        None once ``stopped()`` or the object is gone. While another live release serves it, says so once
+    ) -> tuple[int, bool] | None:
+        """Waits until this release holds the group (taking it when free) and returns its claim number, and
+        whether it took it now (False: it was already this release's); None once ``stopped()`` or the object
+        is gone. While another live release serves it, says so once
         (``event(type, reason, message)`` and ``status.refusedReleases``) and looks again every :attr:`poll`."""
         loop = asyncio.get_running_loop()
         while not stopped():
@@ -356,7 +357,7 @@ class ReleaseClaims:
             found = await loop.run_in_executor(executor, verdict, body.get("status"), self.me, self.alive)
             if isinstance(found, Mine):
                 self._reported.pop((namespace, name), None)
-                return found.claim
+                return found.claim, False
             if isinstance(found, Free):
                 rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
                 patch = claim_status(self.me, found.claim, replica, token)
@@ -372,7 +373,7 @@ class ReleaseClaims:
                     log.info("release-claim release=%s group=%s/%s claim=%d previous=%s at=%.3f", self.me, namespace,
                              name, found.claim, found.previous or "-", time.time())
                     self._reported.pop((namespace, name), None)
-                    return found.claim
+                    return found.claim, True
                 continue  # changed meanwhile: read again
             await self._refused(executor, namespace, name, found, event)
             await self._pause(stopped)

@@ -96,7 +96,7 @@ async def serve_while_owned(
         token = await replicas.until_owned(namespace, name, stopped)
         if token is None:
             return
-        claim = 0
+        claim, apply = 0, True
         if claims is not None:
             def not_owned() -> bool:
                 return stopped() or not replicas.owns(namespace, name)
@@ -110,9 +110,12 @@ async def serve_while_owned(
                 if not stopped() and replicas.owns(namespace, name):
                     await asyncio.sleep(RESERVE_PAUSE)  # the object gone: its daemon ends soon
                 continue
-            claim = taken
+            # One operator of a release finding its own claim (its start): kopf's resume handler applies the spec,
+            # and its pod watch sees every pod
+            claim, apply = taken[0], replicas.enabled or taken[1]
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
-                          stopped=stopped, token=token, catch_up=catch_up, claims=claims, claim=claim)
+                          stopped=stopped, token=token, catch_up=catch_up if apply else None, claims=claims, claim=claim,
+                          apply=apply)
         if not stopped() and replicas.owns(namespace, name):
             await asyncio.sleep(RESERVE_PAUSE)  # ended while owned (the object gone or replaced): not in a tight loop
 
@@ -121,6 +124,7 @@ async def _serve_once(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool], token: int,
     catch_up: Callable[[], Awaitable[object]] | None, claims: ReleaseClaims | None = None, claim: int = 0,
+    apply: bool = True,
 ) -> None:
     log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f release=%s claim=%d", _member(replicas, claims),
              namespace, name, token, time.time(), claims.me if claims is not None else "-", claim)
@@ -138,7 +142,7 @@ async def _serve_once(
             return False
         return claims is None or claims.still_ours(body.get("status"), claim)
 
-    applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
+    applying = asyncio.create_task(_apply_current(controller, body, ref, owned) if apply else asyncio.sleep(0))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
         await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
