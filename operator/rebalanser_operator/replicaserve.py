@@ -114,8 +114,8 @@ async def serve_while_owned(
             # and its pod watch sees every pod
             claim, apply = taken[0], replicas.enabled or taken[1]
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
-                          stopped=stopped, token=token, catch_up=catch_up if apply else None, claims=claims, claim=claim,
-                          apply=apply)
+                          stopped=stopped, token=token, catch_up=catch_up if apply else None, claims=claims,
+                          claim=claim, apply=apply)
         if not stopped() and replicas.owns(namespace, name):
             await asyncio.sleep(RESERVE_PAUSE)  # ended while owned (the object gone or replaced): not in a tight loop
 
