@@ -92,6 +92,7 @@ async def serve_while_owned(
     """Serves the group whenever this replica owns it (and, with ``claims``, this release holds it), until
     ``stopped()`` (the daemon's end). ``catch_up``: run at each gain, beside the status loop (the failover
     of worker deaths reported while nobody served the group)."""
+    first = True
     while not stopped():
         token = await replicas.until_owned(namespace, name, stopped)
         if token is None:
@@ -110,9 +111,10 @@ async def serve_while_owned(
                 if not stopped() and replicas.owns(namespace, name):
                     await asyncio.sleep(RESERVE_PAUSE)  # the object gone: its daemon ends soon
                 continue
-            # One operator of a release finding its own claim (its start): kopf's resume handler applies the spec,
-            # and its pod watch sees every pod
-            claim, apply = taken[0], replicas.enabled or taken[1]
+            # One operator of a release finding its own claim at its start: kopf's resume handler applies the
+            # spec, and its pod watch sees every pod
+            claim, apply = taken[0], replicas.enabled or taken[1] or not first
+        first = False
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
                           stopped=stopped, token=token, catch_up=catch_up if apply else None, claims=claims,
                           claim=claim, apply=apply)
