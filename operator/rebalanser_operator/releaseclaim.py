@@ -142,6 +142,14 @@ def claim_status(release: str, claim: int, replica: str, token: int) -> dict[str
     return {"servedBy": served_by(release, claim, replica, token), "refusedReleases": {release: None}}
 
 
+def said(status: Mapping[str, Any] | None, me: str) -> str | None:
+    """The release this one's entry of ``status.refusedReleases`` names (None: no entry)."""
+    entries = (status or {}).get("refusedReleases") or {}
+    entry = entries.get(me) if isinstance(entries, Mapping) else None
+    served = entry.get("servedBy") if isinstance(entry, Mapping) else None
+    return str(served) if served else None
+
+
 def refusal_message(me: str, taken: Taken) -> str:
     return (f"release {me} does not serve this ResourceGroup: release {taken.release} serves it (claim {taken.claim}, "
             f"{taken.why}). Two operator releases that serve the same namespace share no group; narrow one "
@@ -375,13 +383,16 @@ class ReleaseClaims:
                     self._reported.pop((namespace, name), None)
                     return found.claim, True
                 continue  # changed meanwhile: read again
-            await self._refused(executor, namespace, name, found, event)
+            await self._refused(executor, namespace, name, found, event, body.get("status"))
             await self._pause(stopped)
         return None
 
     async def _refused(self, executor: concurrent.futures.Executor, namespace: str, name: str, taken: Taken,
-                       event: Callable[[str, str, str], None]) -> None:
+                       event: Callable[[str, str, str], None], status: Mapping[str, Any] | None) -> None:
         if self._reported.get((namespace, name)) == taken.release:
+            return
+        if said(status, self.me) == taken.release:  # said before this process started: the refusal is unchanged
+            self._reported[(namespace, name)] = taken.release
             return
         loop = asyncio.get_running_loop()
         message = refusal_message(self.me, taken)

@@ -23,6 +23,7 @@ from rebalanser_operator.releaseclaim import (
     claimed,
     lease_alive,
     refusal_status,
+    said,
     verdict,
 )
 from rebalanser_operator.replicafence import fenced
@@ -152,3 +153,8 @@ def test_kopf_stores_the_handled_spec_only_for_the_groups_of_this_release() -> N
     assert handled(kopf.Body({"metadata": meta, "status": status(A, 1)}))
     assert not handled(kopf.Body({"metadata": meta, "status": status(B, 1)}))
     assert not handled(kopf.Body({"metadata": meta}))  # not claimed yet: its creation is handled once claimed
+
+
+def test_a_refusal_already_in_the_status_is_not_said_again() -> None:
+    current = {**status(A, 1), **refusal_status(B, Taken(A, 1, "live"), NOW)}
+    assert said(current, B) == A and said(current, A) is None and said(None, B) is None
