@@ -141,7 +141,7 @@ def build_registry(
     async def start_secret_poll(**_: Any) -> None:
         poller.append(asyncio.create_task(poll_forever(ctx, ctx.kube.secret_data, secret_poll)))
 
-    def owned(namespace: str | None, name: str, status: kopf.Status, **_: Any) -> bool:
+    def owned(namespace: str | None, name: str, status: kopf.Status | None = None, **_: Any) -> bool:
         return share.owns(namespace or "", name) and (claims is None or claims.holds(status))
 
     def serves(namespace: str, name: str) -> bool:
