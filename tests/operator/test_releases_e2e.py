@@ -1,20 +1,23 @@
 """Two operator releases that serve the same namespace (issue 32, "What bad input gets";
 docs/operator-replicas.md, "Two releases"): two ``rebalanser-operator`` processes with different release
-identities (REBALANSER_RELEASE), each a replica of an operator group of its own, against one real
-kube-apiserver and one real ZooKeeper. Release A serves namespace ``rb-releases``; release B serves it
-and ``rb-releases-b``.
+identities (REBALANSER_RELEASE) against one real kube-apiserver and one real ZooKeeper. Release A is a
+replica of an operator group of its own and serves namespace ``rb-releases``; release B is one operator
+without an operator group (a release of one replica) and serves it and ``rb-releases-b``.
 
-Evidence is the replicas' own log lines (``replica-serve``, ``replica-write``, ``replica-stop``, with the
-member, the group and the wall-clock time, as in test_replicas_e2e) and the objects' status and Events.
-Without release claims both releases serve every group of the shared namespace: both apply its spec and
-both write its status. With them: the group is A's; B serves nothing of it and says so
-(``status.refusedReleases`` and a Warning Event naming A), B serves its other namespace's group, and
-once A stops (its heartbeat Lease expires) B takes A's group over and applies its spec.
+Evidence is the operators' own log lines: ``replica-serve``, ``replica-write``, ``replica-stop`` (with the
+member, the group and the wall-clock time, as in test_replicas_e2e) and kopf's lines of a handler run
+for the object (``[namespace/name] Handler '...'``), and the objects' status and Events. Without release
+claims both releases act on every group of the shared namespace: both apply its spec and both write its
+status. With them: the group is A's; B does nothing for it and says so (``status.refusedReleases`` and a
+Warning Event naming A), B serves its other namespace's group, and once A stops (its heartbeat Lease
+expires) B takes A's group over (claim 2: its status writes pass the fence although its token, 0, is
+below A's) and applies its spec.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +69,11 @@ class Operator:
     def served(self, group: str) -> list[Line]:
         return [ln for ln in self.lines() if ln.group == group and ln.kind in ("serve", "write")]
 
+    def acted(self, group: str) -> list[str]:
+        """Every sign of this operator acting for ``group``: its serving lines and kopf's handler lines."""
+        handlers = re.findall(rf"^.*\[{re.escape(group)}\] Handler '.*$", self.text(), re.MULTILINE)
+        return [str(ln) for ln in self.served(group)] + handlers
+
     def live(self) -> bool:
         assert self.proc.poll() is None, f"{self.member} exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
         try:
@@ -92,18 +100,19 @@ class Releases:
     work: Path
     operators: list[Operator]
 
-    def start(self, release: str, member: str, namespaces: tuple[str, ...]) -> Operator:
+    def start(self, release: str, member: str, namespaces: tuple[str, ...], *, operator_group: bool) -> Operator:
         port = free_port()
         log = self.work / f"{member}.log"
         env = {**self.kube.env(), "REBALANSER_RELEASE": release, "REBALANSER_RELEASE_LEASE_SECONDS": str(LEASE_S),
                "POD_NAMESPACE": release.split("/")[0], "POD_NAME": member}
         group = f"/rebalanser-operator/releases-{member}-{uuid.uuid4().hex[:8]}"  # an operator group per release
+        replica = ["--replica-zk", self.zk.hosts, "--replica-group", group, "--replica-id", member,
+                   "--replica-session-timeout", "10"] if operator_group else []
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 [str(BIN / "rebalanser-operator"), *(f"--namespace={ns}" for ns in namespaces), "--metrics-port", "0",
                  "--liveness", f"http://127.0.0.1:{port}/healthz", "--log-format", "full",
-                 "--allowed-ensemble", self.zk.hosts, "--replica-zk", self.zk.hosts, "--replica-group", group,
-                 "--replica-id", member, "--replica-session-timeout", "10"],
+                 "--allowed-ensemble", self.zk.hosts, *replica],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
         operator = Operator(release, member, log, proc, port)
@@ -160,21 +169,21 @@ def test_a_second_release_refuses_a_group_the_first_serves_says_why_and_takes_it
     releases: Releases,
 ) -> None:
     g, h = f"{SHARED}/g", f"{ONLY_B}/h"
-    first = releases.start(A, "a-0", (SHARED,))
+    first = releases.start(A, "a-0", (SHARED,), operator_group=True)
     releases.apply(SHARED, "g", RESOURCES)
     releases.synced(SHARED, "g", RESOURCES)
     wait_for(lambda: first.served(g), 30, lambda: f"a-0 serving {g}")
 
-    second = releases.start(B, "b-0", (SHARED, ONLY_B))
+    second = releases.start(B, "b-0", (SHARED, ONLY_B), operator_group=False)
     releases.apply(ONLY_B, "h", RESOURCES)
     releases.synced(ONLY_B, "h", RESOURCES)  # B at work
 
-    # B either serves g too (two releases sharing a group) or leaves it to A and says so.
+    # B either acts on g too (two releases sharing a group) or leaves it to A and says so.
     def decided() -> bool:
-        return bool(second.served(g)) or B in (releases.status(SHARED, "g").get("refusedReleases") or {})
+        return bool(second.acted(g)) or B in (releases.status(SHARED, "g").get("refusedReleases") or {})
 
-    wait_for(decided, 60, lambda: f"release B to serve {g} or refuse it: {releases.status(SHARED, 'g')}")
-    assert not second.served(g), f"both releases serve {g}: A's {first.served(g)[:3]}, B's {second.served(g)[:3]}"
+    wait_for(decided, 60, lambda: f"release B to act on {g} or refuse it: {releases.status(SHARED, 'g')}")
+    assert not second.acted(g), f"both releases act on {g}: A {first.acted(g)[:2]}, B {second.acted(g)[:2]}"
 
     # The reason, in the status and in an Event, names the release that serves the group.
     status = releases.status(SHARED, "g")
@@ -190,21 +199,25 @@ def test_a_second_release_refuses_a_group_the_first_serves_says_why_and_takes_it
     # A spec change of g is applied by A alone.
     releases.apply(SHARED, "g", RESOURCES + 1)
     releases.synced(SHARED, "g", RESOURCES + 1)
-    assert not second.served(g), f"release B acted on {g}: {second.served(g)}"
+    assert not second.acted(g), f"release B acted on {g}: {second.acted(g)}"
     assert B in (releases.status(SHARED, "g").get("refusedReleases") or {}), "A's writes removed B's refusal"
 
     # A goes away (as an uninstall stops it): its heartbeat Lease expires and B takes g over, claim 2.
     first.stop()
     stopped_at = time.time()
-    after = wait_for(lambda: (s := releases.status(SHARED, "g")).get("servedBy", {}).get("release") == B and s,
-                     HANDOVER_BOUND_S, lambda: f"release B to take {g} over (load {load()}): "
-                                               f"{releases.status(SHARED, 'g')}")
-    assert after["servedBy"]["claim"] == 2, after["servedBy"]
+
+    def taken_over() -> dict[str, Any] | None:
+        current = releases.status(SHARED, "g")
+        return current if current.get("servedBy", {}).get("release") == B else None
+
+    after = wait_for(taken_over, HANDOVER_BOUND_S,
+                     lambda: f"release B to take {g} over (load {load()}): {releases.status(SHARED, 'g')}")
+    assert after["servedBy"]["claim"] == 2 and after["servedBy"]["replica"] == "b-0", after["servedBy"]
     assert B not in (after.get("refusedReleases") or {}), after
     served_at = min(ln.at for ln in second.lines() if ln.group == g and ln.kind == "serve")
     last_a = max(ln.at for ln in first.lines() if ln.group == g)
     assert last_a <= served_at, f"A acted on {g} at {last_a:.3f}, after B began serving it at {served_at:.3f}"
     releases.apply(SHARED, "g", RESOURCES + 2)
-    releases.synced(SHARED, "g", RESOURCES + 2)  # applied by B now
+    releases.synced(SHARED, "g", RESOURCES + 2)  # applied by B, its status written past A's larger token
     print(f"\nrelease B refused {g} while A served it, served {h}; A stopped: B served {g} "
           f"{served_at - stopped_at:.2f} s later (lease {LEASE_S:g} s; load {load()})")
