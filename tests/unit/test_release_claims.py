@@ -28,6 +28,7 @@ from rebalanser_operator.releaseclaim import (
 )
 from rebalanser_operator.replicafence import fenced
 from rebalanser_operator.replicas import Replicas
+from rebalanser_operator.uninstallcheck import successor
 
 A, B = "ops-a/rebalanser-operator", "ops-b/rebalanser-operator"
 NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
@@ -158,3 +159,18 @@ def test_kopf_stores_the_handled_spec_only_for_the_groups_of_this_release() -> N
 def test_a_refusal_already_in_the_status_is_not_said_again() -> None:
     current = {**status(A, 1), **refusal_status(B, Taken(A, 1, "live"), NOW)}
     assert said(current, B) == A and said(current, A) is None and said(None, B) is None
+
+
+def test_the_uninstall_check_lets_a_group_go_that_another_live_release_takes_over() -> None:
+    """(rebalanser_operator.uninstallcheck): B serves it, or B serves its namespace and left it to A."""
+    live = {B: (True, "live"), "ops-c/gone": (False, "its heartbeat Lease is gone")}
+
+    def alive(release: str) -> tuple[bool | None, str]:
+        return live.get(release, (None, "unknown"))
+
+    assert successor(status(B, 2), A, alive) == B
+    refused_by_b = {**status(A, 1), **refusal_status(B, Taken(A, 1, "live"), NOW)}
+    assert successor(refused_by_b, A, alive) == B
+    assert successor(status(A, 1), A, alive) is None  # nobody else serves its namespace: it holds the uninstall
+    assert successor({**status(A, 1), **refusal_status("ops-c/gone", Taken(A, 1, "live"), NOW)}, A, alive) is None
+    assert successor(None, A, alive) is None
