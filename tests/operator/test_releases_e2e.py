@@ -202,6 +202,18 @@ def test_a_second_release_refuses_a_group_the_first_serves_says_why_and_takes_it
     assert not second.acted(g), f"release B acted on {g}: {second.acted(g)}"
     assert B in (releases.status(SHARED, "g").get("refusedReleases") or {}), "A's writes removed B's refusal"
 
+    # The chart's uninstall check (its pre-delete hook): g does not hold A's uninstall (B, live, serves its
+    # namespace and takes it over); h holds B's (nobody else serves it); g is not B's to hold.
+    def check(release: str, *namespaces: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rebalanser_operator.uninstallcheck",
+                               *(f"--namespace={ns}" for ns in namespaces), f"--release={release}"],
+                              env=releases.kube.env(), capture_output=True, text=True, timeout=60, check=False)
+
+    for_a = check(A, SHARED)
+    assert for_a.returncode == 0 and "may be uninstalled" in for_a.stdout, for_a.stderr
+    for_b = check(B, SHARED, ONLY_B)
+    assert for_b.returncode == 1 and h in for_b.stderr and g not in for_b.stderr, for_b.stderr
+
     # A goes away (as an uninstall stops it): its heartbeat Lease expires and B takes g over, claim 2.
     first.stop()
     stopped_at = time.time()
