@@ -229,6 +229,7 @@ class ReleaseApi:
                 "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
         try:
             self._leases.patch_namespaced_lease(release.name, release.namespace, {"spec": spec},
+                                                _content_type="application/merge-patch+json",
                                                 _request_timeout=REQUEST_TIMEOUT)
             return
         except ApiException as exc:
