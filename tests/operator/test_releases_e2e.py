@@ -5,13 +5,15 @@ replica of an operator group of its own and serves namespace ``rb-releases``; re
 without an operator group (a release of one replica) and serves it and ``rb-releases-b``.
 
 Evidence is the operators' own log lines: ``replica-serve``, ``replica-write``, ``replica-stop`` (with the
-member, the group and the wall-clock time, as in test_replicas_e2e) and kopf's lines of a handler run
-for the object (``[namespace/name] Handler '...'``), and the objects' status and Events. Without release
-claims both releases act on every group of the shared namespace: both apply its spec and both write its
-status. With them: the group is A's; B does nothing for it and says so (``status.refusedReleases`` and a
-Warning Event naming A), B serves its other namespace's group, and once A stops (its heartbeat Lease
-expires) B takes A's group over (claim 2: its status writes pass the fence although its token, 0, is
-below A's) and applies its spec.
+member, the group and the wall-clock time, as in test_replicas_e2e), a ZooKeeper session opened for the
+group and its reconcile (``reconciled <namespace>/<name>: ...``), and the objects' status and Events.
+Without release claims both releases act on every group of the shared namespace: both apply its spec in
+ZooKeeper, and both try to write its status (the second one's writes, dropping the first one's
+``servedBy``, are refused by the replica fence: seen on main before this change). With them: the group
+is A's; B does nothing for it and says so (``status.refusedReleases`` and a Warning Event naming A), B
+serves its other namespace's group, and once A stops (its heartbeat Lease expires) B takes A's group
+over (claim 2: its status writes pass the fence although its token, 0, is below A's) and applies its
+spec.
 """
 
 from __future__ import annotations
@@ -70,9 +72,11 @@ class Operator:
         return [ln for ln in self.lines() if ln.group == group and ln.kind in ("serve", "write")]
 
     def acted(self, group: str) -> list[str]:
-        """Every sign of this operator acting for ``group``: its serving lines and kopf's handler lines."""
-        handlers = re.findall(rf"^.*\[{re.escape(group)}\] Handler '.*$", self.text(), re.MULTILINE)
-        return [str(ln) for ln in self.served(group)] + handlers
+        """Every sign of this operator acting for ``group``: its serving lines, a session opened for the group
+        and a reconcile of it in ZooKeeper."""
+        steps = re.findall(rf"^.*(?:reconciled {re.escape(group)}:|{re.escape(group)}: opening a ZooKeeper session).*$",
+                           self.text(), re.MULTILINE)
+        return [str(ln) for ln in self.served(group)] + steps
 
     def live(self) -> bool:
         assert self.proc.poll() is None, f"{self.member} exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
