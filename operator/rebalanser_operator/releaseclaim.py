@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -239,8 +239,8 @@ class ReleaseApi:
                 "metadata": {"name": release.name, "namespace": release.namespace,
                              "labels": {"app.kubernetes.io/managed-by": "rebalanser-operator"}},
                 "spec": {**spec, "acquireTime": spec["renewTime"]}}
-        try:
-            self._leases.create_namespaced_lease(release.namespace, body, _request_timeout=REQUEST_TIMEOUT)
+        try:  # the body as a plain mapping, which the client validates into its model (as a patch's body)
+            self._leases.create_namespaced_lease(release.namespace, cast(Any, body), _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
             if exc.status != 409:  # another replica of the release made it meanwhile: renewed at its next turn
                 raise

@@ -62,13 +62,14 @@ class ReplicaStatusLoop(StatusLoop):
                  replica: str, token: int, release: str | None = None, claim: int = 0) -> None:
         initial = {k: v for k, v in initial_status.items() if k != REFUSED_RELEASES}  # other releases' entries
         super().__init__(ctx, rt, initial_status=initial)
-        self.replica, self.token, self.release, self.claim = replica, token, release, claim
+        # not "release": StatusLoop.release() lets a terminating namespace's group go
+        self.replica, self.token, self.release_name, self.claim = replica, token, release, claim
 
     def status_extra(self) -> dict[str, Any]:
-        return served_by(self.replica, self.token, self.release, self.claim)
+        return served_by(self.replica, self.token, self.release_name, self.claim)
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return fenced(patch, self.replica, self.token, self.release, self.claim)
+        return fenced(patch, self.replica, self.token, self.release_name, self.claim)
 
     def publish(self, obs: Observation) -> None:
         before = self.patches
@@ -76,7 +77,7 @@ class ReplicaStatusLoop(StatusLoop):
         if self.patches != before:
             log.info("replica-write member=%s group=%s/%s token=%d at=%.3f phase=%s release=%s", self.replica,
                      self.rt.namespace, self.rt.name, self.token, time.time(), self.published.get("phase"),
-                     self.release or "-")
+                     self.release_name or "-")
 
 
 def _member(replicas: Replicas, claims: ReleaseClaims | None) -> str:
