@@ -28,8 +28,8 @@ from typing import Any
 
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
 from rebalanser_operator.controller.messages import DesiredSpec
-from rebalanser_operator.replicafence import fenced, served_by
 from rebalanser_operator.releaseclaim import ReleaseClaims
+from rebalanser_operator.replicafence import fenced, served_by
 from rebalanser_operator.replicas import Replicas
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.status.view import Observation
