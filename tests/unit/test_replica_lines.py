@@ -67,3 +67,16 @@ def test_a_killed_or_frozen_member_is_cut_at_its_fault() -> None:
     # a frozen one's stop line comes after its thaw: the cut still ends its interval at the freeze
     late = [*lines, line("stop", "a", 20.0, 1)]
     assert intervals(late, cut={"a": 5.0})["ns/g"][0] == ("a", 1, 1.0, 5.0)
+
+
+def test_a_killed_workers_gaps_run_from_its_last_tick_to_the_next_by_another_instance() -> None:
+    from tests.support.workergaps import tick_gaps_after
+
+    def tick(member: str, pid: int, resource: str, ts: float) -> dict[str, object]:
+        return {"event": "tick", "id": member, "_pid": pid, "resource": resource, "ts": int(ts * 1e9)}
+
+    events = [tick("v", 0, "a", 9.8), tick("v", 0, "b", 9.9), tick("s", 0, "c", 10.1),
+              tick("v", 1, "a", 11.0),  # the victim's restarted container: another instance
+              tick("s", 0, "b", 12.4), tick("s", 0, "b", 12.5)]
+    gaps = tick_gaps_after(events, "v", 0, {"a", "b", "z"}, int(10.0 * 1e9))
+    assert gaps == {"a": pytest.approx(1.2), "b": pytest.approx(2.5)}
