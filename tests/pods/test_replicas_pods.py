@@ -75,19 +75,20 @@ def pod_of(member: str) -> str:
     return member.split("#")[0]
 
 
-def open_token(scene: ReplicaScene, group: str, member: str) -> int:
-    spans = intervals(scene.lines(), scene.cut)
-    return next(s[1] for s in spans[group] if s[0] == member and s[3] == float("inf"))
-
-
 def test_each_group_is_served_and_its_status_written_by_one_replica_at_a_time(scene: ReplicaScene) -> None:
-    owners = scene.settled(ALL)
+    def written() -> dict[str, str] | None:  # every group served, and its status written by its server
+        now = scene.settled(ALL)
+        unwritten = ALL - {line.group for line in scene.lines() if line.kind == "write"}
+        return None if unwritten else now
+
+    owners = wait_until(written, 60, lambda: "every group's status written by a replica: "
+                        f"{sorted(ALL - {ln.group for ln in scene.lines() if ln.kind == 'write'})}", poll=1.0)
     lines = scene.lines()
-    writers = {line.group for line in lines if line.kind == "write"}
-    assert writers >= ALL, f"groups whose status no replica wrote: {sorted(ALL - writers)}"
     shares = Counter(pod_of(m) for m in owners.values())
     assert len(shares) == REPLICAS, f"not every replica serves a share: {shares}"
-    expected = {g: {"replica": pod_of(m), "token": open_token(scene, g, m)} for g, m in owners.items() if g in ALL}
+    spans = intervals(lines, scene.cut)
+    tokens = {g: next(s[1] for s in spans[g] if s[0] == m and s[3] == float("inf")) for g, m in owners.items()}
+    expected = {g: {"replica": pod_of(m), "token": tokens[g]} for g, m in owners.items() if g in ALL}
 
     def differing() -> dict[str, object]:
         return {g: s.get("servedBy") for g, s in scene.statuses().items() if s.get("servedBy") != expected.get(g)}
@@ -143,10 +144,11 @@ def test_a_frozen_replica_writes_nothing_for_the_groups_it_lost(scene: ReplicaSc
             and stop.wall < ln.at <= before[ln.group]]
     pod_text = "\n".join(p.read_text(errors="replace") for p in sorted(scene.out.glob(f"logs/operator/{pod}.*.log")))
     refusals = pod_text.count("smaller than the stored one")
+    withheld = sum(1 for line in pod_text.splitlines() if "replica-withheld" in line)
     scene.settled(ALL)
     print(f"\n{frozen} frozen serving {len(lost)} groups: served elsewhere {min(taken.values()):.2f} to "
           f"{max(taken.values()):.2f} s after the freeze (T = {T:g} s); thawed: {len(late)} writes for them, "
-          f"{refusals} refused by the policy (load {load()})")
+          f"{withheld} withheld (no longer its own), {refusals} refused by the policy (load {load()})")
     assert not late, f"the thawed replica wrote for groups it had lost: {late}"
 
 
