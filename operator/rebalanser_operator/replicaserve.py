@@ -116,13 +116,16 @@ async def _serve_once(
     loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
                              replica=replicas.member_id, token=token, owned=owned)
     serving = replicas.serving(namespace, name, loop.wake)
-    await _register_token(ctx, replicas.member_id, namespace, name, token)
-
+    # The token is stored before this replica's first status write; the spec's apply and the failover's
+    # catch-up (ZooKeeper, not the status) do not wait for it.
+    registering = asyncio.create_task(_register_token(ctx, replicas.member_id, namespace, name, token))
     applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
+        await registering
         await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
     finally:
+        registering.cancel()
         applying.cancel()
         if catching is not None:
             catching.cancel()
@@ -137,9 +140,9 @@ async def _serve_once(
 
 
 async def _register_token(ctx: OperatorContext, replica: str, namespace: str, name: str, token: int) -> None:
-    """Stores this owner's token in the group's status before anything else is done for it: from then on
-    the admission policy refuses every status write of an earlier owner (one thawed after a freeze, or
-    whose patch was on its way), instead of from the new owner's first full status, a reconcile later."""
+    """Stores this owner's token in the group's status at its gain, before its first status write: from
+    then on the admission policy refuses every status write of an earlier owner (one thawed after a freeze,
+    or whose patch was on its way), instead of from the new owner's first full status, a reconcile later."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     try:
