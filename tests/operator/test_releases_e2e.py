@@ -35,9 +35,8 @@ import pytest
 from rebalanser_operator.replicafence import fence_manifests
 
 from tests.e2e.test_operator_e2e import wait_for
-from tests.operator.test_replicas_e2e import OPERATORS, await_fence, load
+from tests.operator.test_replicas_e2e import LINE, OPERATORS, Line, await_fence, load
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
-from tests.support.replicalines import Line, parse
 from tests.support.zk import ZkCluster, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
@@ -66,7 +65,8 @@ class Operator:
         return self.log.read_text(errors="replace")
 
     def lines(self) -> list[Line]:
-        return parse(self.text())
+        return [Line(kind, member, group, int(token), float(at))
+                for kind, member, group, token, at in LINE.findall(self.text())]
 
     def served(self, group: str) -> list[Line]:
         return [ln for ln in self.lines() if ln.group == group and ln.kind in ("serve", "write")]
