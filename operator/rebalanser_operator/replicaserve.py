@@ -56,28 +56,17 @@ REFUSED_RELEASES = "refusedReleases"
 
 class ReplicaStatusLoop(StatusLoop):
     """The status loop of a group served by a replica (or under a release's claim): each status patch
-    carries ``servedBy`` and is logged with the token, and is sent only while the replica still owns the
-    group (``owned``, asked right before the patch: a refresh queued, or frozen half-way, when the group
-    was lost writes nothing)."""
+    carries ``servedBy`` and is logged with the token."""
 
     def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any],
-                 replica: str, token: int, owned: Callable[[], bool], release: str | None = None,
-                 claim: int = 0) -> None:
+                 replica: str, token: int, release: str | None = None, claim: int = 0) -> None:
         initial = {k: v for k, v in initial_status.items() if k != REFUSED_RELEASES}  # other releases' entries
         super().__init__(ctx, rt, initial_status=initial)
         # not "release": StatusLoop.release() lets a terminating namespace's group go
         self.replica, self.token, self.release_name, self.claim = replica, token, release, claim
-        self.owned = owned
 
     def status_extra(self) -> dict[str, Any]:
         return served_by(self.replica, self.token, self.release_name, self.claim)
-
-    def may_patch(self) -> bool:
-        if self.owned():
-            return True
-        log.info("replica-withheld member=%s group=%s/%s token=%d at=%.3f", self.replica, self.rt.namespace,
-                 self.rt.name, self.token, time.time())
-        return False
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
         return fenced(patch, self.replica, self.token, self.release_name, self.claim)
@@ -144,29 +133,23 @@ async def _serve_once(
              namespace, name, token, time.time(), claims.me if claims is not None else "-", claim)
     controller = ctx.controller(namespace, name, uid)
     controller.introduce(ref)
-    member, release = _member(replicas, claims), claims.me if claims is not None else None
-
-    def owned() -> bool:
-        if stopped() or not replicas.owns(namespace, name) or replicas.token(namespace, name) != token:
-            return False
-        return claims is None or claims.still_ours(body.get("status"), claim)
-
     loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
-                             replica=member, token=token, owned=owned, release=release, claim=claim)
+                             replica=_member(replicas, claims), token=token,
+                             release=claims.me if claims is not None else None, claim=claim)
     serving = replicas.serving(namespace, name, loop.wake)
     if claims is not None:
         claims.serving(namespace, name, True)
-    # With replicas the token is stored before this replica's first status write; the spec's apply and the
-    # failover's catch-up (ZooKeeper, not the status) do not wait for it.
-    registering = asyncio.create_task(_register_token(ctx, member, namespace, name, token, release, claim)
-                                      if replicas.enabled else asyncio.sleep(0))
+
+    def owned() -> bool:
+        if stopped() or not replicas.owns(namespace, name):
+            return False
+        return claims is None or claims.still_ours(body.get("status"), claim)
+
     applying = asyncio.create_task(_apply_current(controller, body, ref, owned) if apply else asyncio.sleep(0))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
-        await registering
         await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
     finally:
-        registering.cancel()
         applying.cancel()
         if catching is not None:
             catching.cancel()
@@ -180,22 +163,6 @@ async def _serve_once(
             if claims is not None:
                 claims.serving(namespace, name, False)
             serving.done()
-
-
-async def _register_token(ctx: OperatorContext, replica: str, namespace: str, name: str, token: int,
-                          release: str | None = None, claim: int = 0) -> None:
-    """Stores this owner's token in the group's status at its gain, before its first status write: from
-    then on the admission policy refuses every status write of an earlier owner (one thawed after a freeze,
-    or whose patch was on its way), instead of from the new owner's first full status, a reconcile later."""
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-    try:
-        await loop.run_in_executor(ctx.executor, context.run, ctx.kube.patch_status, namespace, name,
-                                   served_by(replica, token, release, claim))
-    except Exception as exc:  # refused (a later owner's token is stored) or unreachable: the loop decides
-        log.warning("replica %s: storing token %d in %s/%s failed: %s", replica, token, namespace, name, exc)
-        return
-    log.info("replica-fence member=%s group=%s/%s token=%d at=%.3f", replica, namespace, name, token, time.time())
 
 
 async def _apply_current(controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],
