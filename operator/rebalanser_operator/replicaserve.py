@@ -28,7 +28,6 @@ from typing import Any
 
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
 from rebalanser_operator.controller.messages import DesiredSpec
-from rebalanser_operator.releaseclaim import ReleaseClaims
 from rebalanser_operator.replicafence import fenced, served_by
 from rebalanser_operator.replicas import Replicas
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
@@ -50,75 +49,44 @@ LIST_DEBOUNCE = 0.2
 RESERVE_PAUSE = 1.0
 #: How long a deletion handler of a replica that does not own the group waits before kopf retries it.
 DELETE_WAIT = 120.0
-#: The status field where releases refused a group say why (written by them, never by the serving one).
-REFUSED_RELEASES = "refusedReleases"
 
 
 class ReplicaStatusLoop(StatusLoop):
-    """The status loop of a group served by a replica (or under a release's claim): each status patch
-    carries ``servedBy`` and is logged with the token."""
+    """The status loop of a group served by a replica: each status patch is logged with the token."""
 
     def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any],
-                 replica: str, token: int, release: str | None = None, claim: int = 0) -> None:
-        initial = {k: v for k, v in initial_status.items() if k != REFUSED_RELEASES}  # other releases' entries
-        super().__init__(ctx, rt, initial_status=initial)
-        # not "release": StatusLoop.release() lets a terminating namespace's group go
-        self.replica, self.token, self.release_name, self.claim = replica, token, release, claim
+                 replica: str, token: int) -> None:
+        super().__init__(ctx, rt, initial_status=initial_status)
+        self.replica, self.token = replica, token
 
     def status_extra(self) -> dict[str, Any]:
-        return served_by(self.replica, self.token, self.release_name, self.claim)
+        return served_by(self.replica, self.token)
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return fenced(patch, self.replica, self.token, self.release_name, self.claim)
+        return fenced(patch, self.replica, self.token)
 
     def publish(self, obs: Observation) -> None:
         before = self.patches
         super().publish(obs)
         if self.patches != before:
-            log.info("replica-write member=%s group=%s/%s token=%d at=%.3f phase=%s release=%s", self.replica,
-                     self.rt.namespace, self.rt.name, self.token, time.time(), self.published.get("phase"),
-                     self.release_name or "-")
-
-
-def _member(replicas: Replicas, claims: ReleaseClaims | None) -> str:
-    """The name this replica serves under: its member id, or without an operator group its release's holder."""
-    return replicas.member_id if replicas.enabled or claims is None else claims.holder
+            log.info("replica-write member=%s group=%s/%s token=%d at=%.3f phase=%s", self.replica, self.rt.namespace,
+                     self.rt.name, self.token, time.time(), self.published.get("phase"))
 
 
 async def serve_while_owned(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool],
-    catch_up: Callable[[], Awaitable[object]] | None = None, claims: ReleaseClaims | None = None,
+    catch_up: Callable[[], Awaitable[object]] | None = None,
 ) -> None:
-    """Serves the group whenever this replica owns it (and, with ``claims``, this release holds it), until
-    ``stopped()`` (the daemon's end). ``catch_up``: run at each gain, beside the status loop (the failover
-    of worker deaths reported while nobody served the group)."""
-    first = True
+    """Serves the group whenever this replica owns it, until ``stopped()`` (the daemon's end).
+    ``catch_up``: run at each gain, beside the status loop (the failover of worker deaths reported while
+    nobody served the group)."""
     while not stopped():
         token = await replicas.until_owned(namespace, name, stopped)
         if token is None:
             return
-        claim, apply = 0, True
-        if claims is not None:
-            def not_owned() -> bool:
-                return stopped() or not replicas.owns(namespace, name)
-
-            def event(type_: str, reason: str, message: str) -> None:
-                ctx.kube.post_event(ref, type_, reason, message)
-
-            taken = await claims.acquire(ctx.executor, namespace, name, replica=_member(replicas, claims),
-                                         token=token, stopped=not_owned, event=event)
-            if taken is None:
-                if not stopped() and replicas.owns(namespace, name):
-                    await asyncio.sleep(RESERVE_PAUSE)  # the object gone: its daemon ends soon
-                continue
-            # One operator of a release finding its own claim at its start: kopf's resume handler applies the
-            # spec, and its pod watch sees every pod
-            claim, apply = taken[0], replicas.enabled or taken[1] or not first
-        first = False
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
-                          stopped=stopped, token=token, catch_up=catch_up if apply else None, claims=claims,
-                          claim=claim, apply=apply)
+                          stopped=stopped, token=token, catch_up=catch_up)
         if not stopped() and replicas.owns(namespace, name):
             await asyncio.sleep(RESERVE_PAUSE)  # ended while owned (the object gone or replaced): not in a tight loop
 
@@ -126,26 +94,20 @@ async def serve_while_owned(
 async def _serve_once(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool], token: int,
-    catch_up: Callable[[], Awaitable[object]] | None, claims: ReleaseClaims | None = None, claim: int = 0,
-    apply: bool = True,
+    catch_up: Callable[[], Awaitable[object]] | None,
 ) -> None:
-    log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f release=%s claim=%d", _member(replicas, claims),
-             namespace, name, token, time.time(), claims.me if claims is not None else "-", claim)
+    log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name, token,
+             time.time())
     controller = ctx.controller(namespace, name, uid)
     controller.introduce(ref)
     loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
-                             replica=_member(replicas, claims), token=token,
-                             release=claims.me if claims is not None else None, claim=claim)
+                             replica=replicas.member_id, token=token)
     serving = replicas.serving(namespace, name, loop.wake)
-    if claims is not None:
-        claims.serving(namespace, name, True)
 
     def owned() -> bool:
-        if stopped() or not replicas.owns(namespace, name):
-            return False
-        return claims is None or claims.still_ours(body.get("status"), claim)
+        return not stopped() and replicas.owns(namespace, name)
 
-    applying = asyncio.create_task(_apply_current(controller, body, ref, owned) if apply else asyncio.sleep(0))
+    applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
         await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
@@ -158,10 +120,8 @@ async def _serve_once(
         finally:
             if not stopped() and ctx.is_current(controller.rt):
                 ctx.forget(namespace, name)  # lost: nothing of the group stays here (a newer object's is kept)
-            log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", _member(replicas, claims), namespace, name,
+            log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name,
                      token, time.time())
-            if claims is not None:
-                claims.serving(namespace, name, False)
             serving.done()
 
 

@@ -28,7 +28,6 @@ from rebalanser_operator.replicas import (
     resource_name,
 )
 
-from tests.support.relay import Relay
 from tests.support.zk import admin_client, purge
 
 pytestmark = pytest.mark.zk
@@ -282,38 +281,3 @@ def test_a_replica_whose_ended_instance_is_reported_loses_its_groups_at_once(
 
 def office_of(*replicas: Replicas) -> Replicas:
     return office((replicas[0], replicas[1]))
-
-
-def test_a_replica_that_cannot_reach_the_operator_group_serves_nothing_and_says_so(
-    zk_hosts: str, group_path: str
-) -> None:
-    """Issue 32, "What bad input gets": a replica cut from the operator group's ensemble (a relay held, like
-    a silent partition) is not ready at once, with its member's state, and owns nothing once its lease has
-    run out (every gate of the replica is ``owns``); the other replica serves every group; healed, it is
-    ready again."""
-    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
-    relay = Relay((host, int(port)))
-    cut = Replicas(settings(relay.address, group_path, "op-a"), metrics=Metrics())
-    other = Replicas(settings(zk_hosts, group_path, "op-b"), metrics=Metrics())
-    try:
-        cut.start()
-        other.start()
-        office_of(cut, other).write_list(GROUPS)
-        wait_for(lambda: cut.owned() and other.owned() and all(len(o) == 1 for o in owners((cut, other)).values()),
-                 30, lambda: f"owners {owners((cut, other))}")
-        assert cut.ready()[0], cut.ready()
-        relay.hold()
-        held_at = time.monotonic()
-        wait_for(lambda: not cut.ready()[0], 10, lambda: f"the cut replica still ready: {cut.ready()}")
-        assert cut.ready()[1].startswith("Suspended"), cut.ready()
-        wait_for(lambda: not any(cut.owns(*g) for g in GROUPS), 4.0 + 5, lambda: f"owners {owners((cut, other))}")
-        serving_stopped = time.monotonic() - held_at
-        wait_for(lambda: all(other.owns(*g) for g in GROUPS), 30, lambda: f"owners {owners((cut, other))}")
-        assert not cut.ready()[0], cut.ready()
-        relay.release()
-        wait_for(lambda: cut.ready()[0], 30, lambda: f"the healed replica not ready: {cut.ready()}")
-        print(f"\ncut replica: not ready, owns nothing {serving_stopped:.2f} s after the cut (T = 4 s)")
-    finally:
-        cut.stop(timeout=5)
-        other.stop(timeout=5)
-        relay.close()
