@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from rebalanser_operator.apply.actions import apply_step, delete_desired, reapply_step, run_effects
+from rebalanser_operator.apply.actions import (
+    apply_step,
+    delete_desired,
+    end_grace,
+    mark_if_secret_changed,
+    refresh_facts,
+    resync_secrets,
+)
 from rebalanser_operator.controller.context import Context
 from rebalanser_operator.controller.core import GroupSteps
 from rebalanser_operator.controller.state import DEFAULT_CREDENTIALS_GRACE as DEFAULT_CREDENTIALS_GRACE
@@ -22,10 +29,10 @@ from rebalanser_operator.controller.state import Waker as Waker
 
 class OperatorContext(Context):
     """The shared context, whose groups' controllers carry their messages out with the steps of
-    :mod:`rebalanser_operator.apply.actions` (apply, delete, a re-apply, and the effects of the
-    controller's own plans)."""
+    :mod:`rebalanser_operator.apply.actions` (apply, delete, a Secret seen, a refresh's facts, the end of
+    a grace period, a re-apply)."""
 
     def group_steps(self) -> GroupSteps:
         return GroupSteps(apply=partial(apply_step, self), delete=partial(delete_desired, self),
-                          reapply=partial(reapply_step, self), refresh_facts=self.refresh_facts,
-                          carry_out=partial(run_effects, self))
+                          secret_seen=mark_if_secret_changed, refresh_facts=partial(refresh_facts, self),
+                          end_grace=end_grace, reapply=partial(resync_secrets, self))

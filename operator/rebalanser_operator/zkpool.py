@@ -99,8 +99,7 @@ class ZooKeeperPool:
 
         A user that switches to another connect string, other TLS material or other credentials releases
         its previous connection. ``session_timeout`` only applies when this call creates the client.
-        (A group's steps plan every session they use and :meth:`enter` it:
-        :meth:`~rebalanser_operator.controller.context.Context.session` and ``session_for``.)
+        (A group's steps plan their session first: :mod:`~rebalanser_operator.controller.session`.)
         """
         return self.enter(self.session_key(connect, tls, credentials, tenant), user, session_timeout, tls, tenant)
 

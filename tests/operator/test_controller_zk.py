@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import apply_spec
-from rebalanser_operator.apply.secretpoll import note_secret
+from rebalanser_operator.apply.actions import apply_spec, note_secret
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop

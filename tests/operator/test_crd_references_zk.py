@@ -9,11 +9,9 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import RetryLater, apply_spec
-from rebalanser_operator.controller.messages import SecretSeen
-from rebalanser_operator.controller.rotation import secret_differs
+from rebalanser_operator.apply.actions import RetryLater, apply_spec, secret_changed
 from rebalanser_operator.identity import DigestCredentials
-from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 
@@ -24,11 +22,6 @@ BODY = {"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup", "metada
 
 def encoded(**data: str) -> dict[str, str]:
     return {key.replace("_", "-"): base64.b64encode(value.encode()).decode() for key, value in data.items()}
-
-
-def secret_changed(rt: GroupRuntime, secret: str, data: dict[str, str]) -> bool:
-    """Whether the rotation plan finds Secret ``secret`` (as the poll would hand it over) changed."""
-    return secret_differs(rt.rotation, SecretSeen.of(secret, data), rt.rotation_facts(0.0))
 
 
 @pytest.fixture

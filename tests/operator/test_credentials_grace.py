@@ -5,9 +5,11 @@ group root's ACL, and when the grace period ends."""
 from __future__ import annotations
 
 from kazoo.security import make_acl, make_digest_acl
+from rebalanser_operator.apply.actions import end_grace
 from rebalanser_operator.apply.reconcile import group_acl, retained_digests
-from rebalanser_operator.controller.rotation import Facts, Rotation, Tick, plan_rotation
+from rebalanser_operator.controller.rotation import Rotation
 from rebalanser_operator.identity import DigestCredentials
+from rebalanser_operator.runtime import GroupRuntime
 
 NEW = DigestCredentials("op", "new")
 OLD_ACL = make_digest_acl("op", "old", all=True)
@@ -31,12 +33,9 @@ def test_a_root_acl_naming_the_current_and_other_digests_is_an_unfinished_grace(
 
 
 def test_the_grace_ends_at_its_deadline_and_marks_the_group_for_re_applying() -> None:
-    def at(now: float) -> Facts:
-        return Facts("shop", None, now)
-
-    assert plan_rotation(Rotation(), Tick(), at(1000.0)) == (Rotation(), ())
-    during = Rotation(previous_acl=(OLD_ACL,), grace_until=100.0)
-    assert plan_rotation(during, Tick(), at(99.9)) == (during, ())
-    after, effects = plan_rotation(during, Tick(), at(100.0))
-    assert effects, "the grace's end says nothing"
-    assert after.previous_acl == () and after.grace_until is None and after.reapply
+    rt = GroupRuntime("shop", "orders", "uid")
+    assert not end_grace(rt, 1000.0)
+    rt.rotation = Rotation(previous_acl=(OLD_ACL,), grace_until=100.0)
+    assert not end_grace(rt, 99.9) and rt.previous_acl == [OLD_ACL] and not rt.secrets_changed
+    assert end_grace(rt, 100.0)
+    assert rt.previous_acl is None and rt.grace_until is None and rt.secrets_changed

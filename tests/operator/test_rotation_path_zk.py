@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import apply_spec, resync_secrets
+from rebalanser_operator.apply.actions import apply_spec, end_grace, resync_secrets
 from rebalanser_operator.apply.secretpoll import poll_once
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
@@ -124,7 +124,7 @@ def test_a_rotation_of_a_group_in_place_only_re_keys_it(
     assert [reason for _, reason, _ in kube.events[events:]] == ["SecretApplied"]
 
     # The grace ends: the new password alone, again without the whole apply.
-    assert applied.grace_until is not None and ctx.controller_of(applied).end_grace(applied.grace_until)
+    assert applied.grace_until is not None and end_grace(applied, applied.grace_until)
     entered.names.clear()
     entered.on = True
     try:

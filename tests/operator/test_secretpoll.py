@@ -7,42 +7,26 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from rebalanser_operator.apply.secretpoll import poll_once, referenced
-from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.controller.plan import GroupView
 from rebalanser_operator.runtime import OperatorContext
 
 
-def Group(namespace: str, names: set[str]) -> Controller:
-    return Controller(GroupView(namespace, "g", "uid", secrets=frozenset(names)))
-
-
-@dataclass
-class Controller:
-    group: GroupView
-    seen: list[SecretSeen] = field(default_factory=list)
-
-    def view(self) -> GroupView:
-        return self.group
-
-    def secret_seen(self, seen: SecretSeen) -> bool:
-        self.seen.append(seen)
-        return True
+def Group(namespace: str, names: set[str]) -> GroupView:
+    return GroupView(namespace, "g", "uid", secrets=frozenset(names))
 
 
 @dataclass
 class Context:
-    members: list[Controller]
+    members: list[GroupView]
     asked: list[tuple[str, str]] = field(default_factory=list)
 
-    def controllers(self) -> list[Controller]:
+    def views(self) -> list[GroupView]:
         return self.members
 
 
 def test_each_referenced_secret_is_read_once_by_name() -> None:
     groups = [Group("shop", {"zk", "tls"}), Group("shop", {"zk"}), Group("pay", {"zk"}), Group("pay", set())]
-    naming = referenced(groups)
-    assert sorted(naming) == [("pay", "zk"), ("shop", "tls"), ("shop", "zk")]
-    assert naming[("shop", "zk")] == groups[:2] and naming[("pay", "zk")] == [groups[2]]
+    assert referenced(groups) == [("pay", "zk"), ("shop", "tls"), ("shop", "zk")]
     ctx = Context(groups)
 
     def read(namespace: str, name: str) -> None:
@@ -51,11 +35,3 @@ def test_each_referenced_secret_is_read_once_by_name() -> None:
 
     assert poll_once(cast(OperatorContext, ctx), read) == 0
     assert ctx.asked == [("pay", "zk"), ("shop", "tls"), ("shop", "zk")]
-    assert not any(group.seen for group in groups)
-
-
-def test_a_secret_read_is_handed_to_each_group_naming_it() -> None:
-    groups = [Group("shop", {"zk", "tls"}), Group("shop", {"zk"}), Group("pay", {"zk"})]
-    data = {"password": "cGFzcw=="}
-    assert poll_once(cast(OperatorContext, Context(groups)), lambda namespace, name: data) == 4
-    assert [[seen.secret for seen in group.seen] for group in groups] == [["tls", "zk"], ["zk"], ["zk"]]

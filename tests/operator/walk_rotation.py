@@ -1,7 +1,7 @@
 """How far a Secret rotation walks through the operator's code: a measurement, run by hand.
 
     pytest tests/operator/walk_rotation.py -q -s            # prints the figures
-    WALK_LIST=1 pytest tests/operator/walk_rotation.py -q -s  # and every function entered, and the hops
+    WALK_LIST=1 pytest tests/operator/walk_rotation.py -q -s  # and every function entered
 
 A group with digest credentials is applied and its status loop runs (a real ZooKeeper, the recording
 API server of tests/operator/support.py). Then the Secret changes, and a profiler over every thread
@@ -50,9 +50,7 @@ class Walk:
     def __init__(self) -> None:
         self.on = False
         self.went_through: bool | None = None  # whether the re-apply that ended the walk went through
-        self.reapplies = 0
         self.calls: list[tuple[str, str]] = []
-        self.hops: collections.Counter[tuple[str, str]] = collections.Counter()  # (caller's module, callee's)
 
     def profile(self, frame: FrameType, event: str, _arg: Any) -> None:
         if not self.on or event != "call":
@@ -60,23 +58,9 @@ class Walk:
         code = frame.f_code
         if code.co_filename == SUPPORT and code.co_name in API_READS:
             self.calls.append(("API server", code.co_name))
-        elif code.co_filename.startswith(str(PACKAGE)):
+        elif code.co_filename.startswith(str(PACKAGE)) and code.co_name not in ANONYMOUS:
             module = str(Path(code.co_filename).relative_to(PACKAGE))
-            if code.co_name not in ANONYMOUS:
-                self.calls.append((module, getattr(code, "co_qualname", code.co_name)))
-            caller = _module_of(frame.f_back)  # a lambda handed from one module to another is a hop too
-            if caller is not None and caller != module:
-                self.hops[(caller, module)] += 1
-
-
-def _module_of(frame: FrameType | None) -> str | None:
-    """The package's module of the nearest frame of the package at or above ``frame`` (None: none)."""
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith(str(PACKAGE)):
-            return str(Path(filename).relative_to(PACKAGE))
-        frame = frame.f_back
-    return None
+            self.calls.append((module, getattr(code, "co_qualname", code.co_name)))
 
 
 def reapplier() -> tuple[ModuleType, str]:
@@ -87,12 +71,8 @@ def reapplier() -> tuple[ModuleType, str]:
         return loop, "resync_secrets"
     from rebalanser_operator import runtime
 
-    return runtime, "reapply_step" if hasattr(runtime, "reapply_step") else "resync_secrets"
+    return runtime, "resync_secrets"
 
-
-#: WALK_UNTIL_THROUGH=1: a re-apply that met its new session connecting does not end the walk; the one that
-#: went through does (the walk then counts every attempt, and the way back to the retry)
-UNTIL_THROUGH = bool(os.environ.get("WALK_UNTIL_THROUGH"))
 
 #: the operator's own identity of the "identity" walk (its sessions do not change with a group's credentials)
 OPERATOR = ("rebalanser-operator", "a-long-random-operator-password-0123456789")
@@ -119,14 +99,11 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
     resync = getattr(owner, name)
 
     def resync_then_stop(context: Any, rt: Any) -> None:
-        if not walk.on:
-            return resync(context, rt)
         try:
             resync(context, rt)
         finally:
-            walk.reapplies += 1
             walk.went_through = not rt.secrets_changed and rt.sync is not None and rt.sync.ok
-            walk.on = not walk.went_through and UNTIL_THROUGH
+            walk.on = False
 
     monkeypatch.setattr(owner, name, resync_then_stop)  # before the context binds it
     threading.setprofile(walk.profile)
@@ -150,7 +127,7 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
             assert poll_once(ctx, kube.secret_data) == 1
             wait_for(lambda: not walk.on, 10, "the re-apply did not run")
             # The same walk each time: a first re-apply that met its new session not connected yet ends
-            # early and is tried again when it connects; that is not measured (unless WALK_UNTIL_THROUGH=1).
+            # early (ZooKeeperUnreachable) and is tried again when it connects; that is not measured.
             assert walk.went_through, "the first re-apply did not go through (its session was connecting): run again"
             assert rt.credentials == DigestCredentials("op", "new-password")
     finally:
@@ -169,16 +146,10 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
     reads = [f for module, f in walk.calls if module == "API server" and f != "secret_data"]
     print(f"\nwalk of a rotation ({'the operator has its own identity' if identity else 'no identity'}): "
           f"{len(functions)} functions in {len(modules)} modules, {len(code)} calls; "
-          f"the Secret read {1 + len(reads)} times (the poll's read, then {reads or 'none'}); "
-          f"{walk.reapplies} re-apply step(s)")
+          f"the Secret read {1 + len(reads)} times (the poll's read, then {reads or 'none'})")
     for module, count in sorted(modules.items()):
         print(f"  {module}: {count}")
     if os.environ.get("WALK_LIST"):  # every function entered, with its number of calls
         counts = collections.Counter(code)
         for module, function in functions:
             print(f"    {module} {function} x{counts[(module, function)]}")
-        # the calls from one module into another; a pair called both ways is a module entered again (A -> B -> A)
-        print(f"  hops between modules: {sum(walk.hops.values())}")
-        for (caller, callee), count in sorted(walk.hops.items()):
-            back = " (and back)" if (callee, caller) in walk.hops else ""
-            print(f"    {caller} -> {callee} x{count}{back}")

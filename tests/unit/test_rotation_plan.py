@@ -22,22 +22,18 @@ from rebalanser_operator.controller.rotation import (
     Reapply,
     ReapplyFailed,
     ReapplyStarted,
-    Rekey,
-    RekeyRefused,
     Rotation,
     Synced,
     Tick,
     TlsRead,
     acl_of,
     plan_reapply,
-    plan_rekey,
     plan_rotation,
     received_data,
     session_credentials,
 )
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity
 from rebalanser_operator.spec.models import ResourceGroupSpec
-from rebalanser_operator.tenancy import SECRET_KEY_TOO_LARGE, Limits
 from rebalanser_operator.zktls import TlsMaterial
 
 GRACE = 300.0
@@ -182,39 +178,3 @@ def in_place(now: float = 10.0, spec: ResourceGroupSpec | None = SPEC) -> Facts:
 ])
 def test_how_a_refresh_re_applies(what: str, state: Rotation, at: Facts, how: Reapply) -> None:
     assert plan_reapply(state, at) is how, what
-
-
-NO_LIMITS = Limits()
-
-
-def rekey(state: Rotation, at: Facts, before: tuple[Any, ...] | None,
-          limits: Limits = NO_LIMITS) -> Rekey | RekeyRefused:
-    return plan_rekey(replace(state, reapply=False), at, identity=IDENTITY, before=before, limits=limits)
-
-
-def test_a_re_key_is_planned_from_the_secrets_as_received() -> None:
-    """The re-key of a group in place, as the rows of the walk above say it step by step: the received
-    password is parsed once, the grace begins, both passwords go onto the group and the workers' znodes."""
-    assert rekey(RECEIVED, in_place(10.0), acl(OLD)) == Rekey(
-        connecting=ROTATING, acl=acl(NEW, OLD), synced=IN_GRACE,
-        effects=(Note(f"credentials rotated; the previous password keeps its access for {GRACE:.0f}s"),
-                 MigrateWorkers(acl(NEW, OLD), both=True)))
-    # The grace's end (nothing received): the credentials in use, the new password alone.
-    assert rekey(OVER, in_place(311.0), acl(NEW, OLD)) == Rekey(
-        connecting=Rotation(credentials=NEW), acl=acl(NEW), synced=Rotation(credentials=NEW),
-        effects=(MigrateWorkers(acl(NEW), both=False),))
-    # New TLS material as received: the session is planned from it.
-    material = SecretSeen.of("zk-tls", encoded(**{"ca.crt": b"x"}))
-    planned = rekey(replace(WITH_TLS, received=(material,)), in_place(spec=TLS_SPEC), None)
-    assert isinstance(planned, Rekey) and planned.connecting.tls == TlsMaterial(b"x", None, None)
-    assert planned.synced == Rotation(tls=TlsMaterial(b"x", None, None)) and planned.effects == ()
-
-
-@pytest.mark.parametrize(("what", "state", "limits", "reason"), [
-    ("a received Secret without the password key", replace(APPLIED, received=(
-        SecretSeen.of("zk-digest", encoded(username="op")),)), Limits(), "CredentialsUnavailable"),
-    ("a received password larger than the limit", RECEIVED, Limits(secret_key_bytes=2), SECRET_KEY_TOO_LARGE),
-])
-def test_a_re_key_refuses_a_secret_it_cannot_use(what: str, state: Rotation, limits: Limits, reason: str) -> None:
-    planned = rekey(state, in_place(), acl(OLD), limits)
-    assert isinstance(planned, RekeyRefused) and planned.reason == reason, what

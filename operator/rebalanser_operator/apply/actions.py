@@ -47,9 +47,10 @@ from rebalanser_operator.apply.reconcile import (
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 from rebalanser_operator.controller.effects import Emit, Note, StepEffect, Wake
-from rebalanser_operator.controller.messages import Deletion, DesiredSpec
+from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import (
     Planned,
+    RefreshFacts,
     Reuse,
     credentials_only,
     plan_admission,
@@ -65,20 +66,19 @@ from rebalanser_operator.controller.rotation import (
     Effect,
     Facts,
     GraceFound,
-    Message,
     MigrateWorkers,
     Reapply,
     ReapplyFailed,
     ReapplyStarted,
-    RekeyRefused,
     Rotation,
     Synced,
+    Tick,
     TlsRead,
     acl_of,
-    key_sizes,
     plan_reapply,
-    plan_rekey,
     plan_rotation,
+    received_data,
+    secret_differs,
 )
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
@@ -94,7 +94,7 @@ from rebalanser_operator.tenancy import (
     Placement,
     Refusal,
 )
-from rebalanser_operator.zktls import TlsStoreFull
+from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
 
 if TYPE_CHECKING:
     from rebalanser_operator.controller.context import Context
@@ -281,26 +281,29 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
 
 
 def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec,
-                  received: Callable[[str], Mapping[str, str] | None], retry: int) -> DigestCredentials | None:
+                  received: Callable[[str], Mapping[str, str] | None], retry: int, *,
+                  keep: bool = False) -> DigestCredentials | None:
     """The credentials and TLS material the spec names (a changed password starts a rotation): as
-    ``received`` gives them (what the Secret poll read), else read from the API server. (A rotation's
-    re-key plans them from the Secrets as received: :func:`~rebalanser_operator.controller.rotation.plan_rekey`.)"""
+    ``received`` gives them (what the Secret poll read), else read from the API server, or with ``keep``
+    (a rotation's re-key) the ones in use."""
     credentials = None
     if (ref := spec.zookeeper.credentials) is not None:
         data = received(ref.name)
         try:
-            credentials = _credentials(ctx, rt, ref, data)
+            credentials = rt.credentials if data is None and keep else _credentials(ctx, rt, ref, data)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, fx, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
         if credentials is not None:
             _check_sizes(ctx, rt, fx, ref.name, ((ref.username_key, len(credentials.username.encode())),
                                              (ref.password_key, len(credentials.password.encode()))), retry)
-    rotate(ctx, rt, CredentialsRead(credentials), fx)
+    rotate(ctx, rt, CredentialsRead(credentials), fx=fx)
     tls = spec.zookeeper.tls
     if tls is None:
-        rotate(ctx, rt, TlsRead(None), fx)
+        rotate(ctx, rt, TlsRead(None), fx=fx)
         return credentials
     data = received(tls.secret)
+    if data is None and keep:
+        return credentials  # the material in use
     try:
         material = (
             ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
@@ -309,8 +312,8 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         )
     except CredentialsError as exc:
         raise _temporary(ctx, rt, fx, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
-    _check_sizes(ctx, rt, fx, tls.secret, key_sizes(tls.keys, material), retry)  # before a byte is written
-    rotate(ctx, rt, TlsRead(material), fx)
+    _check_sizes(ctx, rt, fx, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
+    rotate(ctx, rt, TlsRead(material), fx=fx)
     return credentials
 
 
@@ -323,16 +326,35 @@ def _credentials(ctx: Context, rt: GroupRuntime, ref: CredentialsSecretRef,
                             password_key=ref.password_key)
 
 
-def rotation_facts(ctx: Context, rt: GroupRuntime) -> Facts:
-    """What the rotation plan knows of the group besides its rotation state, now."""
-    return rt.rotation_facts(time.monotonic(), ctx.options.credentials_grace)
+def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = None) -> Facts:
+    """What the rotation plan knows of the group besides its rotation state."""
+    outcome = rt.outcome
+    return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
+                 ctx.options.credentials_grace if ctx is not None else 0.0,
+                 in_place=outcome.in_place and outcome.owned and outcome.acl is not None)
 
 
-def rotate(ctx: Context, rt: GroupRuntime, message: Message, fx: list[StepEffect]) -> None:
-    """One message of the rotation plan in an I/O step: the rotation state replaced, its effects (a
-    wake-up, a log line) kept in ``fx`` for the step's end."""
-    rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt))
-    fx.extend(effect for effect in effects if isinstance(effect, Wake | Note))
+def rotate(ctx: Context | None, rt: GroupRuntime,
+           message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
+           now: float | None = None, *, fx: list[StepEffect] | None = None) -> tuple[Effect, ...]:
+    """One message of the rotation plan: the state replaced once, its effects (a wake-up, a log line)
+    kept in ``fx`` for the step's end, or run at once without it."""
+    rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
+    kept = [effect for effect in effects if isinstance(effect, Wake | Note)]
+    if fx is not None:
+        fx.extend(kept)
+        return effects
+    for effect in kept:
+        if isinstance(effect, Wake):
+            rt.wake()
+        else:
+            log.info("%s: %s", rt.user, effect.message)
+    return effects
+
+
+def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
+    parts = (material.ca, material.certificate, material.key)
+    return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
 def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: str,
@@ -407,19 +429,13 @@ def _acl_synced(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, acl:
     onto the resources and the workers' znodes too)."""
     before = tuple(rt.acl) if rt.acl is not None else None
     synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
-    _migrate_workers(ctx, rt, zk, path, effects)
-    return synced
-
-
-def _migrate_workers(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, effects: Sequence[Effect]) -> None:
-    """Carries out a :class:`MigrateWorkers` effect of the rotation plan: the group's new ACL onto its
-    resources and the workers' znodes."""
     for effect in effects:
         if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
             migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
                                                 identity=ctx.identity)
             log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
                      "rotation, both passwords" if effect.both else "new password only", migrated)
+    return synced
 
 
 @contextmanager
@@ -544,7 +560,7 @@ def _resume_grace(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: Kazo
     mine = owner_marker(ctx, rt)
     if marker is None or not mine.uid or marker.uid != mine.uid or not mine.same_object(marker):
         return  # only this object's own root says what its own grace period kept
-    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))), fx)
+    rotate(ctx, rt, GraceFound(tuple(retained_digests(current, credentials, ctx.identity))), fx=fx)
 
 
 def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
@@ -563,59 +579,98 @@ def hold_grace(ctx: Context, zk: KazooClient, rt: GroupRuntime) -> int:
     return migrated
 
 
+def refresh_facts(ctx: Context, rt: GroupRuntime, now: float) -> RefreshFacts:
+    """What a refresh of the group finds before it plans (:func:`~rebalanser_operator.controller.plan.plan_refresh`):
+    whether the namespace is being deleted (checked every ``period``, one API call per namespace shared
+    by its groups: kopf stops serving a terminating namespace, see :mod:`farewell`), whether the object is
+    still this one, a grace period over, a re-apply asked for, a session connected since the last apply
+    found it not connected (never blocks)."""
+    late = rt.connect_pending and rt.connect is not None and \
+        ctx.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
+    return RefreshFacts(
+        terminating=ctx.namespace_terminating(rt.namespace, ctx.options.period), current=ctx.is_current(rt),
+        grace_over=rt.grace_until is not None and now >= rt.grace_until,
+        secrets_changed=rt.secrets_changed, connected_late=late,
+    )
+
+
+def end_grace(rt: GroupRuntime, now: float) -> bool:
+    """Ends a rotation's grace period that is over at ``now`` and marks the group for re-applying (the
+    status loop then re-ACLs it to the current credentials only); True if it did."""
+    return bool(rotate(None, rt, Tick(), now=now))
+
+
 #: Where worker pods mount the ResourceGroup's TLS Secret (published as REBALANSER_ZK_TLS_DIR).
 WORKER_TLS_DIR = "/etc/rebalanser/zookeeper-tls"
 
 
+def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None) -> bool:
+    """Whether Secret ``secret`` (its ``data`` as just observed) differs from the credentials or TLS
+    material ``rt`` connects with. An unreadable Secret counts as changed (re-applying reports it)."""
+    if rt.raw_spec is None:
+        return False  # not applied yet: the first reconcile reads the Secret anyway
+    return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
+
+
+def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
+    """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
+    re-applying (their status loops do it) when it changes their connection; returns how many did."""
+    seen = SecretSeen.of(secret, data)
+    return sum(1 for controller in ctx.controllers_referencing(namespace, secret) if controller.secret_seen(seen))
+
+
+def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
+    """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
+    when the Secret changes its connection; True if it did."""
+    if rt.raw_spec is None:
+        return False  # not applied yet: the first reconcile reads the Secret anyway
+    return bool(rotate(None, rt, seen))
+
+
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
-    """:func:`reapply_step` from any thread (a test, a tool): run by the group's controller, a session not
-    connected yet waited for on the calling thread
-    (:meth:`~rebalanser_operator.controller.core.GroupController.attempt`)."""
-    ctx.controller_of(rt).attempt(lambda: reapply_step(ctx, rt))
-
-
-def reapply_step(ctx: Context, rt: GroupRuntime) -> None:
-    """The controller's step that re-applies the group after a rotation (its refresh's ``REAPPLY``), as
-    :func:`~rebalanser_operator.controller.rotation.plan_reapply` cuts it: a group in place is only
-    re-keyed (:func:`rekey`), anything else is applied whole (the last spec, with the Secrets as received:
-    a new TLS Secret means a new connection, new credentials become the group znodes' ACL). On failure
-    the group stays marked for the next try. Its effects are carried out at its end."""
+    """Re-applies the group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply`
+    cuts it: a group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last
+    spec, with the Secrets as received: a new TLS Secret means a new connection, new credentials become
+    the group znodes' ACL). On failure the group stays marked for the next try."""
     how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
     changed = rt.secrets_changed
-    fx: list[StepEffect] = []
-    rotate(ctx, rt, ReapplyStarted(), fx)
+    rotate(ctx, rt, ReapplyStarted())
     raw = rt.raw_spec
     if how is Reapply.NONE or raw is None:
         return
+
+    def step() -> None:
+        if how is Reapply.REKEY and carry_out(ctx, rt, rekey(ctx, rt)):
+            return
+        # The Secrets as the poll received them: used as they are, never read again.
+        apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
+
+    controller = ctx.controller_of(rt)
     try:
-        if how is not Reapply.REKEY or not carry_out(ctx, rt, rekey(ctx, rt)):
-            # The Secrets as the poll received them: used as they are, never read again.
-            apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
-    except AwaitConnection:  # a first attempt met its session connecting: the same re-apply, once it has
-        rotate(ctx, rt, ReapplyFailed(changed), fx)
-        raise
+        if controller.on_strand():
+            step()  # already the group's step (the status refresh)
+        else:
+            controller.attempt(step)
     except RetryLater as exc:
-        rotate(ctx, rt, ReapplyFailed(changed), fx)
-        fx.append(Note(f"re-applying ({'a Secret changed' if changed else 'its session connected'}) failed, "
-                       f"will retry: {exc}"))
+        rotate(ctx, rt, ReapplyFailed(changed))
+        log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
+                 "a Secret changed" if changed else "its session connected", exc)
     except InvalidSpec:
         pass
     else:
         if changed:
-            fx.append(Emit("Normal", "SecretApplied",
-                           f"applied the current contents of Secrets {sorted(rt.secrets())}"))
-    run_effects(ctx, rt, fx)
+            event(ctx, rt, "Normal", "SecretApplied",
+                  f"applied the current contents of Secrets {sorted(rt.secrets())}")
 
 
 def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
     """A rotation's re-apply of a group in place (:data:`~rebalanser_operator.controller.rotation.Reapply.REKEY`):
     its spec, place and root are this object's already, so nothing is parsed, admitted, adopted or synced
-    again. :func:`~rebalanser_operator.controller.rotation.plan_rekey` plans it from the Secrets as
-    received (else what the group uses); this step carries it out: the session that holds the planned
-    credentials and material, the group's ACL on its root, containers and ``G/config`` (and, when it
-    changed, on the resources and the workers' znodes), the workers' config. False, with nothing written
-    to the group: its root is gone or no longer carries this object's marker (then it is applied whole).
-    Like :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
+    again. The credentials and TLS material as received (else those in use), the session that holds
+    them, the group's ACL on its root, containers and ``G/config`` (and, when it changed, on the
+    resources and the workers' znodes), the workers' config. False, with nothing written to the group:
+    its root is gone or no longer carries this object's marker (then it is applied whole). Like
+    :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
     fx: list[StepEffect] = []
     try:
         return Stepped(_rekey(ctx, rt, fx), None, tuple(fx))
@@ -626,19 +681,15 @@ def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
 def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
     spec, path = rt.spec, rt.path
     assert spec is not None and path is not None
-    planned = plan_rekey(rt.rotation, rotation_facts(ctx, rt), identity=ctx.identity, before=rt.outcome.acl,
-                         limits=ctx.tenancy.limits)
-    if isinstance(planned, RekeyRefused):
-        raise _temporary(ctx, rt, fx, planned.reason, planned.message, backoff(0))
-    rt.rotation, acl = planned.connecting, list(planned.acl)
-    fx.extend(effect for effect in planned.effects if isinstance(effect, Note))
-    zk = _connect(ctx, rt, fx, spec, 0, rekey=True)  # the session of the credentials and material as received
+    _read_secrets(ctx, rt, fx, spec, received_data(rt.rotation).get, 0, keep=True)
+    zk = _connect(ctx, rt, fx, spec, 0, rekey=True)
+    acl = acl_of(rt.rotation, ctx.identity)
     with _sync_errors(ctx, rt, fx, path, 0):
         if not reacl_group(zk, GroupPaths.of(path), acl, owner_marker(ctx, rt)):
             log.info("%s: %s is not as the last sync left it; applying the spec whole", rt.user, path)
             return False
-        _migrate_workers(ctx, rt, zk, path, planned.effects)
-    rt.outcome, rt.rotation = replace(rt.outcome, acl=planned.acl), planned.synced
+        synced = _acl_synced(ctx, rt, zk, path, acl)
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
     ctx.metrics.reconciles.labels("ok").inc()
     log.info("re-keyed %s: the group's ACL names %d digest(s)", rt.user,
              sum(1 for entry in acl if entry.id.scheme == "digest"))
@@ -653,8 +704,8 @@ def _group_found_at(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec, pat
     """Whether the new connect string reaches a ZooKeeper that already holds this group (the same
     ensemble under another name, or one the data was moved to). Unreachable counts as not found."""
     tls = rt.tls if spec.zookeeper.tls is not None else None  # the material in use (group roots are world-readable)
-    zk = ctx.session_for(f"{rt.user}#connect-check", ctx.pool.session_key(spec.zookeeper.connect, tls),
-                         spec.zookeeper.session_timeout_seconds, tls)
+    zk = ctx.pool.acquire(spec.zookeeper.connect, f"{rt.user}#connect-check", spec.zookeeper.session_timeout_seconds,
+                          tls=tls)
     waiting = False
     try:
         if not connected(ctx.pool, zk):
@@ -790,8 +841,8 @@ def delete_desired(ctx: Context, rt: GroupRuntime, deletion: Deletion) -> str:
         except CredentialsError as exc:  # e.g. deleted with its namespace: use what the last reconcile read
             log.warning("%s: %s; %s", rt.user, exc,
                         "using the credentials read earlier" if credentials else "deleting without credentials")
-    key = ctx.pool.session_key(spec.zookeeper.connect, tls, (credentials,) if credentials is not None else ())
-    zk = ctx.session_for(rt.user, key, spec.zookeeper.session_timeout_seconds, tls)
+    zk = ctx.pool.acquire(spec.zookeeper.connect, rt.user, spec.zookeeper.session_timeout_seconds, tls=tls,
+                          credentials=(credentials,) if credentials is not None else ())
     owner = owner_marker(ctx, rt)
     try:
         if not connected(ctx.pool, zk):

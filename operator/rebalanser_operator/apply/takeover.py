@@ -5,10 +5,7 @@ credentials (its nodes name the group's digest and the world, not the operator) 
 
 Only this object's own group is taken over (its root carries this object's marker, UID included: a
 root someone planted cannot know a UID the API server gave later). The group's credentials open a
-short session of their own for it (the operator's identity cannot change those nodes; planned as every
-session a step uses, :meth:`~rebalanser_operator.controller.context.Context.session_for`, and never waited
-for on one of the operator's threads: a first attempt ends when it is not connected yet, and the apply
-comes back once it is), closed at once:
+short session of their own for it (the operator's identity cannot change those nodes), closed at once:
 the operator's nodes (root, containers, ``G/config``, the resources) get ``acl``; the workers' nodes
 keep their ACL with the operator's identity added, so that the operator's own session can read and
 re-ACL them from then on; a node the group's credentials may not re-ACL (a member's session record,
@@ -28,7 +25,6 @@ from rebalanser.paths import GroupPaths
 
 from rebalanser_operator.apply.aclwalk import settle_acl_writes, walk_acls
 from rebalanser_operator.apply.reconcile import OwnerMarker, retargeted
-from rebalanser_operator.controller.connectwait import AwaitConnection, connected
 
 if TYPE_CHECKING:
     from rebalanser_operator.controller.context import Context
@@ -40,11 +36,10 @@ def take_over_group(ctx: Context, rt: GroupRuntime, acl: Sequence[ACL]) -> int |
     changed, None (nothing done) when the root is not this object's own."""
     assert rt.path is not None and rt.connect is not None and ctx.identity is not None
     user = f"{rt.user}#takeover"
-    key = ctx.pool.session_key(rt.connect, rt.tls, rt.session_credentials(), tenant=True)
-    zk = ctx.session_for(user, key, rt.session_timeout, rt.tls, tenant=True)
-    waiting = False
+    zk = ctx.pool.acquire(rt.connect, user, rt.session_timeout, tls=rt.tls, credentials=rt.session_credentials(),
+                          tenant=True)
     try:
-        if not connected(ctx.pool, zk):  # never waits: a first attempt ends here and comes back once it has
+        if not ctx.pool.wait_connected(zk, ctx.options.connect_wait):
             raise KazooTimeoutError(f"cannot connect to ZooKeeper at {rt.connect} with the group's credentials")
         paths = GroupPaths.of(rt.path)
         data, _ = zk.get(paths.root)
@@ -53,12 +48,8 @@ def take_over_group(ctx: Context, rt: GroupRuntime, acl: Sequence[ACL]) -> int |
         if marker is None or marker.uid != rt.uid or not own.same_object(marker):
             return None
         return _re_acl(zk, paths, list(acl), ACL(ctx.identity.all().perms, ctx.identity.id))
-    except AwaitConnection:
-        waiting = True  # the session stays open for the second attempt
-        raise
     finally:
-        if not waiting:
-            ctx.pool.release(user)
+        ctx.pool.release(user)
 
 
 def _re_acl(zk: KazooClient, paths: GroupPaths, acl: list[ACL], operator: ACL) -> int:

@@ -20,22 +20,15 @@ from kazoo.client import KazooClient, KazooState
 
 from rebalanser_operator.controller.core import GroupController, GroupSteps
 from rebalanser_operator.controller.messages import RolloutSeen
-from rebalanser_operator.controller.plan import (
-    GroupView,
-    Open,
-    RefreshFacts,
-    SessionEffect,
-    SessionFacts,
-    plan_session,
-)
+from rebalanser_operator.controller.plan import GroupView, Open, SessionEffect, SessionFacts, plan_session
 from rebalanser_operator.controller.share import FairShare
 from rebalanser_operator.controller.state import EXECUTOR_THREADS, GroupRuntime, LoopOptions
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.tenancy import SettingError, Tenancy, normalise_connect
-from rebalanser_operator.zkpool import Key, ZooKeeperPool
-from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
+from rebalanser_operator.zkpool import ZooKeeperPool
+from rebalanser_operator.zktls import TlsFileStore
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +79,7 @@ class Context:
 
     def _new_controller(self, rt: GroupRuntime) -> GroupController:
         return GroupController(rt, self.shares.lane(rt.namespace), pool=self.pool,
-                               connect_wait=self.options.connect_wait, steps=self._steps,
-                               grace=self.options.credentials_grace)
+                               connect_wait=self.options.connect_wait, steps=self._steps)
 
     def controller(self, namespace: str, name: str, uid: str) -> GroupController:
         """The controller of a ResourceGroup (a fresh one when the object was recreated)."""
@@ -132,26 +124,10 @@ class Context:
     def session(self, rt: GroupRuntime, effect: SessionEffect) -> KazooClient:
         """Carries a planned session out: ``rt`` holds the session ``effect`` names (reused, joined, or
         opened, leaving the one it held)."""
-        return self._enter(rt.user, effect, rt.session_timeout, rt.tls)
-
-    def session_for(self, user: str, key: Key, timeout: float | None, tls: TlsMaterial | None, *,
-                    tenant: bool = False) -> KazooClient:
-        """A session a group's step uses besides its own (its deletion's, a connect check's on another
-        ensemble, a takeover's with the group's own credentials): ``user`` (the group, or the group and
-        the purpose) gets the session ``key`` (:meth:`ZooKeeperPool.session_key`) as
-        :func:`~rebalanser_operator.controller.plan.plan_session` plans it (reuse, join or open; not
-        counted against the namespace's sessions: it is short-lived, or the group's last), carried out."""
-        holders = self.pool.holders(key)
-        effect = plan_session(SessionFacts(key, self.pool.holding(user), bool(holders), bool(holders - {user})))
-        assert effect is not None  # refused only past a limit, and there is none here
-        return self._enter(user, effect, timeout, tls, tenant)
-
-    def _enter(self, user: str, effect: SessionEffect, timeout: float | None, tls: TlsMaterial | None,
-               tenant: bool = False) -> KazooClient:
         if isinstance(effect, Open):
-            log.info("%s: opening a ZooKeeper session%s", user,
+            log.info("%s: opening a ZooKeeper session%s", rt.user,
                      " (its credentials, TLS material or ensemble changed)" if effect.leave is not None else "")
-        return self.pool.enter(effect.key, user, timeout, tls=tls, tenant=tenant)
+        return self.pool.enter(effect.key, rt.user, rt.session_timeout, tls=rt.tls)
 
     def client(self, rt: GroupRuntime, connect: str | None = None) -> KazooClient:
         """The ZooKeeper client of group ``rt`` for a read or a failover of a group applied already: its
@@ -160,21 +136,6 @@ class Context:
         effect = plan_session(replace(self.session_facts(rt, connect), limit=0))
         assert effect is not None
         return self.session(rt, effect)
-
-    def refresh_facts(self, rt: GroupRuntime, now: float) -> RefreshFacts:
-        """What a refresh of the group finds before it plans
-        (:func:`~rebalanser_operator.controller.plan.plan_refresh`): whether the namespace is being deleted
-        (checked every ``period``, one API call per namespace shared by its groups: kopf stops serving a
-        terminating namespace, see :mod:`rebalanser_operator.apply.farewell`), whether the object is still
-        this one, a grace period over, a re-apply asked for, a session connected since the last apply found
-        it not connected (never blocks)."""
-        late = rt.connect_pending and rt.connect is not None and \
-            self.pool.is_connected(rt.connect, rt.tls, rt.session_credentials())
-        return RefreshFacts(
-            terminating=self.namespace_terminating(rt.namespace, self.options.period), current=self.is_current(rt),
-            grace_over=rt.grace_until is not None and now >= rt.grace_until,
-            secrets_changed=rt.secrets_changed, connected_late=late,
-        )
 
     def admit(self, rt: GroupRuntime) -> bool:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""

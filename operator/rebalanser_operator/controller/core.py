@@ -30,13 +30,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rebalanser_operator.controller.connectwait import AwaitConnection, first_attempt, wait_async, wait_blocking
-from rebalanser_operator.controller.effects import Note, StepEffect, Wake
 from rebalanser_operator.controller.messages import (
     Deletion,
     DesiredSpec,
@@ -46,7 +45,6 @@ from rebalanser_operator.controller.messages import (
     SyncResult,
 )
 from rebalanser_operator.controller.plan import GroupView, RefreshFacts, Step, plan_refresh, plan_rollout
-from rebalanser_operator.controller.rotation import Tick, plan_rotation
 from rebalanser_operator.controller.state import GroupRuntime
 from rebalanser_operator.controller.strand import Strand
 from rebalanser_operator.spec.models import FailoverMode
@@ -82,16 +80,14 @@ def view_of(rt: GroupRuntime) -> GroupView:
 @dataclass(frozen=True)
 class GroupSteps:
     """The I/O steps a controller runs for its messages (:mod:`rebalanser_operator.apply.actions`, bound
-    to the operator's context by :class:`rebalanser_operator.runtime.OperatorContext`), and what a refresh
-    finds before it plans (:meth:`~rebalanser_operator.controller.context.Context.refresh_facts`). The
-    messages that need no I/O of their own (a Secret seen, a rollout seen, a grace period's end) are
-    planned here, and only their effects are carried out (``carry_out``)."""
+    to the operator's context by :class:`rebalanser_operator.runtime.OperatorContext`)."""
 
     apply: Callable[[GroupRuntime, DesiredSpec], SyncResult]
     delete: Callable[[GroupRuntime, Deletion], str]
-    reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received
+    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]
     refresh_facts: Callable[[GroupRuntime, float], RefreshFacts]  # what a refresh finds (cheap, no ZooKeeper)
-    carry_out: Callable[[GroupRuntime, Sequence[StepEffect]], None]  # a plan's effects, in order
+    end_grace: Callable[[GroupRuntime, float], bool]  # a rotation's grace period is over: re-apply
+    reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received
 
 
 class StatusSide(Protocol):
@@ -111,11 +107,10 @@ class StatusSide(Protocol):
 
 class GroupController:
     def __init__(self, rt: GroupRuntime, executor: Executor, *, pool: ZooKeeperPool, connect_wait: float,
-                 steps: GroupSteps, grace: float = 0.0) -> None:
+                 steps: GroupSteps) -> None:
         self.rt = rt
         self._pool = pool
         self._connect_wait = connect_wait
-        self._grace = grace  # seconds a rotated password keeps its access (LoopOptions.credentials_grace)
         self._steps = steps
         self._strand = Strand(executor)
         self._depth = 0  # steps running inline in a step (the strand's own thread only)
@@ -204,25 +199,8 @@ class GroupController:
         return lambda: self._steps.delete(self.rt, deletion)
 
     def secret_seen(self, seen: SecretSeen) -> bool:
-        """The Secret poll's hand-over (blocking): :func:`~rebalanser_operator.controller.rotation.plan_rotation`
-        keeps a Secret that changes the group's connection as received and marks the group for re-applying
-        (its next refresh does it; the effect wakes it); True if so."""
-        return self.run(lambda: bool(self._rotate(seen, time.monotonic())))
-
-    def end_grace(self, now: float) -> bool:
-        """A tick of the rotation plan (blocking; the refresh does it as its ``END_GRACE``): a grace period
-        over at ``now`` ends, and the group is marked for re-applying with the current password alone; True
-        if it did."""
-        return self.run(lambda: bool(self._rotate(Tick(), now)))
-
-    def _rotate(self, message: SecretSeen | Tick, now: float) -> tuple[StepEffect, ...]:
-        """One message of the rotation plan, in a step: the rotation state replaced, its effects (a
-        wake-up, a log line) carried out."""
-        self.rt.rotation, planned = plan_rotation(self.rt.rotation, message, self.rt.rotation_facts(now, self._grace))
-        effects = tuple(effect for effect in planned if isinstance(effect, Wake | Note))
-        if effects:
-            self._steps.carry_out(self.rt, effects)
-        return effects
+        """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""
+        return self.run(lambda: self._steps.secret_seen(self.rt, seen))
 
     def introduce(self, body: Mapping[str, Any]) -> Future[None]:
         """The object's reference for Events, from its status daemon (never blocks; an applied spec's
@@ -242,7 +220,7 @@ class GroupController:
             value = (seen.kind, seen.name, seen.rolling)
             if plan_rollout(self.rt.rollout, value):
                 self.rt.rollout = value
-                self._steps.carry_out(self.rt, (Wake(),))
+                self.rt.wake()
 
         return self.submit(note)
 
@@ -264,7 +242,7 @@ class GroupController:
                     status.release()
                     return  # not "went through": the daemon keeps polling until it is gone
                 if step is Step.END_GRACE:
-                    self._rotate(Tick(), started)  # the old password's access ends: re-applied next
+                    self._steps.end_grace(self.rt, started)
                 elif step is Step.REAPPLY:
                     self._steps.reapply(self.rt)  # retried at the next refresh while it fails
                 elif step is Step.OBSERVE:

@@ -37,7 +37,6 @@ from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import ResourceGroupSpec
-from rebalanser_operator.tenancy import Limits
 from rebalanser_operator.zktls import TlsMaterial
 
 
@@ -185,74 +184,6 @@ def plan_reapply(state: Rotation, facts: Facts) -> Reapply:
     if state.reapply and facts.in_place and readable:
         return Reapply.REKEY
     return Reapply.FULL
-
-
-@dataclass(frozen=True)
-class Rekey:
-    """A re-key of a group in place, planned (:func:`plan_rekey`): what the I/O step does, in order."""
-
-    connecting: Rotation  # the credentials and TLS material as received: the session is planned from them
-    acl: tuple[ACL, ...]  # what goes onto the group's root, containers and G/config
-    synced: Rotation  # the state once the group carries ``acl`` (the Secrets as received applied)
-    effects: tuple[Effect, ...]  # log lines; MigrateWorkers when the ACL changed
-
-
-@dataclass(frozen=True)
-class RekeyRefused:
-    """A Secret as received that cannot be used (unparsable, a key too large): nothing is done, and the
-    group reports it (retried: the Secret may be fixed)."""
-
-    reason: str
-    message: str
-
-
-def plan_rekey(state: Rotation, facts: Facts, *, identity: OperatorIdentity | None, before: tuple[ACL, ...] | None,
-               limits: Limits) -> Rekey | RekeyRefused:
-    """The re-key of a group in place (:data:`Reapply.REKEY`) from the Secrets as received (or, where none
-    was, what the group uses): the credentials (a changed password starts the grace), the TLS material,
-    the group's ACL, and what changes once it is on the group (``before``: the ACL of the last sync).
-    No I/O: the Secrets' data is the one the poll handed over, parsed here once."""
-    spec = facts.spec
-    assert spec is not None
-    received, zookeeper, effects = received_data(state), spec.zookeeper, list[Effect]()
-    credentials = state.credentials
-    if (ref := zookeeper.credentials) is not None:
-        where = f"{facts.namespace}/{ref.name}"
-        if (data := received.get(ref.name)) is not None:
-            try:
-                credentials = credentials_from(data, where, username_key=ref.username_key,
-                                               password_key=ref.password_key)
-            except CredentialsError as exc:
-                return RekeyRefused("CredentialsUnavailable", str(exc))
-        if credentials is not None and (refusal := limits.check_secret_keys(where, (
-                (ref.username_key, len(credentials.username.encode())),
-                (ref.password_key, len(credentials.password.encode()))))) is not None:
-            return RekeyRefused(refusal.reason, refusal.message)
-    else:
-        credentials = None
-    state, notes = _read(state, credentials, facts)
-    effects.extend(notes)
-    tls = zookeeper.tls
-    if tls is None:
-        state = replace(state, tls=None)
-    elif (data := received.get(tls.secret)) is not None:  # else: the material in use
-        where = f"{facts.namespace}/{tls.secret}"
-        try:
-            material = tls_from(data, where, verify_hostname=tls.verify_hostname, keys=tls.keys)
-        except CredentialsError as exc:
-            return RekeyRefused("TlsSecretUnavailable", str(exc))
-        if (refusal := limits.check_secret_keys(where, key_sizes(tls.keys, material))) is not None:
-            return RekeyRefused(refusal.reason, refusal.message)
-        state = replace(state, tls=material)
-    acl = tuple(acl_of(state, identity))
-    synced, migrate = _synced(state, Synced(acl, before))
-    return Rekey(state, acl, synced, (*effects, *migrate))
-
-
-def key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
-    """(key, bytes) of each part of TLS material, under the Secret keys it came from."""
-    parts = (material.ca, material.certificate, material.key)
-    return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
 def _seen(state: Rotation, seen: SecretSeen, facts: Facts) -> tuple[Rotation, tuple[Effect, ...]]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from kazoo.security import ACL
 
-from rebalanser_operator.controller.rotation import Facts, Rotation, session_credentials
+from rebalanser_operator.controller.rotation import Rotation, session_credentials
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.tuning import TuningPolicy, TuningState
@@ -309,14 +309,6 @@ class GroupRuntime:
         if self._draft.tuning is None:
             return policy.min_interval
         return policy.clamp(self._draft.tuning.effective)
-
-    def rotation_facts(self, now: float, grace: float = 0.0) -> Facts:
-        """What the rotation plan (:func:`~rebalanser_operator.controller.rotation.plan_rotation`) knows of
-        the group besides its rotation state: the applied spec, the clock, the grace period's length, and
-        whether the applied spec went through in place (owned, its ACL known)."""
-        outcome = self._draft.outcome
-        return Facts(self.namespace, self._draft.applied.spec, now, grace,
-                     in_place=outcome.in_place and outcome.owned and outcome.acl is not None)
 
     def session_credentials(self) -> tuple[DigestCredentials, ...]:
         """The credentials this group's ZooKeeper session holds: the current ones, and during a
