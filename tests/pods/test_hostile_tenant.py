@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -238,6 +239,7 @@ def test_a_hostile_tenant_cannot_touch_another_tenants_group(hostile: Hostile) -
     group = resource_group(VICTIM, GROUP, {"connect": ZK_CONNECT, "credentialsSecret": SECRET})
     group["spec"]["failover"] = "SessionExpiry"
     h.apply(group, victim_workers())
+    shutil.rmtree(OUT / "logs" / VICTIM, ignore_errors=True)  # an earlier run's pods are not this run's evidence
     h.logs = PodLogs(h.kube, namespace=VICTIM, selector=SELECTOR, dir=OUT / "logs" / VICTIM).start()
     status_before = wait_until(h.victim_stable, 150, lambda: f"the victim's group never became Stable with 2 "
                                f"workers: {json.dumps(h.status(VICTIM, GROUP))[:600]}", poll=1.0)
