@@ -92,6 +92,9 @@ def test_a_read_sent_after_the_report_that_finds_the_claim_verifies_it_again() -
     assert not verified.valid("r", 7)
     verified.mark({"r": 7}, 1, since=verified.reports())
     assert verified.valid("r", 7)
+    assert verified.reported("r", 7) is False and verified.reported("s", 7) is False
+    verified.gone("r", 7)
+    assert verified.reported("r", 7) and not verified.reported("r", 8)
 
 
 def test_the_claims_verified_on_the_current_connection_are_picked_out() -> None:

@@ -83,13 +83,20 @@ class Verified:
         read whose answer may verify such a claim again (:meth:`mark`'s ``since``)."""
         return self._reports
 
+    def reported(self, resource: str, token: int) -> bool:
+        """Whether the watch of our claim on ``resource`` of ``token`` has reported it gone or changed."""
+        with self._lock:
+            return self._gone.get(resource, (0, 0))[0] == token
+
     def mark(self, claims: Mapping[str, int], connection: int, since: int | None = None) -> None:
         """``claims`` (resource -> token) were verified by requests sent while ``connection`` was the
         latest, and answered. A verification on a connection older than one already seen counts for
         nothing. A claim whose watch reported it gone or changed is verified again only by a read sent
-        after that report (``since``: :meth:`reports` taken before the read was sent) that found it,
-        with its token, still ours: the report was a change of its data, since a deleted node never
-        comes back. Without ``since`` such a claim is never verified again."""
+        after that report, behind a ``sync`` (``since``: :meth:`reports` taken before the sync was sent),
+        that found it, with its token, still ours: the report was a change of its data, since a deleted
+        node never comes back, and after the sync no server answers with a view older than the report
+        (a lagging server reached after a reconnection might still show a deleted node). Without
+        ``since`` such a claim is never verified again."""
         if not claims:
             return
         with self._lock:

@@ -473,10 +473,13 @@ class ClaimBook:
         if self.held.get(resource) != token:
             return False
         connection, since = self.verified.connection(), self.verified.reports()
+        reported = self.verified.reported(resource, token)
+        if reported:  # the server catches up with the leader first: never a lagging view of a deleted claim
+            self.zk.sync(self.paths.owner(resource))
         stat = self.zk.exists(self.paths.owner(resource), watch=self.claim_watch)
         mine = stat is not None and ephemeral_of(stat, self.session_id) and int(stat.czxid) == token
-        if mine:  # found after its watch fired: its data changed (an administrator's set), it lives
-            self.verified.mark({resource: token}, connection, since)
+        if mine:  # found after its watch fired (and behind a sync): its data changed, it lives
+            self.verified.mark({resource: token}, connection, since if reported else None)
         return mine
 
     def _taken(self, batch: list[str], sent: list[tuple[str, IAsyncResult]] | None = None,
