@@ -19,7 +19,7 @@ from rebalanser.options import Options
 from rebalanser.paths import GroupPaths
 
 from tests.integration.conftest import add_resources
-from tests.support.invariants import overlaps, token_regressions
+from tests.support.invariants import first_full_coverage, overlaps, token_regressions
 from tests.support.workers import Group, wait_for
 
 RESOURCES = {"r0", "r1"}
@@ -102,16 +102,12 @@ def test_a_deleted_claim_is_stopped_at_once_and_claimed_again_with_a_new_token(
         client.stop()
 
 
-def ticked_after(group: Group, resource: str, instant: int) -> bool:
-    return any(e["event"] == "tick" and e["resource"] == resource and e["ts"] > instant for e in group.events())
-
-
 def set_and_await_work(group: Group, zk: KazooClient, claim: str, data: bytes) -> None:
     """Sets the claim's data, then waits (bounded) until its resource is worked on after that."""
     resource = claim.rsplit("/", 1)[-1]
     instant = time.monotonic_ns()
     stat = zk.set(claim, data)
-    wait_for(lambda: ticked_after(group, resource, instant), 15,
+    wait_for(lambda: first_full_coverage(group.events(), {resource}, instant) is not None, 15,
              lambda: f"{resource} not worked on since its claim's data was set to {data[:20]!r} "
                      f"(claim of session {stat.ephemeralOwner:#x}, token {stat.czxid}): "
                      f"{group.describe(RESOURCES)}")
