@@ -175,6 +175,19 @@ SERVER="$(k config view --minify -o 'jsonpath={.clusters[0].cluster.server}')"
 printf 'CLUSTER=%s\nNODE_IMAGE=%s\nSERVER=%s\nKUBECONFIG=%s\n' "$CLUSTER" "$NODE_IMAGE" "$SERVER" "$KUBECONFIG_FILE" \
     > "$DIR/kind.env"
 
+# ensure_zk_admin: the ensemble administrator's identity, Secret zookeeper/zk-admin (username super, a
+# random password, and the digest the servers are given), made once per cluster and kept after. Only
+# the cluster's owner reads it: the tests use it to remove what an interrupted run left behind.
+ensure_zk_admin() {
+    k get namespace zookeeper >/dev/null 2>&1 || k create namespace zookeeper >/dev/null
+    k -n zookeeper get secret zk-admin >/dev/null 2>&1 && return 0
+    local password digest
+    password="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+    digest="$(python3 -c 'import base64, hashlib, sys; print(base64.b64encode(hashlib.sha1(sys.argv[1].encode()).digest()).decode())' "super:$password")"
+    k -n zookeeper create secret generic zk-admin --from-literal=username=super \
+        --from-literal=password="$password" --from-literal=digest="super:$digest" >/dev/null
+}
+
 # wait_for WHAT SECONDS CMD...: retry CMD until it succeeds; die after SECONDS.
 wait_for() {
     local what="$1" limit="$2" t0=$SECONDS next=15
@@ -191,6 +204,7 @@ wait_for() {
 # ZooKeeper first, so that its servers start while ours loads.
 load_images "$ZK_IMAGE"
 log "ZooKeeper: 3 servers in namespace zookeeper ($ZK_IMAGE)"
+ensure_zk_admin
 sed -E "s|image: rebalanser/zookeeper:[^[:space:]]+|image: $ZK_IMAGE|" "$ZK_MANIFEST" | k apply -f - >/dev/null
 APP_IMAGE="${REBALANSER_IMAGE:-rebalanser:dev}"
 if "$DOCKER" image inspect "$APP_IMAGE" >/dev/null 2>&1; then load_images "$APP_IMAGE"; fi

@@ -15,6 +15,7 @@ Standards, so the tools pod lives in a namespace of its own without them.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -60,16 +61,30 @@ with socket.create_connection((sys.argv[1], 2181), timeout=5) as s:
     print(s.recv(4096).decode(errors="replace"))
 """
 
+#: argv: connect string, the administrator's "user:password" ('' for none), the paths to delete
 PURGE_SCRIPT = """
 import sys
 from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=10)
+auth = [("digest", sys.argv[2])] if sys.argv[2] else []
+zk = KazooClient(hosts=sys.argv[1], timeout=10, auth_data=auth)
 zk.start(timeout=30)
-for path in sys.argv[2:]:
+for path in sys.argv[3:]:
     if zk.exists(path):
         zk.delete(path, recursive=True)
 zk.stop()
 """
+
+#: the local cluster's ZooKeeper administrator (scripts/cluster.sh up makes it): passes every ACL
+ADMIN_SECRET, ADMIN_NAMESPACE = "zk-admin", "zookeeper"
+
+
+def admin_identity(kube: Kube) -> str:
+    """The ensemble administrator's ``user:password`` from its Secret, '' when the cluster has none."""
+    secret = kube.maybe_json("get", "secret", ADMIN_SECRET, "-n", ADMIN_NAMESPACE)
+    if secret is None:
+        return ""
+    user, password = (base64.b64decode(secret["data"][key]).decode() for key in ("username", "password"))
+    return f"{user}:{password}"
 
 
 def manifest(namespace: str, image: str) -> str:
@@ -125,7 +140,9 @@ class Tools:
         return result
 
     def purge(self, connect: str, *paths: str) -> None:
-        self.python(PURGE_SCRIPT, connect, *paths)
+        """Deletes ``paths`` and everything under them, as the ensemble's administrator when the cluster has
+        one: what an earlier run left may carry the ACL of an identity nobody holds any more."""
+        self.python(PURGE_SCRIPT, connect, admin_identity(self.kube), *paths)
 
     def fetch(self, url: str) -> str | None:
         """The body at ``url`` as seen from inside the cluster, None when it cannot be fetched."""

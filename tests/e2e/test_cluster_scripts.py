@@ -85,8 +85,12 @@ def test_zookeeper_manifest_serves_the_documented_address() -> None:
     sts = by_kind[("StatefulSet", "zk")]
     assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "zk-hs"
     assert sts["spec"]["podManagementPolicy"] == "Parallel"  # Ready needs a quorum: start all at once
-    env = {e["name"]: e["value"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     assert env["ZK_REPLICAS"] == "3" and env["ZK_PEER_DOMAIN"] == "zk-hs.zookeeper.svc.cluster.local"
+    # the administrator's digest, from the Secret scripts/cluster.sh up makes; optional, so that the tests'
+    # own copies of this manifest in other namespaces run without one
+    assert env["ZK_SUPER_DIGEST"] == {"secretKeyRef": {"name": "zk-admin", "key": "digest", "optional": True}}
 
 
 # ---- the runtime wrapper: pure logic, then a run against a stand-in runc

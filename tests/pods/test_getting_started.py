@@ -27,7 +27,7 @@ from tests.pods.scene import example
 from tests.support.invariants import Event, overlaps, owners_in_window, token_regressions
 from tests.support.kubectl import Kube, KubeError, wait_until
 from tests.support.podlogs import parse_log
-from tests.support.podtools import Tools
+from tests.support.podtools import Tools, admin_identity
 from tests.support.recipe import REPO, Shell, for_the_local_cluster, page_steps, shell_env
 
 pytestmark = [pytest.mark.pods, pytest.mark.timeout(3600)]
@@ -77,15 +77,22 @@ def remember_identity(kube: Kube) -> None:
 
 def give_back_parents(kube: Kube) -> None:
     """The recipe's operator made /rebalanser and /rebalanser/shop its own (its identity, step 4): give
-    them back to everyone with that identity (read from step 4's Secret, or remembered when the page's
-    last step has deleted it), once its operator is gone (a running one would take them again)."""
+    them back to everyone, once its operator is gone (a running one would take them again). As the
+    ensemble's administrator when the cluster has one, which also removes whatever an earlier run left
+    under /rebalanser/shop: an interrupted run's group root carries the ACL of an operator identity that
+    no longer exists, and the page's operator rightly refuses to adopt it. Otherwise with the identity of
+    step 4 (read from its Secret, or remembered when the page's last step has deleted it)."""
     remember_identity(kube)
-    if not IDENTITY_SEEN:
+    admin = admin_identity(kube)
+    auth = admin or (IDENTITY_SEEN[-1] if IDENTITY_SEEN else "")
+    if not auth:
         return
     tools = Tools(kube, "recipe-tools")
     tools.create()
     try:
-        tools.python(GIVE_BACK_SCRIPT, ZK_CONNECT, IDENTITY_SEEN[-1], "/rebalanser", f"/rebalanser/{TENANT_NS}")
+        if admin:  # what any earlier run left under the tenant's path, whichever identity made it
+            tools.purge(ZK_CONNECT, f"/rebalanser/{TENANT_NS}")
+        tools.python(GIVE_BACK_SCRIPT, ZK_CONNECT, auth, "/rebalanser", f"/rebalanser/{TENANT_NS}")
     finally:
         tools.delete()
 
