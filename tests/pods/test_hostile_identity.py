@@ -93,17 +93,6 @@ while True:
 print(b"".join(chunks).decode(errors="replace"))
 """
 
-#: Gives back to everyone what the operator's identity closed (the test's own top node), then deletes it.
-CLEANUP_SCRIPT = """
-import sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=10, auth_data=[("digest", sys.argv[2])])
-zk.start(timeout=30)
-if zk.exists(sys.argv[3]):
-    zk.delete(sys.argv[3], recursive=True)
-zk.stop()
-"""
-
 
 def secret(namespace: str, name: str, username: str, password: str) -> dict[str, Any]:
     data = {"username": username, "password": password}
@@ -198,7 +187,7 @@ def scene(kube: Kube) -> Iterator[Scene]:
     s = Scene(kube)
     s.clear()
     s.tools.create()
-    s.tools.python(CLEANUP_SCRIPT, ZK_CONNECT, f"{IDENTITY_USER}:{IDENTITY_PASSWORD}", TOP)
+    s.tools.purge(ZK_CONNECT, TOP)  # as the ensemble's administrator: whatever an earlier run left there
     for namespace in (OPS, VICTIM, ATTACKER):
         s.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     s.apply(secret(OPS, IDENTITY_SECRET, IDENTITY_USER, IDENTITY_PASSWORD))
@@ -217,7 +206,7 @@ def scene(kube: Kube) -> Iterator[Scene]:
                                     "--tail=-1", check=False).stdout
         (OUT / "operator.log").write_text(operator_log)
         s.clear()
-        s.tools.python(CLEANUP_SCRIPT, ZK_CONNECT, f"{IDENTITY_USER}:{IDENTITY_PASSWORD}", TOP)
+        s.tools.purge(ZK_CONNECT, TOP)
         s.tools.delete()
 
 
