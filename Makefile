@@ -144,9 +144,11 @@ bench-compare: venv zookeeper ## this tree's library beside REF's in one run (RE
 	$(BIN)/python -m bench.compare $(REF) $(COMPARE_ARGS)
 
 # on the real cluster (make cluster-up, make image): kill -> worked again right after a group formed, during a
-# rollout and in a calm group, KubeletConfirmed and SessionExpiry (also part of make bench); merged into the report
+# rollout and in a calm group, KubeletConfirmed and SessionExpiry (also part of make bench); then the operator
+# replicas' cells (bench/failover_replicas.py: a replica killed and a worker of its group right after, a rolling
+# update of the operator; BENCH_FAILOVER_ARGS=--replicas-only for those alone); merged into the report
 bench-failover: setup ## failover on the real cluster alone (kill -> worked again, bench/failover.py) -> the same report
-	$(BIN)/python -m bench.failover --merge
+	$(BIN)/python -m bench.failover --merge $(BENCH_FAILOVER_ARGS)
 
 # the campaign on ZooKeeper and worker processes, then kubelet-confirmed failover faults on the real
 # cluster (tests/chaos/realcluster.py; its section goes into the same report). The explorer's every point

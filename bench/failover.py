@@ -42,6 +42,7 @@ from typing import Any
 from tests.support.failoverscene import ZK_CONNECT, FailoverScene
 from tests.support.kubectl import wait_until
 from tests.support.podcluster import REPO, NoCluster, pod_cluster
+from tests.support.workergaps import victim_logged
 
 T = 10.0
 MIN_INTERVAL = 1
@@ -76,9 +77,10 @@ def owned_by(owners: dict[str, str], pod: str) -> set[str]:
 
 def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 1, *, formed: int = 3,
         rollouts: int = 3, rollout_workers: int = 5, extras: bool = True, namespace: str = NAMESPACE,
-        min_interval: int = MIN_INTERVAL) -> dict[str, Any]:
+        min_interval: int = MIN_INTERVAL, replica_kills: int = 3, replica_rollouts: int = 1) -> dict[str, Any]:
     """Every scenario of the module's docstring; ``kills`` calm kills, ``formed`` fresh group pairs,
-    ``rollouts`` rollouts (one kill each)."""
+    ``rollouts`` rollouts (one kill each); then the operator replicas' cells (:mod:`bench.failover_replicas`:
+    ``replica_kills`` kills of a replica and a worker, ``replica_rollouts`` rolling updates of the operator)."""
     kube = pod_cluster()
     shutil.rmtree(OUT, ignore_errors=True)
     scene = FailoverScene(kube, OUT, ns=namespace).setup()
@@ -125,6 +127,10 @@ def run(kills: int = 3, workers: int = 3, resources: int = 12, oom_kills: int = 
                       if (picked := [s for s in samples if s["scenario"] == scenario and s["failover"] == failover])}
     result["violations"] = violations
     result["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    if replica_kills or replica_rollouts:
+        from bench import failover_replicas
+
+        result["replicas"] = failover_replicas.run(replica_kills, replica_rollouts)
     return result
 
 
@@ -155,26 +161,10 @@ def calm(scene: FailoverScene, groups: dict[str, str], min_interval: float) -> N
         wait_until(down, 300, f"{group}: the interval did not come down to {limit:g} s", poll=2.0)
 
 
-def victim_logged(scene: FailoverScene, group: str, victim: str, instance: int, ts: int) -> None:
-    """Waits until the victim instance's log (followed, or fetched after its restart) reaches the kill: its
-    last tick before the kill is then known. Bounded; on a timeout the log it has is used."""
-    def reached() -> bool:
-        last = [int(e["ts"]) for e in scene.events(group) if (e["id"], e["_pid"]) == (victim, instance)]
-        if last and max(last) >= ts - 500_000_000:
-            return True
-        scene.logs_of_pod_previous(victim)
-        return False
-
-    try:
-        wait_until(reached, 60, f"{victim}: its log does not reach the kill", poll=1.0)
-    except AssertionError as exc:
-        log(f"    warning: {exc}")
-
-
 def measure(scene: FailoverScene, group: str, victim: str, instance: int, ts: int,
             fallback: set[str]) -> tuple[float, int, dict[str, Any]]:
     """Seconds from the kill until everything the victim instance held was worked on again; the number held."""
-    victim_logged(scene, group, victim, instance, ts)
+    victim_logged(scene, group, victim, instance, ts, warn=lambda text: log(f"    {text}"))
     held = scene.held(group, victim, instance, ts) or fallback
     seconds = scene.reworked(group, victim, instance, held, ts, timeout=120)
     return seconds, len(held), stages(scene, group, victim, instance, ts, held)
@@ -395,14 +385,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resources", type=int, default=12)
     p.add_argument("--no-extras", action="store_true", help="skip OOM, SIGSTOP, ZooKeeper cut, operator killed")
     p.add_argument("--namespace", default=NAMESPACE)
+    p.add_argument("--replica-kills", type=int, default=3,
+                   help="operator replicas: the replica serving a group killed, a worker right after (default 3)")
+    p.add_argument("--replica-rollouts", type=int, default=1,
+                   help="operator replicas: rolling updates of the operator's Deployment (default 1)")
+    p.add_argument("--replicas-only", action="store_true",
+                   help="only the operator replicas' cells, put into the existing result (--out)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "failover-results.json")
     p.add_argument("--merge", action="store_true",
                    help="also put the result into bench/results.json and regenerate docs/benchmarks.md")
     args = p.parse_args(argv)
+    if args.replicas_only:
+        return replicas_only(args.out, args.replica_kills, args.replica_rollouts, args.merge)
     started = time.monotonic()
     try:
         result = run(args.kills, args.workers, args.resources, args.oom_kills, formed=args.formed,
-                     rollouts=args.rollouts, extras=not args.no_extras, namespace=args.namespace)
+                     rollouts=args.rollouts, extras=not args.no_extras, namespace=args.namespace,
+                     replica_kills=args.replica_kills, replica_rollouts=args.replica_rollouts)
     except NoCluster as exc:
         result = {"skipped": f"no cluster: {exc}"}
     result["elapsed_s"] = round(time.monotonic() - started, 1)
@@ -414,14 +413,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def merge(result: dict[str, Any]) -> None:
-    """``result`` as the failover section of bench/results.json; docs/benchmarks.md regenerated from it
-    (every other section keeps the run it came from)."""
+def replicas_only(out: Path, kills: int, rollouts: int, merge_it: bool) -> int:
+    """The operator replicas' cells alone, put into the failover result at ``out`` (and, with ``merge_it``,
+    into bench/results.json's failover section) beside the cells measured before."""
+    from bench import failover_replicas
+
+    try:
+        cells = failover_replicas.run(kills, rollouts)
+    except NoCluster as exc:
+        cells = {"skipped": f"no cluster: {exc}"}
+    for line in failover_replicas.markdown_lines(cells):
+        log(line)
+    if cells.get("skipped"):
+        return 0
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    result["replicas"] = cells
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    if merge_it:
+        merge(result, only_replicas=True)
+    return 0
+
+
+def merge(result: dict[str, Any], only_replicas: bool = False) -> None:
+    """``result`` as the failover section of bench/results.json (``only_replicas``: its operator replicas'
+    cells alone, the rest kept); docs/benchmarks.md regenerated from it (every other section keeps the run
+    it came from)."""
     from bench import report
 
     out, md = REPO / "bench" / "results.json", REPO / "docs" / "benchmarks.md"
     results: dict[str, Any] = json.loads(out.read_text())
-    results["failover"] = result
+    if only_replicas:
+        results["failover"] = {**(results.get("failover") or {}), "replicas": result["replicas"]}
+    else:
+        results["failover"] = result
     results["targets"] = report.evaluate(results)
     out.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
     md.write_text(report.markdown(results))
@@ -430,8 +454,13 @@ def merge(result: dict[str, Any]) -> None:
 
 def targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The targets of ``bench.report`` this module measures (none when it did not run)."""
-    if not result or result.get("skipped") or result.get("error") or "kill" not in result:
+    from bench import failover_replicas
+
+    if not result or result.get("skipped") or result.get("error"):
         return []
+    replicas = failover_replicas.targets(result.get("replicas"))
+    if "kill" not in result:
+        return replicas
     out = []
     kill = result["kill"]
     for scenario, what in (("formed", "right after the group formed"),
@@ -462,7 +491,7 @@ def targets(result: dict[str, Any] | None) -> list[dict[str, Any]]:
                               "killed): 0 overlaps, 0 token regressions, no confirmed failover of a live process",
                     "met": total == 0 and not acted,
                     "value": f"{total} violations; operator acted on: {', '.join(acted) or 'none'}", "detail": ""})
-    return out
+    return out + replicas
 
 
 def _median(result: dict[str, Any], what: str) -> float:
@@ -504,13 +533,16 @@ def _loads(s: dict[str, Any]) -> str:
 
 def markdown_lines(result: dict[str, Any] | None) -> list[str]:
     """The section of docs/benchmarks.md (``bench.report`` appends it when it was measured)."""
+    from bench import failover_replicas
+
     if not result:
         return []
     lines = ["", "## Failover on the real cluster: kill -> worked again", ""]
     if result.get("skipped") or result.get("error"):
         return [*lines, f"- not measured: {result.get('skipped') or result.get('error')}"]
     if "kill" not in result:
-        return [*lines, "- not measured by this version of `bench.failover` (run `make bench-failover`)"]
+        return [*lines, "- not measured by this version of `bench.failover` (run `make bench-failover`)",
+                *failover_replicas.markdown_lines(result.get("replicas"))]
     rb = result.get("rebalance", {})
     lines += [
         f"`make bench-failover` (`python -m bench.failover`, also part of `make bench`): the chart's operator, "
@@ -579,7 +611,7 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
              for k, v in (result.get("violations") or {}).items()}
     lines.append(f"- Overlaps and fencing-token regressions over the whole run (workers' logs), per group: "
                  f"{', '.join(f'{k} {v}' for k, v in total.items()) or '-'}.")
-    return lines
+    return lines + failover_replicas.markdown_lines(result.get("replicas"))
 
 
 if __name__ == "__main__":

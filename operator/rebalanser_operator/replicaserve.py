@@ -52,15 +52,24 @@ DELETE_WAIT = 120.0
 
 
 class ReplicaStatusLoop(StatusLoop):
-    """The status loop of a group served by a replica: each status patch is logged with the token."""
+    """The status loop of a group served by a replica: each status patch carries the token and is logged
+    with it, and is sent only while the replica still owns the group (``owned``, asked right before the
+    patch: a refresh queued, or frozen half-way, when the group was lost writes nothing)."""
 
     def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any],
-                 replica: str, token: int) -> None:
+                 replica: str, token: int, owned: Callable[[], bool]) -> None:
         super().__init__(ctx, rt, initial_status=initial_status)
-        self.replica, self.token = replica, token
+        self.replica, self.token, self.owned = replica, token, owned
 
     def status_extra(self) -> dict[str, Any]:
         return served_by(self.replica, self.token)
+
+    def may_patch(self) -> bool:
+        if self.owned():
+            return True
+        log.info("replica-withheld member=%s group=%s/%s token=%d at=%.3f", self.replica, self.rt.namespace,
+                 self.rt.name, self.token, time.time())
+        return False
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
         return fenced(patch, self.replica, self.token)
@@ -100,18 +109,23 @@ async def _serve_once(
              time.time())
     controller = ctx.controller(namespace, name, uid)
     controller.introduce(ref)
-    loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
-                             replica=replicas.member_id, token=token)
-    serving = replicas.serving(namespace, name, loop.wake)
 
     def owned() -> bool:
-        return not stopped() and replicas.owns(namespace, name)
+        return not stopped() and replicas.owns(namespace, name) and replicas.token(namespace, name) == token
 
+    loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
+                             replica=replicas.member_id, token=token, owned=owned)
+    serving = replicas.serving(namespace, name, loop.wake)
+    # The token is stored before this replica's first status write; the spec's apply and the failover's
+    # catch-up (ZooKeeper, not the status) do not wait for it.
+    registering = asyncio.create_task(_register_token(ctx, replicas.member_id, namespace, name, token))
     applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
+        await registering
         await loop.run(should_stop=lambda: not owned() or not ctx.is_current(controller.rt))
     finally:
+        registering.cancel()
         applying.cancel()
         if catching is not None:
             catching.cancel()
@@ -123,6 +137,21 @@ async def _serve_once(
             log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name,
                      token, time.time())
             serving.done()
+
+
+async def _register_token(ctx: OperatorContext, replica: str, namespace: str, name: str, token: int) -> None:
+    """Stores this owner's token in the group's status at its gain, before its first status write: from
+    then on the admission policy refuses every status write of an earlier owner (one thawed after a freeze,
+    or whose patch was on its way), instead of from the new owner's first full status, a reconcile later."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    try:
+        await loop.run_in_executor(ctx.executor, context.run, ctx.kube.patch_status, namespace, name,
+                                   served_by(replica, token))
+    except Exception as exc:  # refused (a later owner's token is stored) or unreachable: the loop decides
+        log.warning("replica %s: storing token %d in %s/%s failed: %s", replica, token, namespace, name, exc)
+        return
+    log.info("replica-fence member=%s group=%s/%s token=%d at=%.3f", replica, namespace, name, token, time.time())
 
 
 async def _apply_current(controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],

@@ -474,7 +474,7 @@ class StatusLoop:
                     new[key] = copy.deepcopy(self.published[key])
         self._report(new)
         patch = merge_patch(self.published, new)
-        if not patch:
+        if not patch or not self.may_patch():
             return
         if not self.ctx.kube.patch_status(rt.namespace, rt.name, self.fenced(patch)):
             self.gone = True
@@ -487,6 +487,11 @@ class StatusLoop:
     def status_extra(self) -> dict[str, Any]:
         """Status fields beside the computed ones (none here; an operator replica's loop names itself)."""
         return {}
+
+    def may_patch(self) -> bool:
+        """Asked right before each status patch (always yes here; an operator replica's loop says no once
+        the group is no longer its own: a refresh queued or under way when it lost the group writes nothing)."""
+        return True
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
         """The patch as sent (unchanged here; an operator replica's carries its fencing token)."""

@@ -17,7 +17,6 @@ frozen with SIGSTOP while it serves groups writes nothing for them once thawed.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -39,6 +38,7 @@ from rebalanser_operator.replicafence import fence_manifests
 
 from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.replicalines import Line, check_one_at_a_time, intervals, parse, serving_now
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
@@ -56,20 +56,10 @@ SESSION_TIMEOUT = 10.0
 SYNC_BOUND_S = 180.0
 HANDOVER_BOUND_S = SESSION_TIMEOUT / 2
 GRACEFUL_BOUND_S = 5.0
-LINE = re.compile(r"replica-(serve|write|stop) member=(\S+) group=(\S+) token=(\d+) at=([0-9.]+)")
 
 
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-@dataclass(frozen=True)
-class Line:
-    kind: str
-    member: str
-    group: str
-    token: int
-    at: float
 
 
 @dataclass
@@ -101,11 +91,7 @@ class Replica:
         return self.log.read_text(errors="replace")
 
     def lines(self) -> list[Line]:
-        found = []
-        for match in LINE.finditer(self.text()):
-            kind, member, group, token, at = match.groups()
-            found.append(Line(kind, member, group, int(token), float(at)))
-        return found
+        return parse(self.text())
 
     def stop(self) -> None:
         if self.proc.poll() is not None:
@@ -229,55 +215,6 @@ def manifests(hosts: str, resources: int = RESOURCES) -> str:
         for i in range(GROUPS)
     ]
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
-
-
-Interval = tuple[str, int, float, float]  # member, token, start, end (inf: still serving)
-
-
-def intervals(lines: list[Line], cut: dict[str, float] | None = None) -> dict[str, list[Interval]]:
-    """Each group's serving intervals from the log lines. ``cut``: a replica killed or frozen at that time,
-    whose intervals begun before it end there at the latest (it can act no more; a frozen one's stop line
-    comes only after its thaw)."""
-    cut = cut or {}
-    open_: dict[tuple[str, str], tuple[int, float]] = {}
-    found: dict[str, list[Interval]] = {}
-
-    def end(member: str, start: float, at: float) -> float:
-        return min(at, cut[member]) if member in cut and start < cut[member] else at
-
-    for line in lines:
-        key = (line.group, line.member)
-        if line.kind == "serve":
-            assert key not in open_, f"{line.member} started serving {line.group} twice without a stop"
-            open_[key] = (line.token, line.at)
-        elif line.kind == "stop":
-            token, start = open_.pop(key)
-            found.setdefault(line.group, []).append((line.member, token, start, end(line.member, start, line.at)))
-    for (group, member), (token, start) in open_.items():
-        found.setdefault(group, []).append((member, token, start, end(member, start, float("inf"))))
-    return found
-
-
-def check_one_at_a_time(lines: list[Line], cut: dict[str, float] | None = None) -> dict[str, list[Interval]]:
-    """No two replicas' intervals of a group overlap; every write lies inside its writer's interval with
-    its token; returns the intervals."""
-    spans = intervals(lines, cut)
-    for group, items in spans.items():
-        ordered = sorted(items, key=lambda item: item[2])
-        for before, after in itertools.pairwise(ordered):
-            assert before[3] <= after[2], f"{group}: {before[0]} served until {before[3]:.3f} but {after[0]} " \
-                                          f"from {after[2]:.3f}: {ordered}"
-            assert after[1] > before[1], f"{group}: the token did not grow at the handover: {ordered}"
-    for line in lines:
-        if line.kind != "write":
-            continue
-        inside = [s for s in spans.get(line.group, []) if s[0] == line.member and s[2] <= line.at <= s[3]]
-        assert inside and inside[0][1] == line.token, f"a write outside its writer's interval: {line}; {spans}"
-    return spans
-
-
-def serving_now(spans: dict[str, list[Interval]]) -> dict[str, str]:
-    return {group: items[-1][0] for group, items in spans.items() if items and items[-1][3] == float("inf")}
 
 
 def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_and_a_killed_ones_groups_move(

@@ -281,3 +281,40 @@ def test_a_replica_whose_ended_instance_is_reported_loses_its_groups_at_once(
 
 def office_of(*replicas: Replicas) -> Replicas:
     return office((replicas[0], replicas[1]))
+
+
+def test_a_status_refresh_run_after_the_group_was_lost_writes_nothing(zk_hosts: str, group_path: str) -> None:
+    """A replica frozen while a refresh of a group's status was queued or under way, thawed after the group
+    moved: the refresh goes on (the controller's step, not the loop's turn), and its patch, computed from a
+    session that expired meanwhile, must not be sent (the real cluster showed it sent, and accepted: the
+    new owner had not stored its token yet). The loop asks whether the group is still its own right before
+    the patch."""
+    from rebalanser_operator.apply.actions import apply_spec
+    from rebalanser_operator.replicaserve import ReplicaStatusLoop
+    from rebalanser_operator.runtime import LoopOptions, OperatorContext
+
+    from tests.operator.support import TEST_TENANCY, RecordingKube
+
+    kube = RecordingKube()
+    ctx = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=2.0, period=2.0))
+    try:
+        rt = ctx.group("shop", "orders", uuid.uuid4().hex)
+        apply_spec(ctx, rt, {"zookeeper": {"connect": zk_hosts, "path": group_path}, "resources": ["a", "b"]},
+                   generation=1, body={"apiVersion": "rebalanser.io/v1alpha1", "kind": "ResourceGroup",
+                                       "metadata": {"name": "orders"}})
+        owned = [True]
+        loop = ReplicaStatusLoop(ctx, rt, initial_status={}, replica="op-a", token=7, owned=lambda: owned[0])
+        loop.refresh()
+        assert kube.status.get("servedBy") == {"replica": "op-a", "token": 7} and loop.patches == 1, kube.status
+        assert kube.status["members"] == 0
+        with admin_client(zk_hosts) as zk:  # a member joins: the next refresh has something to say
+            zk.create(f"{GroupPaths.of(group_path).clients}/{uuid.uuid4().hex}-m1-", ephemeral=True, sequence=True)
+            owned[0] = False  # lost while that refresh was on its way
+            loop.refresh()
+            assert loop.patches == 1 and kube.status["members"] == 0, f"a refresh after the loss patched: " \
+                                                                      f"{kube.patches[-1]}"
+            owned[0] = True  # the same refresh while still owned does write it (the test can fail)
+            loop.refresh()
+            assert loop.patches == 2 and kube.status["members"] == 1, kube.status
+    finally:
+        ctx.close()
