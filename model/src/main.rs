@@ -36,13 +36,14 @@ fn bounds(deep: bool) -> Vec<(String, Cfg)> {
         c.members = members;
         c.faults = faults;
         c.max_zxid = zxid;
-        // every fault kind, and the steps that are not faults but share the budget: a loop busy in
+        // every fault kind (an administrator's set of a claim's data too), and the steps that are not faults but share the budget: a loop busy in
         // a callback, a slow follower, a graceful leave, a resource deleted or created
         let env = |k: &str, d: u8| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
         c.busy = env("BUSY", 1);
         c.slows = env("SLOWS", 1);
         c.leaves = env("LEAVES", 1);
         c.resource_changes = env("RESCH", 1);
+        c.admin_sets = env("SETS", 1);
         if extra {
             // a slow clock, a stop callback that overruns; T grows to keep L + drift < T
             c.t = 4;

@@ -38,6 +38,11 @@ pub struct Rules {
     /// claim is read first (on the current connection); one found gone is not started, it is wanted
     /// again and claimed anew.
     pub start_verified: bool,
+    /// A claim whose watch reported it changed (its data set by someone else) counts again only once
+    /// a read sent after a `sync` finds it still ours with its token; without it, the read alone
+    /// (which a server reached after a reconnection may answer from a view that lacks the claim's
+    /// deletion) verifies it.
+    pub reverify_behind_sync: bool,
 }
 
 impl Rules {
@@ -49,6 +54,7 @@ impl Rules {
         failover_closes_session: true,
         join_in_processed_session: true,
         start_verified: true,
+        reverify_behind_sync: true,
     };
 }
 
@@ -75,6 +81,8 @@ pub struct Cfg {
     pub disconnects: u8,
     pub cuts: u8,
     pub admin_deletes: u8,
+    /// An administrator sets a claim's data (the claim stays; its owner's watch fires `CHANGED`).
+    pub admin_sets: u8,
     pub group_deletes: u8,
     pub standbys: u8,
     pub leaves: u8,
@@ -119,6 +127,7 @@ impl Cfg {
             disconnects: 1,
             cuts: 1,
             admin_deletes: 1,
+            admin_sets: 0,
             group_deletes: 1,
             standbys: 0,
             leaves: 0,
@@ -172,6 +181,35 @@ impl Mem {
         self.verified &= !mask;
         self.watching &= !mask;
         self.lag &= !mask;
+        self.chg &= !mask;
+        self.reported &= !mask;
+        self.synced &= !mask;
+        self.stale &= !mask;
+    }
+    /// The connection is gone: the watches went with it, and what its server had not notified or
+    /// answered yet with them.
+    fn connection_gone(&mut self) {
+        self.watching = 0;
+        self.lag = 0;
+        self.chg = 0;
+        self.synced = 0;
+    }
+    /// The watches of the claims in `mask` reported a change of their data: `owns` is false for them
+    /// at once (the watch callback revokes their verification) and they wait for re-verification;
+    /// the watch fired, so it is no longer armed.
+    fn changed(&mut self, mask: u8) {
+        let mask = mask & self.held;
+        self.verified &= !mask;
+        self.watching &= !mask;
+        self.reported |= mask;
+        self.synced &= !mask;
+    }
+    /// What refers to claims it no longer holds is forgotten with them.
+    fn normalize(&mut self) {
+        self.chg &= self.held;
+        self.reported &= self.held;
+        self.synced &= self.reported;
+        self.stale &= self.reported;
     }
     /// It has left the group (a graceful leave, a standby): no work, no claims, no member node, no office,
     /// no assignment, no stop marker.
@@ -224,6 +262,10 @@ pub struct Mem {
     pub busy: bool,   // its loop is inside a callback (no loop step until it returns)
     pub slow: bool,   // its server is a slow follower: notifications lag, syncs pass through the leader
     pub lag: u8,      // deletions of its claims its slow follower has not notified yet
+    pub chg: u8,      // changes of its claims' data its slow follower has not notified yet
+    pub reported: u8, // held claims whose watch reported a change: unverified until re-verified
+    pub synced: u8,   // reported claims whose re-verification's sync has been answered (the read is next)
+    pub stale: u8,    // reported claims deleted since: a server that has not caught up still shows them
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -274,6 +316,7 @@ pub struct Budget {
     pub disconnects: u8,
     pub cuts: u8,
     pub admin_deletes: u8,
+    pub admin_sets: u8,
     pub group_deletes: u8,
     pub standbys: u8,
     pub leaves: u8,
@@ -303,6 +346,9 @@ pub struct Ghost {
     pub start_called_off: bool,
     /// Resources whose claim an administrator deleted by hand (not with the whole group).
     pub admin_deleted: u8,
+    /// A claim whose watch reported a change was found still ours by its re-verification, and its
+    /// work went on.
+    pub reverified: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -332,6 +378,12 @@ pub enum Act {
     Free(u8),
     /// The slow follower delivers the claim deletions it had not notified yet.
     CatchUp(u8),
+    /// The member loop, re-verifying the claims whose watch reported a change: its `sync` is
+    /// answered (through the leader, after the notifications before it).
+    ReverifySync(u8),
+    /// The member loop reads those claims (behind the sync, with the rule): one still ours with its
+    /// token counts again (watch re-armed), any other is lost.
+    ReverifyRead(u8),
     Standby(u8),
     Rejoin(u8),
     Leave(u8),
@@ -365,6 +417,8 @@ pub enum Act {
     /// Member `m`'s server becomes a slow follower (it still reaches the leader).
     Slow(u8),
     AdminDeleteClaim(u8),
+    /// An administrator sets the data of claim `r` (the node stays, its `czxid` too).
+    AdminSetClaim(u8),
     DeleteGroup,
     /// An outsider deletes resource `r` / creates it again.
     DeleteResource(u8),
@@ -385,6 +439,7 @@ impl Act {
                 | Act::Cut(_)
                 | Act::Slow(_)
                 | Act::AdminDeleteClaim(_)
+                | Act::AdminSetClaim(_)
                 | Act::DeleteGroup
                 | Act::DeleteResource(_)
                 | Act::CreateResource(_)
@@ -439,6 +494,16 @@ impl fmt::Display for Act {
             Act::Busy(m) => write!(f, "member {}: loop enters a long callback", name(m)),
             Act::Free(m) => write!(f, "member {}: the callback returns", name(m)),
             Act::CatchUp(m) => write!(f, "server: {}'s slow follower delivers its notifications", name(m)),
+            Act::ReverifySync(m) => write!(
+                f,
+                "member {}: loop re-verifies its changed claims: its sync is answered",
+                name(m)
+            ),
+            Act::ReverifyRead(m) => write!(
+                f,
+                "member {}: loop re-verifies its changed claims: reads them (ours: verified; else lost)",
+                name(m)
+            ),
             Act::Standby(m) => write!(f, "member {}: a stop callback overruns: steps aside (standby)", name(m)),
             Act::Rejoin(m) => write!(f, "member {}: callbacks returned: rejoins from standby", name(m)),
             Act::Leave(m) => write!(f, "member {}: leaves gracefully (closes its session)", name(m)),
@@ -470,6 +535,7 @@ impl fmt::Display for Act {
             Act::Cut(m) => write!(f, "fault: member {}'s server is cut off from the leader", name(m)),
             Act::Slow(m) => write!(f, "fault: member {}'s server becomes a slow follower", name(m)),
             Act::AdminDeleteClaim(r) => write!(f, "administrator: deletes G/owners/r{}", r),
+            Act::AdminSetClaim(r) => write!(f, "administrator: sets the data of G/owners/r{}", r),
             Act::DeleteGroup => write!(f, "administrator: deletes the whole group G"),
             Act::DeleteResource(r) => write!(f, "administrator: deletes resource r{}", r),
             Act::CreateResource(r) => write!(f, "administrator: creates resource r{}", r),
@@ -493,6 +559,7 @@ impl Budget {
             + self.disconnects
             + self.cuts
             + self.admin_deletes
+            + self.admin_sets
             + self.group_deletes
             + self.standbys
             + self.leaves
@@ -539,6 +606,11 @@ impl St {
         if x.working & bit == 0 && x.held & bit == 0 {
             return;
         }
+        if x.reported & bit != 0 {
+            // a claim waiting for re-verification: its watch fired (a change), so nothing reports
+            // this deletion, and a server that has not caught up with it still shows the claim
+            self.mem[m].stale |= bit;
+        }
         let watched = x.watching & bit != 0 || !rules.owners_watch_claims;
         if self.hears(m) && watched {
             if !rules.owners_watch_claims {
@@ -567,8 +639,36 @@ impl St {
         }
     }
 
-    /// The slow follower's notifications reach member `m` (before any sync answer after them).
+    /// Someone else sets the data of the claim on `r` (it stays, with its `czxid`): the owner's
+    /// claim watch fires `CHANGED` if it is armed on its connection and it can hear of it (a slow
+    /// follower notifies later). A change it cannot hear of is not modelled as reported: the claim is
+    /// unchanged as far as the protocol goes, and a `setWatches` firing for it later would send it
+    /// through the same re-verification, which finds it.
+    fn change_claim(&mut self, r: usize, rules: &Rules) {
+        let Some(c) = self.claims[r] else { return };
+        let m = self.owner_member(c.sess);
+        let bit = 1u8 << r;
+        let x = self.mem[m];
+        if x.sess != c.sess || x.held & bit == 0 || x.tokens[r] != c.czxid {
+            return;
+        }
+        if !rules.owners_watch_claims || x.watching & bit == 0 || !self.hears(m) {
+            return;
+        }
+        if x.slow {
+            self.mem[m].chg |= bit;
+        } else {
+            self.mem[m].changed(bit);
+        }
+    }
+
+    /// The slow follower's notifications reach member `m` (before any sync answer after them); its
+    /// server has caught up with the leader, so no read shows a claim deleted before this any more.
     fn catch_up(&mut self, m: usize) {
+        let chg = self.mem[m].chg;
+        self.mem[m].chg = 0;
+        self.mem[m].changed(chg);
+        self.mem[m].stale = 0;
         let lag = self.mem[m].lag;
         self.mem[m].lag = 0;
         self.mem[m].drop_claims(lag & !LAG_NODE);
@@ -580,7 +680,8 @@ impl St {
     /// A renewal of `m`'s lease through the leader: the window of a claim deleted while it could not
     /// hear of it ends here (the lease from before the deletion no longer bounds its work).
     fn renewed(&mut self, m: usize, l: u8) {
-        if self.mem[m].lag != 0 {
+        let x = self.mem[m];
+        if x.lag != 0 || x.chg != 0 || x.stale != 0 {
             self.catch_up(m); // the sync's answer comes after the notifications before it
         }
         self.mem[m].lease = l;
@@ -807,7 +908,7 @@ impl Proto {
             if x.pend & PEND_SETWATCHES != 0 && !x.cut {
                 out.push(Act::SetWatches(m));
             }
-            if x.lag != 0 {
+            if x.lag != 0 || x.chg != 0 {
                 out.push(Act::CatchUp(m));
             }
             if x.cut {
@@ -824,6 +925,20 @@ impl Proto {
             let cut = x.cut;
             if x.pend & PEND_RECHECK != 0 && in_session && !cut {
                 out.push(Act::Recheck(m));
+            }
+            let changed = x.reported & x.held;
+            if changed != 0 && in_session {
+                if !rules.reverify_behind_sync {
+                    out.push(Act::ReverifyRead(m));
+                } else {
+                    // a cut follower forwards no sync: the re-verification waits, as the re-check does
+                    if changed & !x.synced != 0 && !cut {
+                        out.push(Act::ReverifySync(m));
+                    }
+                    if changed & x.synced != 0 {
+                        out.push(Act::ReverifyRead(m));
+                    }
+                }
             }
             if x.standby {
                 // on standby it keeps its session: a dropped connection reconnects as any other
@@ -883,7 +998,9 @@ impl Proto {
                     out.push(Act::Leave(m));
                 }
             }
-            for r in bits(x.held & x.assigned & !x.working, self.r()) {
+            // a claim waiting for re-verification is read by it first (the start check's read is the
+            // same read, behind the same sync)
+            for r in bits(x.held & x.assigned & !x.working & !x.reported, self.r()) {
                 if x.lease > 0 && !x.marker {
                     out.push(Act::Start(m, r as u8));
                 }
@@ -943,6 +1060,13 @@ impl Proto {
                     }
                 }
             }
+            if s.budget.admin_sets < c.admin_sets {
+                for r in 0..self.r() {
+                    if s.claims[r].is_some() {
+                        out.push(Act::AdminSetClaim(r as u8));
+                    }
+                }
+            }
             if s.group && s.budget.group_deletes < c.group_deletes {
                 out.push(Act::DeleteGroup);
             }
@@ -958,7 +1082,15 @@ impl Proto {
         }
     }
 
-    fn next_state_inner(&self, s: &St, a: Act, _bounded: bool) -> Option<St> {
+    fn next_state_inner(&self, s: &St, a: Act, bounded: bool) -> Option<St> {
+        let mut n = self.step(s, a, bounded)?;
+        for x in n.mem.iter_mut() {
+            x.normalize();
+        }
+        Some(n)
+    }
+
+    fn step(&self, s: &St, a: Act, _bounded: bool) -> Option<St> {
         let c = &self.cfg;
         let rules = c.rules;
         let mut n = s.clone();
@@ -1071,8 +1203,9 @@ impl Proto {
                 y.connected = true;
                 y.cut = false;
                 y.slow = false;
-                y.lag = 0; // what the old connection had not notified, the re-check finds
-                y.watching = 0; // kazoo dropped the watches with the connection
+                // kazoo dropped the watches with the connection; what it had not notified, the
+                // re-check finds
+                y.connection_gone();
                 y.pend |= PEND_RECHECK; // CONNECTED, queued for the member loop
                 if rules.unverified_until_rechecked {
                     // before the lease can read as renewed: every held claim unverified here, and
@@ -1081,9 +1214,12 @@ impl Proto {
                     y.pend |= PEND_SETWATCHES;
                 }
                 // the handshake: the leader validates (touches) the session before answering, and its
-                // instant proves the lease at once
+                // instant proves the lease at once; but the server reached need only have seen what
+                // the member has seen, so it may still show a changed claim's later deletion (`stale`)
                 n.ttl[(x.sess - 1) as usize] = c.t;
+                let stale = n.mem[mi].stale;
                 n.renewed(mi, c.l);
+                n.mem[mi].stale = stale;
             }
             Act::SetWatches(m) => {
                 let mi = m as usize;
@@ -1095,7 +1231,9 @@ impl Proto {
                         czxid: x.tokens[r],
                     };
                     if n.claims[r] == Some(ours) {
-                        n.mem[mi].verified |= 1 << r; // watch armed: verified on this connection
+                        // watch armed: verified on this connection, unless its watch reported a
+                        // change (only its re-verification's read verifies it again)
+                        n.mem[mi].verified |= (1 << r) & !x.reported;
                         n.mem[mi].watching |= 1 << r;
                     } else {
                         lost |= 1 << r; // reported deleted: owns() false at once, a revoke queued
@@ -1120,7 +1258,7 @@ impl Proto {
                         if n.claims[r].map(|cl| cl.sess) != Some(x.sess) {
                             n.mem[mi].drop_claims(1 << r);
                         } else {
-                            n.mem[mi].verified |= 1 << r;
+                            n.mem[mi].verified |= (1 << r) & !x.reported;
                             n.mem[mi].watching |= 1 << r;
                         }
                     }
@@ -1139,8 +1277,7 @@ impl Proto {
                 y.connected = true;
                 y.cut = false;
                 y.slow = false;
-                y.lag = 0;
-                y.watching = 0;
+                y.connection_gone();
                 y.verified = 0;
                 y.pend = 0;
                 n.renewed(mi, c.l);
@@ -1177,6 +1314,51 @@ impl Proto {
             }
             Act::CatchUp(m) => {
                 n.catch_up(m as usize);
+            }
+            Act::ReverifySync(m) => {
+                // the sync, sent after the reports it covers, is answered through the leader after the
+                // notifications before it: the server's view is no older than those reports
+                let mi = m as usize;
+                if !n.sess_alive(n.mem[mi].sess) {
+                    return None; // refused: the loop learns of the session's end
+                }
+                let before = n.mem[mi].reported;
+                n.catch_up(mi);
+                n.mem[mi].synced |= before & n.mem[mi].reported;
+            }
+            Act::ReverifyRead(m) => {
+                let mi = m as usize;
+                let x = n.mem[mi];
+                let todo = if rules.reverify_behind_sync {
+                    x.reported & x.synced
+                } else {
+                    x.reported
+                } & x.held;
+                for r in bits(todo, self.r()) {
+                    let bit = 1u8 << r;
+                    let ours = Claim {
+                        sess: x.sess,
+                        czxid: x.tokens[r],
+                    };
+                    let at_leader = n.claims[r] == Some(ours);
+                    // a server that has not caught up with the claim's deletion still shows it ours
+                    if at_leader || x.stale & bit != 0 {
+                        let y = &mut n.mem[mi];
+                        y.verified |= bit; // its watch re-armed: counts again
+                        y.watching |= bit;
+                        y.reported &= !bit;
+                        y.synced &= !bit;
+                        y.stale &= !bit;
+                        if !at_leader {
+                            // the read armed a watch its server fires once it applies the deletion
+                            y.lag |= bit;
+                        } else if y.working & bit != 0 {
+                            n.ghost.reverified = true;
+                        }
+                    } else {
+                        n.mem[mi].drop_claims(bit); // lost: stopped, claimed again if still assigned
+                    }
+                }
             }
             Act::Leave(m) => {
                 // every stop callback has returned; the assignment node is deleted, then the session
@@ -1356,8 +1538,7 @@ impl Proto {
                 let x = &mut n.mem[m as usize];
                 x.connected = false;
                 x.cut = false;
-                x.watching = 0;
-                x.lag = 0;
+                x.connection_gone();
             }
             Act::Tick | Act::TickLagging(_) => {
                 let lag = if let Act::TickLagging(m) = a {
@@ -1493,8 +1674,7 @@ impl Proto {
                 n.budget.disconnects += 1;
                 let x = &mut n.mem[m as usize];
                 x.connected = false;
-                x.watching = 0; // kazoo drops the watches with the connection
-                x.lag = 0;
+                x.connection_gone(); // kazoo drops the watches with the connection
             }
             Act::Slow(m) => {
                 n.budget.slows += 1;
@@ -1513,6 +1693,11 @@ impl Proto {
             Act::Cut(m) => {
                 n.budget.cuts += 1;
                 n.mem[m as usize].cut = true;
+            }
+            Act::AdminSetClaim(r) => {
+                n.budget.admin_sets += 1;
+                n.zxid += 1;
+                n.change_claim(r as usize, &rules);
             }
             Act::AdminDeleteClaim(r) => {
                 n.budget.admin_deletes += 1;
@@ -1534,8 +1719,7 @@ impl Proto {
                 n.budget.expiries += 1;
                 n.zxid += 1; // closeSession
                 n.mem[mi].connected = false; // the server closes its connection: it cannot hear first
-                n.mem[mi].watching = 0;
-                n.mem[mi].lag = 0;
+                n.mem[mi].connection_gone();
                 let s0 = n.mem[mi].sess;
                 n.ttl[(s0 - 1) as usize] = 0;
                 for r in 0..self.r() {
@@ -1725,6 +1909,22 @@ impl Model for Proto {
             props.push(Property::sometimes("start_called_off_claim_gone", |_, s: &St| {
                 s.ghost.start_called_off
             }));
+        }
+        if c.admin_sets > 0 {
+            props.push(Property::sometimes("changed_claim_verified_again", |_, s: &St| {
+                s.ghost.reverified
+            }));
+        }
+        if two && c.admin_sets > 0 && c.slows > 0 {
+            props.push(Property::sometimes("slow_follower_change_pending", |_, s: &St| {
+                s.mem.iter().any(|x| x.chg != 0)
+            }));
+        }
+        if two && c.admin_sets > 0 && (c.admin_deletes > 0 || c.group_deletes > 0) {
+            props.push(Property::sometimes(
+                "changed_claim_deleted_before_reverified",
+                |_, s: &St| s.mem.iter().any(|x| x.stale != 0),
+            ));
         }
         if c.resource_changes > 0 {
             props.push(Property::sometimes("resource_deleted_while_held", |_, s: &St| {

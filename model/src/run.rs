@@ -99,6 +99,7 @@ pub fn controls() -> Vec<Control> {
         c.disconnects = faults.contains(&"disconnect") as u8;
         c.cuts = faults.contains(&"cut") as u8;
         c.admin_deletes = faults.contains(&"admin") as u8;
+        c.admin_sets = faults.contains(&"set") as u8;
         c.group_deletes = faults.contains(&"group") as u8;
         f(&mut c.rules);
         c
@@ -144,6 +145,17 @@ pub fn controls() -> Vec<Control> {
             finding: "a start callback under a claim verified only on the connection before a reconnection",
             expect: "starts_only_under_live_claims",
             cfg: small(base(|r| r.start_verified = false, &["disconnect", "admin"]), 2, 2, 9),
+        },
+        Control {
+            name: "reverify_behind_sync",
+            finding: "a changed claim verified again by a read a lagging server answered after a reconnection",
+            expect: "never_two_workers",
+            cfg: small(
+                base(|r| r.reverify_behind_sync = false, &["set", "admin", "disconnect"]),
+                2,
+                2,
+                9,
+            ),
         },
         Control {
             name: "failover_closes_session",

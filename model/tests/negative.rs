@@ -36,6 +36,11 @@ fn without_the_start_check_a_start_runs_under_a_claim_deleted_while_away() {
 }
 
 #[test]
+fn without_the_sync_before_re_verifying_a_changed_claim_two_members_work_on_one_resource() {
+    control("reverify_behind_sync");
+}
+
+#[test]
 fn with_the_earlier_failover_order_a_live_members_claim_is_deleted() {
     control("failover_closes_session");
 }
