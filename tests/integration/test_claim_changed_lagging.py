@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from tests.support.partition import PartitionableEnsemble, partitionable_ensemble
 from tests.support.relay import Relay
@@ -62,7 +61,6 @@ def test_a_changed_claim_is_not_vouched_for_by_a_server_that_missed_its_deletion
     link = Relay((host, int(port)), name="owner-link")  # the owner's only way to its server
     group = Group(link.address, "/claim-changed-lagging", tmp_path, session_timeout=SESSION_TIMEOUT,
                   min_interval=0.3, tick=0.05)
-    admin: KazooClient
     with admin_client(leader.address) as admin:
         for name in (TAMPERED, UNTOUCHED):
             admin.create(f"{group.path}/resources/{name}", makepath=True)
