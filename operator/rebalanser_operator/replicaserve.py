@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, owner_marker
 from rebalanser_operator.controller.messages import DesiredSpec
 from rebalanser_operator.releaseclaim import ReleaseClaims
 from rebalanser_operator.replicafence import fenced, served_by
@@ -34,6 +34,7 @@ from rebalanser_operator.replicas import Replicas
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.status.view import Observation
 from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.zkfence import Fence
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,8 @@ async def _serve_once(
     log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f release=%s claim=%d", member, namespace, name,
              token, time.time(), claims.me if claims is not None else "-", claim)
     controller = ctx.controller(namespace, name, uid)
+    if replicas.enabled:  # its ZooKeeper writes carry the token too (before any step of this gain)
+        controller.rt.fence = Fence(member, token, ours=owner_marker(ctx, controller.rt).marks)
     controller.introduce(ref)
 
     def owned() -> bool:

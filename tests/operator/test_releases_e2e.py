@@ -155,7 +155,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Releases]:
         for namespace in (SHARED, ONLY_B, OPERATORS, A.split("/")[0], B.split("/")[0]):
             kube.create_namespace(namespace)
         kube.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-        kube.run_kubectl("wait", "--for=condition=Established", "crd/resourcegroups.rebalanser.io", "--timeout=60s")
+        kube.wait_established("resourcegroups.rebalanser.io")
         fence = {"apiVersion": "v1", "kind": "List", "items": fence_manifests("rebalanser-replica-fence")}
         kube.run_kubectl("apply", "-f", "-", input=json.dumps(fence))  # as the chart installs it, with replicas
         await_fence(kube)
