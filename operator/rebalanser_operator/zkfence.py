@@ -144,22 +144,27 @@ class FencedTransaction:
         self._request = zk.transaction()
         if version is not None:
             self._request.check(root, version)
-        self._root_set = False
+        self._ops = 0
+        self._root_set: int | None = None  # the index of this owner's write of the root, among the caller's
 
     def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, ephemeral: bool = False,
                sequence: bool = False) -> None:
         self._request.create(path, value, acl=acl, ephemeral=ephemeral, sequence=sequence)
+        self._ops += 1
 
     def delete(self, path: str, version: int = -1) -> None:
         self._request.delete(path, version)
+        self._ops += 1
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> None:
-        if path == self._root:
-            value, self._root_set = with_fence(value, self._fence.replica, self._fence.token), True
+        if path == self._root and self._checked:  # the fence stays in the root's data, and moves with it
+            value, self._root_set = with_fence(value, self._fence.replica, self._fence.token), self._ops
         self._request.set_data(path, value, version)
+        self._ops += 1
 
     def check(self, path: str, version: int) -> None:
         self._request.check(path, version)
+        self._ops += 1
 
     def commit(self) -> list[Any]:
         return self._results(list(self._request.commit()))
@@ -174,10 +179,8 @@ class FencedTransaction:
         first, rest = results[0], results[1:]
         if isinstance(first, Exception) and not isinstance(first, RolledBackError):
             raise self._fence.lost(self._root)
-        if self._root_set and not isinstance(first, Exception):
-            stats = [r for r in rest if isinstance(r, ZnodeStat)]
-            if stats:
-                self._fence.moved(self._root, stats[-1].version)
+        if self._root_set is not None and isinstance(rest[self._root_set], ZnodeStat):
+            self._fence.moved(self._root, rest[self._root_set].version)
         return rest
 
 

@@ -84,6 +84,9 @@ def test_a_fenced_write_fails_as_the_plain_one_would(zk: KazooClient, group_path
     results = _commit(owner, paths)
     assert results == [True, paths.resource("c")], results  # the check's own result is not the caller's
     assert stored_fence(zk.get(group_path)[0]) == ("op-a", 3)
+    owner.set(group_path, OWNER.to_json())  # the owner's own write of its root (the marker alone)
+    assert stored_fence(zk.get(group_path)[0]) == ("op-a", 3), "the root's write dropped the fence"
+    owner.create(paths.resource("d"), b"")  # still passes: the version it checks moved with its write
 
 
 def _commit(zk: KazooClient, paths: GroupPaths) -> list[object]:
