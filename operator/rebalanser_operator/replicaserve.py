@@ -176,7 +176,7 @@ async def _serve_once(
     # catch-up (ZooKeeper, not the status) do not wait for it.
     registering = asyncio.create_task(_register_token(ctx, member, namespace, name, token, owned, claims=claims,
                                                       claim=claim))
-    applying = asyncio.create_task(_apply_current(controller, body, ref, owned) if apply else asyncio.sleep(0))
+    applying = asyncio.create_task(_apply_current(ctx, controller, body, ref, owned) if apply else asyncio.sleep(0))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
         await registering
@@ -219,14 +219,22 @@ async def _register_token(ctx: OperatorContext, replica: str, namespace: str, na
     log.info("replica-fence member=%s group=%s/%s token=%d at=%.3f", replica, namespace, name, token, time.time())
 
 
-async def _apply_current(controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],
+async def _apply_current(ctx: OperatorContext, controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],
                          owned: Callable[[], bool]) -> None:
-    """Applies the live body's spec, retrying as kopf would, while the group is owned (never raises)."""
+    """Applies the live body's spec, retrying as kopf would, while the group is owned (never raises).
+    Not in a namespace being deleted: its group goes with it (the status loop's release), and an apply
+    after that release, before the namespace's deletion reaches the object, would create the group's
+    znodes again, with nobody left to delete them."""
     retry = 0
+    loop = asyncio.get_running_loop()
     while owned():
         meta = body.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return  # its deletion handler does the rest
+        namespace = controller.rt.namespace
+        if await loop.run_in_executor(ctx.executor, ctx.namespace_terminating, namespace, ctx.options.period):
+            log.info("%s/%s: its namespace is being deleted: the spec is not applied", namespace, controller.rt.name)
+            return
         status = body.get("status") or {}
         desired = DesiredSpec.of(
             dict(body.get("spec") or {}), generation=meta.get("generation"), body=ref, retry=retry,
