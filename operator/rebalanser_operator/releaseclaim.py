@@ -45,6 +45,7 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from rebalanser_operator.kube import read_group
 from rebalanser_operator.spec import models
 
 log = logging.getLogger(__name__)
@@ -184,14 +185,7 @@ class ReleaseApi:
         self._leases = k8s.CoordinationV1Api(api_client)
 
     def get_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        try:
-            body: Any = self._custom.get_namespaced_custom_object(
-                models.GROUP, models.VERSION, namespace, models.PLURAL, name, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(body)
+        return read_group(self._custom, namespace, name)
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any],
                      resource_version: str | None = None) -> str:

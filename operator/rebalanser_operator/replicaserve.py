@@ -387,12 +387,12 @@ async def wait_to_delete(ctx: OperatorContext, replicas: Replicas, namespace: st
     while True:
         if replicas.owns(namespace, name):
             return True
-        try:
-            bodies = await loop.run_in_executor(ctx.executor, ctx.kube.list_groups, namespace)
+        try:  # this one object (a list per group, with thousands deleted at once, is their number squared)
+            body = await loop.run_in_executor(ctx.executor, ctx.kube.get_group, namespace, name)
         except Exception as exc:  # an API hiccup: ask again at the next turn
-            log.debug("listing the ResourceGroups of %s failed: %s", namespace, exc)
-            bodies = [{"metadata": {"uid": uid}}]
-        if not any((b.get("metadata") or {}).get("uid") == uid for b in bodies):
+            log.debug("reading ResourceGroup %s/%s failed: %s", namespace, name, exc)
+            body = {"metadata": {"uid": uid}}
+        if body is None or (body.get("metadata") or {}).get("uid") != uid:
             return False
         if time.monotonic() > deadline:
             raise RetryLater(f"{namespace}/{name} is served by another operator replica; waiting for its deletion",
