@@ -57,8 +57,9 @@ from bench.scalestats import (
     sessions_per_pod,
 )
 from tests.support.failoverscene import ZK_CONNECT
-from tests.support.kubectl import Kube, wait_until
+from tests.support.kubectl import Kube, KubeError, wait_until
 from tests.support.podcluster import REPO, NoCluster, pod_cluster
+from tests.support.podtools import admin_identity
 from tests.support.replicascene import (
     CHART,
     EXAMPLES,
@@ -77,7 +78,7 @@ RESULT = REPO / "bench" / "scale-replicas.json"
 LABEL_KEY, LABEL_VALUE = "rebalanser.io/bench", "scale-replicas"
 RESOURCES = 2
 METRICS_PORT = 8080
-SYNC_TIMEOUT = 1500.0
+SYNC_TIMEOUT = 900.0
 
 #: Run in the tools pod (the node's PID namespace): argv ``namespace pod-ips-json metrics-port zk-servers``.
 #: Prints one JSON object: ``procs`` (pod -> its operator processes' CPU seconds, RSS and peak RSS, read
@@ -130,6 +131,31 @@ for server in servers:
     except OSError as exc:
         stats[server] = f"# error {exc}"
 print(json.dumps({"procs": procs, "metrics": metrics, "stat": stats}))
+"""
+
+
+#: argv ``connect user:password path``: the children of ``path`` (none when it does not exist), one per line.
+MEMBERS_SCRIPT = """
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+zk = KazooClient(hosts=sys.argv[1], timeout=10, auth_data=[("digest", sys.argv[2])] if sys.argv[2] else [])
+zk.start(timeout=30)
+try:
+    print("\\n".join(zk.get_children(sys.argv[3])))
+except NoNodeError:
+    pass
+zk.stop()
+"""
+
+#: argv ``connect user:password path...``: those of the paths that exist, one per line.
+EXISTS_SCRIPT = """
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1], timeout=10, auth_data=[("digest", sys.argv[2])] if sys.argv[2] else [])
+zk.start(timeout=30)
+print("\\n".join(p for p in sys.argv[3:] if zk.exists(p)))
+zk.stop()
 """
 
 
@@ -217,13 +243,16 @@ class ScaleScene:
     def gone(self, namespace: str) -> Callable[[], bool]:
         return lambda: self.kube.maybe_json("get", "namespace", namespace) is None
 
-    def close(self) -> float:
+    def close(self) -> tuple[float, list[str]]:
+        """Everything removed; the groups' deletion's seconds and the znodes still there after the purge."""
         try:
             deleted_s = self.teardown()
             self.purge()
+            paths = [f"/{self.ns}", self.replica.operator_group]
+            left = self.replica.tools.python(EXISTS_SCRIPT, ZK_CONNECT, admin_identity(self.kube), *paths).split()
         finally:
             self.replica.tools.delete()
-        return deleted_s
+        return deleted_s, left
 
     # ------------------------------------------------------------------------------------ acting
 
@@ -243,8 +272,11 @@ class ScaleScene:
         return at
 
     def members(self) -> list[str]:
-        status = self.replica.tools.zk_status(ZK_CONNECT, self.replica.operator_group)
-        return list(status.get("members") or [])
+        """The operator group's live members (``G/clients``), read as the ensemble's administrator (the nodes
+        are the operator identity's alone)."""
+        out = self.replica.tools.python(MEMBERS_SCRIPT, ZK_CONNECT, admin_identity(self.kube),
+                                        f"{self.replica.operator_group}/clients")
+        return out.split()
 
     def create_groups(self, count: int, resources: int) -> float:
         """``count`` groups over the tenant namespaces (one server-side apply each, in parallel), or their
@@ -266,10 +298,15 @@ class ScaleScene:
     # ------------------------------------------------------------------------------------ observing
 
     def listing(self) -> dict[str, Any]:
-        """Every bench group in one list call (the raw answer: no per-object work in kubectl)."""
-        out = self.kube.kubectl("get", "--raw", "/apis/rebalanser.io/v1alpha1/resourcegroups?labelSelector="
-                                f"{LABEL_KEY}%3D{LABEL_VALUE}", timeout=120).stdout
-        result: dict[str, Any] = json.loads(out)
+        """Every bench group in one list call (the raw answer: no per-object work in kubectl); none where the
+        CRD is not installed yet (a fresh cluster)."""
+        proc = self.kube.kubectl("get", "--raw", "/apis/rebalanser.io/v1alpha1/resourcegroups?labelSelector="
+                                 f"{LABEL_KEY}%3D{LABEL_VALUE}", timeout=120, check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr or "could not find the requested resource" in proc.stderr:
+                return {"items": []}
+            raise KubeError(f"listing the ResourceGroups failed: {proc.stderr.strip()}")
+        result: dict[str, Any] = json.loads(proc.stdout)
         return result
 
     def pod_ips(self) -> dict[str, str]:
@@ -368,7 +405,8 @@ def steady(scene: ScaleScene, run: dict[str, Any], settle: float, idle: float) -
 
 
 def run(groups: int, counts: list[int], namespaces: int, poll: float, settle: float, idle: float,
-        memory_limit: str, first_start: bool = True) -> dict[str, Any]:
+        memory_limit: str, first_start: bool = True, stop_at: float = 0.0) -> dict[str, Any]:
+    """The runs (``stop_at``: a wall-clock instant after which no further run starts)."""
     kube = pod_cluster()
     shutil.rmtree(OUT, ignore_errors=True)
     tenants = [f"{NAMESPACE}-t{i}" for i in range(namespaces)]
@@ -385,13 +423,19 @@ def run(groups: int, counts: list[int], namespaces: int, poll: float, settle: fl
         if first_start:
             result["runs"].append(measure(scene, counts[0], "first start", groups, poll, 0, 0))
         for n in counts:
+            if stop_at and time.time() > stop_at:
+                result.setdefault("notes", []).append(f"the restart on {n} replicas was not measured: out of time")
+                log(f"out of time: no restart on {n} replicas")
+                continue
             scene.scale(0)
             resources += 1
             scene.create_groups(groups, resources)
-            result["runs"].append(measure(scene, n, "restart", groups, poll, settle, idle))
+            kind = "restart" if result["runs"] else "first start"  # never served before: no restart
+            result["runs"].append(measure(scene, n, kind, groups, poll, settle, idle))
     finally:
         try:
-            result["delete_s"] = round(scene.close(), 1)
+            deleted_s, left = scene.close()
+            result["delete_s"], result["znodes_left"] = round(deleted_s, 1), left
         except Exception as exc:  # reported, and the run's figures kept
             result["cleanup_error"] = str(exc)
             log(f"clean-up failed: {exc}")
@@ -413,6 +457,15 @@ def merge(result: dict[str, Any]) -> None:
     log(f"wrote operator_replicas_scale into {out} and {md}")
 
 
+def stop_instant(hhmm: str) -> float:
+    """Today's ``HH:MM`` UTC as a wall-clock instant (0: none)."""
+    if not hhmm:
+        return 0.0
+    hours, minutes = (int(x) for x in hhmm.split(":"))
+    now = time.time()
+    return now - now % 86400 + hours * 3600 + minutes * 60
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.scale_replicas", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -424,13 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle", type=float, default=60.0, help="the idle window, seconds")
     p.add_argument("--memory-limit", default="2Gi", help="the operator container's memory limit")
     p.add_argument("--no-first-start", action="store_true", help="only the restarts")
+    p.add_argument("--stop-at", default="", help="HH:MM (UTC): no further run starts after it")
     p.add_argument("--out", type=Path, default=RESULT)
     p.add_argument("--merge", action="store_true", help="also into bench/results.json and docs/benchmarks.md")
     args = p.parse_args(argv)
     counts = [int(x) for x in args.replicas.split(",") if x]
     try:
         result = run(args.groups, counts, args.namespaces, args.poll, args.settle, args.idle, args.memory_limit,
-                     first_start=not args.no_first_start)
+                     first_start=not args.no_first_start, stop_at=stop_instant(args.stop_at))
     except NoCluster as exc:
         log(f"skipped: no cluster: {exc}")
         return 0
