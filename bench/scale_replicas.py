@@ -34,6 +34,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -481,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULT)
     p.add_argument("--merge", action="store_true", help="also into bench/results.json and docs/benchmarks.md")
     args = p.parse_args(argv)
+    # A SIGTERM (a timeout around the run) unwinds like an error: the clean-up in run() still happens.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     counts = [int(x) for x in args.replicas.split(",") if x]
     try:
         result = run(args.groups, counts, args.namespaces, args.poll, args.settle, args.idle, args.memory_limit,
