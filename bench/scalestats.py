@@ -150,7 +150,8 @@ def markdown_lines(result: Mapping[str, Any] | None) -> list[str]:
         "cluster's ZooKeeper), created while the Deployment had no pod. *first start*: the Deployment scaled from "
         "0, the groups never served. *restart*: scaled to 0 (every pod gone, the operator group empty), every "
         "spec changed by one resource, scaled up again. *synced*: from the scale to the first list call in "
-        "which every group's `ResourcesSynced` is True for its current generation (polled every "
+        "which every group's `ResourcesSynced` is True for its current generation (the first group, half, 90 % and "
+        "all of them; the time includes the pods' scheduling and start; polled every "
         f"{result.get('poll_s', '?')} s). Per replica (in the same order in each column): its operator "
         "process's CPU seconds from its start to then and its peak RSS (`VmHWM`), read from /proc by a pod with "
         "the node's PID namespace; the groups whose `status.servedBy` names it; its ZooKeeper sessions, "
@@ -159,16 +160,18 @@ def markdown_lines(result: Mapping[str, Any] | None) -> list[str]:
         f"member is one more); *idle*: CPU per second over {result.get('idle_s', '?')} s starting "
         f"{result.get('settle_s', '?')} s after all were synced. Load: `uptime` at the run's start.",
         "",
-        "| run | replicas | synced (50 % / 90 % / all) | CPU-s per replica | peak RSS per replica | groups per replica "
-        "| ZooKeeper sessions per replica (server; metric) | idle CPU per replica | load at start |",
+        "| run | replicas | synced (first / 50 % / 90 % / all) | CPU-s per replica | peak RSS per replica "
+        "| groups per replica | ZooKeeper sessions per replica (server; metric) | idle CPU per replica "
+        "| load at start |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result.get("runs") or []:
-        times = f"{run.get('synced_p50_s')} / {run.get('synced_p90_s')} / **{run.get('synced_s')} s**"
+        times = (f"{run.get('first_synced_s', '-')} / {run.get('synced_p50_s')} / {run.get('synced_p90_s')} / "
+                 f"**{run.get('synced_s')} s**")
         sessions = f"{_per_replica(run, 'sessions')}; {_per_replica(run, 'zk_connections_metric', '{:.0f}')}"
         idle = _per_replica(run, "idle_cores", "{:.3f}")
         lines.append(
-            f"| {run['kind']} | {run['replicas']} | {times} | {_per_replica(run, 'cpu_s', '{:.0f}')} | "
+            f"| {run['kind']} | {run['replicas']} | {times} | {_per_replica(run, 'cpu_s', '{:.1f}')} | "
             f"{_mb(r.get('peak_rss_mb', 0) for r in run.get('per_replica') or [])} | {_per_replica(run, 'groups')} | "
             f"{sessions} | {idle + (' core' if idle != '-' else '')} | {run.get('uptime_load', '?')} |")
     for note in result.get("notes") or []:

@@ -98,7 +98,8 @@ def test_proc_totals_and_idle_rates() -> None:
 def test_markdown_rows() -> None:
     result = {"groups": 3000, "namespaces": 4, "resources_per_group": 2, "poll_s": 2.0, "idle_s": 60, "settle_s": 60,
               "memory_limit": "2Gi", "runs": [
-                  {"kind": "restart", "replicas": 3, "synced_s": 80.2, "synced_p50_s": 40.1, "synced_p90_s": 70.0,
+                  {"kind": "restart", "replicas": 3, "synced_s": 80.2, "first_synced_s": 9.5, "synced_p50_s": 40.1,
+                   "synced_p90_s": 70.0,
                    "uptime_load": "2.50, 2.40, 2.30", "per_replica": [
                        {"pod": "a", "cpu_s": 50.0, "peak_rss_mb": 250.0, "groups": 1000, "sessions": 2,
                         "zk_connections_metric": 1.0, "idle_cores": 0.012},
@@ -106,6 +107,7 @@ def test_markdown_rows() -> None:
                         "zk_connections_metric": 1.0, "idle_cores": None}]}]}
     lines = markdown_lines(result)
     row = next(line for line in lines if line.startswith("| restart"))
-    assert "| 3 | 40.1 / 70.0 / **80.2 s** | 50, 49 | 250, 240 MB | 1000, 1000 | 2, 2; 1, 1 | 0.012, - core |" in row
+    assert ("| 3 | 9.5 / 40.1 / 70.0 / **80.2 s** | 50.0, 49.0 | 250, 240 MB | 1000, 1000 | 2, 2; 1, 1 "
+            "| 0.012, - core |") in row
     assert markdown_lines({"skipped": "no cluster"})[-1] == "- not measured: no cluster"
     assert markdown_lines(None) == []
