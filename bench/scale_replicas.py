@@ -79,7 +79,7 @@ RESULT = REPO / "bench" / "scale-replicas.json"
 LABEL_KEY, LABEL_VALUE = "rebalanser.io/bench", "scale-replicas"
 RESOURCES = 2
 METRICS_PORT = 8080
-SYNC_TIMEOUT = 900.0
+SYNC_TIMEOUT = 600.0
 
 #: Run in the tools pod (the node's PID namespace): argv ``namespace pod-ips-json metrics-port zk-servers``.
 #: Prints one JSON object: ``procs`` (pod -> its operator processes' CPU seconds, RSS and peak RSS, read
