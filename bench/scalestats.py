@@ -174,6 +174,8 @@ def markdown_lines(result: Mapping[str, Any] | None) -> list[str]:
             f"| {run['kind']} | {run['replicas']} | {times} | {_per_replica(run, 'cpu_s', '{:.1f}')} | "
             f"{_mb(r.get('peak_rss_mb', 0) for r in run.get('per_replica') or [])} | {_per_replica(run, 'groups')} | "
             f"{sessions} | {idle + (' core' if idle != '-' else '')} | {run.get('uptime_load', '?')} |")
+    if result.get("notes"):
+        lines.append("")
     for note in result.get("notes") or []:
         lines.append(f"- {note}")
     return lines
