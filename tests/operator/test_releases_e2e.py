@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from rebalanser_operator.replicafence import fence_manifests
 from tests.e2e.test_operator_e2e import wait_for
 from tests.operator.test_replicas_e2e import OPERATORS, await_fence, load
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.procstop import stop_gracefully
 from tests.support.replicalines import Line, parse
 from tests.support.zk import ZkCluster, free_port, serving_cluster
 
@@ -87,14 +87,7 @@ class Operator:
             return False
 
     def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_gracefully(self.proc)
 
 
 @dataclass

@@ -39,6 +39,7 @@ from rebalanser_operator.zkfence import stored_fence
 
 from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.procstop import stop_gracefully
 from tests.support.replicalines import Line, check_one_at_a_time, intervals, parse, serving_now
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -95,14 +96,7 @@ class Replica:
         return parse(self.text())
 
     def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_gracefully(self.proc)
 
 
 @dataclass
