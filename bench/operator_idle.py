@@ -235,8 +235,7 @@ def scene(work: Path, log: Log = print) -> Iterator[Scene]:
     with start_cluster(work / "kube") as cluster, serving_cluster(work / "zk", size=1) as zk:
         cluster.create_namespace(NS)
         cluster.run_kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
-        cluster.run_kubectl("wait", "--for=condition=Established", "crd/resourcegroups.rebalanser.io",
-                            "--timeout=60s")
+        cluster.wait_established("resourcegroups.rebalanser.io")
         with open(work / "operator.log", "wb") as out:
             operator = subprocess.Popen(
                 [str(BIN / "rebalanser-operator"), "--namespace", NS, "--metrics-port", str(free_port()),

@@ -12,6 +12,7 @@ from bench.coldstart import targets as coldstart_targets
 from bench.failover import markdown_lines as failover_lines
 from bench.failover import targets as failover_targets
 from bench.floor import markdown_lines as floor_lines
+from bench.scalestats import markdown_lines as replicas_scale_lines
 from bench.split import markdown_lines as split_lines
 
 FAULT_TITLES = {
@@ -446,6 +447,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += coldstart_lines(results.get("coldstart"))
     lines += bytes_lines(results.get("assignment_bytes"))
     lines += operator_scale_lines(results.get("operator_scale"))
+    lines += replicas_scale_lines(results.get("operator_replicas_scale"))
     lines += failover_lines(results.get("failover"))
     lines += ["", "## Grid: what ran and what was skipped", ""]
     for note in results.get("skipped", []):

@@ -331,8 +331,7 @@ class Stack:
         )
         if proc.returncode != 0:
             raise DemoError(f"helm install failed: {proc.stderr.strip()}")
-        kube.run_kubectl("wait", "--for=condition=Established", "crd/resourcegroups.rebalanser.io",
-                         "--timeout=60s", timeout=90)
+        kube.wait_established("resourcegroups.rebalanser.io")
         self.say("chart installed; CRD resourcegroups.rebalanser.io established. No kubelet here, so the "
                  "chart's Deployment gets no Pod: the operator runs on this host instead")
 

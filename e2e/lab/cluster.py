@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -111,6 +112,21 @@ class Cluster:
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr}")
         return proc
+
+    def wait_established(self, crd: str, timeout: float = 60.0) -> None:
+        """Waits until CustomResourceDefinition ``crd`` is Established. ``kubectl wait`` fails at once,
+        instead of waiting, when it reads the definition before the API server gave it any condition
+        (``.status.conditions accessor error``): that answer is asked again, within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, int(deadline - time.monotonic()))
+            proc = self.run_kubectl("wait", "--for=condition=Established", f"crd/{crd}", f"--timeout={left}s",
+                                    check=False, timeout=left + 30)
+            if proc.returncode == 0:
+                return
+            if "accessor error" not in proc.stderr or time.monotonic() > deadline:
+                raise ClusterError(f"CRD {crd} not Established within {timeout:g} s: {proc.stderr}")
+            time.sleep(0.2)
 
     def create_namespace(self, name: str) -> None:
         """Create a namespace if it does not exist (there is no controller manager to do it)."""

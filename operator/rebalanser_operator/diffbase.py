@@ -14,13 +14,19 @@ specs (the handlers read the spec itself), and changes to labels or annotations 
 (no handler reacts to them). An object handled by an older operator still carries the full copy
 under ``last-handled-configuration``: it is read as the digest of its spec (so an upgrade is not
 mistaken for a creation or an edit) and removed the next time the state is stored.
+
+With operator replicas or release claims (``handled``), only the replica that serves a group stores its
+digest. kopf stores the new state even when its change handlers are filtered out (a group another
+replica owns, or another release holds): a replica that does not serve the group would then mark a spec
+change handled before the one that serves it saw it, and that one would never apply it. Not stored,
+the change stays a change for every replica until the one that serves it has handled it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 import kopf
@@ -40,9 +46,10 @@ def essence_of(spec: Any) -> dict[str, Any]:
 
 
 class SpecDigestStorage(kopf.AnnotationsDiffBaseStorage):
-    def __init__(self, *, prefix: str) -> None:
+    def __init__(self, *, prefix: str, handled: Callable[[kopf.Body], bool] | None = None) -> None:
         super().__init__(prefix=prefix, key=DIGEST_KEY)
         self._legacy = kopf.AnnotationsDiffBaseStorage(prefix=prefix, key=LEGACY_KEY)
+        self._handled = handled
 
     def build(
         self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
@@ -60,6 +67,8 @@ class SpecDigestStorage(kopf.AnnotationsDiffBaseStorage):
         return cast(kopf.BodyEssence, essence_of(cast(Mapping[str, Any], legacy).get("spec")))
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        if self._handled is not None and not self._handled(body):
+            return  # another replica (release) serves the group: the change is its to mark handled
         digest = str(cast(Mapping[str, Any], essence).get("spec", {}).get("sha256", ""))
         for key in self.make_keys(self.key, body=body):
             patch.metadata.annotations[key] = digest

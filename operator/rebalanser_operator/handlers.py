@@ -28,7 +28,7 @@ import datetime
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -41,8 +41,16 @@ from rebalanser_operator.diffbase import SpecDigestStorage
 from rebalanser_operator.failover.choice import ended_instances
 from rebalanser_operator.podwatch import Failover, OptedIn, index_entry
 from rebalanser_operator.readiness import serve as serve_readiness
+from rebalanser_operator.releaseclaim import ReleaseClaims
 from rebalanser_operator.replicas import Replicas
-from rebalanser_operator.replicaserve import Admission, ListKeeper, admission_entry, serve_while_owned, wait_to_delete
+from rebalanser_operator.replicaserve import (
+    DELETE_WAIT,
+    Admission,
+    ListKeeper,
+    admission_entry,
+    serve_while_owned,
+    wait_to_delete,
+)
 from rebalanser_operator.replicaserve import index_entry as replica_index_entry
 from rebalanser_operator.runtime import EXECUTOR_THREADS, OperatorContext
 from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL, VERSION
@@ -55,12 +63,14 @@ FAREWELL_SECONDS = 40.0
 ANNOTATION_PREFIX = "rebalanser.io"
 
 
-def operator_settings() -> kopf.OperatorSettings:
+def operator_settings(handled: Callable[[kopf.Body], bool] | None = None) -> kopf.OperatorSettings:
+    """``handled``: whether this replica serves a group (:func:`handled_here`), so that kopf stores the last
+    handled spec of the groups it serves only (:mod:`diffbase`)."""
     settings = kopf.OperatorSettings()
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     # A digest of the last handled spec, not a copy: annotations are limited to 256 KiB in all.
-    settings.persistence.diffbase_storage = SpecDigestStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = SpecDigestStorage(prefix=ANNOTATION_PREFIX, handled=handled)
     # Watch streams: end each request server-side, cap it client-side, reconnect when silent.
     settings.watching.server_timeout = 240
     settings.watching.client_timeout = 270
@@ -87,16 +97,42 @@ def object_ref(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def handled_here(replicas: Replicas, claims: ReleaseClaims | None) -> Callable[[kopf.Body], bool] | None:
+    """Whether this replica serves a group's body: owned here and, with release claims, held by this release
+    (None: one operator without a release serves every group)."""
+    if not replicas.enabled and claims is None:
+        return None
+
+    def handled(body: kopf.Body) -> bool:
+        meta = body.get("metadata") or {}
+        if not replicas.owns(str(meta.get("namespace") or ""), str(meta.get("name") or "")):
+            return False
+        return claims is None or claims.holds(body.get("status"))
+
+    return handled
+
+
+def replica_ready(share: Replicas, claims: ReleaseClaims | None) -> tuple[bool, str]:
+    """The readiness of a replica: its membership of the operator group in good standing, and, with a release
+    identity, its release's heartbeat renewed (a replica that cannot renew it serves nothing)."""
+    ok, text = share.ready()
+    if claims is not None and not claims.fresh():
+        return False, f"{text}; the heartbeat of release {claims.me} is not renewed: serving nothing"
+    return ok, text
+
+
 def build_registry(
     ctx: OperatorContext, own_namespace: str | None = None, *, watch_pods: bool = True,
     secret_poll: float = DEFAULT_INTERVAL, replicas: Replicas | None = None, readiness: str = "",
+    claims: ReleaseClaims | None = None,
 ) -> kopf.OperatorRegistry:
     """``own_namespace``: the operator pod's namespace when it also serves it (see :mod:`farewell`).
     ``watch_pods``: register the pod watch for ``spec.failover: KubeletConfirmed`` (the chart's RBAC
     grants pods only with ``failover.enabled``). ``secret_poll``: seconds between re-reads of the
     referenced Secrets. ``replicas``: this replica's share of the groups (docs/operator-replicas.md;
     None: every group, as one operator). ``readiness``: the URL of the replica's readiness endpoint
-    (:mod:`readiness`; '' for none)."""
+    (:mod:`readiness`; '' for none). ``claims``: this release's claims (:mod:`releaseclaim`; None: no
+    release identity, every group of the served namespaces is served as before)."""
     registry = kopf.OperatorRegistry()
     poller: list[asyncio.Task[None]] = []
     share = replicas if replicas is not None else Replicas.single()
@@ -105,11 +141,16 @@ def build_registry(
     async def start_secret_poll(**_: Any) -> None:
         poller.append(asyncio.create_task(poll_forever(ctx, ctx.kube.secret_data, secret_poll)))
 
-    def owned(namespace: str | None, name: str, **_: Any) -> bool:
-        return share.owns(namespace or "", name)
+    def owned(namespace: str | None, name: str, status: kopf.Status | None = None, **_: Any) -> bool:
+        return share.owns(namespace or "", name) and (claims is None or claims.holds(status))
 
-    # kopf is blind to a change of a group another replica owns: it runs nothing and stores nothing
-    owned_only = owned if share.enabled else None
+    def serves(namespace: str, name: str) -> bool:
+        """Whether this replica acts for the group now (its pods' deaths, a catch-up)."""
+        return share.owns(namespace, name) and (claims is None or claims.serves(namespace, name))
+
+    # kopf is blind to a change of a group another replica owns, or another release holds: it runs nothing
+    # and stores nothing
+    owned_only = owned if share.enabled or claims is not None else None
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -170,6 +211,8 @@ def build_registry(
         try:
             if share.enabled and not await wait_to_delete(ctx, share, namespace or "", name, uid):
                 return  # gone: its owner deleted it
+            if claims is not None and not await claimed_to_delete(namespace or "", name, object_ref(body)):
+                return  # gone: the release that held it deleted it
         except RetryLater as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         deletion = Deletion.of(dict(spec), annotations=dict(meta.annotations), body=object_ref(body), retry=retry,
@@ -181,6 +224,26 @@ def build_registry(
         logger.info("deletion: %s", outcome)
         ctx.forget(namespace or "", name)
 
+    async def claimed_to_delete(namespace: str, name: str, ref: Mapping[str, Any]) -> bool:
+        """With release claims: True once this release holds the group (it deletes it), False when the object
+        is gone; RetryLater while another live release holds it."""
+        assert claims is not None
+        deadline = time.monotonic() + DELETE_WAIT
+
+        def event(type_: str, reason: str, message: str) -> None:
+            ctx.kube.post_event(ref, type_, reason, message)
+
+        member = share.member_id if share.enabled else claims.holder
+        held = await claims.acquire(ctx.executor, namespace, name, replica=member,
+                                     token=share.token(namespace, name) or 0,
+                                     stopped=lambda: time.monotonic() > deadline, event=event)
+        if held is not None:
+            return True
+        if time.monotonic() > deadline:
+            raise RetryLater(f"{namespace}/{name} is served by another operator release; waiting for its deletion",
+                             delay=5.0)
+        return False
+
     @kopf.daemon(
         GROUP, VERSION, PLURAL, id="status", registry=registry, cancellation_backoff=1.0, cancellation_timeout=10.0
     )
@@ -188,11 +251,11 @@ def build_registry(
         status: kopf.Status, body: kopf.Body, namespace: str | None, name: str, uid: str,
         stopped: kopf.DaemonStopped, **kwargs: Any,
     ) -> None:
-        if share.enabled:  # serves the group whenever this replica owns it
+        if share.enabled or claims is not None:  # serves the group whenever this replica (release) holds it
             index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
             await serve_while_owned(ctx, share, body=body, ref=object_ref(body), namespace=namespace or "", name=name,
                                     uid=uid, stopped=lambda: bool(stopped),
-                                    catch_up=lambda: catch_up_failover(namespace or "", name, index))
+                                    catch_up=lambda: catch_up_failover(namespace or "", name, index), claims=claims)
             return
         controller = ctx.controller(namespace or "", name, uid)
         controller.introduce(object_ref(body))
@@ -220,7 +283,7 @@ def build_registry(
 
     async def pod_event(body: kopf.Body, namespace: str | None, **kwargs: Any) -> None:
         index: kopf.Index[str, OptedIn] = kwargs["failover_groups"]
-        opted_in = [group for group in index.get(namespace or "", ()) if share.owns(namespace or "", group.name)]
+        opted_in = [group for group in index.get(namespace or "", ()) if serves(namespace or "", group.name)]
         if opted_in:
             await failover.handle_pod(body, opted_in)
 
@@ -248,7 +311,7 @@ def build_registry(
         async def start_list_keeper(**_: Any) -> None:
             poller.append(asyncio.create_task(keeper.run()))
             if readiness:
-                poller.append(asyncio.create_task(serve_readiness(readiness, share.ready)))
+                poller.append(asyncio.create_task(serve_readiness(readiness, lambda: replica_ready(share, claims))))
 
     async def catch_up_failover(namespace: str, name: str, index: kopf.Index[str, OptedIn]) -> None:
         """A replica that gains a group with KubeletConfirmed fails over the ended instances the pods of its
@@ -259,7 +322,7 @@ def build_registry(
         loop = asyncio.get_running_loop()
         pods = await loop.run_in_executor(ctx.executor, ctx.kube.list_pods, namespace)
         for pod in pods:
-            if ended_instances(pod) and share.owns(namespace, name):
+            if ended_instances(pod) and serves(namespace, name):
                 await failover.handle_pod(pod, opted_in)
 
     if watch_pods:

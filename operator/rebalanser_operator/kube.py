@@ -114,6 +114,10 @@ class KubeGateway(Protocol):
     def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
         """The ResourceGroups of a namespace, as bodies."""
 
+    def get_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """One ResourceGroup's body; None when it does not exist (a step about one group reads that one:
+        listing the namespace for each of its groups costs the square of their number)."""
+
     def list_pods(self, namespace: str) -> list[Mapping[str, Any]]:
         """The pods of a namespace, as bodies (an operator replica that gains a group catches up on the
         ended instances reported while nobody served it)."""
@@ -229,6 +233,9 @@ class KubernetesGateway:
             models.GROUP, models.VERSION, namespace, models.PLURAL, _request_timeout=REQUEST_TIMEOUT)
         return list(result.get("items", []))
 
+    def get_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return read_group(self._custom, namespace, name)
+
     def list_pods(self, namespace: str) -> list[Mapping[str, Any]]:
         result: Any = self._core.list_namespaced_pod(namespace, _request_timeout=REQUEST_TIMEOUT)
         return list(self._core.api_client.sanitize_for_serialization(result).get("items", []))
@@ -258,3 +265,15 @@ class KubernetesGateway:
                 if exc.status != 409:
                     raise
         return False
+
+
+def read_group(custom: k8s.CustomObjectsApi, namespace: str, name: str) -> Mapping[str, Any] | None:
+    """One ResourceGroup's body, None when it does not exist."""
+    try:
+        body: Any = custom.get_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, models.PLURAL, name, _request_timeout=REQUEST_TIMEOUT)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return dict(body)

@@ -9,6 +9,7 @@
                         [--replica-zk HOSTS [--replica-group PATH] [--replica-id ID] [--replica-session-timeout S]
                          [--replica-pod-selector SELECTOR] [--replica-termination-log FILE]
                          [--replica-readiness URL]]
+                        [--release NAMESPACE/NAME [--release-lease-seconds S]]
 
 Each tenancy setting may also come from the environment (used when the flag is not given):
 REBALANSER_PATH_ROOT (templates separated by ',' or ';'), REBALANSER_ALLOWED_ENSEMBLES (servers or
@@ -24,7 +25,9 @@ Kubernetes credentials come from the in-cluster service account or ``$KUBECONFIG
 kopf peering) is the default. The Helm chart runs one replica with the Recreate strategy, or, with
 ``--replica-zk`` (its ``replicaGroup.zookeeper``), several that share the ResourceGroups through a
 Rebalanser group of their own, rolled out one at a time (:mod:`rebalanser_operator.replicas`,
-docs/operator-replicas.md).
+docs/operator-replicas.md). With ``--release`` (REBALANSER_RELEASE; the chart sets it) each ResourceGroup
+is claimed by one release, and another release serving the same namespace leaves it alone while the
+first is live (:mod:`rebalanser_operator.releaseclaim`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -45,11 +49,18 @@ from rebalanser.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
 from rebalanser_operator.apply.secretpoll import DEFAULT_INTERVAL as DEFAULT_SECRET_POLL
 from rebalanser_operator.clusterid import ClusterIdUnavailable, resolve_cluster_id
-from rebalanser_operator.handlers import build_registry, operator_settings
+from rebalanser_operator.handlers import build_registry, handled_here, operator_settings
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubernetesGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.readiness import address as readiness_address
+from rebalanser_operator.releaseclaim import (
+    DEFAULT_LEASE_SECONDS,
+    Release,
+    ReleaseApi,
+    ReleaseClaims,
+    ReleaseSettingError,
+)
 from rebalanser_operator.replicadeath import DeathWatch
 from rebalanser_operator.replicas import DEFAULT_GROUP_TEMPLATE, Replicas, ReplicaSettings
 from rebalanser_operator.runtime import DEFAULT_CREDENTIALS_GRACE, EXECUTOR_THREADS, LoopOptions, OperatorContext
@@ -152,6 +163,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     replica.add_argument("--replica-termination-log", metavar="FILE",
                          help="the container's termination-message file, where the replica writes its instance "
                               "nonce (REBALANSER_TERMINATION_LOG; default /dev/termination-log when $POD_UID is set)")
+    release = parser.add_argument_group("one release per ResourceGroup (docs/operator-replicas.md, Two releases)")
+    release.add_argument("--release", metavar="NAMESPACE/NAME",
+                         help="this operator's release (REBALANSER_RELEASE; the chart: <release namespace>/<full "
+                              "name>): each ResourceGroup is claimed by one release, and another release serving the "
+                              "same namespace leaves it alone while this one's heartbeat, the Lease NAME in NAMESPACE, "
+                              "stands. Without it, no claim: every group of the served namespaces is served")
+    release.add_argument("--release-lease-seconds", type=float, metavar="SECONDS",
+                         help="how long the release's heartbeat stands without a renewal: its groups pass to another "
+                              "release this long after its last replica stopped (REBALANSER_RELEASE_LEASE_SECONDS; "
+                              f"default {DEFAULT_LEASE_SECONDS:g})")
     parser.add_argument("--failover-pods", action="store_true",
                         help="watch the served namespaces' pods for spec.failover: KubeletConfirmed (needs RBAC "
                              "on pods: the chart's failover.enabled); without it no pod is watched")
@@ -184,6 +205,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.replica = replica_setting(args, os.environ, args.tenancy)
     except SettingError as exc:
         parser.error(str(exc))
+    text = args.release or os.environ.get("REBALANSER_RELEASE") or ""
+    try:
+        args.release = Release.parse(text) if text else None
+    except ReleaseSettingError as exc:
+        parser.error(f"--release: {exc}")
+    if args.release_lease_seconds is None:
+        raw = os.environ.get("REBALANSER_RELEASE_LEASE_SECONDS") or DEFAULT_LEASE_SECONDS
+        try:
+            args.release_lease_seconds = float(raw)
+        except ValueError:
+            parser.error(f"REBALANSER_RELEASE_LEASE_SECONDS must be a number, got {raw!r}")
+    if not 2 <= args.release_lease_seconds <= 3600:
+        parser.error("--release-lease-seconds must lie in [2, 3600] seconds")
     return args
 
 
@@ -367,13 +401,30 @@ def main(argv: list[str] | None = None) -> int:
             replicas.stop()
             ctx.close()
             return 2
+    claims, heartbeat = None, threading.Event()
+    if args.release is not None:
+        holder = (args.replica.member_id if args.replica is not None
+                  else os.environ.get("POD_NAME") or socket.gethostname())
+        claims = ReleaseClaims(ReleaseApi(api_client), args.release, holder, args.release_lease_seconds)
+        try:
+            claims.renew()
+        except Exception as exc:
+            print(f"rebalanser-operator: cannot renew the release's heartbeat, Lease {args.release.name} in namespace "
+                  f"{args.release.namespace}: {exc}", file=sys.stderr)
+            replicas.stop()
+            ctx.close()
+            return 2
+        threading.Thread(target=claims.run_heartbeat, args=(heartbeat,), name="release-heartbeat", daemon=True).start()
+        log.info("release %s: its heartbeat is Lease %s (%g s); its groups are claimed in status.servedBy",
+                 args.release, args.release, args.release_lease_seconds)
     deaths = death_watch(args, replicas, api_client, own)
     try:
         kopf.run(
             registry=build_registry(ctx, own_namespace, watch_pods=args.failover_pods,
                                     secret_poll=args.secret_poll, replicas=replicas,
-                                    readiness=args.replica_readiness if args.replica is not None else ""),
-            settings=operator_settings(),
+                                    readiness=args.replica_readiness if args.replica is not None else "",
+                                    claims=claims),
+            settings=operator_settings(handled_here(replicas, claims)),
             clusterwide=args.all_namespaces,
             namespaces=() if args.all_namespaces else args.namespaces,
             standalone=args.peering is None,
@@ -381,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
         )
     finally:
+        heartbeat.set()
         if deaths is not None:
             deaths.stop()
         replicas.stop()

@@ -28,7 +28,6 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from rebalanser_operator.apply.actions import event, owner_marker
-from rebalanser_operator.apply.reconcile import OwnerMarker
 from rebalanser_operator.controller.connectwait import connected
 from rebalanser_operator.controller.core import view_of
 from rebalanser_operator.controller.messages import PodEnded
@@ -158,11 +157,13 @@ class Failover:
 
 def owned_by(ctx: OperatorContext, runtime: GroupRuntime) -> Callable[[bytes], bool]:
     """Whether a group root's data is the owner marker of this very ResourceGroup object: its namespace,
-    name and UID, written in this cluster (a released marker is nobody's to fail over)."""
+    name and UID, written in this cluster (a released marker is nobody's to fail over); for an operator
+    replica, also that no later owner took the group's fence (a session close is no write a ``multi``
+    could check: the root is read behind a ``sync`` right before)."""
     ours = owner_marker(ctx, runtime)
+    fence = runtime.fence
 
     def check(data: bytes) -> bool:
-        marker = OwnerMarker.parse(data)
-        return marker is not None and bool(ours.uid) and marker.uid == ours.uid and ours.same_object(marker)
+        return (fence is None or fence.holds(data)) and ours.marks(data)
 
     return check

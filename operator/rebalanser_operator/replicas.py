@@ -308,12 +308,17 @@ class Replicas:
                         self._waiting.pop(resource, None)
         return None
 
-    def serving(self, namespace: str, name: str, wake: Callable[[], None]) -> Serving:
+    def serving(self, namespace: str, name: str, token: int, wake: Callable[[], None]) -> Serving | None:
         """Registers the group as served here until :meth:`Serving.done`: a revocation wakes it with
-        ``wake`` and waits for ``done`` before letting the group go."""
+        ``wake`` and waits for ``done`` before letting the group go. None when this replica no longer owns
+        the group with ``token``: checked under the lock that a revocation takes (after ``owns`` turned
+        False) to find what it waits for, so either the revocation waits for this serving, or this
+        serving is refused. Without an operator group, always registered."""
         resource = resource_name(namespace, name)
         entry = _Serving(wake)
         with self._lock:
+            if self._client is not None and (not self._client.owns(resource) or self._client.token(resource) != token):
+                return None
             self._serving[resource] = entry
         return Serving(self, resource, entry)
 

@@ -26,13 +26,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from rebalanser_operator.apply.actions import InvalidSpec, RetryLater
+from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, owner_marker
 from rebalanser_operator.controller.messages import DesiredSpec
+from rebalanser_operator.releaseclaim import ReleaseClaims
 from rebalanser_operator.replicafence import fenced, served_by
 from rebalanser_operator.replicas import Replicas
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
 from rebalanser_operator.status.view import Observation
 from rebalanser_operator.statusloop import StatusLoop
+from rebalanser_operator.zkfence import Fence
 
 log = logging.getLogger(__name__)
 
@@ -49,20 +51,26 @@ LIST_DEBOUNCE = 0.2
 RESERVE_PAUSE = 1.0
 #: How long a deletion handler of a replica that does not own the group waits before kopf retries it.
 DELETE_WAIT = 120.0
+#: The status field where releases refused a group say why (written by them, never by the serving one).
+REFUSED_RELEASES = "refusedReleases"
 
 
 class ReplicaStatusLoop(StatusLoop):
-    """The status loop of a group served by a replica: each status patch carries the token and is logged
-    with it, and is sent only while the replica still owns the group (``owned``, asked right before the
-    patch: a refresh queued, or frozen half-way, when the group was lost writes nothing)."""
+    """The status loop of a group served by a replica (or under a release's claim): each status patch
+    carries ``servedBy`` and is logged with the token, and is sent only while the replica still owns the
+    group (``owned``, asked right before the patch: a refresh queued, or frozen half-way, when the group
+    was lost writes nothing)."""
 
     def __init__(self, ctx: OperatorContext, rt: GroupRuntime, *, initial_status: Mapping[str, Any],
-                 replica: str, token: int, owned: Callable[[], bool]) -> None:
-        super().__init__(ctx, rt, initial_status=initial_status)
-        self.replica, self.token, self.owned = replica, token, owned
+                 replica: str, token: int, owned: Callable[[], bool], release: str | None = None,
+                 claim: int = 0) -> None:
+        initial = {k: v for k, v in initial_status.items() if k != REFUSED_RELEASES}  # other releases' entries
+        super().__init__(ctx, rt, initial_status=initial)
+        # not "release": StatusLoop.release() lets a terminating namespace's group go
+        self.replica, self.token, self.owned, self.release_name, self.claim = replica, token, owned, release, claim
 
     def status_extra(self) -> dict[str, Any]:
-        return served_by(self.replica, self.token)
+        return served_by(self.replica, self.token, self.release_name, self.claim)
 
     def may_patch(self) -> bool:
         if self.owned():
@@ -72,30 +80,56 @@ class ReplicaStatusLoop(StatusLoop):
         return False
 
     def fenced(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return fenced(patch, self.replica, self.token)
+        return fenced(patch, self.replica, self.token, self.release_name, self.claim)
 
     def publish(self, obs: Observation) -> None:
         before = self.patches
         super().publish(obs)
         if self.patches != before:
-            log.info("replica-write member=%s group=%s/%s token=%d at=%.3f phase=%s", self.replica, self.rt.namespace,
-                     self.rt.name, self.token, time.time(), self.published.get("phase"))
+            log.info("replica-write member=%s group=%s/%s token=%d at=%.3f phase=%s release=%s", self.replica,
+                     self.rt.namespace, self.rt.name, self.token, time.time(), self.published.get("phase"),
+                     self.release_name or "-")
+
+
+def _member(replicas: Replicas, claims: ReleaseClaims | None) -> str:
+    """The name this replica serves under: its member id, or without an operator group its release's holder."""
+    return replicas.member_id if replicas.enabled or claims is None else claims.holder
 
 
 async def serve_while_owned(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool],
-    catch_up: Callable[[], Awaitable[object]] | None = None,
+    catch_up: Callable[[], Awaitable[object]] | None = None, claims: ReleaseClaims | None = None,
 ) -> None:
-    """Serves the group whenever this replica owns it, until ``stopped()`` (the daemon's end).
-    ``catch_up``: run at each gain, beside the status loop (the failover of worker deaths reported while
-    nobody served the group)."""
+    """Serves the group whenever this replica owns it (and, with ``claims``, this release holds it), until
+    ``stopped()`` (the daemon's end). ``catch_up``: run at each gain, beside the status loop (the failover
+    of worker deaths reported while nobody served the group)."""
+    first = True
     while not stopped():
         token = await replicas.until_owned(namespace, name, stopped)
         if token is None:
             return
+        claim, apply = 0, True
+        if claims is not None:
+            def not_owned(held: int = token) -> bool:
+                return stopped() or not replicas.owns(namespace, name) or replicas.token(namespace, name) != held
+
+            def event(type_: str, reason: str, message: str) -> None:
+                ctx.kube.post_event(ref, type_, reason, message)
+
+            taken = await claims.acquire(ctx.executor, namespace, name, replica=_member(replicas, claims),
+                                         token=token, stopped=not_owned, event=event)
+            if taken is None:
+                if not stopped() and replicas.owns(namespace, name):
+                    await asyncio.sleep(RESERVE_PAUSE)  # the object gone: its daemon ends soon
+                continue
+            # One operator of a release finding its own claim at its start: kopf's resume handler applies the
+            # spec, and its pod watch sees every pod
+            claim, apply = taken[0], replicas.enabled or taken[1] or not first
+        first = False
         await _serve_once(ctx, replicas, body=body, ref=ref, namespace=namespace, name=name, uid=uid,
-                          stopped=stopped, token=token, catch_up=catch_up)
+                          stopped=stopped, token=token, catch_up=catch_up if apply else None, claims=claims,
+                          claim=claim, apply=apply)
         if not stopped() and replicas.owns(namespace, name):
             await asyncio.sleep(RESERVE_PAUSE)  # ended while owned (the object gone or replaced): not in a tight loop
 
@@ -103,23 +137,46 @@ async def serve_while_owned(
 async def _serve_once(
     ctx: OperatorContext, replicas: Replicas, *, body: Mapping[str, Any], ref: Mapping[str, Any],
     namespace: str, name: str, uid: str, stopped: Callable[[], bool], token: int,
-    catch_up: Callable[[], Awaitable[object]] | None,
+    catch_up: Callable[[], Awaitable[object]] | None, claims: ReleaseClaims | None = None, claim: int = 0,
+    apply: bool = True,
 ) -> None:
-    log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name, token,
-             time.time())
+    member = _member(replicas, claims)
+    wakes: list[Callable[[], None]] = []
+    # Registered first, and only while still owned with this token (Replicas.serving checks it under the lock
+    # its revocation takes): a group lost since until_owned found it (or during the release's claim) was let
+    # go without waiting for a loop that had not started, and must not be served now.
+
+    def wake() -> None:
+        for each in wakes:
+            each()
+
+    serving = replicas.serving(namespace, name, token, wake)
+    if serving is None:
+        log.info("replica-late member=%s group=%s/%s token=%d at=%.3f", member, namespace, name, token, time.time())
+        return
+    log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f release=%s claim=%d", member, namespace, name,
+             token, time.time(), claims.me if claims is not None else "-", claim)
     controller = ctx.controller(namespace, name, uid)
+    if replicas.enabled:  # its ZooKeeper writes carry the token too (before any step of this gain)
+        controller.rt.fence = Fence(member, token, ours=owner_marker(ctx, controller.rt).marks)
     controller.introduce(ref)
 
     def owned() -> bool:
-        return not stopped() and replicas.owns(namespace, name) and replicas.token(namespace, name) == token
+        if stopped() or not replicas.owns(namespace, name) or replicas.token(namespace, name) != token:
+            return False
+        return claims is None or claims.still_ours(body.get("status"), claim)
 
     loop = ReplicaStatusLoop(ctx, controller.rt, initial_status=dict(body.get("status") or {}),
-                             replica=replicas.member_id, token=token, owned=owned)
-    serving = replicas.serving(namespace, name, loop.wake)
+                             replica=member, token=token, owned=owned,
+                             release=claims.me if claims is not None else None, claim=claim)
+    wakes.append(loop.wake)
+    if claims is not None:
+        claims.serving(namespace, name, True)
     # The token is stored before this replica's first status write; the spec's apply and the failover's
     # catch-up (ZooKeeper, not the status) do not wait for it.
-    registering = asyncio.create_task(_register_token(ctx, replicas.member_id, namespace, name, token))
-    applying = asyncio.create_task(_apply_current(controller, body, ref, owned))
+    registering = asyncio.create_task(_register_token(ctx, member, namespace, name, token, owned, claims=claims,
+                                                      claim=claim))
+    applying = asyncio.create_task(_apply_current(ctx, controller, body, ref, owned) if apply else asyncio.sleep(0))
     catching = asyncio.create_task(_guarded(catch_up(), f"catching up on {namespace}/{name}")) if catch_up else None
     try:
         await registering
@@ -134,34 +191,50 @@ async def _serve_once(
         finally:
             if not stopped() and ctx.is_current(controller.rt):
                 ctx.forget(namespace, name)  # lost: nothing of the group stays here (a newer object's is kept)
-            log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", replicas.member_id, namespace, name,
-                     token, time.time())
+            log.info("replica-stop member=%s group=%s/%s token=%d at=%.3f", member, namespace, name, token,
+                     time.time())
+            if claims is not None:
+                claims.serving(namespace, name, False)
             serving.done()
 
 
-async def _register_token(ctx: OperatorContext, replica: str, namespace: str, name: str, token: int) -> None:
+async def _register_token(ctx: OperatorContext, replica: str, namespace: str, name: str, token: int,
+                          owned: Callable[[], bool], *, claims: ReleaseClaims | None = None, claim: int = 0) -> None:
     """Stores this owner's token in the group's status at its gain, before its first status write: from
     then on the admission policy refuses every status write of an earlier owner (one thawed after a freeze,
-    or whose patch was on its way), instead of from the new owner's first full status, a reconcile later."""
+    or whose patch was on its way), instead of from the new owner's first full status, a reconcile later.
+    Sent only while the group is still this replica's with this token (a group lost meanwhile, the patch
+    would name a replica that no longer serves it)."""
+    if not owned():
+        return
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
+    release = claims.me if claims is not None else None
     try:
         await loop.run_in_executor(ctx.executor, context.run, ctx.kube.patch_status, namespace, name,
-                                   served_by(replica, token))
+                                   served_by(replica, token, release, claim))
     except Exception as exc:  # refused (a later owner's token is stored) or unreachable: the loop decides
         log.warning("replica %s: storing token %d in %s/%s failed: %s", replica, token, namespace, name, exc)
         return
     log.info("replica-fence member=%s group=%s/%s token=%d at=%.3f", replica, namespace, name, token, time.time())
 
 
-async def _apply_current(controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],
+async def _apply_current(ctx: OperatorContext, controller: Any, body: Mapping[str, Any], ref: Mapping[str, Any],
                          owned: Callable[[], bool]) -> None:
-    """Applies the live body's spec, retrying as kopf would, while the group is owned (never raises)."""
+    """Applies the live body's spec, retrying as kopf would, while the group is owned (never raises).
+    Not in a namespace being deleted: its group goes with it (the status loop's release), and an apply
+    after that release, before the namespace's deletion reaches the object, would create the group's
+    znodes again, with nobody left to delete them."""
     retry = 0
+    loop = asyncio.get_running_loop()
     while owned():
         meta = body.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return  # its deletion handler does the rest
+        namespace = controller.rt.namespace
+        if await loop.run_in_executor(ctx.executor, ctx.namespace_terminating, namespace, ctx.options.period):
+            log.info("%s/%s: its namespace is being deleted: the spec is not applied", namespace, controller.rt.name)
+            return
         status = body.get("status") or {}
         desired = DesiredSpec.of(
             dict(body.get("spec") or {}), generation=meta.get("generation"), body=ref, retry=retry,
@@ -314,12 +387,12 @@ async def wait_to_delete(ctx: OperatorContext, replicas: Replicas, namespace: st
     while True:
         if replicas.owns(namespace, name):
             return True
-        try:
-            bodies = await loop.run_in_executor(ctx.executor, ctx.kube.list_groups, namespace)
+        try:  # this one object (a list per group, with thousands deleted at once, is their number squared)
+            body = await loop.run_in_executor(ctx.executor, ctx.kube.get_group, namespace, name)
         except Exception as exc:  # an API hiccup: ask again at the next turn
-            log.debug("listing the ResourceGroups of %s failed: %s", namespace, exc)
-            bodies = [{"metadata": {"uid": uid}}]
-        if not any((b.get("metadata") or {}).get("uid") == uid for b in bodies):
+            log.debug("reading ResourceGroup %s/%s failed: %s", namespace, name, exc)
+            body = {"metadata": {"uid": uid}}
+        if body is None or (body.get("metadata") or {}).get("uid") != uid:
             return False
         if time.monotonic() > deadline:
             raise RetryLater(f"{namespace}/{name} is served by another operator replica; waiting for its deletion",

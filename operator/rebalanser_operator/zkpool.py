@@ -47,6 +47,7 @@ from kazoo.retry import KazooRetry
 from rebalanser_operator.identity import DigestCredentials as DigestCredentials  # re-exported
 from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.tenancy import SettingError, normalise_connect
+from rebalanser_operator.zkfence import unfenced
 from rebalanser_operator.zktls import TlsFileStore, TlsMaterial
 
 log = logging.getLogger(__name__)
@@ -244,6 +245,7 @@ class ZooKeeperPool:
         return (spelled, tls.digest if tls is not None else "", frozenset() if own else frozenset(credentials), own)
 
     def _entry_of(self, client: KazooClient) -> _Entry | None:
+        client = unfenced(client)  # a group's steps see their session through its fence
         with self._lock:
             for entry in self._entries.values():
                 if entry.client is client:

@@ -106,12 +106,7 @@ def test_namespace_and_crd(cluster: Cluster) -> None:
     assert phase == "Active"
 
     cluster.run_kubectl("apply", "-f", "-", input=CRD)
-    cluster.run_kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/widgets.controlplane-test.rebalanser.io",
-    )
+    cluster.wait_established("widgets.controlplane-test.rebalanser.io")
     widget = (
         "apiVersion: controlplane-test.rebalanser.io/v1\nkind: Widget\n"
         "metadata: {name: w1, namespace: cp-test}\nspec: {size: 3}\n"

@@ -99,6 +99,10 @@ class RecordingKube:
     def list_groups(self, namespace: str) -> list[Mapping[str, Any]]:
         return copy.deepcopy(self.groups.get(namespace, []))
 
+    def get_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        found = [b for b in self.groups.get(namespace, []) if b["metadata"]["name"] == name]
+        return copy.deepcopy(found[0]) if found else None
+
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> bool:
         for body in self.groups.get(namespace, []):
             if body["metadata"]["name"] == name:

@@ -78,7 +78,7 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     assert {d["kind"] for d in docs} == {
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment",
         "Job"}  # the uninstall check, a pre-delete hook (test_chart_values.py)
-    assert len(by_kind(docs, "ClusterRoleBinding")) == 2
+    assert len(by_kind(docs, "ClusterRoleBinding")) == 3
     docs = [d for d in docs if not d["metadata"]["name"].endswith(("-view", "-edit"))]  # aggregated, bound to nobody
     roles = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
     assert set(roles) == {"ops-rel-rebalanser-operator", "ops-rel-rebalanser-operator-cluster-id"}
@@ -104,6 +104,8 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
             "rebalanser.io/resourcegroups": {"get", "list", "watch", "patch"},
             "rebalanser.io/resourcegroups/status": {"get", "patch"},
         },
+        # Another release's heartbeat, a Lease in its own namespace (docs/operator-replicas.md, Two releases).
+        "ops-rel-rebalanser-operator-releases": {"coordination.k8s.io/leases": {"get"}},
     }
     bindings = {b["metadata"]["name"]: b for b in by_kind(docs, "ClusterRoleBinding")}
     groups = bindings["ops-rel-rebalanser-operator-resourcegroups"]
@@ -114,6 +116,8 @@ def test_default_install_is_namespaced_least_privilege(helm: Path) -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert "--namespace=ops" in container["args"] and "--standalone" in container["args"]
     assert container["command"] == ["rebalanser-operator"]
+    # One release per ResourceGroup (docs/operator-replicas.md, Two releases): its identity names its Lease.
+    assert "--release=ops/rel-rebalanser-operator" in container["args"]
 
 
 def served_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -126,7 +130,8 @@ def test_cluster_wide_option(helm: Path) -> None:
     assert not served_roles(docs)
     roles = {r["metadata"]["name"]: rules_of(r) for r in by_kind(docs, "ClusterRole")}
     assert set(roles) == {"ops-rel-rebalanser-operator", "ops-rel-rebalanser-operator-scanning",
-                          "ops-rel-rebalanser-operator-view", "ops-rel-rebalanser-operator-edit"}
+                          "ops-rel-rebalanser-operator-view", "ops-rel-rebalanser-operator-edit",
+                          "ops-rel-rebalanser-operator-releases"}
     assert "rebalanser.io/resourcegroups/status" in roles["ops-rel-rebalanser-operator"]
     assert roles["ops-rel-rebalanser-operator"]["/secrets"] == {"get"}
     container = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]

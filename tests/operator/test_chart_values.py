@@ -147,10 +147,11 @@ def test_uninstall_runs_a_check_first_that_lists_the_served_namespaces(helm: Pat
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["command"] == ["python", "-m", "rebalanser_operator.uninstallcheck"]
-    assert container["args"] == ["--namespace=shop", "--namespace=billing"]
+    assert container["args"] == ["--namespace=shop", "--namespace=billing", "--release=ops/rel-rebalanser-operator"]
     assert pod["serviceAccountName"] == "rel-rebalanser-operator" and job["spec"]["backoffLimit"] == 0
     (wide,) = by_kind(render(helm, "--set", "rbac.clusterWide=true"), "Job")
-    assert wide["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces"]
+    assert wide["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces",
+                                                                         "--release=ops/rel-rebalanser-operator"]
     assert not by_kind(render(helm, "--set", "uninstallCheck.enabled=false"), "Job")
 
 

@@ -202,3 +202,22 @@ def test_the_readiness_endpoint_must_be_a_plain_http_url_with_a_port(url: str) -
     with pytest.raises(SystemExit):
         parse_args(["-n", "shop", "--replica-zk", "zk:2181", "--replica-readiness", url])
     assert parse_args(["-n", "shop", "--replica-readiness", "http://0.0.0.0:8082/readyz"]).replica_readiness
+
+
+def test_the_release_identity_from_the_flag_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/operator-replicas.md, Two releases: NAMESPACE/NAME (the chart's <release namespace>/<full name>)."""
+    monkeypatch.delenv("REBALANSER_RELEASE", raising=False)
+    monkeypatch.delenv("REBALANSER_RELEASE_LEASE_SECONDS", raising=False)
+    assert parse_args(["-n", "a"]).release is None  # no claim: as before
+    args = parse_args(["-n", "a", "--release", "ops/rel-rebalanser-operator"])
+    assert str(args.release) == "ops/rel-rebalanser-operator" and args.release_lease_seconds == 60
+    monkeypatch.setenv("REBALANSER_RELEASE", "team/op")
+    monkeypatch.setenv("REBALANSER_RELEASE_LEASE_SECONDS", "6")
+    args = parse_args(["-n", "a"])
+    assert str(args.release) == "team/op" and args.release_lease_seconds == 6
+    for bad in (["--release", "no-slash"], ["--release", "a/b", "--release-lease-seconds", "1"]):
+        with pytest.raises(SystemExit):
+            parse_args(["-n", "a", *bad])
+    assert "NAMESPACE/NAME" in capsys.readouterr().err

@@ -64,3 +64,16 @@ def test_an_object_handled_by_an_older_operator_is_neither_new_nor_edited_and_lo
     annotations = stored(storage, legacy)
     assert annotations[LEGACY] is None, "the full copy must be removed"
     assert annotations[DIGEST] == spec_digest(spec)
+
+
+def test_a_replica_that_does_not_serve_the_group_stores_nothing() -> None:
+    """kopf stores the new state even when the change handlers are filtered out: a replica (or release) that
+    does not serve the group would mark the change handled before the one that serves it sees it."""
+    served: set[str] = set()
+    storage = SpecDigestStorage(prefix=PREFIX, handled=lambda b: b["metadata"]["name"] in served)
+    obj = body({"zookeeper": {"connect": "zk:2181"}})
+    assert stored(storage, obj) == {}
+    served.add("orders")
+    assert DIGEST in stored(storage, obj)
+    handled = operator_settings(lambda b: False).persistence.diffbase_storage
+    assert stored(handled, obj) == {}  # type: ignore[arg-type]

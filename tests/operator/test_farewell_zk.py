@@ -107,3 +107,56 @@ def test_the_status_loop_releases_its_group_when_the_namespace_terminates(
     loop.refresh()
     assert loop.gone and zk.exists(group_path) is None
     assert kube.groups["shop"][0]["metadata"]["finalizers"] == []
+
+
+def test_a_group_served_again_in_a_terminating_namespace_is_not_applied_again(
+    kube: RecordingKube, zk: KazooClient, zk_hosts: str, group_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A served group (replicas, or a release's claim) whose namespace is being deleted: its status loop
+    releases it (znodes deleted, finalizer removed) before the namespace's deletion reaches the object,
+    and its daemon serves it again a moment later. That serving must not apply the spec: the znodes would
+    be created again, with no finalizer left to delete them (seen on the real cluster)."""
+    import asyncio
+
+    from rebalanser_operator.replicas import Replicas
+    from rebalanser_operator.replicaserve import serve_while_owned
+
+    ctx = OperatorContext(tenancy=TEST_TENANCY, kube=kube, options=LoopOptions(connect_wait=1.0, period=0.5))
+    rg = body(zk_hosts, group_path)
+    kube.groups["shop"] = [rg]
+    caplog.set_level("INFO", logger="rebalanser_operator.replicaserve")
+
+    def held_back() -> bool:
+        return any("the spec is not applied" in r.getMessage() for r in caplog.records)
+
+    async def scenario() -> None:
+        done = threading.Event()
+        serving = asyncio.create_task(serve_while_owned(
+            ctx, Replicas(None), body=rg, ref=rg, namespace="shop", name="orders", uid="uid-orders",
+            stopped=done.is_set))
+        try:
+            await _until(lambda: zk.exists(group_path) is not None, 20, "the group applied at the gain")
+            kube.terminating.add("shop")
+            ctx._namespaces.clear()
+            await _until(lambda: zk.exists(group_path) is None and not rg["metadata"]["finalizers"], 20,
+                         "the group released by its status loop")
+            await _until(lambda: held_back() or zk.exists(group_path) is not None, 20,
+                         "the daemon serving the group again")
+            assert zk.exists(group_path) is None, "serving the group again created its znodes again"
+        finally:
+            done.set()
+            await asyncio.wait_for(serving, 20)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        ctx.close()
+
+
+async def _until(predicate: Any, timeout: float, what: str) -> None:
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        await asyncio.sleep(0.05)

@@ -54,6 +54,7 @@ CALLS: dict[str, Callable[[KubernetesGateway], Any]] = {
     "workload_rolling_out": lambda g: g.workload_rolling_out("ns", "Deployment", "workers"),
     "namespace_terminating": lambda g: g.namespace_terminating("ns"),
     "list_groups": lambda g: g.list_groups("ns"),
+    "get_group": lambda g: g.get_group("ns", "rg"),
     "remove_finalizer": lambda g: g.remove_finalizer("ns", "rg", "rebalanser.io/znodes"),
 }
 

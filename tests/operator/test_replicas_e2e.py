@@ -35,9 +35,11 @@ from typing import Any
 
 import pytest
 from rebalanser_operator.replicafence import fence_manifests
+from rebalanser_operator.zkfence import stored_fence
 
 from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.procstop import stop_gracefully
 from tests.support.replicalines import Line, check_one_at_a_time, intervals, parse, serving_now
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -94,14 +96,7 @@ class Replica:
         return parse(self.text())
 
     def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_gracefully(self.proc)
 
 
 @dataclass
@@ -156,7 +151,7 @@ def running_scene(work: Path, extra: tuple[str, ...] = ()) -> Iterator[Scene]:
         kube.create_namespace(OPERATORS)
         kube.run_kubectl("create", "serviceaccount", "default", "-n", OPERATORS, check=False)
         kube.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-        kube.run_kubectl("wait", "--for=condition=Established", "crd/resourcegroups.rebalanser.io", "--timeout=60s")
+        kube.wait_established("resourcegroups.rebalanser.io")
         fence = {"apiVersion": "v1", "kind": "List", "items": fence_manifests("rebalanser-replica-fence")}
         kube.run_kubectl("apply", "-f", "-", input=json.dumps(fence))  # as the chart would, with replicas
         await_fence(kube)
@@ -243,6 +238,7 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
     assert all(code == 200 and text.startswith("Assigned") for code, text in readiness.values()), readiness
     wait_for(lambda: all(scene.statuses()[g].get("servedBy", {}).get("replica") == m for g, m in owners.items()), 30,
              lambda: f"status.servedBy naming the servers {owners}: {scene.statuses()}")
+    fences_match(scene, groups)
 
     # The fence: a status write with a smaller token than the stored one is refused by the API server.
     group = sorted(groups)[0]
@@ -288,10 +284,19 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
     thawed_at = time.time()
     wait_for(lambda: any(ln.member == frozen.member and ln.kind == "stop" and ln.at > thawed_at
                          for ln in frozen.lines()), 30, lambda: f"{frozen.member} to stop serving after its thaw")
-    owners = wait_for(settled(cut), 60, lambda: f"one server per group: {serving_now(intervals(scene.lines(), cut))}")
     late = [ln for ln in frozen.lines() if ln.kind == "write" and ln.at > frozen_at
             and any(s[0] == frozen.member and s[2] < frozen_at for s in intervals(scene.lines()).get(ln.group, []))]
     assert not late, f"the thawed replica wrote for groups it had lost: {late}"
+    fences_match(scene, groups)
+    with admin_client(scene.zk.hosts) as zk:  # nothing of the spec it knew was written back
+        counts = {g: len(zk.get_children(f"/rebalanser/{g}/resources")) for g in frozen_groups}
+    stale = {g: n for g, n in counts.items() if n != RESOURCES + 1}
+    assert not stale, f"groups of the thawed replica whose resources went back: {stale}"
+    # The thawed replica rejoined: the rebalance that gives it its share again moves groups, so the groups'
+    # servers are read once it serves again (else a group counted as the victim's may move before the kill).
+    wait_for(lambda: frozen.member in serving_now(check_one_at_a_time(scene.lines(), cut)).values(), 60,
+             lambda: f"{frozen.member} serving again after its thaw: {serving_now(intervals(scene.lines(), cut))}")
+    owners = wait_for(settled(cut), 60, lambda: f"one server per group: {serving_now(intervals(scene.lines(), cut))}")
 
     # SIGKILL the replica serving the most groups now: the others serve its groups.
     shares = {r.member: sum(1 for m in owners.values() if m == r.member) for r in scene.replicas}
@@ -312,7 +317,8 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
                 for g in moved}
 
     taken = wait_for(taken_over, HANDOVER_BOUND_S + 30, lambda: f"the groups of {victim.member} moved "
-                     f"(load {load()}): {serving_now(intervals(scene.lines(), cut))}")
+                     f"(load {load()}): {serving_now(intervals(scene.lines(), cut))}; killed at {killed_at:.3f}, its "
+                     f"groups {sorted(moved)}: {[ln for ln in scene.lines() if ln.group in moved]}")
 
     # The new owners act: a spec change of every group is applied and its status written by its server.
     scene.cluster.run_kubectl("apply", "-f", "-", input=manifests(scene.zk.hosts, RESOURCES + 2))
@@ -341,6 +347,7 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
     check_one_at_a_time(lines, cut)
     wait_for(lambda: all(scene.statuses()[g]["servedBy"]["replica"] == staying.member for g in groups), 30,
              lambda: f"status.servedBy naming {staying.member}: {scene.statuses()}")
+    fences_match(scene, groups)
 
     print(f"\n{GROUPS} groups synced in {synced_s:.1f} s on {REPLICAS} replicas; {frozen.member} frozen with "
           f"{len(frozen_groups)} groups, no write after its thaw; {victim.member} SIGKILLed serving {len(moved)}: "
@@ -350,6 +357,19 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
           f" ms (load {load()})")
     assert max(taken.values()) <= HANDOVER_BOUND_S, f"handover took {max(taken.values()):.1f} s (load {load()})"
     assert all(0 <= gap <= GRACEFUL_BOUND_S for gap in gaps.values()), f"graceful handover gaps {gaps}"
+
+
+def fences_match(scene: Scene, groups: set[str]) -> None:
+    """Each group root's fence in ZooKeeper names the replica and token its status names (the server)."""
+    def fences() -> dict[str, tuple[tuple[str, int] | None, tuple[str, int] | None]]:
+        statuses = scene.statuses()
+        with admin_client(scene.zk.hosts) as zk:
+            found = {g: stored_fence(zk.get(f"/rebalanser/{g}")[0]) for g in groups}
+        served = {g: (s["servedBy"]["replica"], s["servedBy"]["token"]) if "servedBy" in s else None
+                  for g, s in statuses.items() if g in groups}
+        return {g: (found[g], served.get(g)) for g in groups if found[g] != served.get(g)}
+
+    wait_for(lambda: not fences(), 30, lambda: f"fences in ZooKeeper unlike status.servedBy: {fences()}")
 
 
 def report_ended(scene: Scene, replica: Replica) -> None:

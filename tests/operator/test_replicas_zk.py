@@ -28,6 +28,7 @@ from rebalanser_operator.replicas import (
     resource_name,
 )
 
+from tests.support.relay import Relay
 from tests.support.zk import admin_client, purge
 
 pytestmark = pytest.mark.zk
@@ -155,7 +156,10 @@ def test_a_revocation_waits_until_the_group_stopped_being_served(
     group = GROUPS[0]
     holder = wait_for(lambda: next((r for r in pair if r.owns(*group)), None), 30, lambda: "nobody owns the group")
     woken = threading.Event()
-    serving = holder.serving(*group, woken.set)
+    token = holder.token(*group)
+    assert token is not None
+    serving = holder.serving(*group, token, woken.set)
+    assert serving is not None
     released = threading.Event()
     leaving = threading.Thread(target=lambda: (holder.stop(), released.set()), daemon=True)
     leaving.start()
@@ -167,6 +171,25 @@ def test_a_revocation_waits_until_the_group_stopped_being_served(
     serving.done()
     wait_for(lambda: other.owns(*group), 20, lambda: "the group did not move after it stopped")
     assert released.wait(10)
+
+
+def test_a_group_lost_before_its_serving_was_registered_is_not_served(
+    pair: tuple[Replicas, Replicas], group_path: str
+) -> None:
+    """The window between finding a group owned (``until_owned``) and registering its serving: a
+    revocation in between finds nothing to wait for and lets the group go at once, so the registration
+    that comes after it must be refused (else the old owner serves beside the new one)."""
+    office(pair).write_list(GROUPS[:1])
+    group = GROUPS[0]
+    holder = wait_for(lambda: next((r for r in pair if r.owns(*group)), None), 30, lambda: "nobody owns the group")
+    other = pair[1] if holder is pair[0] else pair[0]
+    token = holder.token(*group)
+    assert token is not None
+    assert holder.serving(*group, token + 1, lambda: None) is None, "registered with a token it does not hold"
+    holder.stop()  # the revocation: nothing registered, so nothing waited for
+    wait_for(lambda: other.owns(*group), 20, lambda: "the group did not move")
+    late = holder.serving(*group, token, lambda: None)
+    assert late is None, "a serving registered after its group was let go"
 
 
 def test_with_the_identity_the_operator_group_is_the_operators_alone(zk_hosts: str, zk: KazooClient) -> None:
@@ -318,3 +341,38 @@ def test_a_status_refresh_run_after_the_group_was_lost_writes_nothing(zk_hosts: 
             assert loop.patches == 2 and kube.status["members"] == 1, kube.status
     finally:
         ctx.close()
+
+
+def test_a_replica_that_cannot_reach_the_operator_group_serves_nothing_and_says_so(
+    zk_hosts: str, group_path: str
+) -> None:
+    """Issue 32, "What bad input gets": a replica cut from the operator group's ensemble (a relay held, like
+    a silent partition) is not ready at once, with its member's state, and owns nothing once its lease has
+    run out (every gate of the replica is ``owns``); the other replica serves every group; healed, it is
+    ready again."""
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    relay = Relay((host, int(port)))
+    cut = Replicas(settings(relay.address, group_path, "op-a"), metrics=Metrics())
+    other = Replicas(settings(zk_hosts, group_path, "op-b"), metrics=Metrics())
+    try:
+        cut.start()
+        other.start()
+        office_of(cut, other).write_list(GROUPS)
+        wait_for(lambda: cut.owned() and other.owned() and all(len(o) == 1 for o in owners((cut, other)).values()),
+                 30, lambda: f"owners {owners((cut, other))}")
+        assert cut.ready()[0], cut.ready()
+        relay.hold()
+        held_at = time.monotonic()
+        wait_for(lambda: not cut.ready()[0], 10, lambda: f"the cut replica still ready: {cut.ready()}")
+        assert cut.ready()[1].startswith("Suspended"), cut.ready()
+        wait_for(lambda: not any(cut.owns(*g) for g in GROUPS), 4.0 + 5, lambda: f"owners {owners((cut, other))}")
+        serving_stopped = time.monotonic() - held_at
+        wait_for(lambda: all(other.owns(*g) for g in GROUPS), 30, lambda: f"owners {owners((cut, other))}")
+        assert not cut.ready()[0], cut.ready()
+        relay.release()
+        wait_for(lambda: cut.ready()[0], 30, lambda: f"the healed replica not ready: {cut.ready()}")
+        print(f"\ncut replica: not ready, owns nothing {serving_stopped:.2f} s after the cut (T = 4 s)")
+    finally:
+        cut.stop(timeout=5)
+        other.stop(timeout=5)
+        relay.close()

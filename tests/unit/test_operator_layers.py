@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("status", ("status",)),  # pure status, tuning and rollout values; the read of a group's znodes
     ("failover", ("failover",)),  # which members a pod proves dead, and ending them in ZooKeeper
     ("services", ("tenancy", "zktls", "x509name", "identity", "zkpool", "metrics", "clusterid", "diffbase", "kube",
-                  "replicas", "replicafence")),
+                  "replicas", "replicafence", "releaseclaim", "zkfence")),
     ("controller", ("controller",)),  # one group's state, messages, pure plans, and its step runner
     ("apply", ("apply",)),  # the I/O steps that carry the plans out
     ("shell", ("runtime", "statusloop", "podwatch", "replicaserve", "replicadeath", "readiness", "handlers", "main",

@@ -94,6 +94,7 @@ from rebalanser_operator.tenancy import (
     Placement,
     Refusal,
 )
+from rebalanser_operator.zkfence import fenced_client
 from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
 
 if TYPE_CHECKING:
@@ -399,7 +400,9 @@ def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Resourc
         message = f"cannot connect to ZooKeeper at {spec.zookeeper.connect}{over}; retried when the session connects"
         raise _temporary(ctx, rt, fx, "ZooKeeperUnreachable", message, backoff(retry))
     rt.outcome = replace(rt.outcome, connect_pending=False)
-    return zk
+    if rt.fence is not None and rt.path is not None:
+        rt.fence.take(zk, rt.path)  # at the gain's apply, before any write (once; FenceLost: a later owner's)
+    return fenced_client(zk, rt.fence, rt.path)
 
 
 def _sync(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: KazooClient, spec: ResourceGroupSpec,

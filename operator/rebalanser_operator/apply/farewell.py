@@ -51,17 +51,16 @@ def release_terminating_namespace(
 
 def release_group(ctx: Context, namespace: str, name: str, finalizer: str, *, deadline: float) -> str:
     """Releases one ResourceGroup of a terminating namespace (its status loop calls this)."""
-    for body in ctx.kube.list_groups(namespace):
-        meta = body.get("metadata", {})
-        if meta.get("name") == name:
-            if finalizer not in (meta.get("finalizers") or []):
-                ctx.forget(namespace, name)
-                return "finalizer already gone"
-            outcome = _release(ctx, namespace, body, finalizer, deadline)
-            log.info("namespace %s is being deleted: ResourceGroup %s: %s", namespace, name, outcome)
-            return outcome
-    ctx.forget(namespace, name)
-    return "already gone"
+    body = ctx.kube.get_group(namespace, name)
+    if body is None:
+        ctx.forget(namespace, name)
+        return "already gone"
+    if finalizer not in (body.get("metadata", {}).get("finalizers") or []):
+        ctx.forget(namespace, name)
+        return "finalizer already gone"
+    outcome = _release(ctx, namespace, body, finalizer, deadline)
+    log.info("namespace %s is being deleted: ResourceGroup %s: %s", namespace, name, outcome)
+    return outcome
 
 
 def _release(ctx: Context, namespace: str, body: Mapping[str, Any], finalizer: str, deadline: float) -> str:

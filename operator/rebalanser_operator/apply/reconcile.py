@@ -123,6 +123,12 @@ class OwnerMarker:
             return other.cluster_id is None or other.cluster_id == (self.cluster_id or "")
         return other.uid == "" and other.cluster_id is not None and other.cluster_id == (self.cluster_id or "")
 
+    def marks(self, data: bytes) -> bool:
+        """Whether a group root's ``data`` is this very object's marker (its UID; a released marker is
+        nobody's)."""
+        found = OwnerMarker.parse(data)
+        return found is not None and bool(self.uid) and found.uid == self.uid and self.same_object(found)
+
     def describe(self, seen_from: OwnerMarker) -> str:
         """Who owns the group, as much as ``seen_from``'s tenant may know (another namespace stays unnamed)."""
         if self.cluster_id is not None and self.cluster_id != (seen_from.cluster_id or ""):

@@ -27,6 +27,7 @@ from rebalanser_operator.identity import OperatorIdentity
 from rebalanser_operator.kube import KubeGateway
 from rebalanser_operator.metrics import Metrics
 from rebalanser_operator.tenancy import SettingError, Tenancy, normalise_connect
+from rebalanser_operator.zkfence import fenced_client
 from rebalanser_operator.zkpool import ZooKeeperPool
 from rebalanser_operator.zktls import TlsFileStore
 
@@ -135,7 +136,7 @@ class Context:
         and carried out."""
         effect = plan_session(replace(self.session_facts(rt, connect), limit=0))
         assert effect is not None
-        return self.session(rt, effect)
+        return fenced_client(self.session(rt, effect), rt.fence, rt.path)
 
     def admit(self, rt: GroupRuntime) -> bool:
         """Counts ``rt`` against the groups-per-namespace limit; False when the namespace is full."""

@@ -34,6 +34,7 @@ from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.spec.models import ResourceGroupSpec
 from rebalanser_operator.status.tuning import TuningPolicy, TuningState
 from rebalanser_operator.status.view import ASSIGNMENT_BUDGET, SyncState
+from rebalanser_operator.zkfence import Fence
 from rebalanser_operator.zktls import TlsMaterial
 
 #: Threads for the groups' controllers (their steps: reconciles, status refreshes, failover...), shared
@@ -133,6 +134,9 @@ class GroupRuntime:
     name: str
     uid: str
     waker: Waker = field(default_factory=Waker, repr=False)
+    #: An operator replica's fence of the group's ZooKeeper writes while it serves the group (not state:
+    #: set once at the gain, before the group's first step; :mod:`rebalanser_operator.zkfence`).
+    fence: Fence | None = field(default=None, repr=False)
     _state: GroupState = field(default_factory=GroupState)  # as the last step left it
     replacements: int = 0  # how often :attr:`state` was replaced (once per step that changed it)
     _draft: GroupState = field(init=False, repr=False)  # the running step's (:attr:`state` between steps)

@@ -710,6 +710,26 @@ class ServedBy(_Model):
         ge=0, description="The fencing token of the replica's claim on the group: it grows with every new owner, "
         "and a status write carrying a smaller one is refused by the chart's admission policy.",
     )
+    release: str | None = Field(
+        default=None, max_length=317,
+        description="The operator release (NAMESPACE/NAME) whose claim the group is under: another release serving "
+        "the same namespace leaves the group alone while this one is live.",
+    )
+    claim: int | None = Field(
+        default=None, ge=0,
+        description="The number of the release's claim: it grows each time the group passes to another release, and "
+        "a status write carrying an older one is refused by the chart's admission policy.",
+    )
+
+
+class RefusedRelease(_Model):
+    """Why an operator release does not serve the group (docs/operator-replicas.md, "Two releases")."""
+
+    reason: str = Field(max_length=128, description="ServedByAnotherRelease.")
+    served_by: str = Field(alias="servedBy", max_length=317, description="The release that serves the group.")
+    message: str = Field(max_length=4096, description="Why, for people.")
+    since: str | None = Field(default=None, description="When the release first said so.",
+                              json_schema_extra={"format": "date-time"})
 
 
 class ResourceGroupStatus(_Model):
@@ -760,6 +780,11 @@ class ResourceGroupStatus(_Model):
     served_by: ServedBy | None = Field(
         default=None, alias="servedBy",
         description="With several operator replicas: the one serving the group, and its claim's fencing token.",
+    )
+    refused_releases: dict[str, RefusedRelease] | None = Field(
+        default=None, alias="refusedReleases",
+        description="Operator releases (NAMESPACE/NAME) that serve this namespace too and leave the group to the one "
+        "in servedBy, each with its reason.",
     )
 
 
