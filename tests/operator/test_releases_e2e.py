@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 from rebalanser_operator.replicafence import fence_manifests
 
+from e2e.demo_stack import stop_process
 from tests.e2e.test_operator_e2e import wait_for
 from tests.operator.test_replicas_e2e import OPERATORS, await_fence, load
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
-from tests.support.procstop import stop_gracefully
 from tests.support.replicalines import Line, parse
 from tests.support.zk import ZkCluster, free_port, serving_cluster
 
@@ -87,7 +87,7 @@ class Operator:
             return False
 
     def stop(self) -> None:
-        stop_gracefully(self.proc)
+        stop_process(self.proc, 60)
 
 
 @dataclass

@@ -37,9 +37,9 @@ import pytest
 from rebalanser_operator.replicafence import fence_manifests
 from rebalanser_operator.zkfence import stored_fence
 
+from e2e.demo_stack import stop_process
 from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
-from tests.support.procstop import stop_gracefully
 from tests.support.replicalines import Line, check_one_at_a_time, intervals, parse, serving_now
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -96,7 +96,7 @@ class Replica:
         return parse(self.text())
 
     def stop(self) -> None:
-        stop_gracefully(self.proc)
+        stop_process(self.proc, 60)
 
 
 @dataclass
