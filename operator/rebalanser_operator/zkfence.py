@@ -102,7 +102,7 @@ class Fence:
             if not self.ours(data):  # another object's root, or released: the apply refuses or claims it first
                 return None
             found = stored_fence(data)
-            if found is not None and found[1] > self.token:
+            if not self.holds(data):
                 raise self.lost(root, found)
             if found == (self.replica, self.token):
                 self.root, self.version = root, int(stat.version)
