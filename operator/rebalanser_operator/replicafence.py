@@ -1,9 +1,17 @@
-"""The fence of status writes between operator replicas: an admission policy that refuses a status
-update carrying a smaller fencing token than the stored one, or an older release claim
-(docs/operator-replicas.md, "Fenced writes", "Two releases").
+"""The fence of Kubernetes writes between operator replicas (docs/operator-replicas.md, "Fenced writes",
+"Two releases"), two admission policies:
+
+- the status fence refuses a status update carrying a smaller fencing token than the stored one, or an
+  older release claim;
+- the writer fence refuses an update of the main resource (kopf's finalizer, its progress annotations and
+  last-handled digest, the operator's own finalizer removal) sent by an operator pod other than the one
+  the stored ``status.servedBy`` names. The pod is known from the request itself: a pod's service-account
+  token carries its pod's name, which the API server gives the policy as ``request.userInfo.extra``.
 
     for manifest in fence_manifests("rebalanser-replica-fence"):
         kubectl apply ...                  # what the chart installs with more than one replica
+    for manifest in writer_manifests("rebalanser-replica-writer", "system:serviceaccount:ops:rebalanser"):
+        kubectl apply ...
 
 Each replica's status patches carry ``status.servedBy`` (the replica and its claim's token), changed or
 not (:class:`rebalanser_operator.replicaserve.ReplicaStatusLoop`). Merged into the stored status, a stale
@@ -18,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rebalanser_operator.spec.models import GROUP, PLURAL
+from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL
 
 #: The claim number and the release of a status (0 and '' when absent: written before releases claimed).
 _CLAIM = "(has({o}.status.servedBy.claim) ? {o}.status.servedBy.claim : 0)"
@@ -33,6 +41,29 @@ RULE = ("!has(oldObject.status) || !has(oldObject.status.servedBy) || "
         "object.status.servedBy.token >= oldObject.status.servedBy.token)))")
 MESSAGE = ("status.servedBy.token is smaller than the stored one, or its claim older: a write of an operator replica "
            "or release that no longer serves this ResourceGroup")
+
+
+#: The key of ``request.userInfo.extra`` that names the pod a service-account token was bound to.
+POD_NAME_KEY = "authentication.kubernetes.io/pod-name"
+#: The writer fence: an update of the main resource passes when no replica serves the group yet, while the
+#: object is being deleted (the finalizer's removal by the replica that deletes it, whichever it is: a
+#: stale one's deletion is refused in ZooKeeper first), when our finalizer is missing (put back by any
+#: replica), or when the writing pod is the one ``status.servedBy`` names.
+WRITER_RULE = ("!has(oldObject.status) || !has(oldObject.status.servedBy) || "
+               "!has(oldObject.status.servedBy.replica) || has(oldObject.metadata.deletionTimestamp) || "
+               f"!has(oldObject.metadata.finalizers) || !('{FINALIZER}' in oldObject.metadata.finalizers) || "
+               f"oldObject.status.servedBy.replica == request.userInfo.extra['{POD_NAME_KEY}'][0]")
+WRITER_MESSAGE = ("this operator pod is not the replica that status.servedBy names: a write of an operator replica "
+                  "that no longer serves this ResourceGroup")
+
+
+def writer_conditions(username: str) -> list[dict[str, str]]:
+    """The requests the writer fence judges: the operator's own service account, with a pod-bound token."""
+    return [
+        {"name": "operator", "expression": f"request.userInfo.username == '{username}'"},
+        {"name": "pod-bound",
+         "expression": f"has(request.userInfo.extra) && '{POD_NAME_KEY}' in request.userInfo.extra"},
+    ]
 
 
 def served_by(replica: str, token: int, release: str | None = None, claim: int = 0) -> dict[str, Any]:
@@ -53,22 +84,30 @@ def fenced(patch: dict[str, Any], replica: str, token: int, release: str | None 
 
 
 def fence_manifests(name: str) -> list[dict[str, Any]]:
-    """The policy and its binding (cluster-scoped, both named ``name``)."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["UPDATE"],
-                "resources": [f"{PLURAL}/status"],
-            }]},
-            "validations": [{"expression": RULE, "message": MESSAGE, "reason": "Forbidden"}],
-        },
+    """The status fence and its binding (cluster-scoped, both named ``name``)."""
+    return _manifests(name, f"{PLURAL}/status", {"expression": RULE, "message": MESSAGE, "reason": "Forbidden"})
+
+
+def writer_manifests(name: str, username: str) -> list[dict[str, Any]]:
+    """The writer fence and its binding (cluster-scoped, both named ``name``), for the operator's service
+    account ``username`` (``system:serviceaccount:NAMESPACE:NAME``)."""
+    return _manifests(name, PLURAL, {"expression": WRITER_RULE, "message": WRITER_MESSAGE, "reason": "Forbidden"},
+                      writer_conditions(username))
+
+
+def _manifests(name: str, resource: str, validation: dict[str, str],
+               conditions: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    spec: dict[str, Any] = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{
+            "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": [resource],
+        }]},
+        "validations": [validation],
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
+    if conditions:
+        spec["matchConditions"] = conditions
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": name}, "spec": spec}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
     return [policy, binding]
