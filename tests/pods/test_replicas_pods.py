@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ import pytest
 
 from tests.support.kubectl import Kube, wait_until
 from tests.support.podcluster import REPO
+from tests.support.podtoken import as_pod
 from tests.support.replicalines import intervals
 from tests.support.replicascene import REPLICAS, ReplicaScene, T, load
 
@@ -117,8 +119,28 @@ def test_each_group_is_served_and_its_status_written_by_one_replica_at_a_time(sc
     message = wait_until(refused, 30, "the admission policy to refuse a smaller token")
     assert "smaller than the stored one" in message, message
     assert scene.statuses()[group]["phase"] != "Error"
+    writer = writes_of_the_group_itself(scene, name, pod_of(owners[group]))
     print(f"\n{len(ALL)} groups over {REPLICAS} replicas {dict(shares)}; every status written by its server alone, "
-          f"servedBy naming it; a smaller token refused: {message.strip()[:160]} (load {load()})")
+          f"servedBy naming it; a smaller token refused: {message.strip()[:160]}; {writer} (load {load()})")
+
+
+def writes_of_the_group_itself(scene: ReplicaScene, name: str, server: str) -> str:
+    """The chart's writer fence: an update of the ResourceGroup itself, sent with the service-account token
+    of another operator pod, is refused; the same update with the serving pod's token passes."""
+    account = scene.kube.json("get", scene.deployment, "-n", NS)["spec"]["template"]["spec"]["serviceAccountName"]
+    other = next(p["metadata"]["name"] for p in scene.pods() if p["metadata"]["name"] != server)
+    as_other = as_pod(scene.kube, OUT / "other.kubeconfig", account, NS, other)
+    as_server = as_pod(scene.kube, OUT / "server.kubeconfig", account, NS, server)
+
+    def note(kube: Kube, value: str) -> subprocess.CompletedProcess[str]:
+        return kube.kubectl("annotate", "rg", name, "-n", NS, "--overwrite", f"example.com/note={value}", check=False)
+
+    refused = note(as_other, "other")
+    assert refused.returncode != 0 and "not the replica that status.servedBy names" in refused.stderr, refused.stderr
+    assert note(as_server, "server").returncode == 0, "the serving pod's own update of its group"
+    annotations = scene.kube.json("get", "rg", name, "-n", NS)["metadata"].get("annotations") or {}
+    assert annotations.get("example.com/note") == "server"
+    return f"an update of {name} itself by {other} refused, by its server {server} stored"
 
 
 def test_a_frozen_replica_writes_nothing_for_the_groups_it_lost(scene: ReplicaScene) -> None:
