@@ -33,9 +33,11 @@ from kazoo.exceptions import KazooException
 from rebalanser import Client, Handler, Options, State
 from rebalanser.admin import GroupAdmin
 from rebalanser.paths import GroupPaths, validate_group_path, validate_member_id
+from rebalanser.tls import TlsOptions
 
 from rebalanser_operator.identity import OperatorIdentity, parent_acl
 from rebalanser_operator.metrics import Metrics
+from rebalanser_operator.zktls import TlsFileStore
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +143,6 @@ class Replicas:
 
     def __init__(self, settings: ReplicaSettings | None, identity: OperatorIdentity | None = None,
                  metrics: Metrics | None = None) -> None:
-        if settings is not None and identity is not None and identity.tls is not None:
-            raise ValueError("operator replicas with an x509 identity are not supported yet: give the operator a "
-                             "digest identity, or run one replica")
         self.settings = settings
         self.identity = identity
         self.metrics = metrics if metrics is not None else Metrics()
@@ -154,14 +153,22 @@ class Replicas:
         self._subscribers: list[tuple[Callable[[str, int], None], Callable[[str], None]]] = []
         self._office = threading.Event()
         self._client: Client | None = None
+        #: The files of an x509 identity's certificate, its key and CA (kazoo opens files, not contents).
+        self._tls_files = TlsFileStore()
+        self._tls: TlsOptions | None = None
         if settings is not None:
-            credentials = (identity.username, identity.password) if identity is not None else None
+            # The operator's identity: its digest credentials, or its client certificate (the connection over
+            # TLS, and the member's nodes naming the certificate's subject alone).
+            self._tls = self._tls_files.acquire(identity.tls) if identity is not None and identity.tls else None
+            digest = identity is not None and self._tls is None
             self._client = Client(Options(
                 hosts=settings.hosts, group=settings.group, member_id=settings.member_id,
                 session_timeout=settings.session_timeout, min_interval=settings.min_interval,
-                stop_timeout=settings.stop_timeout, credentials=credentials, initial_quiet=0.5,
-                initial_max_wait=5.0, pod=settings.pod, pod_uid=settings.pod_uid, pod_namespace=settings.pod_namespace,
-                container=settings.container, termination_log=settings.termination_log,
+                stop_timeout=settings.stop_timeout, initial_quiet=0.5, initial_max_wait=5.0, pod=settings.pod,
+                pod_uid=settings.pod_uid, pod_namespace=settings.pod_namespace, container=settings.container,
+                termination_log=settings.termination_log, tls=self._tls,
+                credentials=(identity.username, identity.password) if identity is not None and digest else None,
+                certificate_id=identity.acl_id if identity is not None and not digest else None,
             ), _Member(self))
 
     @staticmethod
@@ -193,12 +200,14 @@ class Replicas:
         """Leaves the operator group: every owned group stops being served first (``on_revoked``)."""
         if self._client is not None and self.settings is not None:
             self._client.stop(timeout if timeout is not None else self.settings.stop_timeout + 5)
+        self._tls_files.close()
 
     def _create_group(self) -> None:
         assert self.settings is not None
         auth = [self.identity.auth] if self.identity is not None and self.identity.auth is not None else None
         acl = parent_acl(self.identity)
-        zk = KazooClient(hosts=self.settings.hosts, timeout=self.settings.session_timeout, auth_data=auth,
+        zk = KazooClient(**(self._tls.kazoo_arguments() if self._tls is not None else {}),
+                         hosts=self.settings.hosts, timeout=self.settings.session_timeout, auth_data=auth,
                          default_acl=acl)
         zk.start(timeout=30)
         try:

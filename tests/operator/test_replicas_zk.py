@@ -236,12 +236,6 @@ def test_an_operator_group_someone_else_made_is_refused(zk_hosts: str, zk: Kazoo
         purge(zk, parent)
 
 
-def test_an_x509_identity_is_refused_for_now(zk_hosts: str, group_path: str) -> None:
-    x509 = OperatorIdentity("CN=operator", tls=object())  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="x509"):
-        Replicas(settings(zk_hosts, group_path, "op-a"), x509)
-
-
 def test_one_replica_is_designated_to_end_a_dead_ones_membership(
     pair: tuple[Replicas, Replicas], zk: KazooClient, group_path: str
 ) -> None:

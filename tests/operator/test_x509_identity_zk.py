@@ -25,13 +25,15 @@ from rebalanser.paths import GroupPaths
 from rebalanser.tls import TlsOptions
 from rebalanser_operator.apply.actions import InvalidSpec, RetryLater, apply_spec
 from rebalanser_operator.apply.reconcile import ADOPT_ANNOTATION
-from rebalanser_operator.identity import OperatorIdentity, parent_acl
+from rebalanser_operator.identity import WORLD_READ, OperatorIdentity, parent_acl
 from rebalanser_operator.main import x509_identity
+from rebalanser_operator.replicas import Replicas, ReplicaSettings
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.tenancy import AllowedEnsembles, PathRoots, Tenancy
 from rebalanser_operator.zkpool import DigestCredentials
 
 from tests.operator.support import RecordingKube, status_loop
+from tests.support.kubectl import wait_until
 from tests.support.tls import Pki, server_log
 from tests.support.zk import ZkCluster, admin_client, serving_cluster
 
@@ -255,3 +257,51 @@ def test_a_group_on_a_plain_port_is_told_the_operator_connects_with_its_certific
         apply_spec(ctx, rt, raw, generation=1, body=body)
     assert rt.sync is not None and rt.sync.reason == "ZooKeeperUnreachable", rt.sync
     assert "the operator's own certificate" in rt.sync.message and "TLS port" in rt.sync.message, rt.sync
+
+
+def test_replicas_with_the_certificate_share_the_groups_in_a_group_only_it_may_touch(
+    mtls: ZkCluster, identity: OperatorIdentity, operator_dir: Path, pki: Pki, top: str
+) -> None:
+    """Issue 32 under the x509 identity: two replicas join the operator group over mutual TLS as the
+    operator's certificate, share the groups, and every node of that group (the parents, the containers,
+    the members' nodes, their session records) names the certificate alone; a trusted stranger's
+    certificate and a digest client may neither write there nor read a session's password."""
+    path = f"{top}/operator"
+    groups = [("shop", f"g{i}") for i in range(6)]
+    replicas = [Replicas(ReplicaSettings(hosts=mtls.secure_hosts, group=path, member_id=member, session_timeout=4.0,
+                                         min_interval=0.2, stop_timeout=10.0), identity) for member in ("op-a", "op-b")]
+    try:
+        for replica in replicas:
+            replica.start()
+
+        def shared() -> bool:
+            writer = next((r for r in replicas if r.in_office()), None)
+            if writer is not None and not writer.owned():
+                writer.write_list(groups)
+            return all(sum(r.owns(*g) for r in replicas) == 1 for g in groups) and all(r.owned() for r in replicas)
+
+        wait_until(shared, 30, lambda: f"each group owned by one replica: {[sorted(r.owned()) for r in replicas]}")
+        paths = GroupPaths.of(path)
+        ours = ACL(Permissions.ALL, Id("x509", OPERATOR_DN))
+        with tls_client(mtls, operator_dir) as operator, tls_client(mtls, pki.client_dir("stranger")) as stranger, \
+                admin_client(mtls.hosts, auth_data=[("digest", "mallory:mallory-password")]) as digest:
+            for node in (top, path, paths.resources, paths.owners, paths.clients):
+                assert operator.get_acls(node)[0] == [ours, WORLD_READ], node
+            members = [paths.client(name) for name in operator.get_children(paths.clients)]
+            sessions = [f"{path}/sessions/{name}" for name in operator.get_children(f"{path}/sessions")]
+            assert len(members) == 2 and len(sessions) == 2, (members, sessions)
+            for node in members:
+                assert operator.get_acls(node)[0] == [ours], node
+            for node in sessions:
+                assert operator.get_acls(node)[0] == [ACL(Permissions.READ, Id("x509", OPERATOR_DN))], node
+            for client in (stranger, digest):
+                for node in [*members, *sessions]:
+                    with pytest.raises(NoAuthError):
+                        client.get(node)
+                with pytest.raises(NoAuthError):
+                    client.create(paths.resource("planted"), b"")
+                with pytest.raises(NoAuthError):
+                    client.set(members[0], b"forged")
+    finally:
+        for replica in replicas:
+            replica.stop()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kazoo.protocol.states import ZnodeStat
-from kazoo.security import OPEN_ACL_UNSAFE, Permissions, make_acl, make_digest_acl
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_acl, make_digest_acl
 from rebalanser.credentials import session_record_acl
 from rebalanser.errors import CorruptDataError, InvalidInputError
 from rebalanser.instance import (
@@ -182,7 +182,7 @@ def test_the_operator_closes_only_a_session_whose_own_record_names_it_and_owns_t
     assert GROUP.session_record("b1a7b21a9ab544eebc9705d6018bfc0d-w1-") == GROUP.session_record(NODE)
 
 
-def test_the_session_record_is_readable_by_the_groups_digest_identities_only() -> None:
+def test_the_session_record_is_readable_by_the_groups_digest_and_x509_identities_only() -> None:
     current, previous = make_digest_acl("grp", "new", all=True), make_digest_acl("grp", "old", all=True)
     acl = session_record_acl([current, previous])
     assert [(a.id, a.perms) for a in acl] == [(current.id, Permissions.READ), (previous.id, Permissions.READ)]
@@ -190,3 +190,5 @@ def test_the_session_record_is_readable_by_the_groups_digest_identities_only() -
     operator = make_digest_acl("operator", "pw", all=True)
     assert [a.id for a in session_record_acl([current], readers=[operator])] == [current.id, operator.id]
     assert all(a.perms == Permissions.READ for a in session_record_acl([current], readers=[operator]))
+    certificate = ACL(Permissions.ALL, Id("x509", "CN=operator"))  # a member known by its client certificate
+    assert session_record_acl([certificate]) == [ACL(Permissions.READ, Id("x509", "CN=operator"))]

@@ -76,3 +76,21 @@ def test_invalid_tls_options_fail_at_construction(secret_dir: Path) -> None:
         TlsOptions.from_directory(str(secret_dir / "missing"))
     with pytest.raises(InvalidInputError, match="TlsOptions"):
         Options(hosts="h:1", group="/g", tls="yes")  # type: ignore[arg-type]
+
+
+def test_a_certificate_id_is_an_x509_identity_of_a_member_with_its_own_certificate_and_no_credentials(
+    secret_dir: Path,
+) -> None:
+    mutual = TlsOptions.from_directory(str(secret_dir))
+    ok = Options(hosts="zk:2281", group="/g", member_id="m", tls=mutual, certificate_id="x509:CN=operator")
+    assert ok.certificate_id == "x509:CN=operator"
+    for bad, reason in (
+        ({"tls": mutual, "certificate_id": "digest:u:h"}, "is not x509:<subject>"),
+        ({"tls": mutual, "certificate_id": "x509: "}, "is not x509:<subject>"),
+        ({"certificate_id": "x509:CN=operator"}, "needs tls with a client certificate"),
+        ({"tls": TlsOptions(ca=str(secret_dir / "ca.crt")), "certificate_id": "x509:CN=operator"},
+         "needs tls with a client certificate"),
+        ({"tls": mutual, "certificate_id": "x509:CN=operator", "credentials": ("u", "p")}, "without credentials"),
+    ):
+        with pytest.raises(InvalidInputError, match=reason):
+            Options(hosts="zk:2281", group="/g", member_id="m", **bad)  # type: ignore[arg-type]

@@ -146,16 +146,21 @@ def operator_acl(operator_id: str) -> ACL:
     return ACL(Permissions.ALL, Id("digest", ident))
 
 
+def certificate_acl(certificate_id: str) -> ACL:
+    """Every permission for ``x509:<subject>``, a member's own client certificate (``Options.certificate_id``)."""
+    return ACL(Permissions.ALL, Id("x509", certificate_id.partition(":")[2]))
+
+
 def session_record_acl(group_acl: Sequence[ACL] | None, readers: Sequence[ACL] = ()) -> list[ACL]:
     """The ACL of a member's session record (``G/sessions/<guid>-<id>``, which holds its session's
-    password): READ, and nothing else, for every digest identity of ``group_acl`` (the ACL the member gives
-    the nodes it creates: its credentials, and during a rotation's grace the previous password too), and for
-    ``readers``. Without a digest identity (the quick start without credentials, where anybody may delete
-    any claim anyway) the record is world-readable.
+    password): READ, and nothing else, for every digest and x509 identity of ``group_acl`` (the ACL the member
+    gives the nodes it creates: its credentials, and during a rotation's grace the previous password too; or
+    its client certificate's identity), and for ``readers``. Without such an identity (the quick start
+    without credentials, where anybody may delete any claim anyway) the record is world-readable.
 
     ``readers`` is where the operator's own identity goes once it has one (a later issue): the record
     should then name that identity alone, and the group's entries can be dropped from it."""
-    digest = [make_acl(e.id.scheme, e.id.id, read=True) for e in group_acl or () if e.id.scheme == "digest"]
+    digest = [make_acl(e.id.scheme, e.id.id, read=True) for e in group_acl or () if e.id.scheme in ("digest", "x509")]
     extra = [ACL(Permissions.READ, Id(e.id.scheme, e.id.id)) for e in readers]
     named = [*digest, *(e for e in extra if e not in digest)]
     return named or [make_acl("world", "anyone", read=True)]

@@ -60,6 +60,11 @@ class Options:
     published in the workers' ConfigMap as REBALANSER_ZK_OPERATOR_ID when the operator has one): with
     credentials, the nodes the member creates name it too (every permission), so the operator reads the
     group's members and re-ACLs them at a rotation with its own session. None: they name the group's credentials only.
+    ``certificate_id``: ``x509:<subject>``, the identity the servers give this member's TLS client
+    certificate (the subject spelled as they spell it), for a member that authenticates with that
+    certificate alone (no ``credentials``): the nodes it creates name that identity alone, with every
+    permission, and its session record is readable by it alone. None: without credentials, its nodes are
+    open (the quick start).
     ``metrics``: where the member reports (rebalances, owned resources, session events, bad data);
     :class:`~rebalanser.metrics.NoMetrics` by default, :class:`~rebalanser.prometheus.PrometheusMetrics`
     with the ``rebalanser[metrics]`` extra.
@@ -88,6 +93,7 @@ class Options:
     container: str | None = None
     create_group: bool = False
     operator_id: str | None = None
+    certificate_id: str | None = None
     metrics: Metrics = field(default_factory=NoMetrics, compare=False, repr=False)
 
     def __repr__(self) -> str:
@@ -127,6 +133,8 @@ class Options:
             operator_acl(self.operator_id)
         if self.tls is not None and not isinstance(self.tls, TlsOptions):
             raise InvalidInputError("tls must be a rebalanser.tls.TlsOptions")
+        if self.certificate_id is not None:
+            _certificate_id(self.certificate_id, self.tls, self.credentials)
         if self.termination_log is not None and (not isinstance(self.termination_log, str) or not self.termination_log):
             raise InvalidInputError("termination_log must be a file path")
         for what, value, longest in (("pod", self.pod, 253), ("pod_uid", self.pod_uid, 128),
@@ -142,3 +150,13 @@ class Options:
 def _positive(name: str, value: float, low: float, high: float) -> None:
     if not isinstance(value, int | float) or not low <= value <= high:
         raise InvalidInputError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+
+
+def _certificate_id(certificate_id: str, tls: TlsOptions | None, credentials: object) -> None:
+    scheme, _, subject = certificate_id.partition(":")
+    if scheme != "x509" or not subject.strip():
+        raise InvalidInputError(f"certificate_id {certificate_id!r} is not x509:<subject>")
+    if tls is None or not tls.mutual:
+        raise InvalidInputError("certificate_id needs tls with a client certificate (the identity is its own)")
+    if credentials is not None:
+        raise InvalidInputError("certificate_id is for a member without credentials (with them, its nodes name them)")

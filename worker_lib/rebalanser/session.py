@@ -18,7 +18,14 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
 from rebalanser.bufferedreads import BufferedConnection
-from rebalanser.credentials import PasswordFile, PasswordFileError, PasswordWatcher, operator_acl, read_password
+from rebalanser.credentials import (
+    PasswordFile,
+    PasswordFileError,
+    PasswordWatcher,
+    certificate_acl,
+    operator_acl,
+    read_password,
+)
 from rebalanser.errors import InvalidInputError
 from rebalanser.kazoo_private import requested_timeout, use_connection_class
 from rebalanser.lease import RELAY_SHARE, LeaderEvidence, Lease, now_ns
@@ -113,6 +120,8 @@ def make_client(options: Options) -> KazooClient:
         user, password = source
         auth = [("digest", f"{user}:{password}")]
         acl = [make_digest_acl(user, password, all=True), *extra]
+    elif options.certificate_id is not None:
+        acl = [certificate_acl(options.certificate_id)]
     zk = KazooClient(
         **(options.tls.kazoo_arguments() if options.tls is not None else {}),
         hosts=options.hosts,
