@@ -157,8 +157,8 @@ async def _serve_once(
     log.info("replica-serve member=%s group=%s/%s token=%d at=%.3f release=%s claim=%d", member, namespace, name,
              token, time.time(), claims.me if claims is not None else "-", claim)
     controller = ctx.controller(namespace, name, uid)
-    if replicas.enabled:  # its ZooKeeper writes carry the token too (before any step of this gain)
-        controller.rt.fence = Fence(member, token, ours=owner_marker(ctx, controller.rt).marks)
+    if replicas.enabled or claims is not None:  # its ZooKeeper writes carry the token too (before any step)
+        controller.rt.fence = Fence(member, token, ours=owner_marker(ctx, controller.rt).marks, claim=claim)
     controller.introduce(ref)
 
     def owned() -> bool:

@@ -5,8 +5,10 @@ token. Its status patches carry that token; its ZooKeeper writes carry a check t
 owner passes:
 
 * **Taking the fence.** The owner writes its token into the group root's data (the owner marker's
-  ``fence`` entry: replica and token) with the root's version as the write's condition, and keeps the
-  root's new version. It refuses to take it from a larger token (a later owner): :class:`FenceLost`.
+  ``fence`` entry: replica and token, and under a release's claim the claim's number) with the root's
+  version as the write's condition, and keeps the root's new version. It refuses to take it from a later
+  owner (:class:`FenceLost`): a later release's claim, or the same claim with a larger token. Tokens are
+  numbered by each release's own operator group; claims order the releases.
 * **Every write is a ``multi``** whose first operation is ``check(root, version)``: a create, a set, a
   delete and every transaction the apply code builds. Once a later owner has taken the fence the
   root's version has moved on, the check fails and the write is refused as a whole; the root's own
@@ -62,7 +64,18 @@ def stored_fence(data: bytes) -> tuple[str, int] | None:
     return replica, token
 
 
-def with_fence(data: bytes, replica: str, token: int) -> bytes:
+def stored_claim(data: bytes) -> int:
+    """The release claim's number of the fence in a group root's data (0: none, or written without claims)."""
+    try:
+        body = json.loads(data) if data else None
+    except ValueError:
+        return 0
+    fence = body.get(FENCE_KEY) if isinstance(body, dict) else None
+    claim = fence.get("claim") if isinstance(fence, dict) else None
+    return claim if isinstance(claim, int) and not isinstance(claim, bool) else 0
+
+
+def with_fence(data: bytes, replica: str, token: int, claim: int = 0) -> bytes:
     """``data`` (the owner marker, a JSON object) with this owner's fence entry; data that is not a JSON
     object is returned as it is (a root the operator does not manage: nothing to fence with)."""
     try:
@@ -71,14 +84,14 @@ def with_fence(data: bytes, replica: str, token: int) -> bytes:
         return data
     if not isinstance(body, dict):
         return data
-    body[FENCE_KEY] = {"replica": replica, "token": token}
+    body[FENCE_KEY] = {"replica": replica, "token": token, **({"claim": claim} if claim else {})}
     return json.dumps(body, sort_keys=True).encode()
 
 
 @dataclass
 class Fence:
-    """One owner's fence of one group: its replica name and token, and the root's version after it took
-    the fence (None: not taken yet)."""
+    """One owner's fence of one group: its replica name and token (under a release's claim, the claim's
+    number too), and the root's version after it took the fence (None: not taken yet)."""
 
     replica: str
     token: int
@@ -87,6 +100,7 @@ class Fence:
     version: int | None = None
     root: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    claim: int = 0
 
     def take(self, zk: KazooClient, root: str) -> int | None:
         """Takes the fence at ``root`` (once per root; again when the root changed); returns the version
@@ -104,11 +118,11 @@ class Fence:
             found = stored_fence(data)
             if not self.holds(data):
                 raise self.lost(root, found)
-            if found == (self.replica, self.token):
+            if found == (self.replica, self.token) and stored_claim(data) == self.claim:
                 self.root, self.version = root, int(stat.version)
                 return self.version
             try:
-                written = zk.set(root, with_fence(data, self.replica, self.token), version=stat.version)
+                written = zk.set(root, with_fence(data, self.replica, self.token, self.claim), version=stat.version)
             except BadVersionError:  # written meanwhile: read it again at the next write
                 raise FenceLost(f"{root} changed while replica {self.replica} took its fence") from None
             self.root, self.version = root, int(written.version)
@@ -117,9 +131,13 @@ class Fence:
             return self.version
 
     def holds(self, data: bytes) -> bool:
-        """Whether a group root's ``data`` (read fresh) leaves this owner's fence standing: no larger token."""
+        """Whether a group root's ``data`` (read fresh) leaves this owner's fence standing: no later release's
+        claim, and under the same claim no larger token."""
         found = stored_fence(data)
-        return found is None or found[1] <= self.token
+        if found is None:
+            return True
+        claim = stored_claim(data)
+        return claim < self.claim or (claim == self.claim and found[1] <= self.token)
 
     def moved(self, root: str, version: int) -> None:
         """This owner's own write of the root moved its version to ``version``."""
@@ -158,7 +176,8 @@ class FencedTransaction:
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> None:
         if path == self._root and self._checked:  # the fence stays in the root's data, and moves with it
-            value, self._root_set = with_fence(value, self._fence.replica, self._fence.token), self._ops
+            value = with_fence(value, self._fence.replica, self._fence.token, self._fence.claim)
+            self._root_set = self._ops
         self._request.set_data(path, value, version)
         self._ops += 1
 

@@ -11,7 +11,7 @@ from rebalanser.paths import GroupPaths
 from rebalanser.wire import decode_config
 from rebalanser_operator.apply.reconcile import OwnerMarker, delete_group, group_acl, reconcile_group
 from rebalanser_operator.spec.models import ResourceGroupSpec
-from rebalanser_operator.zkfence import Fence, FenceLost, fenced_client, stored_fence
+from rebalanser_operator.zkfence import Fence, FenceLost, fenced_client, stored_claim, stored_fence
 
 pytestmark = pytest.mark.zk
 
@@ -120,3 +120,25 @@ def test_a_root_of_another_object_is_never_given_the_fence(zk: KazooClient, grou
     mine = fenced_client(zk, Fence("op-a", 9, ours=OWNER.marks), group_path)
     mine.create(GroupPaths.of(group_path).resource("c"), b"")
     assert stored_fence(zk.get(group_path)[0]) == ("op-a", 9)
+
+
+def test_a_later_release_claim_takes_the_fence_whatever_its_token(zk: KazooClient, group_path: str) -> None:
+    """Two releases number their tokens each in its own operator group: the one that claimed the group later
+    (a larger claim) takes the fence from the earlier one's larger token, and the earlier one, its own replicas
+    included, writes nothing after that; under one claim the token still decides."""
+    first = fenced_client(zk, Fence("a-0", 18, claim=1), group_path)
+    apply(first, group_path, ["a"])
+    apply(first, group_path, ["a", "b"])  # takes the fence: release A's claim 1, token 18
+    assert stored_fence(zk.get(group_path)[0]) == ("a-0", 18) and stored_claim(zk.get(group_path)[0]) == 1
+    with pytest.raises(FenceLost):  # a replica of the same release with a smaller token is an earlier owner
+        apply(fenced_client(zk, Fence("a-1", 17, claim=1), group_path), group_path, ["x"])
+    second = fenced_client(zk, Fence("b-0", 3, claim=2), group_path)
+    apply(second, group_path, ["a", "b", "c"])  # release B took the group over: claim 2, its own token 3
+    assert stored_fence(zk.get(group_path)[0]) == ("b-0", 3) and stored_claim(zk.get(group_path)[0]) == 2
+    before = snapshot(zk, group_path)
+    for stale in (first, fenced_client(zk, Fence("a-2", 40, claim=1), group_path)):
+        with pytest.raises(FenceLost):
+            apply(stale, group_path, ["a"], interval=9.0)
+        assert snapshot(zk, group_path) == before, "a replica of the earlier release changed the group"
+    apply(second, group_path, ["a"])
+    assert snapshot(zk, group_path)[0] == ["a"]
