@@ -52,7 +52,8 @@ class RecordingKube:
     def read_credentials(self, namespace: str, secret: str) -> Any:
         raise RuntimeError("no credentials in the benchmark")
 
-    def publish_config(self, namespace: str, name: str, data: Mapping[str, str], owner: Any) -> None:
+    def publish_config(self, namespace: str, name: str, data: Mapping[str, str], owner: Any,
+                       stamp: tuple[int, int] | None = None) -> None:
         return None
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:

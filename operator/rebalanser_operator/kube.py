@@ -31,6 +31,10 @@ REQUEST_TIMEOUT = (5.0, 20.0)
 
 #: The label on every ConfigMap the operator creates; it replaces no other ConfigMap.
 MANAGED_BY = ("app.kubernetes.io/managed-by", "rebalanser-operator")
+#: The annotations of a workers' ConfigMap that carry its publisher's fence (a serving replica's claim and
+#: token), which the replicas' config fence compares.
+FENCE_CLAIM = "rebalanser.io/fence-claim"
+FENCE_TOKEN = "rebalanser.io/fence-token"
 
 
 class ForeignConfigMap(RuntimeError):
@@ -99,11 +103,15 @@ class KubeGateway(Protocol):
         """A Secret's ``data`` (base64 values) read by name; None when it cannot be read."""
 
     def publish_config(
-        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
+        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None,
+        stamp: tuple[int, int] | None = None,
     ) -> None:
         """Creates or replaces the ConfigMap ``name`` holding ``data``, owned by ``owner`` (an object
         reference) when given; raises on failure. A ConfigMap of that name the operator did not
-        create (without its ``managed-by`` label) is never replaced: :class:`ForeignConfigMap`."""
+        create (without its ``managed-by`` label) is never replaced: :class:`ForeignConfigMap`.
+        ``stamp``: a serving replica's fence (claim, token), written as the ConfigMap's
+        :data:`FENCE_CLAIM` and :data:`FENCE_TOKEN` annotations (the replicas' config fence refuses a
+        smaller one: :func:`rebalanser_operator.replicafence.config_manifests`)."""
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         """True while the Deployment/StatefulSet rolls out; None when it cannot be read."""
@@ -177,7 +185,8 @@ class KubernetesGateway:
         return {key: str(value) for key, value in (obj.data or {}).items()}
 
     def publish_config(
-        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
+        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None,
+        stamp: tuple[int, int] | None = None,
     ) -> None:
         meta = owner.get("metadata", {}) if owner else {}
         references = [k8s.V1OwnerReference(
@@ -188,6 +197,7 @@ class KubernetesGateway:
             metadata=k8s.V1ObjectMeta(
                 name=name, namespace=namespace, owner_references=references,
                 labels=dict([MANAGED_BY]),
+                annotations={FENCE_CLAIM: str(stamp[0]), FENCE_TOKEN: str(stamp[1])} if stamp is not None else None,
             ),
             data=dict(data),
         )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rebalanser_operator.kube import FENCE_CLAIM, FENCE_TOKEN
 from rebalanser_operator.spec.models import FINALIZER, GROUP, PLURAL
 
 #: The claim number and the release of a status (0 and '' when absent: written before releases claimed).
@@ -66,6 +67,27 @@ def writer_conditions(username: str) -> list[dict[str, str]]:
     ]
 
 
+#: The config fence: an update of a workers' ConfigMap that carries a publisher's fence keeps one, with a
+#: later release claim, or the same claim and no smaller token (the ConfigMap's annotations, as
+#: :meth:`rebalanser_operator.kube.KubernetesGateway.publish_config` writes them).
+_ANNOTATION = "int({o}.metadata.annotations['{key}'])"
+_NEW_CLAIM, _OLD_CLAIM = (_ANNOTATION.format(o=o, key=FENCE_CLAIM) for o in ("object", "oldObject"))
+_NEW_TOKEN, _OLD_TOKEN = (_ANNOTATION.format(o=o, key=FENCE_TOKEN) for o in ("object", "oldObject"))
+CONFIG_RULE = (f"has(object.metadata.annotations) && '{FENCE_CLAIM}' in object.metadata.annotations && "
+               f"'{FENCE_TOKEN}' in object.metadata.annotations && "
+               f"({_NEW_CLAIM} > {_OLD_CLAIM} || ({_NEW_CLAIM} == {_OLD_CLAIM} && {_NEW_TOKEN} >= {_OLD_TOKEN}))")
+CONFIG_MESSAGE = ("the ConfigMap's fence (rebalanser.io/fence-claim, rebalanser.io/fence-token) is older than the "
+                  "stored one: a write of an operator replica that no longer serves its ResourceGroup")
+
+
+def config_conditions(username: str) -> list[dict[str, str]]:
+    """The requests the config fence judges: the operator's own, on a ConfigMap a fenced publisher wrote."""
+    stamped = (f"has(oldObject.metadata.annotations) && '{FENCE_CLAIM}' in oldObject.metadata.annotations && "
+               f"'{FENCE_TOKEN}' in oldObject.metadata.annotations")
+    return [{"name": "operator", "expression": f"request.userInfo.username == '{username}'"},
+            {"name": "stamped", "expression": stamped}]
+
+
 def served_by(replica: str, token: int, release: str | None = None, claim: int = 0) -> dict[str, Any]:
     """The status field that names the serving replica and carries its token (and, under a release's claim,
     the release and the claim's number)."""
@@ -95,12 +117,19 @@ def writer_manifests(name: str, username: str) -> list[dict[str, Any]]:
                       writer_conditions(username))
 
 
-def _manifests(name: str, resource: str, validation: dict[str, str],
-               conditions: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+def config_manifests(name: str, username: str) -> list[dict[str, Any]]:
+    """The config fence and its binding (cluster-scoped, both named ``name``), for the operator's service
+    account ``username``: the workers' ConfigMaps."""
+    return _manifests(name, "configmaps", {"expression": CONFIG_RULE, "message": CONFIG_MESSAGE, "reason": "Forbidden"},
+                      config_conditions(username), group="", version="v1")
+
+
+def _manifests(name: str, resource: str, validation: dict[str, str], conditions: list[dict[str, str]] | None = None,
+               group: str = GROUP, version: str = "*") -> list[dict[str, Any]]:
     spec: dict[str, Any] = {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": [{
-            "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": [resource],
+            "apiGroups": [group], "apiVersions": [version], "operations": ["UPDATE"], "resources": [resource],
         }]},
         "validations": [validation],
     }

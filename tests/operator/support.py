@@ -48,6 +48,7 @@ class RecordingKube:
     terminating: set[str] = field(default_factory=set)  # namespaces being deleted
     groups: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # namespace -> ResourceGroup bodies
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    config_stamps: dict[tuple[str, str], tuple[int, int] | None] = field(default_factory=dict)
     lock: threading.Condition = field(default_factory=threading.Condition)
 
     def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
@@ -85,10 +86,12 @@ class RecordingKube:
         return dict(self.tls_secrets[secret]) if secret in self.tls_secrets else None
 
     def publish_config(
-        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None
+        self, namespace: str, name: str, data: Mapping[str, str], owner: Mapping[str, Any] | None,
+        stamp: tuple[int, int] | None = None,
     ) -> None:
         with self.lock:
             self.config_maps[(namespace, name)] = dict(data)
+            self.config_stamps[(namespace, name)] = stamp
 
     def workload_rolling_out(self, namespace: str, kind: str, name: str) -> bool | None:
         return self.rolling_out

@@ -12,6 +12,7 @@ from rebalanser_operator.apply.actions import InvalidSpec, apply_desired, carry_
 from rebalanser_operator.controller.effects import Emit, PublishConfig, Wake
 from rebalanser_operator.controller.messages import DesiredSpec
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
+from rebalanser_operator.zkfence import Fence
 
 from tests.operator.support import TEST_TENANCY, RecordingKube
 
@@ -90,3 +91,22 @@ def test_a_refusal_is_returned_with_its_event_and_raised_after_it(
     with pytest.raises(InvalidSpec):
         carry_out(ctx, rt, stepped)
     assert len(kube.events) == 1 and len(wakes) == 1
+
+
+def test_a_replica_publishes_the_workers_config_map_under_its_fence_and_again_under_a_new_one(
+    ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
+) -> None:
+    """The config fence (docs/operator-replicas.md): the ConfigMap carries the serving replica's (claim, token),
+    and a new owner publishes it again, its content unchanged, so that the earlier owner's stamp is gone."""
+    rt = ctx.group("shop", "orders", "uid-1")
+    rt.fence = Fence("op-a", 5, claim=1)
+    controller = ctx.controller_of(rt)
+    key = ("shop", config_map_name("orders"))
+    controller.apply(desired(zk_hosts, group_path, 1, resources=["a"]))
+    assert kube.config_stamps[key] == (1, 5)
+    kube.config_maps.clear()
+    controller.apply(desired(zk_hosts, group_path, 2, resources=["a", "b"]))
+    assert key not in kube.config_maps, "the same content under the same fence is not published again"
+    rt.fence = Fence("op-b", 7, claim=1)  # as at a new owner's gain
+    controller.apply(desired(zk_hosts, group_path, 3, resources=["a", "b"]))
+    assert kube.config_stamps[key] == (1, 7) and key in kube.config_maps

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from rebalanser_operator.replicafence import MESSAGE, RULE, fence_manifests, writer_manifests
+from rebalanser_operator.replicafence import MESSAGE, RULE, config_manifests, fence_manifests, writer_manifests
 from rebalanser_operator.spec import crdgen
 
 from tests.support import rbactable
@@ -247,18 +247,19 @@ def test_replicas_share_the_groups_through_their_own_group(helm: Path) -> None:
     bindings = by_kind(docs, "ValidatingAdmissionPolicyBinding")
     (binding,) = [d for d in bindings if d["metadata"]["name"].endswith("-fence")]
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
-    (writer,) = [d for d in by_kind(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-writer")]
     sa = f"system:serviceaccount:ops:{deployment['spec']['template']['spec']['serviceAccountName']}"
-    assert writer["spec"] == writer_manifests(writer["metadata"]["name"], sa)[0]["spec"]
-    (writer_binding,) = [d for d in bindings if d["metadata"]["name"].endswith("-writer")]
-    assert writer_binding["spec"] == {"policyName": writer["metadata"]["name"], "validationActions": ["Deny"]}
+    for suffix, manifests in (("-replica-writer", writer_manifests), ("-replica-config", config_manifests)):
+        (other,) = [d for d in by_kind(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith(suffix)]
+        assert other["spec"] == manifests(other["metadata"]["name"], sa)[0]["spec"]
+        (other_binding,) = [d for d in bindings if d["metadata"]["name"].endswith(suffix)]
+        assert other_binding["spec"] == {"policyName": other["metadata"]["name"], "validationActions": ["Deny"]}
     (budget,) = by_kind(docs, "PodDisruptionBudget")
     assert budget["spec"]["maxUnavailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"].items() <= \
         deployment["spec"]["template"]["metadata"]["labels"].items()
     without = render(helm, *FENCE_API)
     assert not [d for d in by_kind(without, "ValidatingAdmissionPolicy")
-                if d["metadata"]["name"].endswith(("-fence", "-writer"))]
+                if d["metadata"]["name"].endswith(("-fence", "-writer", "-replica-config"))]
     assert not by_kind(without, "PodDisruptionBudget")
 
 

@@ -1,12 +1,13 @@
 """The writer fence (docs/operator-replicas.md, "Fenced writes") on a real kube-apiserver: an update of a
 ResourceGroup itself, sent with the service-account token of an operator pod that ``status.servedBy``
 does not name, is refused; the pod it names passes, and so does the next owner once its token is stored.
+The config fence: a workers' ConfigMap published under a replica's fence refuses an older one's replace.
 
 The requests are made as the replicas make them: with service-account tokens bound to two pods of the
 operator's namespace (``kubectl create token --bound-object-kind Pod``), so the API server itself puts
 the pod's name into the request's user info. The policies are those the chart installs
-(:func:`writer_manifests`, :func:`fence_manifests`). Evidence: the API server's answers and the stored
-object.
+(:func:`writer_manifests`, :func:`fence_manifests`, :func:`config_manifests`). Evidence: the API server's
+answers and the stored objects.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rebalanser_operator.replicafence import WRITER_MESSAGE, fence_manifests, writer_manifests
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+from rebalanser_operator.kube import FENCE_TOKEN, KubernetesGateway
+from rebalanser_operator.replicafence import (
+    CONFIG_MESSAGE,
+    WRITER_MESSAGE,
+    config_manifests,
+    fence_manifests,
+    writer_manifests,
+)
 from rebalanser_operator.spec.models import FINALIZER
 
 from tests.e2e.test_operator_e2e import wait_for
@@ -37,7 +47,8 @@ GROUP_NAME = "orders"
 #: What the operator's Role grants on its groups (the chart's), enough for every write below.
 ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "rb-writer-test"},
         "rules": [{"apiGroups": ["rebalanser.io"], "resources": ["resourcegroups", "resourcegroups/status"],
-                   "verbs": ["get", "list", "watch", "patch", "update"]}]}
+                   "verbs": ["get", "list", "watch", "patch", "update"]},
+                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}]}
 BINDING = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
            "metadata": {"name": "rb-writer-test"},
            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "rb-writer-test"},
@@ -77,7 +88,8 @@ def scene(tmp_path: Path) -> Iterator[Scene]:
         admin.kubectl("create", "serviceaccount", ACCOUNT, "-n", OPERATORS)
         admin.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
         cluster.wait_established("resourcegroups.rebalanser.io")
-        policies = [*fence_manifests("rb-replica-fence"), *writer_manifests("rb-replica-writer", USER), ROLE, BINDING]
+        policies = [*fence_manifests("rb-replica-fence"), *writer_manifests("rb-replica-writer", USER),
+                    *config_manifests("rb-replica-config", USER), ROLE, BINDING]
         admin.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": policies}))
         pods = {}
         for name in ("op-a", "op-b"):
@@ -136,3 +148,36 @@ def test_only_the_pod_that_serves_a_group_may_update_it_and_the_next_owner_once_
     scene.admin.kubectl("delete", "rg", GROUP_NAME, "-n", NS, "--wait=false")
     assert patch(a, {"metadata": {"finalizers": None}}).returncode == 0
     wait_for(lambda: not scene.group(), 30, "the group gone once its finalizer was removed")
+
+
+def test_a_workers_config_map_published_under_a_later_fence_refuses_an_earlier_ones_replace(scene: Scene) -> None:
+    """As the operator publishes it (its gateway, with its service account's token): each replace carries the
+    publisher's (claim, token); an older one is refused and changes nothing."""
+    client = k8s_config.new_client_from_config(config_file=str(scene.unbound.kubeconfig))  # type: ignore[no-untyped-call]
+    gateway = KubernetesGateway(client)
+    name = f"{GROUP_NAME}-rebalanser"
+
+    def publish(value: str, stamp: tuple[int, int] | None) -> str | None:
+        try:
+            gateway.publish_config(NS, name, {"REBALANSER_ZK": value}, None, stamp=stamp)
+        except ApiException as exc:
+            return str(exc.body)
+        return None
+
+    def stored() -> tuple[str, str]:
+        cm = scene.admin.json("get", "configmap", name, "-n", NS)
+        return cm["data"]["REBALANSER_ZK"], cm["metadata"]["annotations"][FENCE_TOKEN]
+
+    def refused() -> str | None:  # the API server compiles a new policy in the background
+        assert publish("zk-5:2181", (1, 5)) is None
+        return publish("zk-4:2181", (1, 4))
+
+    message = wait_for(refused, 60, "the config fence to refuse a smaller token")
+    assert CONFIG_MESSAGE in message, message
+    assert stored() == ("zk-5:2181", "5")
+    assert publish("zk-6:2181", (1, 6)) is None  # a later owner of the same release
+    assert publish("zk-b:2181", (2, 1)) is None  # another release's claim, its own smaller token
+    assert stored() == ("zk-b:2181", "1")
+    for late in ((1, 9), None):  # the earlier release's replica; a publisher without a fence
+        assert publish("zk-late:2181", late) is not None, late
+    assert stored() == ("zk-b:2181", "1")

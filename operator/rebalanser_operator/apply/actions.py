@@ -509,7 +509,7 @@ def _synced(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Resource
         result.deleted, result.elapsed_seconds,
     )
     _record(rt, fx, plan_synced(rt.outcome, result, path, identity=ctx.identity is not None,
-                                config=_worker_config_of(ctx, rt, spec, path), published=rt.worker_config))
+                                config=_worker_config_of(ctx, rt, spec, path), published=rt.published_config()))
 
 
 def group_path(ctx: Context, rt: GroupRuntime, spec: ResourceGroupSpec) -> str:
@@ -699,7 +699,7 @@ def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
     # Synced again (an earlier re-key may have met its session connecting), the ConfigMap if it changed
     unchanged = SyncResult(0, 0, len(rt.desired), False, 0.0)
     _record(rt, fx, plan_synced(rt.outcome, unchanged, path, identity=ctx.identity is not None,
-                                config=_worker_config_of(ctx, rt, spec, path), published=rt.worker_config))
+                                config=_worker_config_of(ctx, rt, spec, path), published=rt.published_config()))
     return True
 
 
@@ -763,12 +763,12 @@ def _publish(ctx: Context, rt: GroupRuntime, data: dict[str, str]) -> None:
     """Publishes the workers' ConfigMap (a :class:`PublishConfig` effect); a failure is reported, never
     fatal to the sync (it is published at the next sync)."""
     try:
-        ctx.kube.publish_config(rt.namespace, config_map_name(rt.name), data, rt.body)
+        ctx.kube.publish_config(rt.namespace, config_map_name(rt.name), data, rt.body, stamp=rt.fence_stamp())
     except Exception as exc:
         log.warning("%s: cannot publish ConfigMap %s: %s", rt.user, config_map_name(rt.name), exc)
         event(ctx, rt, "Warning", "WorkerConfigNotPublished", f"ConfigMap {config_map_name(rt.name)}: {exc}")
         return
-    rt.worker_config = data
+    rt.worker_config, rt.config_stamp = data, rt.fence_stamp()
 
 
 def _temporary(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], reason: str, message: str,

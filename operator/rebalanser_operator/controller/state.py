@@ -123,6 +123,8 @@ class GroupState:
     tuning: TuningState | None = None
     body: Mapping[str, Any] | None = field(default=None, repr=False)  # for Events: apiVersion, kind, metadata
     worker_config: Mapping[str, str] | None = None  # as last published in the workers' ConfigMap
+    #: the replica's fence (claim, token) that ConfigMap was last published under (None: no fence)
+    config_stamp: tuple[int, int] | None = None
     rollout: tuple[str, str, bool] | None = None  # (kind, name, rolling out) as last seen by the workload watch
 
 
@@ -211,6 +213,22 @@ class GroupRuntime:
     @worker_config.setter
     def worker_config(self, value: Mapping[str, str] | None) -> None:
         self._draft = replace(self._draft, worker_config=value)
+
+    @property
+    def config_stamp(self) -> tuple[int, int] | None:
+        return self._draft.config_stamp
+
+    @config_stamp.setter
+    def config_stamp(self, value: tuple[int, int] | None) -> None:
+        self._draft = replace(self._draft, config_stamp=value)
+
+    def fence_stamp(self) -> tuple[int, int] | None:
+        """This replica's fence of the group as (claim, token), which its ConfigMap writes carry."""
+        return (self.fence.claim, self.fence.token) if self.fence is not None else None
+
+    def published_config(self) -> Mapping[str, str] | None:
+        """The workers' ConfigMap as last published under this replica's fence (None: to publish again)."""
+        return self.worker_config if self.config_stamp == self.fence_stamp() else None
 
     @property
     def rollout(self) -> tuple[str, str, bool] | None:
