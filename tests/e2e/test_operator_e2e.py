@@ -34,6 +34,8 @@ from tests.support.cluster import REPO, UP_TIMEOUT, Cluster
 from tests.support.invariants import episodes
 from tests.support.kubectl import Kube
 from tests.support.listener import Listener
+from tests.support.liveness import healthy
+from tests.support.podtoken import token_kubeconfig
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
@@ -140,12 +142,7 @@ class OperatorProcess:
 
     def live(self) -> bool:
         assert self.proc is not None
-        assert self.proc.poll() is None, f"the operator exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return healthy(self.proc, self.liveness_port, "the operator", self.text)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -169,15 +166,7 @@ def service_account_kubeconfig(
     kube: Cluster, path: Path, namespace: str = NS, service_account: str = SERVICE_ACCOUNT
 ) -> Path:
     token = kube.run_kubectl("create", "token", service_account, "-n", namespace, "--duration=2h").stdout.strip()
-    ca = base64.b64encode((kube.dir / "pki" / "ca.crt").read_bytes()).decode()
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": kube.server, "certificate-authority-data": ca}}],
-        "users": [{"name": "operator", "user": {"token": token}}],
-        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "operator", "namespace": namespace}}],
-        "current-context": "operator",
-    }))
-    return path
+    return token_kubeconfig(kube.kubeconfig, path, token, namespace)
 
 
 @pytest.fixture(scope="module")

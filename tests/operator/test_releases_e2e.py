@@ -23,7 +23,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from e2e.demo_stack import stop_process
 from tests.e2e.test_operator_e2e import wait_for
 from tests.operator.test_replicas_e2e import OPERATORS, await_fence, load
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.liveness import healthy
 from tests.support.replicalines import Line, parse
 from tests.support.zk import ZkCluster, free_port, serving_cluster
 
@@ -79,12 +79,7 @@ class Operator:
         return [str(ln) for ln in self.served(group)] + steps
 
     def live(self) -> bool:
-        assert self.proc.poll() is None, f"{self.member} exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return healthy(self.proc, self.liveness_port, self.member, self.text)
 
     def stop(self) -> None:
         stop_process(self.proc, 60)

@@ -40,6 +40,7 @@ from rebalanser_operator.zkfence import stored_fence
 from e2e.demo_stack import stop_process
 from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
+from tests.support.liveness import healthy
 from tests.support.replicalines import Line, check_one_at_a_time, intervals, parse, serving_now
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
@@ -82,12 +83,7 @@ class Replica:
             return int(exc.code), exc.read().decode()
 
     def live(self) -> bool:
-        assert self.proc.poll() is None, f"{self.member} exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return healthy(self.proc, self.liveness_port, self.member, self.text)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")

@@ -21,14 +21,22 @@ def as_pod(admin: Kube, path: Path, account: str, namespace: str, pod: str | Non
         uid = admin.json("get", "pod", pod, "-n", namespace)["metadata"]["uid"]
         bound = ["--bound-object-kind", "Pod", "--bound-object-name", pod, "--bound-object-uid", uid]
     token = admin.kubectl("create", "token", account, "-n", namespace, "--duration", "1h", *bound).stdout.strip()
-    config = yaml.safe_load(admin.kubeconfig.read_text())
+    return Kube(token_kubeconfig(admin.kubeconfig, path, token), admin.bin_dir)
+
+
+def token_kubeconfig(admin: Path, path: Path, token: str, namespace: str | None = None) -> Path:
+    """Writes to ``path`` a kubeconfig that reaches the cluster of kubeconfig ``admin`` (its server and CA)
+    with ``token`` alone (and ``namespace`` as its default), and returns ``path``."""
+    config = yaml.safe_load(admin.read_text())
     current = next(c for c in config["contexts"] if c["name"] == config["current-context"])["context"]
     clusters = [c for c in config["clusters"] if c["name"] == current["cluster"]]
+    context: dict[str, str] = {"cluster": current["cluster"], "user": "token"}
+    if namespace is not None:
+        context["namespace"] = namespace
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "clusters": clusters,
-        "users": [{"name": "pod", "user": {"token": token}}],
-        "contexts": [{"name": "pod", "context": {"cluster": current["cluster"], "user": "pod"}}],
-        "current-context": "pod",
+        "users": [{"name": "token", "user": {"token": token}}],
+        "contexts": [{"name": "token", "context": context}], "current-context": "token",
     }))
     path.chmod(0o600)
-    return Kube(path, admin.bin_dir)
+    return path
