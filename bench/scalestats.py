@@ -213,7 +213,7 @@ def _result_notes(result: Mapping[str, Any]) -> list[str]:
     if result.get("skipped") or result.get("error"):
         return [f"- {head}: not measured: {result.get('skipped') or result.get('error')}"]
     facts = [f"created in {result['create_s']} s" if "create_s" in result else None,
-             f"the groups deleted through the operator in {result['delete_s']} s" if "delete_s" in result else None,
+             f"the groups' deletion {result['delete_s']} s" if "delete_s" in result else None,
              f"{result['elapsed_s']:.0f} s in all" if "elapsed_s" in result else None,
              f"load {result['uptime_start']} at the start, {result['uptime_end']} at the end"
              if "uptime_start" in result and "uptime_end" in result else None,

@@ -129,5 +129,5 @@ def test_results_of_several_group_counts_share_the_table() -> None:
     assert "1,000 and 3,000 ResourceGroups" in text
     rows = [line for line in text.splitlines() if line.startswith("| 1,000 |") or line.startswith("| 3,000 |")]
     assert [row.split(" | ")[0] for row in rows] == ["| 1,000", "| 3,000"] and "**650.0 s**" in rows[1]
-    assert "- **3,000 groups**: created in 8.6 s; the groups deleted through the operator in 99.0 s." in text
+    assert "- **3,000 groups**: created in 8.6 s; the groups' deletion 99.0 s." in text
     assert "  - measured again" in text and "the large one" not in text
