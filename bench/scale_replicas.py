@@ -7,7 +7,9 @@ as :class:`tests.support.replicascene.ReplicaScene` installs it (``examples/valu
 identity, the operator group on the cluster's ensemble), serving ``--namespaces`` tenant namespaces
 (``rbac.watchNamespaces``), with a larger memory limit than the chart's (``--memory-limit``). The Deployment
 is scaled to 0 and the G groups are created while no replica runs (no workers, 2 resources each, spread
-evenly over the namespaces, one server-side apply per namespace, in parallel). Then:
+evenly over the namespaces, one server-side apply per namespace, in parallel). ``--liveness-timeout`` and
+``--liveness-failures`` set the chart's ``liveness`` timing (at 3,000 groups on one replica the defaults, 5 s and
+3 probes 20 s apart, restarted the operator about every 2 minutes of its start). Then:
 
 - **first start** (the first replica count): the Deployment scaled from 0 to N; the groups were never served;
 - **restart** (each replica count): scaled to 0, every pod gone and the operator group empty (its members'
@@ -177,10 +179,12 @@ def uptime() -> str:
 class ScaleScene:
     """The release (:class:`ReplicaScene`'s, serving ``tenants``) and the groups; :meth:`close` removes it all."""
 
-    def __init__(self, kube: Kube, tenants: list[str], memory_limit: str, ns: str = NAMESPACE) -> None:
+    def __init__(self, kube: Kube, tenants: list[str], memory_limit: str, ns: str = NAMESPACE,
+                 liveness: dict[str, int] | None = None) -> None:
         self.kube = kube
         self.tenants = tenants
         self.memory_limit = memory_limit
+        self.liveness = liveness or {}
         self.replica = ReplicaScene(kube, OUT, ns=ns)
         self.ns = ns
 
@@ -211,6 +215,8 @@ class ScaleScene:
         own["replicas"] = replicas
         own["rbac"] = {"watchNamespaces": self.tenants}
         own["resources"] = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": self.memory_limit}}
+        if self.liveness:
+            own["liveness"] = {**own.get("liveness", {}), **self.liveness}
         return own
 
     def purge(self) -> None:
@@ -424,15 +430,18 @@ def steady(scene: ScaleScene, run: dict[str, Any], settle: float, idle: float) -
 
 
 def run(groups: int, counts: list[int], namespaces: int, poll: float, settle: float, idle: float,
-        memory_limit: str, first_start: bool = True, stop_at: float = 0.0) -> dict[str, Any]:
-    """The runs (``stop_at``: a wall-clock instant after which no further run starts)."""
+        memory_limit: str, first_start: bool = True, stop_at: float = 0.0,
+        liveness: dict[str, int] | None = None) -> dict[str, Any]:
+    """The runs (``stop_at``: a wall-clock instant after which no further run starts; ``liveness``: the chart's
+    ``liveness`` timing values, where not the chart's defaults)."""
     kube = pod_cluster()
     shutil.rmtree(OUT, ignore_errors=True)
     tenants = [f"{NAMESPACE}-t{i}" for i in range(namespaces)]
-    scene = ScaleScene(kube, tenants, memory_limit)
+    scene = ScaleScene(kube, tenants, memory_limit, liveness=liveness)
     result: dict[str, Any] = {"groups": groups, "namespaces": namespaces, "resources_per_group": RESOURCES,
                               "replica_counts": counts, "poll_s": poll, "settle_s": settle, "idle_s": idle,
-                              "memory_limit": memory_limit, "uptime_start": uptime(), "runs": []}
+                              "memory_limit": memory_limit, "liveness": liveness or "the chart's",
+                              "uptime_start": uptime(), "runs": []}
     started = time.monotonic()
     try:
         scene.setup(max(counts))
@@ -496,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=60.0, help="seconds after the sync before the idle window")
     p.add_argument("--idle", type=float, default=60.0, help="the idle window, seconds")
     p.add_argument("--memory-limit", default="2Gi", help="the operator container's memory limit")
+    p.add_argument("--liveness-timeout", type=int, default=0,
+                   help="the liveness probe's timeoutSeconds (default: the chart's, 5)")
+    p.add_argument("--liveness-failures", type=int, default=0,
+                   help="the liveness probe's failureThreshold (default: the chart's, 3)")
     p.add_argument("--no-first-start", action="store_true", help="only the restarts")
     p.add_argument("--stop-at", default="", help="HH:MM (UTC): no further run starts after it")
     p.add_argument("--out", type=Path, default=RESULT)
@@ -506,7 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(x) for x in args.replicas.split(",") if x]
     try:
         result = run(args.groups, counts, args.namespaces, args.poll, args.settle, args.idle, args.memory_limit,
-                     first_start=not args.no_first_start, stop_at=stop_instant(args.stop_at))
+                     first_start=not args.no_first_start, stop_at=stop_instant(args.stop_at),
+                     liveness={k: v for k, v in (("timeoutSeconds", args.liveness_timeout),
+                                                 ("failureThreshold", args.liveness_failures)) if v})
     except NoCluster as exc:
         log(f"skipped: no cluster: {exc}")
         return 0
