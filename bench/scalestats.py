@@ -127,7 +127,8 @@ def idle_rates(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapp
 
 
 def _mb(values: Iterable[float]) -> str:
-    return ", ".join(f"{v:.0f}" for v in values) + " MB"
+    said = ", ".join(f"{v:.0f}" for v in values)
+    return f"{said} MB" if said else "-"
 
 
 def _per_replica(run: Mapping[str, Any], key: str, fmt: str = "{:g}") -> str:
@@ -192,7 +193,8 @@ def markdown_lines(stored: Mapping[str, Any] | Sequence[Mapping[str, Any]] | Non
     ]
     for result in measured:
         for run in result.get("runs") or []:
-            times = (f"{run.get('first_synced_s', '-')} / {run.get('synced_p50_s')} / {run.get('synced_p90_s')} / "
+            times = (f"**not all**: {run['unfinished']}" if run.get("unfinished") else
+                     f"{run.get('first_synced_s', '-')} / {run.get('synced_p50_s')} / {run.get('synced_p90_s')} / "
                      f"**{run.get('synced_s')} s**")
             sessions = f"{_per_replica(run, 'sessions')}; {_per_replica(run, 'zk_connections_metric', '{:.0f}')}"
             idle = _per_replica(run, "idle_cores", "{:.3f}")

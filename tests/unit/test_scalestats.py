@@ -131,3 +131,6 @@ def test_results_of_several_group_counts_share_the_table() -> None:
     assert [row.split(" | ")[0] for row in rows] == ["| 1,000", "| 3,000"] and "**650.0 s**" in rows[1]
     assert "- **3,000 groups**: created in 8.6 s; the groups' deletion 99.0 s." in text
     assert "  - measured again" in text and "the large one" not in text
+    stopped = {"kind": "restart", "replicas": 3, "unfinished": "636 of 3,000 after 660 s", "per_replica": []}
+    row = next(line for line in markdown_lines({**large, "runs": [stopped]}) if line.startswith("| 3,000 |"))
+    assert "| **not all**: 636 of 3,000 after 660 s | - | - | - |" in row
