@@ -7,7 +7,9 @@ as :class:`tests.support.replicascene.ReplicaScene` installs it (``examples/valu
 identity, the operator group on the cluster's ensemble), serving ``--namespaces`` tenant namespaces
 (``rbac.watchNamespaces``), with a larger memory limit than the chart's (``--memory-limit``). The Deployment
 is scaled to 0 and the G groups are created while no replica runs (no workers, 2 resources each, spread
-evenly over the namespaces, one server-side apply per namespace, in parallel). Then:
+evenly over the namespaces, one server-side apply per namespace, in parallel). ``--liveness-timeout`` and
+``--liveness-failures`` set the chart's ``liveness`` timing (at 3,000 groups on one replica the defaults, 5 s and
+3 probes 20 s apart, restarted the operator about every 2 minutes of its start). Then:
 
 - **first start** (the first replica count): the Deployment scaled from 0 to N; the groups were never served;
 - **restart** (each replica count): scaled to 0, every pod gone and the operator group empty (its members'
@@ -51,6 +53,7 @@ from bench.scalestats import (
     first_seen,
     group_states,
     idle_rates,
+    merged,
     parse_metrics,
     proc_totals,
     quantile_s,
@@ -80,7 +83,10 @@ LABEL_KEY, LABEL_VALUE = "rebalanser.io/bench", "scale-replicas"
 RESOURCES = 2
 METRICS_PORT = 8080
 SYNC_TIMEOUT = 600.0
+#: Seconds per group a start gets beyond :data:`SYNC_TIMEOUT` (1,000 groups took 246 s to a first start).
+SYNC_PER_GROUP = 0.4
 DELETE_TIMEOUT = 360.0
+PURGE_TIMEOUT = 900.0
 
 #: Run in the tools pod (the node's PID namespace): argv ``namespace pod-ips-json metrics-port zk-servers``.
 #: Prints one JSON object: ``procs`` (pod -> its operator processes' CPU seconds, RSS and peak RSS, read
@@ -174,10 +180,12 @@ def uptime() -> str:
 class ScaleScene:
     """The release (:class:`ReplicaScene`'s, serving ``tenants``) and the groups; :meth:`close` removes it all."""
 
-    def __init__(self, kube: Kube, tenants: list[str], memory_limit: str, ns: str = NAMESPACE) -> None:
+    def __init__(self, kube: Kube, tenants: list[str], memory_limit: str, ns: str = NAMESPACE,
+                 liveness: dict[str, int] | None = None) -> None:
         self.kube = kube
         self.tenants = tenants
         self.memory_limit = memory_limit
+        self.liveness = liveness or {}
         self.replica = ReplicaScene(kube, OUT, ns=ns)
         self.ns = ns
 
@@ -208,11 +216,14 @@ class ScaleScene:
         own["replicas"] = replicas
         own["rbac"] = {"watchNamespaces": self.tenants}
         own["resources"] = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": self.memory_limit}}
+        if self.liveness:
+            own["liveness"] = {**own.get("liveness", {}), **self.liveness}
         return own
 
     def purge(self) -> None:
-        """The path root's top and the operator group, as the ensemble's administrator."""
-        self.replica.tools.purge(ZK_CONNECT, f"/{self.ns}", self.replica.operator_group)
+        """The path root's top and the operator group, as the ensemble's administrator (one delete per znode:
+        what 3,000 groups leave took more than the tools pod's usual 60 s)."""
+        self.replica.tools.purge(ZK_CONNECT, f"/{self.ns}", self.replica.operator_group, timeout=PURGE_TIMEOUT)
 
     def teardown(self) -> float:
         """The groups (through the operator while it runs; their finalizers stripped where it cannot), the
@@ -340,6 +351,11 @@ class ScaleScene:
                 for p in self.replica.pods()}
 
 
+def sync_timeout(groups: int) -> float:
+    """The seconds a start gets to sync ``groups`` groups: :data:`SYNC_TIMEOUT`, or more for thousands."""
+    return max(SYNC_TIMEOUT, SYNC_PER_GROUP * groups)
+
+
 def measure(scene: ScaleScene, replicas: int, kind: str, groups: int, poll: float, settle: float,
             idle: float) -> dict[str, Any]:
     """Scales to ``replicas`` (from 0) and measures until every group is synced; then the steady state."""
@@ -356,7 +372,7 @@ def measure(scene: ScaleScene, replicas: int, kind: str, groups: int, poll: floa
         polls.append((at, done))
         if len(states) == groups and len(done) == groups:
             break
-        if at > SYNC_TIMEOUT:
+        if at > sync_timeout(groups):
             raise AssertionError(f"{kind} on {replicas}: {len(done)} of {groups} synced after {at:.0f} s")
         if len(polls) % max(1, int(15 / poll)) == 0:
             log(f"  +{at:.0f} s: {len(done)} of {groups} synced")
@@ -416,15 +432,18 @@ def steady(scene: ScaleScene, run: dict[str, Any], settle: float, idle: float) -
 
 
 def run(groups: int, counts: list[int], namespaces: int, poll: float, settle: float, idle: float,
-        memory_limit: str, first_start: bool = True, stop_at: float = 0.0) -> dict[str, Any]:
-    """The runs (``stop_at``: a wall-clock instant after which no further run starts)."""
+        memory_limit: str, first_start: bool = True, stop_at: float = 0.0,
+        liveness: dict[str, int] | None = None) -> dict[str, Any]:
+    """The runs (``stop_at``: a wall-clock instant after which no further run starts; ``liveness``: the chart's
+    ``liveness`` timing values, where not the chart's defaults)."""
     kube = pod_cluster()
     shutil.rmtree(OUT, ignore_errors=True)
     tenants = [f"{NAMESPACE}-t{i}" for i in range(namespaces)]
-    scene = ScaleScene(kube, tenants, memory_limit)
+    scene = ScaleScene(kube, tenants, memory_limit, liveness=liveness)
     result: dict[str, Any] = {"groups": groups, "namespaces": namespaces, "resources_per_group": RESOURCES,
                               "replica_counts": counts, "poll_s": poll, "settle_s": settle, "idle_s": idle,
-                              "memory_limit": memory_limit, "uptime_start": uptime(), "runs": []}
+                              "memory_limit": memory_limit, "liveness": liveness or "the chart's",
+                              "uptime_start": uptime(), "runs": []}
     started = time.monotonic()
     try:
         scene.setup(max(counts))
@@ -456,12 +475,13 @@ def run(groups: int, counts: list[int], namespaces: int, poll: float, settle: fl
 
 
 def merge(result: dict[str, Any]) -> None:
-    """``result`` as bench/results.json's ``operator_replicas_scale``; docs/benchmarks.md rendered again."""
+    """``result`` into bench/results.json's ``operator_replicas_scale`` (in place of an earlier result of the same
+    group count; the other counts kept); docs/benchmarks.md rendered again."""
     from bench import report
 
     out, md = REPO / "bench" / "results.json", REPO / "docs" / "benchmarks.md"
     results: dict[str, Any] = json.loads(out.read_text())
-    results["operator_replicas_scale"] = result
+    results["operator_replicas_scale"] = merged(results.get("operator_replicas_scale"), result)
     results["targets"] = report.evaluate(results)
     out.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
     md.write_text(report.markdown(results))
@@ -487,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=60.0, help="seconds after the sync before the idle window")
     p.add_argument("--idle", type=float, default=60.0, help="the idle window, seconds")
     p.add_argument("--memory-limit", default="2Gi", help="the operator container's memory limit")
+    p.add_argument("--liveness-timeout", type=int, default=0,
+                   help="the liveness probe's timeoutSeconds (default: the chart's, 5)")
+    p.add_argument("--liveness-failures", type=int, default=0,
+                   help="the liveness probe's failureThreshold (default: the chart's, 3)")
     p.add_argument("--no-first-start", action="store_true", help="only the restarts")
     p.add_argument("--stop-at", default="", help="HH:MM (UTC): no further run starts after it")
     p.add_argument("--out", type=Path, default=RESULT)
@@ -497,7 +521,9 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(x) for x in args.replicas.split(",") if x]
     try:
         result = run(args.groups, counts, args.namespaces, args.poll, args.settle, args.idle, args.memory_limit,
-                     first_start=not args.no_first_start, stop_at=stop_instant(args.stop_at))
+                     first_start=not args.no_first_start, stop_at=stop_instant(args.stop_at),
+                     liveness={k: v for k, v in (("timeoutSeconds", args.liveness_timeout),
+                                                 ("failureThreshold", args.liveness_failures)) if v})
     except NoCluster as exc:
         log(f"skipped: no cluster: {exc}")
         return 0

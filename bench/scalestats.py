@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +127,8 @@ def idle_rates(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapp
 
 
 def _mb(values: Iterable[float]) -> str:
-    return ", ".join(f"{v:.0f}" for v in values) + " MB"
+    said = ", ".join(f"{v:.0f}" for v in values)
+    return f"{said} MB" if said else "-"
 
 
 def _per_replica(run: Mapping[str, Any], key: str, fmt: str = "{:g}") -> str:
@@ -135,47 +136,89 @@ def _per_replica(run: Mapping[str, Any], key: str, fmt: str = "{:g}") -> str:
     return ", ".join("-" if v is None else fmt.format(v) for v in values) or "-"
 
 
-def markdown_lines(result: Mapping[str, Any] | None) -> list[str]:
-    """The subsection of docs/benchmarks.md (after "Operator at scale")."""
-    if not result:
+def results_list(stored: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
+    """bench/results.json's ``operator_replicas_scale``: one result (as the first bench wrote it) or one per
+    group count, in ascending order of groups."""
+    if not stored:
+        return []
+    found = [stored] if isinstance(stored, Mapping) else list(stored)
+    return sorted(found, key=lambda r: int(r.get("groups") or 0))
+
+
+def merged(stored: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+           result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``stored`` with ``result`` in place of the result of the same group count (if any)."""
+    kept = [r for r in results_list(stored) if r.get("groups") != result.get("groups")]
+    return results_list([*kept, result])
+
+
+def _counts(results: Iterable[Mapping[str, Any]], key: str) -> str:
+    return " or ".join(dict.fromkeys(f"{r.get(key, '?')}" for r in results))
+
+
+def markdown_lines(stored: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The subsection of docs/benchmarks.md (after "Operator at scale"): one table, the runs of every group
+    count measured (:func:`results_list`), then each count's clean-up and notes."""
+    results = results_list(stored)
+    if not results:
         return []
     lines = ["", "### Operator replicas at scale", ""]
-    if result.get("skipped") or result.get("error"):
-        return [*lines, f"- not measured: {result.get('skipped') or result.get('error')}"]
+    measured = [r for r in results if not (r.get("skipped") or r.get("error"))]
+    if not measured:
+        return [*lines, *(f"- not measured: {r.get('skipped') or r.get('error')}" for r in results)]
+    first = measured[0]
+    sizes = " and ".join(f"{r['groups']:,}" for r in measured)
     lines += [
         f"`python -m bench.scale_replicas` on the kind cluster: the chart with `examples/values-ha.yaml` (the "
         f"operator group on the cluster's ensemble, the operator's identity, a memory limit of "
-        f"{result.get('memory_limit', '?')}), {result['groups']:,} ResourceGroups without workers over "
-        f"{result['namespaces']} namespaces ({result['resources_per_group']} resources each, every group on the "
+        f"{_counts(measured, 'memory_limit')}), {sizes} ResourceGroups without workers over "
+        f"{first['namespaces']} namespaces ({first['resources_per_group']} resources each, every group on the "
         "cluster's ZooKeeper), created while the Deployment had no pod. *first start*: the Deployment scaled from "
         "0, the groups never served. *restart*: scaled to 0 (every pod gone, the operator group empty), every "
         "spec changed by one resource, scaled up again. *synced*: from the scale to the first list call in "
         "which every group's `ResourcesSynced` is True for its current generation (the first group, half, 90 % and "
         "all of them; the time includes the pods' scheduling and start; polled every "
-        f"{result.get('poll_s', '?')} s). Per replica (in the same order in each column): its operator "
+        f"{_counts(measured, 'poll_s')} s). Per replica (in the same order in each column): its operator "
         "process's CPU seconds from its start to then and its peak RSS (`VmHWM`), read from /proc by a pod with "
         "the node's PID namespace; the groups whose `status.servedBy` names it; its ZooKeeper sessions, "
         "counted by ZooKeeper (`stat` on each server, connections from the pod's IP) and by its own metric "
         "`rebalanser_operator_zookeeper_connections` (the shared sessions of the groups; the operator group's "
-        f"member is one more); *idle*: CPU per second over {result.get('idle_s', '?')} s starting "
-        f"{result.get('settle_s', '?')} s after all were synced. Load: `uptime` at the run's start.",
+        f"member is one more); *idle*: CPU per second over {_counts(measured, 'idle_s')} s starting "
+        f"{_counts(measured, 'settle_s')} s after all were synced. Load: `uptime` at the run's start.",
         "",
-        "| run | replicas | synced (first / 50 % / 90 % / all) | CPU-s per replica | peak RSS per replica "
+        "| groups | run | replicas | synced (first / 50 % / 90 % / all) | CPU-s per replica | peak RSS per replica "
         "| groups per replica | ZooKeeper sessions per replica (server; metric) | idle CPU per replica "
         "| load at start |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for run in result.get("runs") or []:
-        times = (f"{run.get('first_synced_s', '-')} / {run.get('synced_p50_s')} / {run.get('synced_p90_s')} / "
-                 f"**{run.get('synced_s')} s**")
-        sessions = f"{_per_replica(run, 'sessions')}; {_per_replica(run, 'zk_connections_metric', '{:.0f}')}"
-        idle = _per_replica(run, "idle_cores", "{:.3f}")
-        lines.append(
-            f"| {run['kind']} | {run['replicas']} | {times} | {_per_replica(run, 'cpu_s', '{:.1f}')} | "
-            f"{_mb(r.get('peak_rss_mb', 0) for r in run.get('per_replica') or [])} | {_per_replica(run, 'groups')} | "
-            f"{sessions} | {idle + (' core' if idle != '-' else '')} | {run.get('uptime_load', '?')} |")
-    if result.get("notes"):
-        lines.append("")
-    for note in result.get("notes") or []:
-        lines.append(f"- {note}")
+    for result in measured:
+        for run in result.get("runs") or []:
+            times = (f"**not all**: {run['unfinished']}" if run.get("unfinished") else
+                     f"{run.get('first_synced_s', '-')} / {run.get('synced_p50_s')} / {run.get('synced_p90_s')} / "
+                     f"**{run.get('synced_s')} s**")
+            sessions = f"{_per_replica(run, 'sessions')}; {_per_replica(run, 'zk_connections_metric', '{:.0f}')}"
+            idle = _per_replica(run, "idle_cores", "{:.3f}")
+            lines.append(
+                f"| {result['groups']:,} | {run['kind']} | {run['replicas']} | {times} | "
+                f"{_per_replica(run, 'cpu_s', '{:.1f}')} | "
+                f"{_mb(r.get('peak_rss_mb', 0) for r in run.get('per_replica') or [])} | "
+                f"{_per_replica(run, 'groups')} | {sessions} | {idle + (' core' if idle != '-' else '')} | "
+                f"{run.get('uptime_load', '?')} |")
+    for result in results:
+        lines += ["", *_result_notes(result)]
     return lines
+
+
+def _result_notes(result: Mapping[str, Any]) -> list[str]:
+    """One group count's bullets: its creation, clean-up and load, then its notes."""
+    head = f"**{result.get('groups', 0):,} groups**"
+    if result.get("skipped") or result.get("error"):
+        return [f"- {head}: not measured: {result.get('skipped') or result.get('error')}"]
+    facts = [f"created in {result['create_s']} s" if "create_s" in result else None,
+             f"the groups' deletion {result['delete_s']} s" if "delete_s" in result else None,
+             f"{result['elapsed_s']:.0f} s in all" if "elapsed_s" in result else None,
+             f"load {result['uptime_start']} at the start, {result['uptime_end']} at the end"
+             if "uptime_start" in result and "uptime_end" in result else None,
+             f"clean-up error: {result['cleanup_error']}" if result.get("cleanup_error") else None]
+    said = "; ".join(f for f in facts if f)
+    return [f"- {head}{': ' + said if said else ''}.", *(f"  - {note}" for note in result.get("notes") or [])]

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from e2e.lab.kubectl import Kube
+from e2e.lab.kubectl import Kube, KubeError
 from e2e.lab.podcluster import IMAGE
 
 #: SIGKILLs every worker process whose member id is ``argv[1]``: ``--id=<id>`` on its command line, or
@@ -139,10 +139,15 @@ class Tools:
                                                       "--json"))
         return result
 
-    def purge(self, connect: str, *paths: str) -> None:
-        """Deletes ``paths`` and everything under them, as the ensemble's administrator when the cluster has
-        one: what an earlier run left may carry the ACL of an identity nobody holds any more."""
-        self.python(PURGE_SCRIPT, connect, admin_identity(self.kube), *paths)
+    def purge(self, connect: str, *paths: str, identity: str | None = None, timeout: float = 60.0) -> None:
+        """Deletes ``paths`` and everything under them, as ``identity`` (``user:password``), by default the
+        ensemble's administrator when the cluster has one: what an earlier run left may carry the ACL of an
+        identity nobody holds any more. A failure's message never shows the password."""
+        who = admin_identity(self.kube) if identity is None else identity
+        try:
+            self.python(PURGE_SCRIPT, connect, who, *paths, timeout=timeout)
+        except KubeError as exc:
+            raise KubeError(str(exc).replace(who, "<identity>") if who else str(exc)) from None
 
     def fetch(self, url: str) -> str | None:
         """The body at ``url`` as seen from inside the cluster, None when it cannot be fetched."""

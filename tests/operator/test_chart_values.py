@@ -196,3 +196,21 @@ def test_the_operators_x509_identity_is_its_tls_secret_mounted_and_never_both(he
     both = helm_template(helm, "--set", "zookeeperIdentity.secretName=operator-zk",
                          "--set", "zookeeperIdentity.tls.secretName=operator-cert")
     assert both.returncode != 0 and "not both" in both.stderr, both.stderr
+
+
+def test_the_liveness_probes_timing_is_a_value(helm: Path) -> None:
+    """liveness.{periodSeconds,timeoutSeconds,failureThreshold}: by default an operator that has not answered
+    for 2 minutes is restarted (20 s, 10 s, 6), and a start with thousands of ResourceGroups (whose event loop
+    answers /healthz late) can allow more."""
+    def probe(*args: str) -> dict[str, Any]:
+        deployment = by_kind(render(helm, *args), "Deployment")[0]
+        found: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+        return found
+
+    timing = ("periodSeconds", "timeoutSeconds", "failureThreshold")
+    assert [probe()[k] for k in timing] == [20, 10, 6]
+    relaxed = probe("--set", "liveness.timeoutSeconds=10", "--set", "liveness.failureThreshold=15")
+    assert [relaxed[k] for k in timing] == [20, 10, 15]
+    assert relaxed["httpGet"]["path"] == "/healthz"
+    assert schema_errors(with_values(liveness__timeoutSeconds=0)) and not schema_errors(
+        with_values(liveness__failureThreshold=15))

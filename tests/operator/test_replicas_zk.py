@@ -5,6 +5,7 @@ operator group carries the identity's ACL."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -171,6 +172,45 @@ def test_a_revocation_waits_until_the_group_stopped_being_served(
     serving.done()
     wait_for(lambda: other.owns(*group), 20, lambda: "the group did not move after it stopped")
     assert released.wait(10)
+
+
+def test_a_revocation_lets_a_group_that_does_not_stop_go_within_the_librarys_wait(
+    zk_hosts: str, group_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Groups whose loops do not stop (steps stuck under load) are let go before the library stops waiting
+    for ``on_revoked`` (the same stop timeout): a callback that outlived it would put the member on standby
+    and make it rejoin, another rebalance (at 3,000 groups on 3 replicas, one every minute or so)."""
+    caplog.set_level(logging.INFO)
+
+    def quick(member: str) -> ReplicaSettings:
+        return ReplicaSettings(hosts=zk_hosts, group=group_path, member_id=member, session_timeout=4.0,
+                               min_interval=0.2, stop_timeout=3.0)
+
+    started: list[Replicas] = []
+    try:
+        first = Replicas(quick("op-a"), metrics=Metrics())
+        first.start()
+        started.append(first)
+        wait_for(first.in_office, 20, lambda: "op-a did not take office")
+        first.write_list(GROUPS)
+        wait_for(lambda: all(first.owns(*g) for g in GROUPS), 30, lambda: f"op-a owns {first.owned()}")
+        for group in GROUPS:  # every group served by a loop that never stops
+            token = first.token(*group)
+            assert token is not None and first.serving(*group, token, lambda: None) is not None
+        second = Replicas(quick("op-b"), metrics=Metrics())
+        second.start()
+        started.append(second)
+        let_go = lambda: [r.getMessage() for r in caplog.records if "op-a: let go of" in r.getMessage()]  # noqa: E731
+        wait_for(let_go, 30, lambda: "op-a let nothing go")
+        wait_for(lambda: second.owned() and first.describe().startswith("Assigned")
+                 and len(first.owned()) + len(second.owned()) == len(GROUPS), 30,
+                 lambda: f"op-a {first.describe()}, op-b {second.describe()}")
+        overruns = [r.getMessage() for r in caplog.records
+                    if "did not return within" in r.getMessage() or "on standby" in r.getMessage()]
+        assert not overruns, overruns
+    finally:
+        for replica in started:
+            replica.stop()
 
 
 def test_a_group_lost_before_its_serving_was_registered_is_not_served(

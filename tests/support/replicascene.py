@@ -243,8 +243,8 @@ class ReplicaScene:
     def purge(self) -> None:
         """This release's znodes: its path root's top and its operator group (and the operator group's
         parent once empty), with the identity."""
-        self.tools.python(PURGE_SCRIPT, ZK_CONNECT, f"{IDENTITY_USER}:{IDENTITY_PASSWORD}", f"/{self.ns}",
-                          self.operator_group, "?/rebalanser-operator")
+        self.tools.purge(ZK_CONNECT, f"/{self.ns}", self.operator_group, "?/rebalanser-operator",
+                         identity=f"{IDENTITY_USER}:{IDENTITY_PASSWORD}")
 
     def close(self) -> None:
         """Workers, groups (served to their deletion by the replicas), the release, the namespace, the znodes,

@@ -9,6 +9,7 @@ from bench.scalestats import (
     group_states,
     idle_rates,
     markdown_lines,
+    merged,
     parse_metrics,
     proc_totals,
     quantile_s,
@@ -106,8 +107,30 @@ def test_markdown_rows() -> None:
                        {"pod": "b", "cpu_s": 49.0, "peak_rss_mb": 240.0, "groups": 1000, "sessions": 2,
                         "zk_connections_metric": 1.0, "idle_cores": None}]}]}
     lines = markdown_lines(result)
-    row = next(line for line in lines if line.startswith("| restart"))
+    row = next(line for line in lines if line.startswith("| 3,000 | restart"))
     assert ("| 3 | 9.5 / 40.1 / 70.0 / **80.2 s** | 50.0, 49.0 | 250, 240 MB | 1000, 1000 | 2, 2; 1, 1 "
             "| 0.012, - core |") in row
     assert markdown_lines({"skipped": "no cluster"})[-1] == "- not measured: no cluster"
     assert markdown_lines(None) == []
+
+
+def test_results_of_several_group_counts_share_the_table() -> None:
+    def result(groups: int, synced_s: float, note: str) -> dict[str, Any]:
+        return {"groups": groups, "namespaces": 4, "resources_per_group": 2, "poll_s": 2.0, "idle_s": 30,
+                "settle_s": 60, "memory_limit": "2Gi", "create_s": 8.6, "delete_s": 99.0, "notes": [note],
+                "runs": [{"kind": "first start", "replicas": 1, "synced_s": synced_s, "per_replica": []}]}
+
+    small, large = result(1000, 245.7, "the small one"), result(3000, 700.0, "the large one")
+    stored = merged(small, large)  # the first bench's single result, then another count
+    assert [r["groups"] for r in stored] == [1000, 3000]
+    again = merged(stored, result(3000, 650.0, "measured again"))
+    assert [(r["groups"], r["notes"]) for r in again] == [(1000, ["the small one"]), (3000, ["measured again"])]
+    text = "\n".join(markdown_lines(again))
+    assert "1,000 and 3,000 ResourceGroups" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 1,000 |") or line.startswith("| 3,000 |")]
+    assert [row.split(" | ")[0] for row in rows] == ["| 1,000", "| 3,000"] and "**650.0 s**" in rows[1]
+    assert "- **3,000 groups**: created in 8.6 s; the groups' deletion 99.0 s." in text
+    assert "  - measured again" in text and "the large one" not in text
+    stopped = {"kind": "restart", "replicas": 3, "unfinished": "636 of 3,000 after 660 s", "per_replica": []}
+    row = next(line for line in markdown_lines({**large, "runs": [stopped]}) if line.startswith("| 3,000 |"))
+    assert "| **not all**: 636 of 3,000 after 660 s | - | - | - |" in row
