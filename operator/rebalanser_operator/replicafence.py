@@ -1,16 +1,20 @@
 """The fence of Kubernetes writes between operator replicas (docs/operator-replicas.md, "Fenced writes",
-"Two releases"), two admission policies:
+"Two releases"), three admission policies:
 
 - the status fence refuses a status update carrying a smaller fencing token than the stored one, or an
   older release claim;
 - the writer fence refuses an update of the main resource (kopf's finalizer, its progress annotations and
   last-handled digest, the operator's own finalizer removal) sent by an operator pod other than the one
   the stored ``status.servedBy`` names. The pod is known from the request itself: a pod's service-account
-  token carries its pod's name, which the API server gives the policy as ``request.userInfo.extra``.
+  token carries its pod's name, which the API server gives the policy as ``request.userInfo.extra``;
+- the config fence refuses a replace of a workers' ConfigMap whose publisher's fence (claim and token
+  annotations) is older than the stored one.
 
     for manifest in fence_manifests("rebalanser-replica-fence"):
         kubectl apply ...                  # what the chart installs with more than one replica
     for manifest in writer_manifests("rebalanser-replica-writer", "system:serviceaccount:ops:rebalanser"):
+        kubectl apply ...
+    for manifest in config_manifests("rebalanser-replica-config", "system:serviceaccount:ops:rebalanser"):
         kubectl apply ...
 
 Each replica's status patches carry ``status.servedBy`` (the replica and its claim's token), changed or
