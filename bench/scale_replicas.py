@@ -8,8 +8,8 @@ identity, the operator group on the cluster's ensemble), serving ``--namespaces`
 (``rbac.watchNamespaces``), with a larger memory limit than the chart's (``--memory-limit``). The Deployment
 is scaled to 0 and the G groups are created while no replica runs (no workers, 2 resources each, spread
 evenly over the namespaces, one server-side apply per namespace, in parallel). ``--liveness-timeout`` and
-``--liveness-failures`` set the chart's ``liveness`` timing (at 3,000 groups on one replica the defaults, 5 s and
-3 probes 20 s apart, restarted the operator about every 2 minutes of its start). Then:
+``--liveness-failures`` set the chart's ``liveness`` timing (at 3,000 groups on one replica the defaults of
+then, 5 s and 3 probes 20 s apart, restarted the operator about every 2 minutes of its start). Then:
 
 - **first start** (the first replica count): the Deployment scaled from 0 to N; the groups were never served;
 - **restart** (each replica count): scaled to 0, every pod gone and the operator group empty (its members'
@@ -508,9 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle", type=float, default=60.0, help="the idle window, seconds")
     p.add_argument("--memory-limit", default="2Gi", help="the operator container's memory limit")
     p.add_argument("--liveness-timeout", type=int, default=0,
-                   help="the liveness probe's timeoutSeconds (default: the chart's, 5)")
+                   help="the liveness probe's timeoutSeconds (default: the chart's)")
     p.add_argument("--liveness-failures", type=int, default=0,
-                   help="the liveness probe's failureThreshold (default: the chart's, 3)")
+                   help="the liveness probe's failureThreshold (default: the chart's)")
     p.add_argument("--no-first-start", action="store_true", help="only the restarts")
     p.add_argument("--stop-at", default="", help="HH:MM (UTC): no further run starts after it")
     p.add_argument("--out", type=Path, default=RESULT)

@@ -166,16 +166,19 @@ class Replicas:
         if settings is not None:
             # The operator's identity: its digest credentials, or its client certificate (the connection over
             # TLS, and the member's nodes naming the certificate's subject alone).
-            self._tls = self._tls_files.acquire(identity.tls) if identity is not None and identity.tls else None
-            digest = identity is not None and self._tls is None
+            credentials: tuple[str, str] | None = None
+            certificate_id: str | None = None
+            if identity is not None and identity.tls is not None:
+                self._tls, certificate_id = self._tls_files.acquire(identity.tls), identity.acl_id
+            elif identity is not None:
+                credentials = (identity.username, identity.password)
             self._client = Client(Options(
                 hosts=settings.hosts, group=settings.group, member_id=settings.member_id,
                 session_timeout=settings.session_timeout, min_interval=settings.min_interval,
                 stop_timeout=settings.stop_timeout, initial_quiet=0.5, initial_max_wait=5.0, pod=settings.pod,
                 pod_uid=settings.pod_uid, pod_namespace=settings.pod_namespace, container=settings.container,
                 termination_log=settings.termination_log, tls=self._tls,
-                credentials=(identity.username, identity.password) if identity is not None and digest else None,
-                certificate_id=identity.acl_id if identity is not None and not digest else None,
+                credentials=credentials, certificate_id=certificate_id,
             ), _Member(self))
 
     @staticmethod

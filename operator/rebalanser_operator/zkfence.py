@@ -49,30 +49,33 @@ class FenceLost(RuntimeError):
     """A later owner of the group took its fence: this replica's write was refused, nothing was written."""
 
 
-def stored_fence(data: bytes) -> tuple[str, int] | None:
-    """The (replica, token) in a group root's data; None when there is none (or foreign data)."""
+def _fence_entry(data: bytes) -> dict[str, Any] | None:
+    """The ``fence`` object of a group root's data; None when there is none (or foreign data)."""
     try:
         body = json.loads(data) if data else None
     except ValueError:
         return None
     fence = body.get(FENCE_KEY) if isinstance(body, dict) else None
-    if not isinstance(fence, dict):
+    return fence if isinstance(fence, dict) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def stored_fence(data: bytes) -> tuple[str, int] | None:
+    """The (replica, token) in a group root's data; None when there is none (or foreign data)."""
+    fence = _fence_entry(data)
+    if fence is None:
         return None
-    replica, token = fence.get("replica"), fence.get("token")
-    if not isinstance(replica, str) or not isinstance(token, int) or isinstance(token, bool):
-        return None
-    return replica, token
+    replica, token = fence.get("replica"), _int(fence.get("token"))
+    return (replica, token) if isinstance(replica, str) and token is not None else None
 
 
 def stored_claim(data: bytes) -> int:
     """The release claim's number of the fence in a group root's data (0: none, or written without claims)."""
-    try:
-        body = json.loads(data) if data else None
-    except ValueError:
-        return 0
-    fence = body.get(FENCE_KEY) if isinstance(body, dict) else None
-    claim = fence.get("claim") if isinstance(fence, dict) else None
-    return claim if isinstance(claim, int) and not isinstance(claim, bool) else 0
+    fence = _fence_entry(data)
+    return (_int(fence.get("claim")) or 0) if fence is not None else 0
 
 
 def with_fence(data: bytes, replica: str, token: int, claim: int = 0) -> bytes:

@@ -146,11 +146,6 @@ def operator_acl(operator_id: str) -> ACL:
     return ACL(Permissions.ALL, Id("digest", ident))
 
 
-def certificate_acl(certificate_id: str) -> ACL:
-    """Every permission for ``x509:<subject>``, a member's own client certificate (``Options.certificate_id``)."""
-    return ACL(Permissions.ALL, Id("x509", certificate_id.partition(":")[2]))
-
-
 def session_record_acl(group_acl: Sequence[ACL] | None, readers: Sequence[ACL] = ()) -> list[ACL]:
     """The ACL of a member's session record (``G/sessions/<guid>-<id>``, which holds its session's
     password): READ, and nothing else, for every digest and x509 identity of ``group_acl`` (the ACL the member
@@ -160,9 +155,9 @@ def session_record_acl(group_acl: Sequence[ACL] | None, readers: Sequence[ACL] =
 
     ``readers`` is where the operator's own identity goes once it has one (a later issue): the record
     should then name that identity alone, and the group's entries can be dropped from it."""
-    digest = [make_acl(e.id.scheme, e.id.id, read=True) for e in group_acl or () if e.id.scheme in ("digest", "x509")]
+    own = [make_acl(e.id.scheme, e.id.id, read=True) for e in group_acl or () if e.id.scheme in ("digest", "x509")]
     extra = [ACL(Permissions.READ, Id(e.id.scheme, e.id.id)) for e in readers]
-    named = [*digest, *(e for e in extra if e not in digest)]
+    named = [*own, *(e for e in extra if e not in own)]
     return named or [make_acl("world", "anyone", read=True)]
 
 

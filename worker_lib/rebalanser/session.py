@@ -22,7 +22,6 @@ from rebalanser.credentials import (
     PasswordFile,
     PasswordFileError,
     PasswordWatcher,
-    certificate_acl,
     operator_acl,
     read_password,
 )
@@ -121,7 +120,7 @@ def make_client(options: Options) -> KazooClient:
         auth = [("digest", f"{user}:{password}")]
         acl = [make_digest_acl(user, password, all=True), *extra]
     elif options.certificate_id is not None:
-        acl = [certificate_acl(options.certificate_id)]
+        acl = [operator_acl(options.certificate_id)]  # x509:<subject>, every permission
     zk = KazooClient(
         **(options.tls.kazoo_arguments() if options.tls is not None else {}),
         hosts=options.hosts,
