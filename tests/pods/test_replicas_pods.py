@@ -54,11 +54,13 @@ FO = "fo"
 WORKERS = 2
 #: The issue's targets: a killed replica's groups owned elsewhere within 2 s, a worker killed right after
 #: worked on again within 3 s at T = 10 s, a rolling update's handovers without a gap above 2 s. The two
-#: kills are asserted at T / 2, a bound only the kubelet's reports can meet (session expiry takes T): on
-#: two cores shared with other runs (load 7 to 9) they took up to 2.1 s and 4.4 s. Their figures are
-#: printed, and ``make bench-failover`` measures them against the targets.
+#: kills are asserted at bounds only the kubelet's reports can meet: a dead session expires no earlier than
+#: 2/3 T after the kill (its last ping is at most T / 3 old), and a replica's log must show the worker's
+#: member ended by the failover. On two cores shared with other runs (load 6 to 9) they took up to 2.2 s
+#: and 5.0 s (the worker's group is one of about 16 that its new replica applies first). Their figures
+#: are printed, and ``make bench-failover`` measures them against the targets.
 HANDOVER_BOUND_S = T / 2
-WORKER_BOUND_S = T / 2
+WORKER_BOUND_S = 0.6 * T
 GAP_BOUND_S = 2.0
 ALL = {f"{NS}/{g}" for g in [*GROUPS, FO]}
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rebalanser_operator.failover.endmember import Outcome
 
 from tests.support.failoverscene import ZK_CONNECT, FailoverScene, group_manifest, workers_manifest
 from tests.support.kubectl import Kube, wait_until
@@ -132,7 +133,7 @@ class KillOutcome:
     worked_again_s: float  # from the worker's kill until all of them were worked on again
     gaps: dict[str, float]  # resource -> the victim's last tick of it -> the next tick by another instance
     ended: list[str]  # the replicas' lines saying they ended the killed replica's membership
-    caught: list[str]  # the replicas' lines saying they failed the worker over
+    caught: list[str]  # the replicas' lines saying they closed the worker's session (failed it over)
     load1: float
 
 
@@ -374,7 +375,7 @@ class ReplicaScene:
         gaps = tick_gaps_after(self.workers.events(group), victim, instance, held, worker.ts)
         text = self.operator_text().splitlines()
         ended = [line for line in text if "replica-ended member=" in line and f"pod={pod} " in line]
-        caught = [line for line in text if f"failover: pod {victim}" in line]
+        caught = [line for line in text if f"failover: pod {victim}" in line and f" {Outcome.CLOSED.value} in " in line]
         return KillOutcome(server, taken, victim, len(held), seconds, gaps, ended, caught, load1)
 
     def rollout(self, groups: set[str], timeout: float = 300.0) -> tuple[list[Handover], set[str]]:
