@@ -41,7 +41,7 @@ from e2e.demo_stack import stop_process
 from tests.e2e.test_operator_e2e import wait_for
 from tests.support.cluster import REPO, UP_TIMEOUT, Cluster, start_cluster
 from tests.support.liveness import healthy
-from tests.support.replicalines import Line, check_one_at_a_time, intervals, parse, serving_now
+from tests.support.replicalines import Line, check_one_at_a_time, closed_session, intervals, parse, serving_now
 from tests.support.zk import ZkCluster, admin_client, free_port, serving_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(UP_TIMEOUT)]
@@ -464,7 +464,8 @@ def test_a_worker_killed_while_its_group_changes_replica_is_failed_over_by_the_n
         print(f"\nworker killed 0 s, its pod's report 0 s, the replica's death reported 1 s after: the victim's "
               f"{len(victims)} resources worked on again after {taken:.2f} s (T = {WORKER_T} s; group served by "
               f"{new_server}; load {load()})")
-        caught = [r.member for r in scene.replicas if r is not replica and "failover: pod fo-0" in r.text()]
+        caught = [r.member for r in scene.replicas
+                  if r is not replica and any(closed_session(line, "fo-0") for line in r.text().splitlines())]
         assert caught, "no replica failed the worker over"
         assert taken <= WORKER_BOUND_S, f"worked on again after {taken:.1f} s (load {load()})"
     finally:

@@ -7,6 +7,7 @@
     spans = check_one_at_a_time(lines, cut={"op-1#0": killed_at})
     serving_now(spans)                            # group -> the member serving it now
     handovers(spans, since=t)                     # (group, from, to, gap) of each move after ``t``
+    closed_session(line, "fo-0")                  # this line says a replica closed pod fo-0's member session
 
 Each line carries the replica, the group, the claim's token and the wall-clock time (the replicas share a
 host, or a node whose kernel is this host's). A member is whatever names one replica instance: the
@@ -19,6 +20,8 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+
+from rebalanser_operator.failover.endmember import Outcome
 
 LINE = re.compile(r"replica-(serve|write|stop) member=(\S+) group=(\S+) token=(\d+) at=([0-9.]+)")
 #: member, token, start, end (inf: still serving)
@@ -118,3 +121,9 @@ def handovers(spans: dict[str, list[Interval]], since: float = 0.0) -> list[Hand
             if before[3] >= since:
                 found.append(Handover(group, before[0], after[0], before[3], after[2]))
     return found
+
+
+def closed_session(line: str, pod: str) -> bool:
+    """Whether ``line`` is a replica's failover line saying it closed the session of ``pod``'s ended
+    instance (``podwatch``'s log line; not its "left to expire" warning about the same pod)."""
+    return f"failover: pod {pod}'s" in line and f" {Outcome.CLOSED.value} in " in line

@@ -36,14 +36,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rebalanser_operator.failover.endmember import Outcome
 
 from tests.support.failoverscene import ZK_CONNECT, FailoverScene, group_manifest, workers_manifest
 from tests.support.kubectl import Kube, wait_until
 from tests.support.podcluster import IMAGE, IMAGE_REPOSITORY, IMAGE_TAG, REPO
 from tests.support.podlogs import PodLogs
 from tests.support.podtools import Tools
-from tests.support.replicalines import Handover, Line, check_one_at_a_time, handovers, intervals, parse, serving_now
+from tests.support.replicalines import (
+    Handover,
+    Line,
+    check_one_at_a_time,
+    closed_session,
+    handovers,
+    intervals,
+    parse,
+    serving_now,
+)
 from tests.support.workergaps import tick_gaps_after, victim_logged
 
 CHART = REPO / "charts" / "rebalanser-operator"
@@ -375,7 +383,7 @@ class ReplicaScene:
         gaps = tick_gaps_after(self.workers.events(group), victim, instance, held, worker.ts)
         text = self.operator_text().splitlines()
         ended = [line for line in text if "replica-ended member=" in line and f"pod={pod} " in line]
-        caught = [line for line in text if f"failover: pod {victim}" in line and f" {Outcome.CLOSED.value} in " in line]
+        caught = [line for line in text if closed_session(line, victim)]
         return KillOutcome(server, taken, victim, len(held), seconds, gaps, ended, caught, load1)
 
     def rollout(self, groups: set[str], timeout: float = 300.0) -> tuple[list[Handover], set[str]]:
