@@ -3,6 +3,7 @@ in one transaction (live sessions' ephemeral nodes with it), and re-creation fil
 
 from __future__ import annotations
 
+import queue
 import uuid
 from collections.abc import Iterator
 
@@ -30,13 +31,18 @@ def test_a_subtree_with_live_ephemeral_nodes_is_deleted_in_one_transaction(admin
     member.create(f"{root}/clients/m1", b"", ephemeral=True, makepath=True)
     member.create(f"{root}/owners/r1", b"", ephemeral=True, makepath=True)
     member.create(f"{root}/resources/r1", b"", makepath=True)
-    seen: list[int] = []
-    member.get_children(f"{root}/owners", watch=lambda event: seen.append(member.exists(f"{root}/clients/m1") is None))
+    seen: queue.Queue[bool] = queue.Queue()
+    member.get_children(f"{root}/owners", watch=lambda event: seen.put(member.exists(f"{root}/clients/m1") is None))
     assert admin.delete_tree(root) == 7
     assert admin.exists(root) is None and admin.subtree(root) == []
     assert admin.delete_tree(root) == 0
-    member.sync("/")
-    assert seen == [True], "when the claim's watch fired, the member node was already gone (one transaction)"
+    # The watch's callback runs on kazoo's callback thread, after the event: await its answer.
+    try:
+        gone = seen.get(timeout=10)
+    except queue.Empty:
+        pytest.fail("the claim's watch did not fire within 10 s of the subtree's deletion")
+    assert gone, "when the claim's watch fired, the member node was already gone (one transaction)"
+    assert seen.empty(), "the one-shot watch fired once"
 
 
 def test_ensure_creates_only_what_is_missing(admin: Admin) -> None:
