@@ -16,6 +16,9 @@ PY="${PY:-python3}"
 TESTS=(
   tests/unit/test_kazoo_private.py
   tests/unit/test_bufferedreads.py
+  tests/unit/test_batchedsends.py
+  tests/unit/test_claimtxn.py
+  tests/integration/test_send_all.py
   tests/integration/test_ephemerals.py
   tests/integration/test_claim_waits.py
   tests/integration/test_claim_deleted.py

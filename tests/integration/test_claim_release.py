@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.serialization import Transaction
 from rebalanser.claims import ClaimBook
 from rebalanser.containers import ensure_group
 from rebalanser.paths import GroupPaths
@@ -162,6 +164,15 @@ class _ReadsLostAfterCommit:
         txn.commit = applied_then_armed
         txn.commit_async = sent_then_armed
         return txn
+
+    def _call(self, request: Any, async_object: Any) -> object:
+        """A claim round's transaction, sent through kazoo's queue (rebalanser.claimtxn): armed once
+        applied, as above."""
+        sent = self._client._call(request, async_object)
+        if request.type == Transaction.type:
+            async_object.get()
+            self._armed = True
+        return sent
 
     def _lose(self) -> None:
         if self._armed:

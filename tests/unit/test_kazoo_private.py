@@ -4,12 +4,13 @@ relies on exists, with the signature it assumes. A kazoo upgrade that changes on
 from __future__ import annotations
 
 import inspect
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from kazoo.client import KazooClient
 from kazoo.protocol import connection, paths
 from kazoo.protocol.states import Callback, KeeperState
 from rebalanser import kazoo_private
+from rebalanser.batchedsends import BatchedSends
 from rebalanser.bufferedreads import BufferedConnection
 from rebalanser.options import Options
 from rebalanser.session import make_client
@@ -28,6 +29,7 @@ def test_the_private_methods_have_the_signatures_the_library_assumes() -> None:
     assert inspect.signature(handler._invoke).parameters["xid"].default is None
     assert parameters(handler._read) == ["self", "length", "timeout"]
     assert parameters(handler._read_socket) == ["self", "read_timeout"]
+    assert parameters(handler._send_request) == ["self", "read_timeout", "connect_timeout"]
     assert callable(handler._socket_error_handling)
     assert connection.CLOSE_RESPONSE is kazoo_private.CLOSE_RESPONSE
     assert Callback._fields == ("type", "func", "args")  # claimcheck queues a marker behind the watches
@@ -39,6 +41,7 @@ def test_a_client_has_the_private_state_the_library_uses() -> None:
     assert kazoo_private.requested_timeout(zk) == 7.0
     assert isinstance(zk._connection, connection.ConnectionHandler)
     assert zk._connection._socket is None and zk._connection.handler is zk.handler
+    assert zk._connection._read_sock is None and isinstance(zk._queue, deque)  # batchedsends
 
 
 def test_the_helpers_do_what_the_library_needs() -> None:
@@ -58,7 +61,7 @@ def test_the_helpers_do_what_the_library_needs() -> None:
 
 def test_the_member_connection_is_kazoos_with_buffered_reads_and_the_handshake_recorded() -> None:
     zk = make_client(Options("127.0.0.1:1", "/g", member_id="m"))
-    assert isinstance(zk._connection, BufferedConnection)
+    assert isinstance(zk._connection, BufferedConnection) and isinstance(zk._connection, BatchedSends)
     assert isinstance(zk._connection, connection.ConnectionHandler)
     assert type(zk._connection).__name__ == "_RecordingConnection"
 

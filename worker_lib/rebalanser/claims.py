@@ -47,11 +47,13 @@ from kazoo.exceptions import (
 )
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from rebalanser.claimcheck import Verified
+from rebalanser.claimtxn import claim_transaction
 from rebalanser.containers import ensure_container
 from rebalanser.ephemerals import own_ephemerals
-from rebalanser.kazoo_private import discard_data_watcher, full_path
+from rebalanser.kazoo_private import discard_data_watcher, full_path, send
 from rebalanser.paths import GroupPaths
 from rebalanser.setwatches import watch_unchanged
 from rebalanser.zk import ephemeral_of
@@ -200,12 +202,11 @@ class ClaimBook:
         claim."""
         probe = batch if len(batch) <= READ_EACH else batch[:1]
         self._expect(probe)  # before the read arms the watch: a claim of another may go at once
-        txn = self.zk.transaction()
-        for resource in batch:
-            txn.create(self.paths.owner(resource), data, ephemeral=True)
+        txn = claim_transaction(full_path(self.zk, self.paths.owners), batch, data,
+                                self.zk.default_acl or OPEN_ACL_UNSAFE)
         try:
             connection = self.verified.connection()  # before the reads that verify are sent
-            pending = txn.commit_async()
+            pending = send(self.zk, txn)
             reads = [(r, self.zk.exists_async(self.paths.owner(r), watch=self.claim_watch)) for r in probe]
         except (ConnectionLoss, OperationTimeoutError):
             self.uncertain |= set(batch)

@@ -17,7 +17,9 @@ What is private, and who uses it:
 - ``kazoo.protocol.paths._prefix_root``: a path with the client's chroot.
 - ``KazooClient._connection``, replaced by a subclass of ``ConnectionHandler`` through ``__class__``
   (:mod:`rebalanser.session`); the subclasses override ``_invoke`` (:mod:`rebalanser.session`),
-  ``_read`` and ``_read_socket`` (:mod:`rebalanser.bufferedreads`), and use ``_socket``,
+  ``_read`` and ``_read_socket`` (:mod:`rebalanser.bufferedreads`), ``_send_request`` (one queued
+  request sent; :mod:`rebalanser.batchedsends`), and use ``_socket``, ``_read_sock`` (the wake-up
+  pipe: a byte per queued request), ``client._queue`` (the requests not yet sent),
   ``_socket_error_handling``, ``handler`` and ``CLOSE_RESPONSE``.
 - ``KazooClient._session_timeout``: the requested session timeout, in milliseconds.
 - ``KazooClient._session_callback(state)``: called with every ``KeeperState`` the session goes through
@@ -32,10 +34,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionClosedError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.connection import CLOSE_RESPONSE, ConnectionHandler
 from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import KeeperState, WatchedEvent
+
+_REFUSING = (KeeperState.AUTH_FAILED, KeeperState.CLOSED, KeeperState.EXPIRED_SESSION)
 
 __all__ = [
     "CLOSE_RESPONSE", "ConnectionHandler", "StateObservingClient", "add_data_watcher", "discard_data_watcher",
@@ -56,6 +61,24 @@ def send(zk: KazooClient, request: Any) -> IAsyncResult:
     result: IAsyncResult = zk.handler.async_result()
     zk._call(request, result)
     return result
+
+
+def send_all(zk: KazooClient, requests: list[Any]) -> list[IAsyncResult]:
+    """Sends ``requests`` (as :func:`send` does) in order, waking kazoo's connection once for all of
+    them: one system call instead of one per request, each of which gives the interpreter lock up
+    and waits to have it back behind every other thread of the process."""
+    results: list[IAsyncResult] = [zk.handler.async_result() for _ in requests]
+    if zk._state in _REFUSING or len(requests) < 2:
+        for request, result in zip(requests, results, strict=True):
+            zk._call(request, result)  # kazoo answers each with its error
+        return results
+    zk._queue.extend(zip(requests, results, strict=True))
+    try:
+        zk._connection._write_sock.send(b"\0" * len(requests))
+    except Exception:  # closed under us, as kazoo's _call: each request fails
+        for result in results:
+            result.set_exception(ConnectionClosedError("Connection has been closed"))
+    return results
 
 
 def add_data_watcher(zk: KazooClient, server_path: str, watcher: Watcher) -> None:

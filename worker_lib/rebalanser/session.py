@@ -17,6 +17,7 @@ from kazoo.protocol.serialization import Connect
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
+from rebalanser.batchedsends import BatchedSends
 from rebalanser.bufferedreads import BufferedConnection
 from rebalanser.credentials import (
     PasswordFile,
@@ -88,10 +89,11 @@ class Handshakes:
             return self._latest
 
 
-class _RecordingConnection(BufferedConnection):
+class _RecordingConnection(BatchedSends, BufferedConnection):
     """kazoo keeps the negotiated timeout to itself and reports CONNECTED before returning from the
     handshake: record it here, inside the handshake, so nothing can see CONNECTED with a stale T.
-    Its reads are buffered (:mod:`rebalanser.bufferedreads`)."""
+    Its reads are buffered (:mod:`rebalanser.bufferedreads`), and the requests queued at one turn of
+    its loop are sent together (:mod:`rebalanser.batchedsends`)."""
 
     def _invoke(self, timeout: float, request: Any, xid: int | None = None) -> Any:
         if not isinstance(request, Connect):

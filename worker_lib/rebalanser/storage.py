@@ -6,9 +6,11 @@ from collections.abc import Iterable, MutableMapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.protocol.serialization import GetData
 
 from rebalanser import wire
 from rebalanser.errors import CorruptDataError
+from rebalanser.kazoo_private import full_path, send_all
 from rebalanser.paths import GroupPaths
 from rebalanser.wire import AssignmentHeader, MemberAssignment
 
@@ -64,8 +66,8 @@ def _fetch(zk: KazooClient, paths: GroupPaths, member_node: str, header: Assignm
            chunks: ChunkCache) -> None:
     """Reads the chunks ``header`` names that ``chunks`` lacks, pipelined, into ``chunks``."""
     missing = [c for c in dict.fromkeys(header.chunks) if c not in chunks]
-    replies = [(c, zk.get_async(paths.assignment_part(member_node, c))) for c in missing]
-    for name, reply in replies:
+    reads = [GetData(full_path(zk, paths.assignment_part(member_node, c)), None) for c in missing]
+    for name, reply in zip(missing, send_all(zk, reads), strict=True):
         try:
             data, _ = reply.get()
         except NoNodeError:
