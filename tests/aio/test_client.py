@@ -65,7 +65,9 @@ def test_on_revoked_is_awaited_before_the_release_and_cancelled_at_the_stop_time
     handler = Recording("m")
 
     async def scenario() -> None:
-        client = Client(options(zk_hosts, group_path, "m", stop_timeout=1.0), handler, cancel_grace=2.0)
+        # The claim is asserted held while the hung callback runs: stop_timeout leaves that check (a poll and
+        # a round trip on a loaded machine) seconds, not one.
+        client = Client(options(zk_hosts, group_path, "m", stop_timeout=3.0), handler, cancel_grace=2.0)
         async with client:
             await until(lambda: set(handler.owned) == {"a", "b"}, 20, "never assigned")
             handler.hang = True

@@ -839,7 +839,9 @@ def test_a_pods_ended_container_instance_is_failed_over_by_its_uid(
                  lambda: f"the victim's member node is still there; operator log:\n{operator.text()[-3000:]}")
         assert session not in claim_owners(), "the victim's claims outlived its member node"
         assert time.monotonic() - killed < session_timeout
-        assert "failover: pod confirmed-0" in operator.text()
+        # The operator logs the failover after it has ended the member (its node is gone first): awaited.
+        wait_for(lambda: "failover: pod confirmed-0" in operator.text(), 10,
+                 lambda: f"no failover line in the operator's log:\n{operator.text()[-3000:]}")
     finally:
         for proc in procs:
             if proc.poll() is None:

@@ -41,6 +41,9 @@ def test_the_negotiated_timeout_is_known_when_connected_fires(zk_hosts: str) -> 
     client.add_listener(lambda state: seen.append(session_timeout(client)) if state == KazooState.CONNECTED else None)
     try:
         started(client)
+        # kazoo sets the client live before it calls the listeners (on its connection thread): start() may
+        # return before the listener has run, so its answer is awaited, not read at once.
+        wait_for(lambda: bool(seen), 10, "the listener never saw CONNECTED")
         assert seen == [40.0]
         assert session_timeout(client) == 40.0
     finally:
@@ -67,7 +70,7 @@ def test_the_lease_is_renewed_while_connected_and_ends_once_when_cut_off_without
     prober.start()
     try:
         sid = client.client_id[0]
-        wait_for(lambda: lease.valid(sid), 2, "the lease was never granted")
+        wait_for(lambda: lease.valid(sid), 10, "the lease was never granted")  # a round trip
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:  # renewed throughout: never invalid for a healthy server
             assert lease.valid(sid), "the lease lapsed on a healthy connection"

@@ -34,8 +34,15 @@ def assignment_node(zk: KazooClient, group: Group, member: str) -> str:
 def window_problems(group: Group, resources: set[str], seconds: float = 2.0) -> list[str]:
     start = time.monotonic_ns()
     time.sleep(seconds)  # an observation window for liveness evidence, not synchronisation
+    end = time.monotonic_ns()
     live = {w.proc.pid for w in group.live() if w.proc}
-    return liveness_problems(group.events(), resources, live, start, time.monotonic_ns())
+    # Each worker's events are read from its stdout by a thread of its own, behind the worker's writes: the
+    # window's ticks are awaited (bounded), not only those read by its end. Only "never worked on" clears
+    # as they come; a second owner, a dead worker's tick or a non-resource stays.
+    deadline = time.monotonic() + 10
+    while (problems := liveness_problems(group.events(), resources, live, start, end)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return problems
 
 
 def stopped_since(worker: Worker, ts: int) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.failoverscene import FailoverScene
-from tests.support.kubectl import Kube
+from tests.support.kubectl import Kube, wait_until
 from tests.support.podcluster import REPO
 
 pytestmark = [pytest.mark.pods, pytest.mark.timeout(900)]
@@ -55,7 +55,9 @@ def test_sigkill_is_failed_over_before_the_session_could_expire(scene: FailoverS
     container = scene.wait_restarted(victim, instance)
     assert container["lastState"]["terminated"]["exitCode"] == 137, container["lastState"]
     assert container["lastState"]["terminated"].get("message", "").startswith("rebalanser-instance=")
-    assert any(victim in line for line in scene.operator_lines("failover: pod")), "the operator did not act"
+    # The operator's line reaches its file through a `kubectl logs -f` follower, behind the operator's write.
+    wait_until(lambda: any(victim in line for line in scene.operator_lines("failover: pod")), 30,
+               "the operator did not act")
     # Session expiry alone cannot free them before T; the confirmed path must.
     assert seconds < T, f"resources worked again only {seconds:.1f}s after the kill (T = {T:g}s)"
     assert scene.violations(GROUP) == ([], [])

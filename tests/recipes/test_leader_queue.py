@@ -74,6 +74,7 @@ def test_next_candidate_is_elected_when_the_leader_leaves(candidates: Callable[.
     b.queue.join()
     a.queue.leave()
     b.wait_elected()
+    a.wait_lost()  # a's callback runs on a's own callback thread, not before b's election is seen
     assert a.events.events == [("elected",), ("lost",)]
     assert a.queue.position() is None
 

@@ -381,9 +381,18 @@ class ReplicaScene:
         held = self.workers.held(group, victim, instance, worker.ts) or {r for r, m in fo_owners.items() if m == victim}
         seconds = self.workers.reworked(group, victim, instance, held, worker.ts, timeout=timeout)
         gaps = tick_gaps_after(self.workers.events(group), victim, instance, held, worker.ts)
-        text = self.operator_text().splitlines()
-        ended = [line for line in text if "replica-ended member=" in line and f"pod={pod} " in line]
-        caught = [line for line in text if closed_session(line, victim)]
+
+        def logged() -> tuple[list[str], list[str]]:
+            text = self.operator_text().splitlines()
+            return ([line for line in text if "replica-ended member=" in line and f"pod={pod} " in line],
+                    [line for line in text if closed_session(line, victim)])
+
+        # The replicas' lines reach their files through `kubectl logs -f` followers, behind the replicas' own
+        # writes and independently of the workers' logs that showed the failover: awaited (bounded, 30 s).
+        deadline = time.monotonic() + 30
+        while not all(found := logged()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        ended, caught = found
         return KillOutcome(server, taken, victim, len(held), seconds, gaps, ended, caught, load1)
 
     def rollout(self, groups: set[str], timeout: float = 300.0) -> tuple[list[Handover], set[str]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 
 import pytest
@@ -25,19 +24,36 @@ def test_a_failing_stop_handler_still_reports_revoked() -> None:
     assert revoked and revoked[0]["resources"] == ["a"], _events(out)
 
 
-def test_a_slow_start_handler_reports_assigned_when_called_and_works_once_it_returns() -> None:
+def test_a_slow_start_handler_reports_assigned_when_called_and_works_once_it_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The model's Start is the library's call of the handler (conformance reads ``assigned`` as it): the
     event comes at once, the work (and so every tick) only once the simulated start has returned."""
-    out = io.StringIO()
+    slept: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        real_sleep(seconds)
+
+    class Probe(io.StringIO):
+        """Notes, as each event is written, whether the simulated start had begun its delay and what the
+        work held (read on the writing thread: no other thread's timing decides it)."""
+
+        def write(self, text: str) -> int:
+            at_write.append((list(slept), dict(work._resources)))
+            return super().write(text)
+
+    at_write: list[tuple[list[float], dict[str, int]]] = []
+    out = Probe()
     work = SimulatedWork(EventLog("w0", True, out), tick=0.1, start_delay=0.3)
+    monkeypatch.setattr(time, "sleep", sleep)
     began = time.monotonic()
-    seen: list[dict[str, object]] = []
-    watcher = threading.Thread(target=lambda: (time.sleep(0.1), seen.extend(_events(out))))
-    watcher.start()
     work.on_assigned({"a": 7})
-    watcher.join()
-    assert time.monotonic() - began >= 0.3
-    assert [e["event"] for e in seen] == ["assigned"] and work._resources == {"a": 7}
+    assert time.monotonic() - began >= 0.3 and slept == [0.3]
+    assert [e["event"] for e in _events(out)] == ["assigned"]
+    assert at_write == [([], {})], "the event must be written before the delay, the work begun after it"
+    assert work._resources == {"a": 7}
 
 
 class ClosedPipe(io.StringIO):
