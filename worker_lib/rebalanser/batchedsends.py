@@ -51,5 +51,5 @@ class BatchedSends(ConnectionHandler):  # type: ignore[misc]
             return False
         try:
             return bool(pipe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-        except (BlockingIOError, InterruptedError):
+        except OSError:  # nothing there yet (BlockingIOError), or the pipe closed: kazoo's next turn decides
             return False
