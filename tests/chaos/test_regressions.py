@@ -175,7 +175,7 @@ def test_a_flapping_link_never_holds_up_the_members_watches(chaos_single: ZkClus
         zk_admin.delete(paths.owner("a"))
         wait_for(lambda: "a" in handler.revoked, 30, "a never stopped after its claim was deleted")
         late = handler.revoked["a"] - deleted
-        assert late < 2.0, f"a was stopped {late:.1f} s after its claim was deleted (its watch was held up)"
+        assert late < 3.5, f"a was stopped {late:.1f} s after its claim was deleted (its watch was held up)"
     finally:
         client.stop()
         proxy.close()

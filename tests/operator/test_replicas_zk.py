@@ -326,8 +326,8 @@ def test_a_replica_whose_ended_instance_is_reported_loses_its_groups_at_once(
         (ended,) = end_dead_replicas(alive, pod, done)
         assert ended.outcome.final, ended
         # (the in-process "dead" member then rejoins with a new session and may take some back: counted, not held)
-        wait_for(lambda: gained() >= before + share, 10, lambda: f"the survivor gained {gained() - before} of {share}")
-        assert time.monotonic() - started_at < 10  # long before the dead one's 30 s session could expire
+        wait_for(lambda: gained() >= before + share, 20, lambda: f"the survivor gained {gained() - before} of {share}")
+        assert time.monotonic() - started_at < 20  # under 1 s expected; the dead one's session is 30 s
         assert end_dead_replicas(alive, pod, done) == []  # handled once
     finally:
         for replica in started.values():
