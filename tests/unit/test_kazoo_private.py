@@ -41,7 +41,8 @@ def test_a_client_has_the_private_state_the_library_uses() -> None:
     assert kazoo_private.requested_timeout(zk) == 7.0
     assert isinstance(zk._connection, connection.ConnectionHandler)
     assert zk._connection._socket is None and zk._connection.handler is zk.handler
-    assert zk._connection._read_sock is None and isinstance(zk._queue, deque)  # batchedsends
+    assert zk._connection._read_sock is None and isinstance(zk._queue, deque)  # batchedsends, send_all
+    assert zk._connection._write_sock is None and zk._state == KeeperState.CLOSED  # send_all
 
 
 def test_the_helpers_do_what_the_library_needs() -> None:

@@ -11,7 +11,10 @@ What is private, and who uses it:
 
 - ``KazooClient._call(request, async_object)``: sends a request object (``serialize``,
   ``deserialize``, ``type``) through kazoo's queue (:mod:`rebalanser.setwatches`,
-  :mod:`rebalanser.ephemerals`).
+  :mod:`rebalanser.ephemerals`, the claim transactions of :mod:`rebalanser.claims`).
+- ``KazooClient._queue``, ``KazooClient._state`` and ``ConnectionHandler._write_sock``: what ``_call``
+  uses, for :func:`send_all` (the chunk reads of :mod:`rebalanser.storage`), which queues several
+  requests and wakes the connection once.
 - ``KazooClient._data_watchers``: path (with the chroot) -> set of watchers; kazoo fires and pops
   them when a notification for the path arrives (:mod:`rebalanser.setwatches`, :mod:`rebalanser.claims`).
 - ``kazoo.protocol.paths._prefix_root``: a path with the client's chroot.
@@ -44,7 +47,7 @@ _REFUSING = (KeeperState.AUTH_FAILED, KeeperState.CLOSED, KeeperState.EXPIRED_SE
 
 __all__ = [
     "CLOSE_RESPONSE", "ConnectionHandler", "StateObservingClient", "add_data_watcher", "discard_data_watcher",
-    "full_path", "requested_timeout", "send", "use_connection_class",
+    "full_path", "requested_timeout", "send", "send_all", "use_connection_class",
 ]
 
 Watcher = Callable[[WatchedEvent], None]
