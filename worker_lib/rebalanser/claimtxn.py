@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kazoo.protocol.serialization import Create, Transaction, int_struct, multiheader_struct, write_buffer
+from kazoo.protocol.serialization import (
+    Create,
+    Transaction,
+    int_struct,
+    multiheader_struct,
+    write_buffer,
+    write_string,
+)
 from kazoo.security import ACL
 
 EPHEMERAL = 1  # ZooKeeper's create flag
@@ -30,15 +37,9 @@ def _shared_tail(data: bytes, acl: Sequence[ACL], flags: int) -> bytes:
     """What follows a create's path on the wire: its data, its ACL and its flags."""
     parts = [write_buffer(data), int_struct.pack(len(acl))]
     for entry in acl:
-        parts += [int_struct.pack(entry.perms), _string(entry.id.scheme), _string(entry.id.id)]
+        parts += [int_struct.pack(entry.perms), write_string(entry.id.scheme), write_string(entry.id.id)]
     parts.append(int_struct.pack(flags))
     return b"".join(parts)
-
-
-def _string(text: str) -> bytes:
-    encoded = text.encode("utf-8")
-    length: bytes = int_struct.pack(len(encoded) if encoded else -1)
-    return length + encoded
 
 
 class SharedCreates(Transaction):  # type: ignore[misc]
