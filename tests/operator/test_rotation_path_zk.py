@@ -85,13 +85,14 @@ def applied(ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path
 
 
 def rotate_to(ctx: OperatorContext, kube: RecordingKube, entered: Entered, rt: GroupRuntime, password: str) -> None:
-    """The Secret poll reads a new password, and the group's step for it re-applies it (recorded)."""
+    """The Secret poll reads a new password, and the refresh re-applies it (recorded)."""
     kube.secrets["zk-digest"] = DigestCredentials("op", password)
+    assert poll_once(ctx, kube.secret_data) == 1 and rt.secrets_changed
     entered.names.clear()
     entered.on = True
     sys.setprofile(entered.profile)
     try:
-        assert poll_once(ctx, kube.secret_data) == 1
+        resync_secrets(ctx, rt)  # what the status refresh does
     finally:
         entered.on = False
         sys.setprofile(None)
@@ -156,7 +157,7 @@ def test_a_group_not_as_its_last_sync_left_it_is_applied_whole(
 def test_a_re_key_after_one_that_met_its_session_connecting_shows_the_group_synced_again(
     ctx: OperatorContext, kube: RecordingKube, entered: Entered, applied: GroupRuntime
 ) -> None:
-    """A refresh's re-key never waits for a session: one that met its new session still connecting
+    """The refresh's re-key never waits for a session: one that met its new session still connecting
     ended ZooKeeperUnreachable (the status loop retries it once the session connects). The retry that
     goes through shows the group Synced again, not the earlier failure."""
 
@@ -177,9 +178,9 @@ def test_a_re_key_waits_for_its_new_credentials_session_without_failing_the_grou
     ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
 ) -> None:
     """A digest rotation without the operator's identity moves the group to a session of its new
-    credentials, on the ensemble and TLS material its old session reached. The poll waits for it for
-    ``connect_wait`` at most, and a refresh's re-key never waits: while it connects (here: held by a
-    relay), the group stays Synced with no Warning, and the re-key goes through once it has connected."""
+    credentials, on the ensemble and TLS material its old session reached. The refresh's re-key never
+    waits for it: while it connects (here: held by a relay), the group stays Synced with no Warning, and
+    the re-key goes through once it has connected."""
     host, port = zk_hosts.split(",")[0].rsplit(":", 1)
     relay = Relay((host, int(port)))
     kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
@@ -192,11 +193,12 @@ def test_a_re_key_waits_for_its_new_credentials_session_without_failing_the_grou
         apply_spec(ctx, orders, spec, generation=1, body=body)
         apply_spec(ctx, invoices, {**spec, "zookeeper": {**spec["zookeeper"], "path": f"{group_path}-2"}},
                    generation=1, body={"metadata": {"name": "invoices", "namespace": "shop"}})
-        events = len(kube.events)
-        relay.hold()  # the new session cannot connect yet
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-        ctx.options = replace(ctx.options, connect_wait=1.0)  # how long the poll waits for it
         assert poll_once(ctx, kube.secret_data) == 2
+        events = len(kube.events)
+
+        relay.hold()  # the new session cannot connect yet
+        ctx.controller_of(orders).run(lambda: resync_secrets(ctx, orders))  # the refresh's step
         assert orders.sync is not None and orders.sync.ok, orders.sync
         assert kube.events[events:] == [], "a Warning while the new session connected"
         assert orders.secrets_changed and orders.connect_pending, "the re-key is not retried"

@@ -122,13 +122,12 @@ def test_workers_move_to_a_rotated_password_without_a_restart(
             group.wait_settled(RESOURCES, 20)
             pids = {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None}
 
-            # The Secret changes: the operator's Secret poll (a read by name) hands it to the group's
-            # controller, whose step re-applies it (the status loop keeps the grace period); the kubelet
-            # updates the mounted file.
+            # The Secret changes: the operator's Secret poll (a read by name) notes it and the status loop
+            # re-applies it (and keeps the grace period); the kubelet updates the mounted file.
             assert poll_once(ctx, kube.secret_data) == 0, "an unchanged Secret marked the group"
             kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
             assert poll_once(ctx, kube.secret_data) == 1
-            wait_for(lambda: rt.grace_until is not None, 10, "the new Secret was not applied")
+            wait_for(lambda: rt.grace_until is not None, 10, "the status loop did not apply the new Secret")
             rotated_at = time.monotonic()
             secret.write("new-password")
             wait_for(lambda: all(ROTATED in stderr_of(w, tmp_path) for w in (w1, w2)), 15,

@@ -9,9 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from rebalanser_operator.apply.actions import apply_spec
-from rebalanser_operator.controller.core import attempt_each
-from rebalanser_operator.controller.messages import SecretSeen
+from rebalanser_operator.apply.actions import apply_spec, resync_secrets
+from rebalanser_operator.apply.secretpoll import poll_once
 from rebalanser_operator.controller.plan import Join, Open, Reuse, SessionEffect
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
@@ -32,12 +31,6 @@ class RecordingContext(OperatorContext):
     def session(self, rt: GroupRuntime, effect: SessionEffect) -> KazooClient:
         self.planned.append((rt.name, effect))
         return super().session(rt, effect)
-
-
-def take_secret(ctx: RecordingContext, rt: GroupRuntime, data: dict[str, str] | None) -> bool:
-    """The Secret poll's step for one group (the poll itself runs the steps of all its groups side by side)."""
-    controller = ctx.controller_of(rt)
-    return attempt_each([(controller, controller.taking(SecretSeen.of("zk-digest", data)))], 10.0)[0]
 
 
 @pytest.fixture
@@ -73,11 +66,11 @@ def test_each_session_a_step_uses_is_planned(
         assert ctx.planned == [("orders", Reuse(old))]
 
         # A rotation of orders' Secret: its re-apply opens the session holding both passwords and leaves
-        # the old one, which invoices still holds (the same Secret, not taken yet: the poll's step for
-        # orders alone, so that the two do not run side by side).
+        # the old one, which invoices still holds (the same Secret, not re-applied yet).
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+        assert poll_once(ctx, kube.secret_data) == 2
         ctx.planned.clear()
-        assert take_secret(ctx, orders, kube.secret_data("shop", "zk-digest"))
+        resync_secrets(ctx, orders)
         both = ctx.pool.holding(orders.user)
         assert both is not None and both != old and ctx.planned[0] == ("orders", Open(both, leave=old))
         assert {effect for _, effect in ctx.planned[1:]} <= {Reuse(both)}, ctx.planned
@@ -85,7 +78,7 @@ def test_each_session_a_step_uses_is_planned(
 
         # invoices follows: it joins orders' session, and the old one closes with its last user.
         ctx.planned.clear()
-        assert take_secret(ctx, invoices, kube.secret_data("shop", "zk-digest"))
+        resync_secrets(ctx, invoices)
         assert ctx.planned[0] == ("invoices", Join(both, leave=old)), ctx.planned
         assert not first.connected and ctx.pool.holders(old) == set() and ctx.pool.connections() == 1
     finally:

@@ -103,10 +103,11 @@ def test_missing_or_untrusted_tls_material_is_reported_and_retried(
     with pytest.raises(RetryLater, match="over TLS"):
         apply_spec(ctx, rt, spec(mtls.secure_hosts, path), generation=1, body=BODY)
     assert rt.sync is not None and rt.sync.reason == "ZooKeeperUnreachable"
-    # The Secret is fixed: its change alone (no spec change) gets the group synced, by the poll's step.
+    # The Secret is fixed: its change alone (no spec change) gets the group synced.
     kube.tls_secrets["zk-tls"] = pki.trusted.issue("operator-fixed").secret_data(pki.trusted)
+    assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1 and rt.secrets_changed
     ctx.options = LoopOptions(connect_wait=15.0)
-    assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1
+    resync_secrets(ctx, rt)
     assert rt.sync is not None and rt.sync.ok and not rt.secrets_changed
     assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 0, "unchanged material marked"
 
@@ -126,7 +127,8 @@ def test_a_rotated_tls_secret_moves_the_group_to_a_new_connection(
         old_client = ctx.pool.acquire(cluster.secure_hosts, rt.user, tls=rt.tls)
 
         kube.tls_secrets["zk-tls"] = pki.other.issue("operator-new").secret_data(pki.trusted)
-        assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1  # and its re-apply
+        assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1
+        resync_secrets(ctx, rt)
         assert rt.sync is not None and rt.sync.ok
         new_client = ctx.pool.acquire(cluster.secure_hosts, rt.user, tls=rt.tls)
         assert new_client is not old_client and not old_client.connected, "the old connection was not replaced"
@@ -183,7 +185,8 @@ def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
     assert may_set("old-password") and not may_set("new-password")
     kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
     secret_data = {"username": base64.b64encode(b"op").decode(), "password": base64.b64encode(b"new-password").decode()}
-    assert note_secret(ctx, "shop", "zk-digest", secret_data) == 1  # and its re-apply
+    assert note_secret(ctx, "shop", "zk-digest", secret_data) == 1
+    resync_secrets(ctx, rt)
     assert rt.credentials == DigestCredentials("op", "new-password")
     # The grace period: both passwords may write, so workers move over one by one without a restart.
     assert may_write("new-password"), "the new credentials may not write the group"

@@ -46,7 +46,6 @@ from rebalanser_operator.apply.reconcile import (
 )
 from rebalanser_operator.apply.takeover import take_over_group
 from rebalanser_operator.controller.connectwait import AwaitConnection, connected
-from rebalanser_operator.controller.core import attempt_each
 from rebalanser_operator.controller.effects import Emit, Note, StepEffect, Wake
 from rebalanser_operator.controller.messages import Deletion, DesiredSpec, SecretSeen
 from rebalanser_operator.controller.plan import (
@@ -386,7 +385,7 @@ def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Resourc
         raise _refused(ctx, rt, fx, Refusal(LIMIT_EXCEEDED, str(exc)), retry_after=OWNED_ELSEWHERE_RETRY) from exc
     ctx.metrics.zookeeper_connections.set(ctx.pool.connections())
     fx.append(Wake())
-    if not _connected(ctx, rt, zk, rekey=rekey):
+    if not connected(ctx.pool, zk):
         # a re-key still waiting for the session it opened for new credentials (the group left Synced)
         waiting = isinstance(effect, Reuse) and rt.connect_pending and rt.sync is not None and rt.sync.ok
         rt.outcome = replace(rt.outcome, connect_pending=True)
@@ -404,18 +403,6 @@ def _connect(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Resourc
     if rt.fence is not None and rt.path is not None:
         rt.fence.take(zk, rt.path)  # at the gain's apply, before any write (once; FenceLost: a later owner's)
     return fenced_client(zk, rt.fence, rt.path)
-
-
-def _connected(ctx: Context, rt: GroupRuntime, zk: KazooClient, *, rekey: bool) -> bool:
-    """:func:`~rebalanser_operator.controller.connectwait.connected`; a re-key's first attempt that ends
-    waiting for the session leaves the group's connection pending, as a re-key that found it connecting
-    does (run again after the wait, it knows the session it meets is still connecting, not unreachable)."""
-    try:
-        return connected(ctx.pool, zk)
-    except AwaitConnection:
-        if rekey:
-            rt.outcome = replace(rt.outcome, connect_pending=True)
-        raise
 
 
 def _sync(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], zk: KazooClient, spec: ResourceGroupSpec,
@@ -629,55 +616,44 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
 
 
 def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
-    """A Secret was read: each controller of a group that names it takes it (:func:`take_secret`, one
-    step each, side by side: :func:`~rebalanser_operator.controller.core.attempt_each`); returns how many
-    groups it changed, each re-applied with it (or marked for a refresh, when that did not go through)."""
+    """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
+    re-applying (their status loops do it) when it changes their connection; returns how many did."""
     seen = SecretSeen.of(secret, data)
-    work = [(controller, controller.taking(seen)) for controller in ctx.controllers_referencing(namespace, secret)]
-    return sum(attempt_each(work, ctx.options.connect_wait))
+    return sum(1 for controller in ctx.controllers_referencing(namespace, secret) if controller.secret_seen(seen))
 
 
-def take_secret(ctx: Context, rt: GroupRuntime, seen: SecretSeen) -> bool:
-    """The controller's step for a Secret read by the poll: when it changes the group's connection, the
-    rotation plan keeps it as received and the group is re-applied with it in this same step
-    (:func:`resync_secrets`); True if so. A first attempt that meets its new session connecting ends
-    (the caller waits for the session, then runs the step again: the Secret is held as received until a
-    re-apply goes through); a re-apply that does not go through (an unreadable Secret, a session that did
-    not connect in time) leaves the group marked, and a refresh tries again (at once when the session
-    connects)."""
+def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
+    """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
+    when the Secret changes its connection; True if it did."""
     if rt.raw_spec is None:
         return False  # not applied yet: the first reconcile reads the Secret anyway
-    rotate(ctx, rt, seen, fx=[])  # its wake-up is the re-apply's to give
-    if seen not in rt.rotation.received:
-        return False  # as the group connects already
-    resync_secrets(ctx, rt)
-    return True
+    return bool(rotate(None, rt, seen))
 
 
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
     """Re-applies the group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply`
     cuts it: a group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last
     spec, with the Secrets as received: a new TLS Secret means a new connection, new credentials become
-    the group znodes' ACL). On failure the group stays marked for the next try. A step of the group's
-    controller: the Secret's (:func:`take_secret`) or a refresh's; called from another thread, it runs as
-    one."""
-    controller = ctx.controller_of(rt)
-    if not controller.on_strand():
-        controller.attempt(lambda: resync_secrets(ctx, rt))
-        return
+    the group znodes' ACL). On failure the group stays marked for the next try."""
     how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
     changed = rt.secrets_changed
     rotate(ctx, rt, ReapplyStarted())
     raw = rt.raw_spec
     if how is Reapply.NONE or raw is None:
         return
+
+    def step() -> None:
+        if how is Reapply.REKEY and carry_out(ctx, rt, rekey(ctx, rt)):
+            return
+        # The Secrets as the poll received them: used as they are, never read again.
+        apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
+
+    controller = ctx.controller_of(rt)
     try:
-        if how is not Reapply.REKEY or not carry_out(ctx, rt, rekey(ctx, rt)):
-            # The Secrets as the poll received them: used as they are, never read again.
-            apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
-    except AwaitConnection:
-        rotate(ctx, rt, ReapplyFailed(changed))  # the caller waits for the session, then runs the step again
-        raise
+        if controller.on_strand():
+            step()  # already the group's step (the status refresh)
+        else:
+            controller.attempt(step)
     except RetryLater as exc:
         rotate(ctx, rt, ReapplyFailed(changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,

@@ -3,11 +3,10 @@
 The operator's RBAC on Secrets is ``get`` only (docs/operator.md, "Security model"): it never streams the
 Secrets of a namespace. Instead, every ``interval`` seconds each Secret that a served ResourceGroup names
 (``spec.zookeeper.credentialsSecret``, ``spec.zookeeper.tls.secret``) is read by name, once per
-namespace and name however many groups share it, and handed to :func:`actions.note_secret`: the
-controller of each group that names it takes it as one of its steps, and when it changes the group's
-connection, re-applies the group with it there and then (the rotation's whole walk: poll, controller,
-pure plan, re-key). The groups take it one after another, and the poll waits for each. A Secret that
-cannot be read is skipped: open connections keep what they have, and the next reconcile reports it.
+namespace and name however many groups share it, and handed to :func:`actions.note_secret`, which tells
+the groups' controllers; each marks itself for re-applying when the Secret changes its connection. A
+Secret that cannot be read is skipped: open
+connections keep what they have, and the next reconcile reports it.
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ def referenced(groups: Iterable[GroupView]) -> list[tuple[str, str]]:
 
 
 def poll_once(ctx: Context, read: SecretReader) -> int:
-    """Reads every referenced Secret by name; returns how many groups it changed (each re-applied with it,
-    or marked for its next refresh when that did not go through)."""
+    """Reads every referenced Secret by name; returns how many groups were marked for re-applying."""
     marked = 0
     for namespace, secret in referenced(ctx.views()):
         data = read(namespace, secret)
@@ -55,4 +53,4 @@ async def poll_forever(ctx: Context, read: SecretReader, interval: float) -> Non
             log.exception("reading the referenced Secrets failed; next try in %.0fs", interval)
         else:
             if marked:
-                log.info("a referenced Secret changed: %d group(s) re-applied with it", marked)
+                log.info("a referenced Secret changed: %d group(s) will re-apply", marked)

@@ -2,7 +2,7 @@
 
     controller = ctx.controller("shop", "orders", uid)
     result = controller.apply(DesiredSpec.of(spec, generation=3))     # kopf's create/update/resume
-    attempt_each([(controller, controller.taking(SecretSeen.of("zk-digest", data)))], 5.0)  # the Secret poll
+    controller.secret_seen(SecretSeen.of("zk-digest", data))           # the Secret poll
     controller.rollout_seen(RolloutSeen("Deployment", "workers", True))  # the workload watch
     outcomes = await asyncio.wrap_future(controller.pod_ended(PodEnded(pod, ended)))  # failover
     controller.view()                                                  # what other threads may read
@@ -30,7 +30,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -84,7 +84,7 @@ class GroupSteps:
 
     apply: Callable[[GroupRuntime, DesiredSpec], SyncResult]
     delete: Callable[[GroupRuntime, Deletion], str]
-    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]  # re-applies the group when the Secret changed
+    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]
     refresh_facts: Callable[[GroupRuntime, float], RefreshFacts]  # what a refresh finds (cheap, no ZooKeeper)
     end_grace: Callable[[GroupRuntime, float], bool]  # a rotation's grace period is over: re-apply
     reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received
@@ -149,23 +149,19 @@ class GroupController:
 
     # ---------------------------------------------------------------------------------- messages
 
-    def attempt(self, step: Callable[[], T], *, deadline: float | None = None,
-                first: Future[T] | None = None) -> T:
+    def attempt(self, step: Callable[[], T]) -> T:
         """Runs ``step`` (one that may need a session) as a first attempt, then, if its session was not
-        connected yet, waits for it on the calling thread (until ``deadline``, by default ``connect_wait``
-        from now) and runs it once more (blocking; see :mod:`~rebalanser_operator.controller.connectwait`).
-        Inline on the strand, once. ``first``: the first attempt, submitted already (:func:`attempt_each`)."""
+        connected yet, waits for it on the calling thread (at most ``connect_wait``) and runs it once more
+        (blocking; see :mod:`~rebalanser_operator.controller.connectwait`). Inline on the strand, once."""
         if self.on_strand():
             return self.run(step)
-        deadline = time.monotonic() + self._connect_wait if deadline is None else deadline
+        deadline = time.monotonic() + self._connect_wait
         for _ in range(MAX_SESSIONS_A_STEP_WAITS_FOR):  # a step may meet a second session only once the first is up
             try:
-                if first is None:
-                    with first_attempt():
-                        first = self.submit(step)
-                return first.result()
+                with first_attempt():
+                    future = self.submit(step)
+                return future.result()
             except AwaitConnection as pending:
-                first = None
                 wait_blocking(self._pool, pending.client, max(0.0, deadline - time.monotonic()))
         return self.run(step)
 
@@ -202,10 +198,9 @@ class GroupController:
     def _deleting(self, deletion: Deletion) -> Callable[[], str]:
         return lambda: self._steps.delete(self.rt, deletion)
 
-    def taking(self, seen: SecretSeen) -> Callable[[], bool]:
-        """The step for a Secret the poll read: it re-applies the group with the Secret as received when it
-        changes the group's connection; True if so (one that needs a session: :func:`attempt_each`)."""
-        return lambda: self._steps.secret_seen(self.rt, seen)
+    def secret_seen(self, seen: SecretSeen) -> bool:
+        """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""
+        return self.run(lambda: self._steps.secret_seen(self.rt, seen))
 
     def introduce(self, body: Mapping[str, Any]) -> Future[None]:
         """The object's reference for Events, from its status daemon (never blocks; an applied spec's
@@ -263,14 +258,3 @@ class GroupController:
     def pod_ended(self, message: PodEnded, end: Callable[[PodEnded], list[Ended]]) -> Future[list[Ended]]:
         """Ends the dead instance's member nodes with ``end`` as one of the group's steps (never blocks)."""
         return self.submit(lambda: end(message))
-
-
-def attempt_each(work: Sequence[tuple[GroupController, Callable[[], T]]], connect_wait: float) -> list[T]:
-    """:meth:`GroupController.attempt` for the steps of several groups (blocking): their first attempts run
-    side by side, each on its group's strand; then the calling thread waits for the sessions they met
-    (all within one ``connect_wait``), and runs those steps again. Their outcomes, in order."""
-    deadline = time.monotonic() + connect_wait
-    with first_attempt():
-        firsts = [controller.submit(step) for controller, step in work]
-    return [controller.attempt(step, deadline=deadline, first=first)
-            for (controller, step), first in zip(work, firsts, strict=True)]

@@ -1,7 +1,7 @@
 """A credentials rotation as a pure plan: (state, message, facts) -> (next state, effects to run).
 
     state, effects = plan_rotation(state, SecretSeen.of("zk-digest", data), facts)
-    # state.reapply, (Wake(),): the step re-applies the spec with the Secret as received
+    # state.reapply, (Wake(),): the next refresh re-applies the spec with the Secret as received
 
 A group's rotation state (:class:`Rotation`) is a frozen value its controller replaces as a whole; the
 messages are what a step learns (a Secret as the poll received it, the credentials an apply uses, the
@@ -10,8 +10,7 @@ clock, the ACL a sync put on the znodes), and the effects are what the I/O steps
 message, so a whole rotation is a table test (tests/unit/test_rotation_plan.py).
 
 The walk of a rotation: the Secret poll hands over the Secret it read (:class:`SecretSeen`); if it
-differs from what the group connects with, the state keeps it as received and asks for a re-apply,
-which the same step carries out.
+differs from what the group connects with, the state keeps it as received and asks for a re-apply.
 The re-apply uses that data, never reading the Secret again (:func:`received_data`); the new
 credentials (:class:`CredentialsRead`) replace the old ones, which keep their access for the grace
 period; the ACL naming both (:func:`acl_of`) goes onto the group and, because it changed
@@ -87,7 +86,7 @@ class Tick:
 
 @dataclass(frozen=True)
 class ReapplyStarted:
-    """A re-apply of the last spec begins (the Secret's step, or a refresh: it takes the Secrets as received)."""
+    """The refresh re-applies the last spec (it takes the Secrets as received)."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ def plan_rotation(state: Rotation, message: Message, facts: Facts) -> tuple[Rota
 
 
 class Reapply(enum.Enum):
-    """How a re-apply goes (:func:`plan_reapply`): the Secret's step, or a refresh retrying it."""
+    """How a refresh re-applies the group (:func:`plan_reapply`)."""
 
     NONE = "none"  # nothing applied yet: kopf's first apply reads the Secrets
     REKEY = "rekey"  # the Secrets as received (or the grace's end) on the group as it is: session, ACL, config
