@@ -7,7 +7,9 @@ A group with digest credentials is applied and its status loop runs (a real ZooK
 API server of tests/operator/support.py). Then the Secret changes, and a profiler over every thread
 records each function of ``rebalanser_operator`` entered, from the Secret poll's hand-over
 (``poll_once``) until the re-apply it asked for returns: how many distinct functions, in how many
-modules, how many calls, and how often the Secret's content was read from the API server. Two walks:
+modules, how many calls (property reads and writes counted apart: a value, not a step), how often
+control passed into a module from another (``WALK_LIST=1`` lists the hand-offs in order), and how often
+the Secret's content was read from the API server. Two walks:
 without the operator's own identity (the new password is a new session of the group's) and with it
 (the operator's session stays; only the group's ACL changes). The file is
 not named ``test_*``: the suite does not run it. It also runs on older commits (where the status loop
@@ -46,11 +48,29 @@ API_READS = ("read_credentials", "read_tls", "secret_data")
 ANONYMOUS = ("<genexpr>", "<lambda>", "<listcomp>", "<setcomp>", "<dictcomp>")
 
 
+def accessors() -> set[Any]:
+    """The code of every property of the package's classes (its getters and setters): a property read or
+    written is a value's, not a step of the walk; the walk counts those apart."""
+    codes: set[Any] = set()
+    for name, module in list(sys.modules.items()):
+        if name != "rebalanser_operator" and not name.startswith("rebalanser_operator."):
+            continue
+        for cls in vars(module).values():
+            if isinstance(cls, type) and cls.__module__ == name:
+                for attribute in vars(cls).values():
+                    if isinstance(attribute, property):
+                        codes.update(f.__code__ for f in (attribute.fget, attribute.fset) if f is not None)
+    return codes
+
+
 class Walk:
     def __init__(self) -> None:
         self.on = False
         self.went_through: bool | None = None  # whether the re-apply that ended the walk went through
         self.calls: list[tuple[str, str]] = []
+        self.hops: list[tuple[str, str]] = []  # (caller's module, callee's module) where they differ
+        self.accessors = accessors()
+        self.reads: list[tuple[str, str]] = []  # properties read or written
 
     def profile(self, frame: FrameType, event: str, _arg: Any) -> None:
         if not self.on or event != "call":
@@ -60,7 +80,23 @@ class Walk:
             self.calls.append(("API server", code.co_name))
         elif code.co_filename.startswith(str(PACKAGE)) and code.co_name not in ANONYMOUS:
             module = str(Path(code.co_filename).relative_to(PACKAGE))
+            if code in self.accessors:
+                self.reads.append((module, getattr(code, "co_qualname", code.co_name)))
+                return
             self.calls.append((module, getattr(code, "co_qualname", code.co_name)))
+            caller = _package_module(frame.f_back)
+            if caller != module:
+                self.hops.append((caller or "-", module))
+
+
+def _package_module(frame: FrameType | None) -> str | None:
+    """The package module of the nearest frame of the package up the stack (None: none)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(str(PACKAGE)):
+            return str(Path(name).relative_to(PACKAGE))
+        frame = frame.f_back
+    return None
 
 
 def reapplier() -> tuple[ModuleType, str]:
@@ -145,10 +181,18 @@ def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.
     modules = collections.Counter(module for module, _ in functions)
     reads = [f for module, f in walk.calls if module == "API server" and f != "secret_data"]
     print(f"\nwalk of a rotation ({'the operator has its own identity' if identity else 'no identity'}): "
-          f"{len(functions)} functions in {len(modules)} modules, {len(code)} calls; "
+          f"{len(functions)} functions in {len(modules)} modules, {len(code)} calls, besides "
+          f"{len(set(walk.reads))} properties read or written {len(walk.reads)} times; "
           f"the Secret read {1 + len(reads)} times (the poll's read, then {reads or 'none'})")
     for module, count in sorted(modules.items()):
         print(f"  {module}: {count}")
+    entries = collections.Counter(callee for _, callee in walk.hops)
+    print(f"  entries into each module from another: {sum(entries.values())}; "
+          + ", ".join(f"{m} {n}" for m, n in entries.most_common()))
+    order = list(dict.fromkeys(callee for _, callee in walk.hops))
+    print("  modules in the order first entered: " + " > ".join(order))
+    if os.environ.get("WALK_LIST"):  # the hand-offs in order
+        print("  hops: " + " ".join(f"{a}>{b}" for a, b in walk.hops))
     if os.environ.get("WALK_LIST"):  # every function entered, with its number of calls
         counts = collections.Counter(code)
         for module, function in functions:
