@@ -144,18 +144,35 @@ class Probe:
             self.watches["total"] += 1
 
     def install(self) -> None:
+        """Counts on kazoo's connection thread: each request as ``_submit`` sends it, with its size as
+        the one ``_write`` of its frame (the request is serialized once, by kazoo, as without the probe:
+        the harness's own cost stays out of the figures it measures)."""
         handler = kazoo_connection.ConnectionHandler
-        submit, read_watch = handler._submit, handler._read_watch_event
+        submit, write, read_watch = handler._submit, handler._write, handler._read_watch_event
         probe = self
+        sending = threading.local()  # the request whose frame the connection thread writes next
 
         def counted_submit(self: Any, request: Any, timeout: Any, xid: Any = None) -> Any:
+            sending.request = request
             try:
-                probe.count_request(request, len(request.serialize()) + 8)
                 if probe.trace:
                     probe.traced(self.client, request)
             except Exception:  # counting must never break the client
-                logging.getLogger(__name__).debug("request not counted", exc_info=True)
-            return submit(self, request, timeout, xid)
+                logging.getLogger(__name__).debug("request not traced", exc_info=True)
+            try:
+                return submit(self, request, timeout, xid)
+            finally:
+                sending.request = None
+
+        def counted_write(self: Any, msg: Any, timeout: Any) -> Any:
+            request = getattr(sending, "request", None)
+            if request is not None:
+                sending.request = None
+                try:
+                    probe.count_request(request, len(msg) - 4)  # the frame's length prefix aside
+                except Exception:
+                    logging.getLogger(__name__).debug("request not counted", exc_info=True)
+            return write(self, msg, timeout)
 
         def counted_watch(self: Any, buffer: Any, offset: int) -> Any:
             try:
@@ -169,6 +186,7 @@ class Probe:
             return read_watch(self, buffer, offset)
 
         handler._submit = counted_submit
+        handler._write = counted_write
         handler._read_watch_event = counted_watch
 
     def snapshot(self) -> dict[str, Any]:

@@ -179,6 +179,10 @@ class ClaimSource(Protocol):
     def owner_path(self, resource: str) -> str:
         """The claim's path."""
 
+    @property
+    def owners(self) -> str:
+        """The folder of the claims (each claim's path is this folder and its resource)."""
+
 
 class Rechecker:
     """The re-check thread. Woken by every new connection (:meth:`on_state`) and by
@@ -254,9 +258,10 @@ class Rechecker:
         newer one) fires the claim book's watcher at once."""
         by_token: dict[int, list[str]] = defaultdict(list)
         for resource, token in claims.items():
-            by_token[token].append(self._book.owner_path(resource))
-        sent = [send_watch_unchanged(self._zk, token, paths, self._book.claim_watch)
-                for token, paths in by_token.items()]
+            by_token[token].append(resource)
+        owners = self._book.owners
+        sent = [send_watch_unchanged(self._zk, token, owners, resources, self._book.claim_watch)
+                for token, resources in by_token.items()]
         for result in sent:
             result.get()
 

@@ -319,7 +319,7 @@ class ClaimBook:
             self.uncertain.discard(resource)
         try:
             connection = self.verified.connection()
-            watch_unchanged(self.zk, token, [self.paths.owner(r) for r in rest], self.claim_watch)
+            watch_unchanged(self.zk, token, self.paths.owners, rest, self.claim_watch)
         except (UnimplementedError, BadArgumentsError) as exc:  # no server since 3.3 says so
             log.warning("setWatches refused (%r): reading each claim", exc)
             return first | self._read_own(rest)
@@ -451,6 +451,10 @@ class ClaimBook:
 
     def owner_path(self, resource: str) -> str:
         return self.paths.owner(resource)
+
+    @property
+    def owners(self) -> str:
+        return self.paths.owners
 
     def report_lost(self, resource: str, token: int) -> None:
         """Our claim on ``resource`` of ``token`` was found gone by a read (as its watch would report)."""

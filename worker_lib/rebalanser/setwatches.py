@@ -53,21 +53,23 @@ class _SetWatches(NamedTuple):
         return True  # the reply has no body
 
 
-def watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
+def watch_unchanged(zk: KazooClient, zxid: int, folder: str, names: Sequence[str],
                     watcher: Callable[[WatchedEvent], None]) -> None:
-    """Sets ``watcher`` as the data watch of each of ``paths`` (without kazoo's chroot) whose node
-    exists and has not changed since ``zxid``; for the others it is called at once, with
-    ``DELETED`` (no node) or ``CHANGED`` (a newer node). Waits for the server's reply. Raises what a
-    request raises (ConnectionLoss, ...)."""
-    if paths:
-        send_watch_unchanged(zk, zxid, paths, watcher).get()
+    """Sets ``watcher`` as the data watch of each node ``folder/<name>`` (``folder`` without kazoo's
+    chroot; each name one path segment, as a resource's) that exists and has not changed since
+    ``zxid``; for the others it is called at once, with ``DELETED`` (no node) or ``CHANGED`` (a newer
+    node). Waits for the server's reply. Raises what a request raises (ConnectionLoss, ...)."""
+    if names:
+        send_watch_unchanged(zk, zxid, folder, names, watcher).get()
 
 
-def send_watch_unchanged(zk: KazooClient, zxid: int, paths: Sequence[str],
+def send_watch_unchanged(zk: KazooClient, zxid: int, folder: str, names: Sequence[str],
                          watcher: Callable[[WatchedEvent], None]) -> IAsyncResult:
     """:func:`watch_unchanged`'s request, sent: its result is ready once the server has answered (the
-    notifications it fires at once come before the answer, on the same connection)."""
-    full = [full_path(zk, p) for p in paths]
+    notifications it fires at once come before the answer, on the same connection). The folder's path
+    on the server is made once, and each node's from it (as a claim transaction makes its creates)."""
+    prefix = full_path(zk, folder)
+    full = [f"{prefix}/{name}" for name in names]
     for path in full:
         add_data_watcher(zk, path, watcher)
     return send(zk, _SetWatches(zxid, full))
