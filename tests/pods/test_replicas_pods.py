@@ -42,7 +42,7 @@ import pytest
 from tests.support.kubectl import Kube, wait_until
 from tests.support.podcluster import REPO
 from tests.support.podtoken import as_pod
-from tests.support.replicalines import intervals
+from tests.support.replicalines import intervals, taken_after
 from tests.support.replicascene import REPLICAS, ReplicaScene, T, load
 
 pytestmark = [pytest.mark.pods, pytest.mark.timeout(600)]
@@ -161,8 +161,7 @@ def test_a_frozen_replica_writes_nothing_for_the_groups_it_lost(scene: ReplicaSc
     finally:
         scene.signal(("operator", pod), sig="CONT")
     thawed = time.time()
-    taken = {g: min(ln.at for ln in scene.lines() if ln.kind == "serve" and ln.group == g and ln.at > stop.wall)
-             - stop.wall for g in lost}
+    taken = taken_after(scene.lines(), lost, stop.wall)
 
     def stopped() -> bool:  # thawed, it stops serving each group it lost (its lease had run out)
         return lost <= {ln.group for ln in scene.lines() if ln.member == frozen and ln.kind == "stop"

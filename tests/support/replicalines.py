@@ -123,6 +123,14 @@ def handovers(spans: dict[str, list[Interval]], since: float = 0.0) -> list[Hand
     return found
 
 
+def taken_after(lines: list[Line], groups: set[str], since: float) -> dict[str, float]:
+    """Seconds from ``since`` (a replica's kill or freeze) to the first serve line of each of ``groups``
+    after it. A group with none is left out: its new replica began serving it before ``since`` (the
+    replicas' share changed between the settle and the fault), so the fault's takeover does not time it."""
+    after = {g: [ln.at for ln in lines if ln.kind == "serve" and ln.group == g and ln.at > since] for g in groups}
+    return {g: min(at) - since for g, at in after.items() if at}
+
+
 def closed_session(line: str, pod: str) -> bool:
     """Whether ``line`` is a replica's failover line saying it closed the session of ``pod``'s ended
     instance (``podwatch``'s log line; not its "left to expire" warning about the same pod)."""

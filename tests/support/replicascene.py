@@ -51,6 +51,7 @@ from tests.support.replicalines import (
     intervals,
     parse,
     serving_now,
+    taken_after,
 )
 from tests.support.workergaps import tick_gaps_after, victim_logged
 
@@ -371,11 +372,7 @@ class ReplicaScene:
             now = serving_now(intervals(lines, self.cut))
             if any(now.get(g) in (None, server) for g in moved):
                 return None
-            # A group whose new replica began serving it before the kill had moved for another reason (the
-            # replicas' share changed between the settle and the kill): the kill's takeover times the others.
-            after = {g: [ln.at for ln in lines if ln.kind == "serve" and ln.group == g and ln.at > replica.wall]
-                     for g in moved}
-            return {g: min(at) - replica.wall for g, at in after.items() if at} or None
+            return taken_after(lines, moved, replica.wall) or None
 
         taken: dict[str, float] = wait_until(
             taken_over, timeout, lambda: f"the groups of {server} served elsewhere (load {load()}): "

@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from tests.support.replicalines import Line, check_one_at_a_time, handovers, intervals, parse, serving_now
+from tests.support.replicalines import (
+    Line,
+    check_one_at_a_time,
+    handovers,
+    intervals,
+    parse,
+    serving_now,
+    taken_after,
+)
 
 INF = float("inf")
 
@@ -67,6 +75,16 @@ def test_a_killed_or_frozen_member_is_cut_at_its_fault() -> None:
     # a frozen one's stop line comes after its thaw: the cut still ends its interval at the freeze
     late = [*lines, line("stop", "a", 20.0, 1)]
     assert intervals(late, cut={"a": 5.0})["ns/g"][0] == ("a", 1, 1.0, 5.0)
+
+
+def test_a_fault_times_only_the_takeovers_after_it() -> None:
+    # "a" killed at 5.0: "b" takes ns/g over at 5.4 (and had served it before, at 2.0); ns/h moved to "c" at
+    # 3.0, before the kill (the replicas' share changed): not the kill's takeover, left out, not an error.
+    lines = [line("serve", "b", 2.0, 1), line("serve", "a", 3.5, 2), line("serve", "b", 5.4, 3),
+             line("serve", "b", 6.0, 4), line("serve", "c", 3.0, 1, group="ns/h")]
+    taken = taken_after(lines, {"ns/g", "ns/h"}, 5.0)
+    assert {g: round(s, 3) for g, s in taken.items()} == {"ns/g": 0.4}
+    assert taken_after(lines, {"ns/h"}, 5.0) == {}
 
 
 def test_a_killed_workers_gaps_run_from_its_last_tick_to_the_next_by_another_instance() -> None:
