@@ -37,6 +37,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import ZnodeStat
 from rebalanser import wire
 
+from bench.cpu import cpu_bound_s, process_cpu_s, server_pid
 from bench.fleet import Fleet, FleetConfig
 from bench.scenarios import create_resources
 from bench.zkserver import start_standalone
@@ -118,11 +119,14 @@ def cold_start(hosts: str, admin: KazooClient, log_dir: Path, cell: ColdStart) -
             fleet.stop_all()
             raise RuntimeError(f"{proc.label} did not load")
     out["load_before"] = loadavg()
+    server = server_pid(hosts)
+    server_before = process_cpu_s(server)
     go.write_text(f"{time.time():.3f}")
     spawned_ns = settled_ns = time.monotonic_ns()
     try:
         timeout = 120 + resources / 500
         ok = fleet.wait_settled(resources, set(ids), timeout, quiet=cell.quiet)
+        server_after = process_cpu_s(server)
         ledger = fleet.ledger
         with ledger.lock:
             roles = dict(ledger.roles)
@@ -138,6 +142,9 @@ def cold_start(hosts: str, admin: KazooClient, log_dir: Path, cell: ColdStart) -
             after = fleet.snapshot(timeout=10)
             out["worker_cpu_s"] = round(sum(float(after[p.label]["cpu"]) - p.loaded_cpu
                                             for p in procs if p.label in after), 2)
+            if server_before is not None and server_after is not None:
+                out["server_cpu_s"] = round(server_after - server_before, 2)
+                out["cpu_bound_s"] = cpu_bound_s(out["worker_cpu_s"], out["server_cpu_s"])
             out.update({
                 "join_spread_s": round((last_join - first_join) / 1e9, 2),
                 "first_join_after_go_s": round((first_join - spawned_ns) / 1e9, 2),
@@ -235,7 +242,9 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         "(`stagger` 0) or evenly over `stagger` seconds. **settle**: from the last member's join (its first "
         "`role` event) until every resource is worked on by exactly one member, balanced, with no "
         "assignment change for 1 s. **worker CPU**: user + system CPU seconds of every worker process from the "
-        "start to the end of the settle window (interpreter start-up excluded). **R creates by one client**: how "
+        "start to the end of the settle window (interpreter start-up excluded). **server CPU**: the ZooKeeper "
+        "server's, over the same window (its process on this machine); **CPU bound**: both divided by the "
+        "machine's cores, the least wall time that work can take here. **R creates by one client**: how "
         "long the harness's one kazoo client took to create the R resource znodes just before (multis of 1,000, "
         "four in flight): a gauge of the machine's speed at that moment. **claims**: distinct (resource, token) "
         "pairs over every `assigned` event (each claim has its own token). **x floor**: the settle time divided by "
@@ -246,8 +255,9 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
         "",
         "| N | R | stagger | initial_quiet | run | load (1 min) | join spread | rebalances (members) "
         "| settle after last join "
-        "| x floor (1 client / N clients) | claims / R | worker CPU | R creates by one client |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| x floor (1 client / N clients) | claims / R | worker CPU | server CPU (CPU bound) "
+        "| R creates by one client |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
         quiet = "default (0.5 s)" if run["initial_quiet"] is None else f"{run['initial_quiet']:g} s"
@@ -255,20 +265,28 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
             load = f"{s['load_before'][0]:.1f}" if s.get("load_before") else "-"
             if s.get("error"):
                 lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | "
-                             f"{load} | - | - | {s['error']} | - | {s.get('claims_per_resource', '-')} | - | "
+                             f"{load} | - | - | {s['error']} | - | {s.get('claims_per_resource', '-')} | - | - | "
                              f"{s['create_resources_s']} s |")
                 continue
             rebalances = ", ".join(str(r["members"]) for r in s.get("rebalances", []))
             lines.append(f"| {run['members']} | {run['resources']:,} | {run['stagger']:g} s | {quiet} | {i} | {load} "
                          f"| {s['join_spread_s']} s | {len(s.get('rebalances', []))} ({rebalances}) "
                          f"| {s['settle_after_last_join_s']} s | {_x_floor(s)} | {s['claims_per_resource']} "
-                         f"| {s.get('worker_cpu_s', '-')} s | {s['create_resources_s']} s |")
+                         f"| {s.get('worker_cpu_s', '-')} s | {_server_cpu(s)} | {s['create_resources_s']} s |")
     lines += ["", *(f"- {note}" for note in result.get("notes", []))]
     lines += [f"- {note}" for note in breakdown(result["runs"][0])]
     lines += ["- On this machine the settle time follows the load: the coordinator's rebalance of 100,000 resources "
               "and the members' 100,000 claims are CPU work in Python processes that share 2 cores with whatever "
               "else runs; the claims ratio does not depend on it.", ""]
     return lines
+
+
+def _server_cpu(sample: dict[str, Any]) -> str:
+    """The server's CPU seconds, and the least wall time the workers' and the server's CPU needs on this
+    machine's cores (\"-\": a server elsewhere, not measured)."""
+    if sample.get("server_cpu_s") is None:
+        return "-"
+    return f"{sample['server_cpu_s']} s ({sample['cpu_bound_s']} s)"
 
 
 def _x_floor(sample: dict[str, Any]) -> str:

@@ -36,6 +36,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from bench.cpu import process_cpu_s, server_pid
+
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 1_000  # operations per multi
 BATCHES = (100, 250, 1_000)  # each tried: the fastest multi size depends on R and the clients
@@ -67,8 +69,14 @@ class Floor:
             out[batch] = min(out.get(batch, r[f"{step}_ms"]), r[f"{step}_ms"])
         return out
 
+    def best_create_cpu(self) -> dict[str, float]:
+        """The CPU seconds of the fastest create: the clients' processes' and the server's (if measured)."""
+        best = min(self.runs, key=lambda r: r["create_ms"])
+        return {k: best[k] for k in ("create_clients_cpu_s", "create_server_cpu_s") if k in best}
+
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "create_best_ms": self.create_best_ms, "delete_best_ms": self.delete_best_ms,
+                **{f"best_{k}": v for k, v in self.best_create_cpu().items()},
                 "create_best_by_batch": self.best_by_batch("create"),
                 "delete_best_by_batch": self.best_by_batch("delete")}
 
@@ -139,8 +147,11 @@ def child(hosts: str, parent: str, first: int, count: int, clients: int, in_flig
     for line in sys.stdin:
         step, batch = line.split()[0], int(line.split()[1])
         work = create_all if step == "create" else delete_all
+        used = os.times()
         start, end = _in_threads([partial(work, zk, s, batch, in_flight) for zk, s in zip(zks, shares, strict=True)])
-        print(json.dumps({"event": step, "start": start, "end": end}), flush=True)
+        after = os.times()
+        cpu = after.user + after.system - used.user - used.system
+        print(json.dumps({"event": step, "start": start, "end": end, "cpu": cpu}), flush=True)
     for zk in zks:
         zk.stop()
         zk.close()
@@ -179,15 +190,16 @@ class Children:
             raise RuntimeError(f"floor: expected '{event}', got {answer}")
         return answer
 
-    def step(self, name: str, batch: int) -> float:
-        """Every process does ``name`` at once in multis of ``batch``; ms from the earliest start to the
-        latest end."""
+    def step(self, name: str, batch: int) -> tuple[float, float]:
+        """Every process does ``name`` at once in multis of ``batch``: ms from the earliest start to the
+        latest end, and the CPU seconds the processes used meanwhile."""
         for proc in self.procs:
             assert proc.stdin is not None
             proc.stdin.write(f"{name} {batch}\n")
             proc.stdin.flush()
         answers = [self._answer(proc, name) for proc in self.procs]
-        return (max(a["end"] for a in answers) - min(a["start"] for a in answers)) / 1e6
+        took = (max(a["end"] for a in answers) - min(a["start"] for a in answers)) / 1e6
+        return took, sum(float(a.get("cpu", 0.0)) for a in answers)
 
     def close(self) -> None:
         for proc in self.procs:
@@ -206,6 +218,7 @@ def measure(hosts: str, resources: int, clients: int, repeats: int = 3, batches:
     runs, the fastest counting."""
     admin = KazooClient(hosts=hosts, timeout=30.0)
     admin.start(timeout=30)
+    server = server_pid(hosts)
     floor: Floor | None = None
     try:
         for _ in range(repeats):
@@ -215,9 +228,7 @@ def measure(hosts: str, resources: int, clients: int, repeats: int = 3, batches:
             try:
                 floor = floor or Floor(resources, clients, children.processes, in_flight)
                 for batch in batches:
-                    created = children.step("create", batch)
-                    floor.runs.append({"batch": batch, "create_ms": round(created, 1),
-                                       "delete_ms": round(children.step("delete", batch), 1)})
+                    floor.runs.append(_create_and_delete(children, batch, server))
             finally:
                 children.close()
             admin.delete(parent)
@@ -226,6 +237,20 @@ def measure(hosts: str, resources: int, clients: int, repeats: int = 3, batches:
         admin.close()
     assert floor is not None
     return floor
+
+
+def _create_and_delete(children: Children, batch: int, server: int | None) -> dict[str, float]:
+    """One create and delete in multis of ``batch``: their times, and the CPU seconds the create took
+    from the clients' processes and from the server (when it runs on this machine)."""
+    before = process_cpu_s(server)
+    created, clients_cpu = children.step("create", batch)
+    after = process_cpu_s(server)
+    deleted, _ = children.step("delete", batch)
+    run = {"batch": batch, "create_ms": round(created, 1), "delete_ms": round(deleted, 1),
+           "create_clients_cpu_s": round(clients_cpu, 2)}
+    if before is not None and after is not None:
+        run["create_server_cpu_s"] = round(after - before, 2)
+    return run
 
 
 def measure_all(hosts: str, pairs: set[tuple[int, int]], repeats: int, log: Callable[[str], None] = print
@@ -310,19 +335,27 @@ def markdown_lines(floors: list[dict[str, Any]] | None) -> list[str]:
              f"{' / '.join(f'{b:,}' for b in BATCHES)} operations, {IN_FLIGHT} in flight per client; one client, "
              "and as many clients as the group has members (in at most one process per core). The fastest of "
              "every multi size and repeat; the fastest per multi size beside it, every run in "
-             "`bench/results.json`. The claim and cold-start figures below are divided by these "
+             "`bench/results.json`; the CPU seconds that fastest create took in the clients' processes and in the "
+             "server (user + system, from /proc). The claim and cold-start figures below are divided by these "
              "(`x floor`: 1.0 is as fast as ZooKeeper itself goes here).", "",
-             "| R | clients | processes | create (best) | delete (best) | create by multi size | "
-             "delete by multi size |",
-             "|---|---|---|---|---|---|---|"]
+             "| R | clients | processes | create (best) | delete (best) | CPU of that create: clients / server "
+             "| create by multi size | delete by multi size |",
+             "|---|---|---|---|---|---|---|---|"]
     for f in floors:
         if "error" in f:
-            lines.append(f"| {f['resources']:,} | {f['clients']} | - | {f['error']} | - | - | - |")
+            lines.append(f"| {f['resources']:,} | {f['clients']} | - | {f['error']} | - | - | - | - |")
             continue
         lines.append(f"| {f['resources']:,} | {f['clients']} | {f['processes']} | {f['create_best_ms']:.0f} ms "
-                     f"| {f['delete_best_ms']:.0f} ms | {_by_batch(f['create_best_by_batch'])} "
+                     f"| {f['delete_best_ms']:.0f} ms | {_cpu(f)} | {_by_batch(f['create_best_by_batch'])} "
                      f"| {_by_batch(f['delete_best_by_batch'])} |")
     return [*lines, ""]
+
+
+def _cpu(floor: dict[str, Any]) -> str:
+    """``1.2 s / 1.9 s``: the CPU seconds of the fastest create (\"-\" where not measured: older results, a
+    server on another machine)."""
+    clients, server = floor.get("best_create_clients_cpu_s"), floor.get("best_create_server_cpu_s")
+    return f"{clients if clients is not None else '-'} s / {server if server is not None else '-'} s"
 
 
 def _by_batch(best: dict[Any, float]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -47,6 +48,12 @@ def test_quick_bench_completes_and_writes_valid_results(tmp_path: Path) -> None:
     floors = {(f["resources"], f["clients"]): f for f in results["floor"]}
     assert set(floors) == {(500, 1), (300, 1), (300, 3)}, floors
     assert all(f["create_best_ms"] > 0 and f["delete_best_ms"] > 0 for f in floors.values())
+    # the bench's server runs here: what a create cost it and its clients is measured beside its time
+    # (a small R may take less than one clock tick of the server's: >= 0, but measured)
+    assert all(f["best_create_server_cpu_s"] >= 0 and f["best_create_clients_cpu_s"] >= 0 for f in floors.values())
+    cold = results["coldstart"]["runs"][0]["samples"][0]
+    assert cold["server_cpu_s"] >= 0, cold
+    assert cold["cpu_bound_s"] == round((cold["worker_cpu_s"] + cold["server_cpu_s"]) / (os.cpu_count() or 1), 2)
     assert results["claimbook"]["x_floor"]["claim"] and results["claimbook"]["x_floor"]["release"]
     assert results["coldstart"]["runs"][0]["samples"][0]["x_floor"]["members_clients"]
     assert "## ZooKeeper's floor" in md.read_text() and "| x floor |" in md.read_text()
