@@ -276,8 +276,8 @@ def test_each_group_is_served_by_one_replica_a_frozen_ones_writes_are_refused_an
         scene.cluster.run_kubectl("apply", "-f", "-", input=manifests(scene.zk.hosts, RESOURCES + 1))
         synced(scene, RESOURCES + 1)
     finally:
+        thawed_at = time.time()  # before the CONT: every line the thawed replica writes comes after it
         frozen.proc.send_signal(signal.SIGCONT)
-    thawed_at = time.time()
     wait_for(lambda: any(ln.member == frozen.member and ln.kind == "stop" and ln.at > thawed_at
                          for ln in frozen.lines()), 30, lambda: f"{frozen.member} to stop serving after its thaw")
     late = [ln for ln in frozen.lines() if ln.kind == "write" and ln.at > frozen_at

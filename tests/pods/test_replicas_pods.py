@@ -159,8 +159,10 @@ def test_a_frozen_replica_writes_nothing_for_the_groups_it_lost(scene: ReplicaSc
     try:
         scene.settled(ALL, lambda now: not any(now.get(g) == frozen for g in lost), timeout=T + 30)
     finally:
-        scene.signal(("operator", pod), sig="CONT")
-    thawed = time.time()
+        (cont,) = scene.signal(("operator", pod), sig="CONT")
+    # the instant the CONT was sent, not when the signalling process returned: a replica that stops serving
+    # at once on its thaw logs its stop lines before that return (they were missed, and the wait timed out)
+    thawed = cont.wall
     taken = taken_after(scene.lines(), lost, stop.wall)
 
     def stopped() -> bool:  # thawed, it stops serving each group it lost (its lease had run out)
