@@ -19,8 +19,10 @@ Differences from ``rebalanser worker --json`` (bench-only, the same for both imp
   and otherwise polls every ``--tick`` seconds.
 * ``--trace`` (``bench.split``): every write request and every read of an assignment, state, member
   or barrier path a member sends is also one ``zk`` event (``op``, ``kind`` of path, ``n`` operations),
-  and every watch notification one ``notified`` event (``kind``), each with the member's id and the
-  instant it was sent or read off the socket: the time line of a rebalance, member by member.
+  every watch notification one ``notified`` event (``kind``), and every reply to a traced write one
+  ``reply`` event (``op``, ``kind``, ``n``, read off the socket before kazoo decodes it), each with the
+  member's id and the instant it was sent or read: the time line of a rebalance, member by member, and
+  how long the server took to answer apart from how long the member took to go on.
 * ``SIGUSR1`` makes the process print one ``stats`` event: its ZooKeeper requests counted in the
   client (kazoo's ``ConnectionHandler._submit``; pings and the lease probe separately), the watch
   notifications it received by kind of path, CPU seconds and RSS (now and peak).
@@ -105,6 +107,14 @@ class Probe:
             return
         OUT.emit(self.member_of(client), "zk", op=op, kind=where, n=len(paths))
 
+    def replied(self, client: Any, request: Any) -> None:
+        """The ``reply`` event of a traced write: when its answer was read off the connection."""
+        paths = _paths(request)
+        kinds = {self.kind_of_path(path) for path in paths}
+        where = next((k for k in KIND_ORDER if k in kinds), "other")
+        OUT.emit(self.member_of(client), "reply", op=TRACED_WRITES.get(request.type, str(request.type)), kind=where,
+                 n=len(paths))
+
     def kind_of_path(self, path: str) -> str:
         rel = path[len(self.group) :] if path.startswith(self.group) else path
         parts = rel.strip("/").split("/")
@@ -185,9 +195,23 @@ class Probe:
                 logging.getLogger(__name__).debug("watch not counted", exc_info=True)
             return read_watch(self, buffer, offset)
 
+        read_response = handler._read_response
+
+        def traced_response(self: Any, header: Any, buffer: Any, offset: int) -> Any:
+            # --trace: a traced write's reply as it is read (before kazoo decodes it and wakes the caller)
+            pending = self.client._pending
+            request = pending[0][0] if probe.trace and pending else None
+            if request is not None and getattr(request, "type", None) in TRACED_WRITES:
+                try:
+                    probe.replied(self.client, request)
+                except Exception:
+                    logging.getLogger(__name__).debug("reply not traced", exc_info=True)
+            return read_response(self, header, buffer, offset)
+
         handler._submit = counted_submit
         handler._write = counted_write
         handler._read_watch_event = counted_watch
+        handler._read_response = traced_response
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
