@@ -7,7 +7,7 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rebalanser.assignment import assign, sorted_names
+from rebalanser.assignment import Plan, SortedNames, assign, sorted_names
 
 member_ids = st.lists(st.sampled_from([f"m{i}" for i in range(8)]), min_size=1, max_size=8, unique=True)
 resource_names = st.lists(st.sampled_from([f"r{i}" for i in range(40)]), max_size=40, unique=True)
@@ -134,3 +134,25 @@ def test_sorted_and_shuffled_resources_give_the_same_plan(s: tuple[list[str], li
     shuffled = resources + resources[:3]
     random.Random(7).shuffle(shuffled)
     assert assign(members, sorted(set(resources)), current) == assign(members, shuffled, current)
+
+
+@given(scenarios(), st.lists(st.sampled_from([f"m{i}" for i in range(10)]), max_size=4))
+@settings(max_examples=200)
+def test_each_members_list_is_what_the_owners_say(s: tuple[list[str], list[str], dict[str, str]],
+                                                   reserved: list[str]) -> None:
+    """The per-member lists a plan carries (what the coordinator writes) agree with its owners, reserved
+    members included; a plan rebuilt from its owners alone groups them the same."""
+    members, resources, current = s
+    plan = assign(members, resources, current, reserved)
+    everyone = sorted(set(members) | set(reserved))
+    lists = plan.by_member(everyone)
+    assert lists == Plan(plan.owners, plan.moved).by_member(everyone)
+    assert {r: m for m, rs in lists.items() for r in rs} == plan.owners
+    assert all(rs == sorted(rs) for rs in lists.values())
+    assert set(plan.by_member(members)) >= set(members)
+
+
+def test_a_listing_marked_sorted_is_not_compared_again() -> None:
+    names = SortedNames(f"r{i:05d}" for i in range(1000))
+    assert sorted_names(names) is names
+    assert assign(["a", "b"], names, {}).by_member(["a", "b"]) == {"a": names[:500], "b": names[500:]}

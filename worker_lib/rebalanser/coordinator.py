@@ -29,6 +29,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from rebalanser import baddata, departure, startup, wire
 from rebalanser import coordinator_plan as plan
+from rebalanser.assignment import SortedNames
 from rebalanser.config import Algorithm, GroupConfig
 from rebalanser.coordinator_plan import (
     MAX_FAILED_REBALANCES,
@@ -90,7 +91,7 @@ class Coordinator:
         self._encoded: dict[MemberAssignment, Blob] = {}  # its assignments, encoded, for the write
         self._ahead_for: list[str] = []  # the membership (G/clients, sorted) last planned ahead for
         self._listed_resources: list[str] | None = None  # G/resources as last listed (see _resources)
-        self._valid_resources: list[str] = []  # its valid names, sorted
+        self._valid_resources: list[str] = SortedNames()  # its valid names, sorted (not compared again)
         self._thread = threading.Thread(target=self._run, name="rebalanser-coordinator", daemon=True)
 
     @property
@@ -416,7 +417,7 @@ class Coordinator:
             valid, invalid = plan.valid_resources(listed)
             if invalid:
                 log.error("ignoring %d resource znodes with invalid names", invalid)
-            self._listed_resources, self._valid_resources = list(listed), sorted(set(valid))
+            self._listed_resources, self._valid_resources = list(listed), SortedNames(sorted(set(valid)))
         return self._valid_resources
 
     def _reserved(self, live: set[str]) -> list[str]:
