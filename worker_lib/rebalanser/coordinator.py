@@ -389,7 +389,9 @@ class Coordinator:
 
     def _propose(self) -> Proposal:
         listed = self._store.members()
-        live = {m.member_id for m in plan.live_members(listed)}
+        members = plan.live_members(listed)
+        self._store.check_departed({m.name for m in members})  # answered while the plan is made
+        live = {m.member_id for m in members}
         reserved, resources = self._reserved(live), self._resources()
         ahead, self._ahead = self._ahead, None
         if ahead is not None and not self._store.layout.owners and ahead.fits(listed, resources, reserved):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -69,6 +69,8 @@ class CoordinatorStore:
         self._triggers: list[ChildrenTrigger | DataTrigger] = []
         self._triggers_lock = threading.Lock()
         self._unwatched = False
+        # member node -> an exists request for its assignment node, sent ahead of the write that needs it
+        self._departed_checks: dict[str, IAsyncResult] = {}
 
     # -- taking office ---------------------------------------------------------------------------
 
@@ -270,6 +272,14 @@ class CoordinatorStore:
         except LookupError:
             return None
 
+    def check_departed(self, live: Collection[str]) -> None:
+        """Asks, without waiting, whether the assignment node of each member with one written that is not in
+        ``live`` (member node names) is still there: a member that left gracefully deleted its own. The
+        answers come back while the plan is made; :meth:`write_assignments` uses them instead of asking
+        then (one round trip fewer after a leave). Every call replaces the checks of the one before."""
+        self._departed_checks = {n: self._zk.exists_async(self._paths.member_assignment(n))
+                                 for n in self.layout.written if n not in live}
+
     def assignment_exists(self, node: str) -> bool:
         return self._zk.exists(self._paths.member_assignment(node)) is not None
 
@@ -296,7 +306,8 @@ class CoordinatorStore:
         # A member that left gracefully deleted its own assignment: deleting it again would fail the
         # whole batch (NoNode) and cost a full re-read of the layout and a second rebalance.
         gone = write_plan.departed(layout.written, step.desired)
-        checks = [(n, self._zk.exists_async(self._paths.member_assignment(n))) for n in gone]
+        sent, self._departed_checks = self._departed_checks, {}
+        checks = [(n, sent[n] if n in sent else self._zk.exists_async(self._paths.member_assignment(n))) for n in gone]
         still_stored = {n for n, check in checks if check.get() is not None}
         plan = write_plan.plan(self._paths, layout.written, layout.parts, step.desired, step.generation,
                                self.epoch, algorithm, step.force, still_stored, step.stop, encoded)

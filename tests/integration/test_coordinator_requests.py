@@ -1,0 +1,82 @@
+"""Round trips a coordinator spends between a membership change and its write (issue 30), counted on
+its own session against a real ZooKeeper.
+
+Evidence: the requests the coordinator's session sends, in order, and the znodes as the test's own
+session reads them."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from kazoo.client import KazooClient
+from rebalanser.client import Client
+from rebalanser.options import Options
+from rebalanser.paths import GroupPaths
+
+from tests.integration.conftest import add_resources
+from tests.support.recorder import Recorder
+from tests.support.workers import wait_for
+
+RESOURCES = [f"r{i:02d}" for i in range(12)]
+
+
+def options(hosts: str, group: str, member: str) -> Options:
+    return Options(hosts, group, member_id=member, create_group=True, session_timeout=2, min_interval=0.1)
+
+
+def test_a_departed_members_assignment_is_checked_while_the_plan_is_made(
+    zk_hosts: str, zk: KazooClient, group_path: str,
+) -> None:
+    """After a leave, whether the leaver's assignment node is still there (a graceful leaver deletes its
+    own) is asked before the plan, so the answer arrives while it is made: the write that follows sends
+    no request of its own first. Before, that check was a round trip between the plan and the write."""
+    add_resources(zk, group_path, RESOURCES)
+    recorders = {m: Recorder() for m in ("m0", "m1", "m2")}
+    clients = {m: Client(options(zk_hosts, group_path, m), r) for m, r in recorders.items()}
+    clients["m0"].start()
+    wait_for(lambda: clients["m0"].role == "coordinator", 15, "m0 never coordinated")
+    for m in ("m1", "m2"):
+        clients[m].start()
+    try:
+        wait_for(lambda: all(len(r.owned) == 4 for r in recorders.values()), 30,
+                 lambda: f"never balanced: {[sorted(r.owned) for r in recorders.values()]}")
+        coordinator: Any = clients["m0"]._coordinator
+        store, paths = coordinator._store, GroupPaths.of(group_path)
+        leaver = clients["m2"].member_node
+        assert leaver is not None
+        checked = paths.member_assignment(leaver)
+        trail: list[str] = []  # what the coordinator's session was asked, in order, from the leave on
+        lock = threading.Lock()
+        exists_async, write_assignments = store._zk.exists_async, store.write_assignments
+
+        def exists_recorded(path: str, *args: Any, **kwargs: Any) -> Any:
+            with lock:
+                trail.append(f"exists {path}")
+            return exists_async(path, *args, **kwargs)
+
+        def write_recorded(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                trail.append("write")
+            return write_assignments(*args, **kwargs)
+
+        store._zk.exists_async, store.write_assignments = exists_recorded, write_recorded
+        try:
+            clients["m2"].stop()
+            wait_for(lambda: len(recorders["m0"].owned | recorders["m1"].owned) == len(RESOURCES)
+                     and len(recorders["m0"].owned) == len(recorders["m1"].owned) == 6, 30,
+                     lambda: f"the leaver's resources never moved: {sorted(recorders['m0'].owned)}, "
+                             f"{sorted(recorders['m1'].owned)}")
+        finally:
+            store._zk.exists_async, store.write_assignments = exists_async, write_assignments
+        with lock:
+            asked = list(trail)
+        assert "write" in asked, f"the coordinator never wrote after the leave: {asked}"
+        first_write = asked.index("write")
+        assert f"exists {checked}" in asked[:first_write], (
+            f"the leaver's assignment node was not checked before the write began: {asked}")
+        assert f"exists {checked}" not in asked[first_write:], f"checked again during the write: {asked}"
+        assert zk.exists(checked) is None, "the leaver's assignment node is still there"
+    finally:
+        for client in clients.values():
+            client.stop()
