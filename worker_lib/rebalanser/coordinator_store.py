@@ -281,7 +281,12 @@ class CoordinatorStore:
                                  for n in self.layout.written if n not in live}
 
     def assignment_exists(self, node: str) -> bool:
-        return self._zk.exists(self._paths.member_assignment(node)) is not None
+        """Whether member node ``node``'s assignment node is there (the answer to :meth:`check_departed`'s
+        request when it sent one)."""
+        check = self._departed_checks.get(node)
+        if check is None:
+            return self._zk.exists(self._paths.member_assignment(node)) is not None
+        return check.get() is not None
 
     def stop_markers(self, generation: int, changed: threading.Event) -> set[str]:
         """The round's stop markers, with a watch that sets ``changed``."""
