@@ -285,8 +285,8 @@ def markdown_lines(result: dict[str, Any] | None) -> list[str]:
 
 
 def _server_cpu(sample: dict[str, Any]) -> str:
-    """The server's CPU seconds, and the least wall time the workers' and the server's CPU needs on this
-    machine's cores (\"-\": a server elsewhere, not measured)."""
+    """The server's CPU seconds, and the least wall time the workers', the server's and the harness's CPU
+    needs on this machine's cores (\"-\": a server elsewhere, not measured)."""
     if sample.get("server_cpu_s") is None:
         return "-"
     return f"{sample['server_cpu_s']} s ({sample['cpu_bound_s']} s)"

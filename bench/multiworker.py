@@ -100,8 +100,7 @@ class Probe:
         else:
             return
         paths = _paths(request)
-        kinds = {self.kind_of_path(path) for path in paths}
-        where = next((k for k in KIND_ORDER if k in kinds), "other")  # a fenced multi: its epoch check is not it
+        where = self.kind_of_request(paths)
         if op in TRACED_READS.values() and where not in ("assignment", "state", "members", "barrier") \
                 and op != "ephemerals":  # a release's read of our own claims
             return
@@ -110,10 +109,14 @@ class Probe:
     def replied(self, client: Any, request: Any) -> None:
         """The ``reply`` event of a traced write: when its answer was read off the connection."""
         paths = _paths(request)
+        OUT.emit(self.member_of(client), "reply", op=TRACED_WRITES.get(request.type, str(request.type)),
+                 kind=self.kind_of_request(paths), n=len(paths))
+
+    def kind_of_request(self, paths: list[str]) -> str:
+        """The kind of a request by the paths it names: the first of :data:`KIND_ORDER` among them (a
+        fenced multi is its writes', not its epoch check's)."""
         kinds = {self.kind_of_path(path) for path in paths}
-        where = next((k for k in KIND_ORDER if k in kinds), "other")
-        OUT.emit(self.member_of(client), "reply", op=TRACED_WRITES.get(request.type, str(request.type)), kind=where,
-                 n=len(paths))
+        return next((k for k in KIND_ORDER if k in kinds), "other")
 
     def kind_of_path(self, path: str) -> str:
         rel = path[len(self.group) :] if path.startswith(self.group) else path

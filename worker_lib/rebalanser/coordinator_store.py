@@ -283,10 +283,12 @@ class CoordinatorStore:
     def assignment_exists(self, node: str) -> bool:
         """Whether member node ``node``'s assignment node is there (the answer to :meth:`check_departed`'s
         request when it sent one)."""
+        return self._assignment_check(node).get() is not None
+
+    def _assignment_check(self, node: str) -> IAsyncResult:
+        """The exists request for ``node``'s assignment node: :meth:`check_departed`'s, else one sent now."""
         check = self._departed_checks.get(node)
-        if check is None:
-            return self._zk.exists(self._paths.member_assignment(node)) is not None
-        return check.get() is not None
+        return check if check is not None else self._zk.exists_async(self._paths.member_assignment(node))
 
     def stop_markers(self, generation: int, changed: threading.Event) -> set[str]:
         """The round's stop markers, with a watch that sets ``changed``."""
@@ -311,8 +313,8 @@ class CoordinatorStore:
         # A member that left gracefully deleted its own assignment: deleting it again would fail the
         # whole batch (NoNode) and cost a full re-read of the layout and a second rebalance.
         gone = write_plan.departed(layout.written, step.desired)
-        sent, self._departed_checks = self._departed_checks, {}
-        checks = [(n, sent[n] if n in sent else self._zk.exists_async(self._paths.member_assignment(n))) for n in gone]
+        checks = [(n, self._assignment_check(n)) for n in gone]
+        self._departed_checks = {}  # used once: the next rebalance asks again
         still_stored = {n for n, check in checks if check.get() is not None}
         plan = write_plan.plan(self._paths, layout.written, layout.parts, step.desired, step.generation,
                                self.epoch, algorithm, step.force, still_stored, step.stop, encoded)
