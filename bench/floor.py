@@ -355,6 +355,8 @@ def _cpu(floor: dict[str, Any]) -> str:
     """``1.2 s / 1.9 s``: the CPU seconds of the fastest create (\"-\" where not measured: older results, a
     server on another machine)."""
     clients, server = floor.get("best_create_clients_cpu_s"), floor.get("best_create_server_cpu_s")
+    if clients is None and server is None:
+        return "-"
     return f"{clients if clients is not None else '-'} s / {server if server is not None else '-'} s"
 
 
