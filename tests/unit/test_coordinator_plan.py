@@ -4,6 +4,8 @@ state machine, and when the next rebalance may start."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rebalanser import coordinator_plan as plan
 from rebalanser.config import Algorithm
 from rebalanser.coordinator_plan import (
@@ -88,6 +90,16 @@ def test_invalid_resource_names_are_left_out_and_counted() -> None:
 
 def test_moved_counts_owner_changes_of_known_resources_only() -> None:
     assert plan.moved({"a": "m0", "b": "m0"}, {"a": "m1", "b": "m0", "c": "m1"}) == 1
+    assert plan.moved({"a": "m0", "gone": "m0"}, {"a": "m0"}) == 0  # a resource no longer listed has not moved
+
+
+owners = st.dictionaries(st.sampled_from([f"r{i}" for i in range(12)]), st.sampled_from(["m0", "m1", "m2"]))
+
+
+@given(owners, owners)
+def test_moved_is_the_number_of_resources_both_layouts_name_with_different_owners(
+        before: dict[str, str], after: dict[str, str]) -> None:
+    assert plan.moved(before, after) == len([r for r in before.keys() & after.keys() if before[r] != after[r]])
 
 
 # -- what a rebalance does ----------------------------------------------------------------------

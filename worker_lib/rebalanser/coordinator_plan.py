@@ -161,8 +161,10 @@ def moved(before: Mapping[str, str], after: Mapping[str, str]) -> int:
     """Resources that change owner (a resource new to the layout does not count)."""
     if not before:  # a group's first assignment: nothing to compare (100,000 lookups saved)
         return 0
-    # The pairs that differ, compared in C (a set of the changed pairs only), then those new to the layout left out.
-    return sum(1 for r, _ in after.items() - before.items() if r in before)
+    # One lookup per resource, and no pair built: a set of 10,000 (resource, member) pairs took 2-3 ms of the
+    # interpreter lock between the assignment write and the state write, while this process's own member
+    # waited for it to read its new assignment (a resource new to the layout: get gives its owner, not moved).
+    return sum(1 for r, m in after.items() if before.get(r, m) != m)
 
 
 # -- what a rebalance does ----------------------------------------------------------------------
