@@ -84,3 +84,57 @@ def test_a_departed_members_assignment_is_checked_once_while_the_plan_is_made(
     finally:
         for client in clients.values():
             client.stop()
+
+
+def test_a_rebalance_woken_by_a_join_plans_with_the_watchs_listing_of_the_members(
+    zk_hosts: str, zk: KazooClient, group_path: str,
+) -> None:
+    """The watch on ``G/clients`` lists the members as it is armed again, and the rebalance it wakes plans
+    with that listing: the coordinator's own thread lists them no second time before its write (it did
+    before, one round trip between the change and the plan)."""
+    add_resources(zk, group_path, RESOURCES)
+    recorders = {m: Recorder() for m in ("m0", "m1", "m2")}
+    clients = {m: Client(options(zk_hosts, group_path, m), r) for m, r in recorders.items()}
+    clients["m0"].start()
+    wait_for(lambda: clients["m0"].role == "coordinator", 15, "m0 never coordinated")
+    clients["m1"].start()
+    try:
+        wait_for(lambda: len(recorders["m0"].owned) == len(recorders["m1"].owned) == 6, 30,
+                 lambda: f"never balanced: {[sorted(r.owned) for r in recorders.values()]}")
+        coordinator: Any = clients["m0"]._coordinator
+        store, members = coordinator._store, GroupPaths.of(group_path).clients
+        trail: list[tuple[str, str]] = []  # (thread, request) on the coordinator's session from the join on
+        lock = threading.Lock()
+        get_children, write_assignments = store._zk.get_children, store.write_assignments
+
+        def listed_recorded(path: str, *args: Any, **kwargs: Any) -> Any:
+            if path == members:
+                with lock:
+                    trail.append((threading.current_thread().name, "list members"))
+            return get_children(path, *args, **kwargs)
+
+        def write_recorded(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                trail.append((threading.current_thread().name, "write"))
+            return write_assignments(*args, **kwargs)
+
+        store._zk.get_children, store.write_assignments = listed_recorded, write_recorded
+        try:
+            clients["m2"].start()
+            wait_for(lambda: all(len(r.owned) == 4 for r in recorders.values()), 30,
+                     lambda: f"the joiner never got its share: {[sorted(r.owned) for r in recorders.values()]}")
+        finally:
+            store._zk.get_children, store.write_assignments = get_children, write_assignments
+        with lock:
+            asked = list(trail)
+        writes = [i for i, (_, request) in enumerate(asked) if request == "write"]
+        assert writes, f"the coordinator never wrote after the join: {asked}"
+        before_write = asked[:writes[0]]
+        assert any(request == "list members" for _, request in before_write), (
+            f"the watch on G/clients did not list the members again before the write: {asked}")
+        writer = asked[writes[0]][0]
+        assert (writer, "list members") not in before_write, (
+            f"the coordinator's thread ({writer}) listed the members again before its write: {asked}")
+    finally:
+        for client in clients.values():
+            client.stop()

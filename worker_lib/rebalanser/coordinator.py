@@ -290,7 +290,7 @@ class Coordinator:
             return seen != self._last_join or not self._active
 
         try:
-            self._ahead = plan.plan_ahead(store.members(), self._resources(), store.epoch,
+            self._ahead = plan.plan_ahead(store.watched_members(), self._resources(), store.epoch,
                                           store.layout.generation + 1, self._algorithm(), abandon)
             log.info("first plan %s ahead in %.0f ms, inside the start-up window",
                      "made" if self._ahead else "abandoned", (time.monotonic() - started) * 1000)
@@ -352,7 +352,7 @@ class Coordinator:
         layout = store.layout
         self._encoded = {}  # assignments encoded ahead, for this rebalance's write only
         early = started < self._last_rebalance + self._interval()  # woken by orphans inside the interval
-        proposal, complete = self._propose_early() if early else (self._propose(), True)
+        proposal, complete = self._propose_early() if early else (self._propose(watched=True), True)
         planned = time.monotonic()
         algorithm = self._algorithm()
         if early and not complete:
@@ -387,8 +387,10 @@ class Coordinator:
         ))
         self._options.metrics.rebalanced(changed, time.monotonic() - started)
 
-    def _propose(self) -> Proposal:
-        listed = self._store.members()
+    def _propose(self, watched: bool = False) -> Proposal:
+        """The plan for the members listed now, or (``watched``: a rebalance's start, woken by that watch or
+        after it) as the watch on ``G/clients`` last listed them, without listing them again."""
+        listed = self._store.watched_members() if watched else self._store.members()
         members = plan.live_members(listed)
         self._store.check_departed({m.name for m in members})  # answered while the plan is made
         live = {m.member_id for m in members}
@@ -402,7 +404,7 @@ class Coordinator:
     def _propose_early(self) -> tuple[Proposal, bool]:
         """Inside the interval, woken by orphans: the full plan when it takes nothing from a live member
         (it is complete), else the hand-out of the orphans alone (not complete: the rest waits)."""
-        full = self._propose()
+        full = self._propose(watched=True)
         layout = self._store.layout
         early = plan.propose_early(full, layout.written, layout.owners, self._reserved_now())
         self._unplaceable = early.unplaceable

@@ -241,8 +241,18 @@ class CoordinatorStore:
     # -- reading the group ------------------------------------------------------------------------
 
     def members(self) -> list[MemberNode]:
-        """The member nodes listed, in election order (duplicates of an id included)."""
+        """The member nodes listed now, in election order (duplicates of an id included)."""
         return self._roster()
+
+    def watched_members(self) -> list[MemberNode]:
+        """:meth:`members` as the watch on ``G/clients`` last listed them (a change since has triggered
+        another rebalance), so a rebalance woken by that watch does not list them again; listed now
+        before the watch's first listing."""
+        try:
+            names = self._cached(self._member_list)
+        except LookupError:
+            return self._roster()
+        return self._roster(names) if names is not None else []
 
     def resources(self) -> list[str]:
         """The resources as the watch on ``G/resources`` last listed them (a change since has triggered

@@ -41,11 +41,13 @@ class Roster:
         self._zk, self._paths, self._on_fake = zk, paths, on_fake
         self._owners: dict[str, int] = dict(known or {})  # member znode name -> ephemeralOwner (0: a persistent fake)
 
-    def __call__(self) -> list[MemberNode]:
-        try:
-            names = self._zk.get_children(self._paths.clients)
-        except NoNodeError:
-            return []
+    def __call__(self, names: list[str] | None = None) -> list[MemberNode]:
+        """``names``: a listing of ``G/clients`` already read (a watch's), else it is listed now."""
+        if names is None:
+            try:
+                names = self._zk.get_children(self._paths.clients)
+            except NoNodeError:
+                return []
         parsed = []
         for name in names:
             node = MemberNode.parse(name)
