@@ -249,9 +249,9 @@ class CoordinatorStore:
         another rebalance), so a rebalance woken by that watch does not list them again; listed now
         before the watch's first listing."""
         try:
-            names = self._cached(self._member_list)
-        except LookupError:
-            return self._roster()
+            names = self._listed(self._member_list, self._paths.clients)
+        except NoNodeError:
+            return []
         return self._roster(names) if names is not None else []
 
     def resources(self) -> list[str]:
