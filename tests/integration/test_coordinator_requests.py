@@ -7,6 +7,8 @@ session reads them."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -24,6 +26,35 @@ RESOURCES = [f"r{i:02d}" for i in range(12)]
 
 def options(hosts: str, group: str, member: str, **kw: Any) -> Options:
     return Options(hosts, group, member_id=member, create_group=True, session_timeout=2, min_interval=0.1, **kw)
+
+
+@contextmanager
+def requests_recorded(store: Any, request: str, label: str) -> Iterator[list[tuple[str, str]]]:
+    """While open, each call of the coordinator session's ``request`` (``f"{label} {path}"``) and each
+    assignment write (``"write"``), in order, with the name of the thread that made it; put back after."""
+    trail: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    sent, write_assignments = getattr(store._zk, request), store.write_assignments
+
+    def note(what: str) -> None:
+        with lock:
+            trail.append((threading.current_thread().name, what))
+
+    def sent_recorded(path: str, *args: Any, **kwargs: Any) -> Any:
+        note(f"{label} {path}")
+        return sent(path, *args, **kwargs)
+
+    def write_recorded(*args: Any, **kwargs: Any) -> Any:
+        note("write")
+        return write_assignments(*args, **kwargs)
+
+    setattr(store._zk, request, sent_recorded)
+    store.write_assignments = write_recorded
+    try:
+        yield trail
+    finally:
+        setattr(store._zk, request, sent)
+        store.write_assignments = write_assignments
 
 
 @pytest.mark.parametrize("grace", [0.0, 30.0])
@@ -50,31 +81,13 @@ def test_a_departed_members_assignment_is_checked_once_while_the_plan_is_made(
         leaver = clients["m2"].member_node
         assert leaver is not None
         checked = paths.member_assignment(leaver)
-        trail: list[str] = []  # what the coordinator's session was asked, in order, from the leave on
-        lock = threading.Lock()
-        exists_async, write_assignments = store._zk.exists_async, store.write_assignments
-
-        def exists_recorded(path: str, *args: Any, **kwargs: Any) -> Any:
-            with lock:
-                trail.append(f"exists {path}")
-            return exists_async(path, *args, **kwargs)
-
-        def write_recorded(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                trail.append("write")
-            return write_assignments(*args, **kwargs)
-
-        store._zk.exists_async, store.write_assignments = exists_recorded, write_recorded
-        try:
+        with requests_recorded(store, "exists_async", "exists") as trail:  # from the leave on
             clients["m2"].stop()
             wait_for(lambda: len(recorders["m0"].owned | recorders["m1"].owned) == len(RESOURCES)
                      and len(recorders["m0"].owned) == len(recorders["m1"].owned) == 6, 30,
                      lambda: f"the leaver's resources never moved: {sorted(recorders['m0'].owned)}, "
                              f"{sorted(recorders['m1'].owned)}")
-        finally:
-            store._zk.exists_async, store.write_assignments = exists_async, write_assignments
-        with lock:
-            asked = list(trail)
+        asked = [what for _, what in trail]
         assert "write" in asked, f"the coordinator never wrote after the leave: {asked}"
         first_write = asked.index("write")
         assert f"exists {checked}" in asked[:first_write], (
@@ -103,37 +116,17 @@ def test_a_rebalance_woken_by_a_join_plans_with_the_watchs_listing_of_the_member
                  lambda: f"never balanced: {[sorted(r.owned) for r in recorders.values()]}")
         coordinator: Any = clients["m0"]._coordinator
         store, members = coordinator._store, GroupPaths.of(group_path).clients
-        trail: list[tuple[str, str]] = []  # (thread, request) on the coordinator's session from the join on
-        lock = threading.Lock()
-        get_children, write_assignments = store._zk.get_children, store.write_assignments
-
-        def listed_recorded(path: str, *args: Any, **kwargs: Any) -> Any:
-            if path == members:
-                with lock:
-                    trail.append((threading.current_thread().name, "list members"))
-            return get_children(path, *args, **kwargs)
-
-        def write_recorded(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                trail.append((threading.current_thread().name, "write"))
-            return write_assignments(*args, **kwargs)
-
-        store._zk.get_children, store.write_assignments = listed_recorded, write_recorded
-        try:
+        with requests_recorded(store, "get_children", "list") as asked:  # from the join on
             clients["m2"].start()
             wait_for(lambda: all(len(r.owned) == 4 for r in recorders.values()), 30,
                      lambda: f"the joiner never got its share: {[sorted(r.owned) for r in recorders.values()]}")
-        finally:
-            store._zk.get_children, store.write_assignments = get_children, write_assignments
-        with lock:
-            asked = list(trail)
         writes = [i for i, (_, request) in enumerate(asked) if request == "write"]
         assert writes, f"the coordinator never wrote after the join: {asked}"
         before_write = asked[:writes[0]]
-        assert any(request == "list members" for _, request in before_write), (
+        assert any(request == f"list {members}" for _, request in before_write), (
             f"the watch on G/clients did not list the members again before the write: {asked}")
         writer = asked[writes[0]][0]
-        assert (writer, "list members") not in before_write, (
+        assert (writer, f"list {members}") not in before_write, (
             f"the coordinator's thread ({writer}) listed the members again before its write: {asked}")
     finally:
         for client in clients.values():
