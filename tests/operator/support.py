@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebalanser_operator.apply.actions import note_secret, resync_secrets
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import TLS_KEYS, CredentialsError, credentials_from, tls_from
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
@@ -19,8 +20,13 @@ from rebalanser_operator.statusloop import StatusLoop
 from rebalanser_operator.tenancy import PathRoots, Tenancy
 from rebalanser_operator.zktls import TlsMaterial
 
+from tests.support.workers import wait_for
+
 #: The tests' groups live under /rebalanser-test (the ``group_path`` fixture), a root shared by every
 #: namespace; /another-ensemble stands for a second ensemble (a chroot on the same server).
+#: the longest a test waits for one of a group's steps
+STEP_WAIT = 60.0
+
 TEST_TENANCY = Tenancy(path_roots=PathRoots.parse(["/rebalanser-test", "/another-ensemble"]))
 
 
@@ -153,3 +159,29 @@ def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
         rt.wake()
         thread.join(15)
         assert not thread.is_alive(), "the status loop did not stop"
+
+
+def secret_seen(ctx: OperatorContext, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
+    """``note_secret`` as the poll calls it, then its groups' steps awaited: how many groups it changed
+    (each of those re-applied it in that step)."""
+    return sum(1 for step in note_secret(ctx, namespace, secret, data) if step.result(STEP_WAIT))
+
+
+def resync(ctx: OperatorContext, rt: GroupRuntime, connect_wait: float = 15.0) -> None:
+    """What a group's status refreshes do for a rotation: the re-apply as one of the group's steps, and,
+    when it met its session still connecting (the group left marked, its connection pending), once more
+    after that session has connected (a refresh's ``connected_late``)."""
+    ctx.controller_of(rt).run(lambda: resync_secrets(ctx, rt), STEP_WAIT)
+    settle(ctx, rt, connect_wait)
+
+
+def settle(ctx: OperatorContext, rt: GroupRuntime, connect_wait: float = 15.0) -> None:
+    """A re-apply that met its session still connecting is run again once the session has connected (what
+    the refresh does); nothing when it went through."""
+    if not rt.connect_pending:
+        return
+    connect, tls, credentials = rt.connect, rt.tls, rt.session_credentials()
+    assert connect is not None
+    wait_for(lambda: ctx.pool.is_connected(connect, tls, credentials), connect_wait,
+             f"the session {rt.user}'s re-apply met connecting to connect")
+    ctx.controller_of(rt).run(lambda: resync_secrets(ctx, rt), STEP_WAIT)

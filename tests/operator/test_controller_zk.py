@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import apply_spec, note_secret
+from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
 
-from tests.operator.support import TEST_TENANCY, RecordingKube, status_loop
+from tests.operator.support import TEST_TENANCY, RecordingKube, secret_seen, status_loop
 
 pytestmark = pytest.mark.zk
 
@@ -113,7 +113,7 @@ def test_the_group_state_is_written_only_by_its_controllers_steps(
         kube.wait_status(lambda s: s["resources"] == 1, WAIT, "the first status")
         ctx.workload_seen("shop", "Deployment", "workers", True)
         kube.secrets["zk-digest"] = DigestCredentials("orders", "second")
-        assert note_secret(ctx, "shop", "zk-digest", kube.secret_data("shop", "zk-digest")) == 1
+        assert secret_seen(ctx, "shop", "zk-digest", kube.secret_data("shop", "zk-digest")) == 1
         second = {**first, "resources": ["a", "b"]}
         apply_spec(ctx, rt, second, generation=2, body=BODY)
         kube.wait_status(lambda s: s["resources"] == 2, WAIT, "the second spec's status")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -19,11 +20,12 @@ from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
 from rebalanser_operator.apply.actions import apply_spec, end_grace, resync_secrets
 from rebalanser_operator.apply.secretpoll import poll_once
-from rebalanser_operator.identity import DigestCredentials
+from rebalanser_operator.identity import DigestCredentials, OperatorIdentity
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.status.view import SyncState
+from rebalanser_operator.tenancy import PathRoots, Tenancy
 
-from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
+from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, resync, settle, status_loop
 from tests.support.relay import Relay
 from tests.support.workers import wait_for
 from tests.support.zk import admin_client, purge
@@ -85,17 +87,16 @@ def applied(ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path
 
 
 def rotate_to(ctx: OperatorContext, kube: RecordingKube, entered: Entered, rt: GroupRuntime, password: str) -> None:
-    """The Secret poll reads a new password, and the refresh re-applies it (recorded)."""
+    """The Secret poll reads a new password, and the group's step re-applies it (recorded; a first re-apply
+    that met its new session connecting is run again once it has connected, as the refresh does)."""
     kube.secrets["zk-digest"] = DigestCredentials("op", password)
-    assert poll_once(ctx, kube.secret_data) == 1 and rt.secrets_changed
     entered.names.clear()
     entered.on = True
-    sys.setprofile(entered.profile)
     try:
-        resync_secrets(ctx, rt)  # what the status refresh does
+        assert poll_once(ctx, kube.secret_data) == 1
+        settle(ctx, rt)
     finally:
         entered.on = False
-        sys.setprofile(None)
     assert not rt.secrets_changed and rt.sync is not None and rt.sync.ok, rt.sync
     assert rt.credentials == DigestCredentials("op", password)
 
@@ -128,7 +129,7 @@ def test_a_rotation_of_a_group_in_place_only_re_keys_it(
     entered.names.clear()
     entered.on = True
     try:
-        resync_secrets(ctx, applied)
+        resync(ctx, applied)  # what the refresh does once the grace is over
     finally:
         entered.on = False
     assert "rekey" in entered.names and not WHOLE_APPLY & entered.names, sorted(entered.names)
@@ -178,9 +179,9 @@ def test_a_re_key_waits_for_its_new_credentials_session_without_failing_the_grou
     ctx: OperatorContext, kube: RecordingKube, zk_hosts: str, group_path: str
 ) -> None:
     """A digest rotation without the operator's identity moves the group to a session of its new
-    credentials, on the ensemble and TLS material its old session reached. The refresh's re-key never
-    waits for it: while it connects (here: held by a relay), the group stays Synced with no Warning, and
-    the re-key goes through once it has connected."""
+    credentials, on the ensemble and TLS material its old session reached. The Secret's step never waits
+    for it: while it connects (here: held by a relay), the group stays Synced with no Warning, and the
+    refresh's re-key goes through once it has connected."""
     host, port = zk_hosts.split(",")[0].rsplit(":", 1)
     relay = Relay((host, int(port)))
     kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
@@ -194,11 +195,10 @@ def test_a_re_key_waits_for_its_new_credentials_session_without_failing_the_grou
         apply_spec(ctx, invoices, {**spec, "zookeeper": {**spec["zookeeper"], "path": f"{group_path}-2"}},
                    generation=1, body={"metadata": {"name": "invoices", "namespace": "shop"}})
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-        assert poll_once(ctx, kube.secret_data) == 2
         events = len(kube.events)
 
         relay.hold()  # the new session cannot connect yet
-        ctx.controller_of(orders).run(lambda: resync_secrets(ctx, orders))  # the refresh's step
+        assert poll_once(ctx, kube.secret_data) == 2  # each group's step: kept, and a first re-key
         assert orders.sync is not None and orders.sync.ok, orders.sync
         assert kube.events[events:] == [], "a Warning while the new session connected"
         assert orders.secrets_changed and orders.connect_pending, "the re-key is not retried"
@@ -259,3 +259,43 @@ def test_the_status_loop_calls_a_rotations_new_session_connecting_not_disconnect
         relay.close()
         with admin_client(zk_hosts, auth_data=[("digest", f"op:{password}") for password in PASSWORDS]) as client:
             purge(client, group_path)
+
+
+#: the operator's own identity (its session does not change with a group's credentials)
+OPERATOR = ("rebalanser-operator", "a-long-random-operator-password-0123456789")
+
+
+def test_the_secrets_own_step_re_keys_the_group_with_no_status_loop_running(
+    kube: RecordingKube, entered: Entered, zk_hosts: str
+) -> None:
+    """The re-apply starts in the step the poll hands the Secret to, not in the status loop: with no
+    status loop running, the poll alone re-keys a group in place (the operator's identity: its session
+    stays, so the step goes through at once), posts ``SecretApplied``, and leaves nothing marked; the
+    refresh's step (``refresh_step``) never runs."""
+    top = f"/rotation-{uuid.uuid4().hex[:10]}"
+    ctx = OperatorContext(tenancy=Tenancy(path_roots=PathRoots.parse([f"{top}/{{namespace}}"])), kube=kube,
+                          options=LoopOptions(connect_wait=10.0), identity=OperatorIdentity.digest(*OPERATOR))
+    try:
+        kube.secrets["zk-digest"] = DigestCredentials("op", "old-password")
+        rt = ctx.group("shop", "orders", "uid-orders")
+        spec = {"zookeeper": {"connect": zk_hosts, "credentialsSecret": "zk-digest"}, "resources": ["a"]}
+        apply_spec(ctx, rt, spec, generation=1, body={"metadata": {"name": "orders", "namespace": "shop"}})
+        events = len(kube.events)
+        kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
+        entered.names.clear()
+        entered.on = True
+        try:
+            assert poll_once(ctx, kube.secret_data) == 1
+        finally:
+            entered.on = False
+        assert rt.credentials == DigestCredentials("op", "new-password") and not rt.secrets_changed
+        assert rt.sync is not None and rt.sync.ok, rt.sync
+        assert [reason for _, reason, _ in kube.events[events:]] == ["SecretApplied"]
+        assert "rekey" in entered.names and "GroupController.refresh_step" not in entered.names
+        assert rt.path is not None
+        with admin_client(zk_hosts, auth_data=[("digest", "op:new-password")]) as client:
+            client.create(f"{GroupPaths.of(rt.path).resources}/probe")  # the group's ACL names the new password
+    finally:
+        ctx.close()
+        with admin_client(zk_hosts, auth_data=[("digest", ":".join(OPERATOR))]) as client:
+            client.delete(top, recursive=True)

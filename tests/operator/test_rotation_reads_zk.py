@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import apply_spec, resync_secrets
+from rebalanser_operator.apply.actions import apply_spec
 from rebalanser_operator.apply.secretpoll import poll_once
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 from rebalanser_operator.zktls import TlsMaterial
 
-from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.operator.support import TEST_TENANCY, RecordingKube, settle
 from tests.support.zk import admin_client, purge
 
 pytestmark = pytest.mark.zk
@@ -63,10 +63,15 @@ def test_the_re_apply_uses_the_secret_as_the_poll_received_it(
         kube.reads.clear()
 
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-        assert poll_once(ctx, kube.secret_data) == 1
-        # The Secret changes once more after the poll read it: the re-apply applies what the poll read.
-        kube.secrets["zk-digest"] = DigestCredentials("op", "newer-password")
-        resync_secrets(ctx, rt)  # what the status loop does on its next refresh
+
+        def read_then_change(namespace: str, secret: str) -> dict[str, str] | None:
+            """The Secret changes once more just after the poll read it: the re-apply applies what it read."""
+            data = kube.secret_data(namespace, secret)
+            kube.secrets["zk-digest"] = DigestCredentials("op", "newer-password")
+            return data
+
+        assert poll_once(ctx, read_then_change) == 1
+        settle(ctx, rt)  # a first re-apply that met its new session connecting: the refresh's retry
 
         assert kube.reads == [], "the re-apply read the Secret again"
         assert rt.credentials == DigestCredentials("op", "new-password")
@@ -77,7 +82,7 @@ def test_the_re_apply_uses_the_secret_as_the_poll_received_it(
 
         # The next poll sees the newer password, and that re-apply uses it (still without a read).
         assert poll_once(ctx, kube.secret_data) == 1
-        resync_secrets(ctx, rt)
+        settle(ctx, rt)
         assert kube.reads == [] and rt.credentials == DigestCredentials("op", "newer-password")
     finally:
         with admin_client(zk_hosts, auth_data=[("digest", "op:newer-password"), ("digest", "op:new-password"),

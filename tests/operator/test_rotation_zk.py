@@ -122,8 +122,8 @@ def test_workers_move_to_a_rotated_password_without_a_restart(
             group.wait_settled(RESOURCES, 20)
             pids = {w.member_id: w.proc.pid for w in (w1, w2) if w.proc is not None}
 
-            # The Secret changes: the operator's Secret poll (a read by name) notes it and the status loop
-            # re-applies it (and keeps the grace period); the kubelet updates the mounted file.
+            # The Secret changes: the operator's Secret poll (a read by name) hands it to the group, whose
+            # step re-applies it (and keeps the grace period); the kubelet updates the mounted file.
             assert poll_once(ctx, kube.secret_data) == 0, "an unchanged Secret marked the group"
             kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
             assert poll_once(ctx, kube.secret_data) == 1

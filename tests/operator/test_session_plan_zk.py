@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from rebalanser_operator.apply.actions import apply_spec, resync_secrets
-from rebalanser_operator.apply.secretpoll import poll_once
+from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.controller.plan import Join, Open, Reuse, SessionEffect
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 
-from tests.operator.support import TEST_TENANCY, RecordingKube
+from tests.operator.support import STEP_WAIT, TEST_TENANCY, RecordingKube, settle
 from tests.support.zk import admin_client, purge
 
 pytestmark = pytest.mark.zk
@@ -65,12 +65,13 @@ def test_each_session_a_step_uses_is_planned(
         apply_spec(ctx, orders, {**spec, "resources": ["a", "b"]}, generation=2)
         assert ctx.planned == [("orders", Reuse(old))]
 
-        # A rotation of orders' Secret: its re-apply opens the session holding both passwords and leaves
-        # the old one, which invoices still holds (the same Secret, not re-applied yet).
+        # A rotation of orders' Secret: its step's re-apply opens the session holding both passwords and
+        # leaves the old one, which invoices still holds (the same Secret, not handed to it yet).
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-        assert poll_once(ctx, kube.secret_data) == 2
+        seen = SecretSeen.of("zk-digest", kube.secret_data("shop", "zk-digest"))
         ctx.planned.clear()
-        resync_secrets(ctx, orders)
+        assert ctx.controller_of(orders).secret_seen(seen).result(STEP_WAIT)
+        settle(ctx, orders)  # the refresh's retry, if the new session was still connecting
         both = ctx.pool.holding(orders.user)
         assert both is not None and both != old and ctx.planned[0] == ("orders", Open(both, leave=old))
         assert {effect for _, effect in ctx.planned[1:]} <= {Reuse(both)}, ctx.planned
@@ -78,7 +79,8 @@ def test_each_session_a_step_uses_is_planned(
 
         # invoices follows: it joins orders' session, and the old one closes with its last user.
         ctx.planned.clear()
-        resync_secrets(ctx, invoices)
+        assert ctx.controller_of(invoices).secret_seen(seen).result(STEP_WAIT)
+        settle(ctx, invoices)
         assert ctx.planned[0] == ("invoices", Join(both, leave=old)), ctx.planned
         assert not first.connected and ctx.pool.holders(old) == set() and ctx.pool.connections() == 1
     finally:

@@ -18,12 +18,12 @@ import pytest
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import RetryLater, apply_spec, end_grace, hold_grace, note_secret, resync_secrets
+from rebalanser_operator.apply.actions import RetryLater, apply_spec, end_grace, hold_grace
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import tls_from
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 
-from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, status_loop
+from tests.operator.support import TEST_TENANCY, RecordingKube, conditions, resync, secret_seen, settle, status_loop
 from tests.support.tls import Pki, bundle, server_log
 from tests.support.zk import ZkCluster, admin_client, purge, serving_cluster
 
@@ -105,11 +105,10 @@ def test_missing_or_untrusted_tls_material_is_reported_and_retried(
     assert rt.sync is not None and rt.sync.reason == "ZooKeeperUnreachable"
     # The Secret is fixed: its change alone (no spec change) gets the group synced.
     kube.tls_secrets["zk-tls"] = pki.trusted.issue("operator-fixed").secret_data(pki.trusted)
-    assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1 and rt.secrets_changed
-    ctx.options = LoopOptions(connect_wait=15.0)
-    resync_secrets(ctx, rt)
+    assert secret_seen(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1  # its step re-applies it
+    settle(ctx, rt)  # its new session was connecting: the refresh applies it again once connected
     assert rt.sync is not None and rt.sync.ok and not rt.secrets_changed
-    assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 0, "unchanged material marked"
+    assert secret_seen(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 0, "unchanged material marked"
 
 
 def test_a_rotated_tls_secret_moves_the_group_to_a_new_connection(
@@ -127,8 +126,8 @@ def test_a_rotated_tls_secret_moves_the_group_to_a_new_connection(
         old_client = ctx.pool.acquire(cluster.secure_hosts, rt.user, tls=rt.tls)
 
         kube.tls_secrets["zk-tls"] = pki.other.issue("operator-new").secret_data(pki.trusted)
-        assert note_secret(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1
-        resync_secrets(ctx, rt)
+        assert secret_seen(ctx, "shop", "zk-tls", kube.tls_secrets["zk-tls"]) == 1
+        settle(ctx, rt)
         assert rt.sync is not None and rt.sync.ok
         new_client = ctx.pool.acquire(cluster.secure_hosts, rt.user, tls=rt.tls)
         assert new_client is not old_client and not old_client.connected, "the old connection was not replaced"
@@ -185,8 +184,8 @@ def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
     assert may_set("old-password") and not may_set("new-password")
     kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
     secret_data = {"username": base64.b64encode(b"op").decode(), "password": base64.b64encode(b"new-password").decode()}
-    assert note_secret(ctx, "shop", "zk-digest", secret_data) == 1
-    resync_secrets(ctx, rt)
+    assert secret_seen(ctx, "shop", "zk-digest", secret_data) == 1
+    settle(ctx, rt)
     assert rt.credentials == DigestCredentials("op", "new-password")
     # The grace period: both passwords may write, so workers move over one by one without a restart.
     assert may_write("new-password"), "the new credentials may not write the group"
@@ -194,7 +193,7 @@ def test_rotated_digest_credentials_become_the_groups_acl_without_a_spec_change(
     assert may_set("new-password"), "workers holding the new credentials could not write their nodes"
     assert may_set("old-password"), "workers still holding the old credentials could not write their nodes"
     assert rt.grace_until is not None and end_grace(rt, rt.grace_until)
-    resync_secrets(ctx, rt)  # what the status loop does once the grace period is over
+    resync(ctx, rt)  # what the status loop does once the grace period is over
     assert may_write("new-password") and may_set("new-password")
     assert not may_write("old-password"), "the old credentials still may write the group"
     assert not may_set("old-password"), "the old credentials still may write the workers' nodes"
@@ -215,7 +214,7 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
     try:
         apply_spec(first, runtime(first), raw, generation=1, body=BODY)
         kube.secrets["zk-digest"] = DigestCredentials("op", "new-password")
-        resync_secrets(first, runtime(first))  # the rotation begins ...
+        resync(first, runtime(first))  # the rotation begins ...
     finally:
         first.close()  # ... and the operator goes away inside the grace period
     # A worker that had not noticed the new password created a node naming only the old one.
@@ -240,7 +239,7 @@ def test_an_operator_restarted_inside_the_grace_period_keeps_the_previous_passwo
         assert may_create("old-password"), "a restarted operator cut the grace period short"
         assert hold_grace(second, second.pool.acquire(zk_hosts, rt.user), rt) == 0  # the lagging node refuses it
         assert rt.grace_until is not None and end_grace(rt, rt.grace_until)
-        resync_secrets(second, rt)
+        resync(second, rt)
         assert rt.sync is not None and rt.sync.ok, "one node the operator cannot re-ACL failed the sweep"
         assert may_create("new-password")
         assert not may_create("old-password"), "the old password may still write after the sweep"

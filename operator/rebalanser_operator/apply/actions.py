@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -615,45 +616,40 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
     return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
 
 
-def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
-    """A Secret was read: tells the controllers of the groups that name it, which mark themselves for
-    re-applying (their status loops do it) when it changes their connection; returns how many did."""
+def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> list[Future[bool]]:
+    """A Secret was read: hands it to the controllers of the groups that name it (never blocks); each
+    future says whether the Secret changed that group's connection (and the group re-applied it)."""
     seen = SecretSeen.of(secret, data)
-    return sum(1 for controller in ctx.controllers_referencing(namespace, secret) if controller.secret_seen(seen))
+    return [controller.secret_seen(seen) for controller in ctx.controllers_referencing(namespace, secret)]
 
 
-def mark_if_secret_changed(rt: GroupRuntime, seen: SecretSeen) -> bool:
-    """The controller's step for a Secret read by the poll: marks ``rt`` for re-applying and wakes it
-    when the Secret changes its connection; True if it did."""
-    if rt.raw_spec is None:
+def mark_if_secret_changed(ctx: Context, rt: GroupRuntime, seen: SecretSeen) -> bool:
+    """The first half of the controller's step for a Secret read by the poll: keeps it as received, marks
+    ``rt`` for re-applying and wakes its status loop when the Secret changes its connection; True if it
+    did (the controller then re-applies: :func:`resync_secrets`). A group applied not yet, or deleted
+    (or re-created) since the poll found it, is left alone."""
+    if rt.raw_spec is None or not ctx.is_current(rt):
         return False  # not applied yet: the first reconcile reads the Secret anyway
-    return bool(rotate(None, rt, seen))
+    return bool(rotate(ctx, rt, seen))
 
 
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
-    """Re-applies the group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply`
-    cuts it: a group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last
-    spec, with the Secrets as received: a new TLS Secret means a new connection, new credentials become
-    the group znodes' ACL). On failure the group stays marked for the next try."""
+    """A step of the group's controller (the Secret's own step, or a refresh's retry): re-applies the
+    group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply` cuts it: a
+    group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last spec, with
+    the Secrets as received: a new TLS Secret means a new connection, new credentials become the group
+    znodes' ACL). It never waits for a session: one not connected yet leaves the group marked, and the
+    refresh tries again when it connects. On any failure the group stays marked for the next try."""
     how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
     changed = rt.secrets_changed
     rotate(ctx, rt, ReapplyStarted())
     raw = rt.raw_spec
     if how is Reapply.NONE or raw is None:
         return
-
-    def step() -> None:
-        if how is Reapply.REKEY and carry_out(ctx, rt, rekey(ctx, rt)):
-            return
-        # The Secrets as the poll received them: used as they are, never read again.
-        apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
-
-    controller = ctx.controller_of(rt)
     try:
-        if controller.on_strand():
-            step()  # already the group's step (the status refresh)
-        else:
-            controller.attempt(step)
+        if how is not Reapply.REKEY or not carry_out(ctx, rt, rekey(ctx, rt)):
+            # The Secrets as the poll received them: used as they are, never read again.
+            apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
     except RetryLater as exc:
         rotate(ctx, rt, ReapplyFailed(changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,

@@ -2,7 +2,7 @@
 
     controller = ctx.controller("shop", "orders", uid)
     result = controller.apply(DesiredSpec.of(spec, generation=3))     # kopf's create/update/resume
-    controller.secret_seen(SecretSeen.of("zk-digest", data))           # the Secret poll
+    controller.secret_seen(SecretSeen.of("zk-digest", data))           # the Secret poll: kept, re-applied
     controller.rollout_seen(RolloutSeen("Deployment", "workers", True))  # the workload watch
     outcomes = await asyncio.wrap_future(controller.pod_ended(PodEnded(pod, ended)))  # failover
     controller.view()                                                  # what other threads may read
@@ -84,10 +84,10 @@ class GroupSteps:
 
     apply: Callable[[GroupRuntime, DesiredSpec], SyncResult]
     delete: Callable[[GroupRuntime, Deletion], str]
-    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]
+    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]  # kept when it changes the connection: True
     refresh_facts: Callable[[GroupRuntime, float], RefreshFacts]  # what a refresh finds (cheap, no ZooKeeper)
     end_grace: Callable[[GroupRuntime, float], bool]  # a rotation's grace period is over: re-apply
-    reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received
+    reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received (a step)
 
 
 class StatusSide(Protocol):
@@ -137,15 +137,21 @@ class GroupController:
 
     def _step(self, step: Callable[[], T]) -> T:
         """Runs ``step``; at the end of the outermost one its changes replace the group's state, once
-        (:meth:`~rebalanser_operator.controller.state.GroupRuntime.commit`), and the view is published."""
+        (:meth:`~rebalanser_operator.controller.state.GroupRuntime.commit`), the view is published, and
+        then the status loop is woken, once, if the step asked for it."""
+        if self._depth == 0:
+            self.rt.waker.hold()
         self._depth += 1
         try:
             return step()
         finally:
             self._depth -= 1
             if self._depth == 0:
-                self.rt.commit()
-                self._view = view_of(self.rt)
+                try:
+                    self.rt.commit()
+                    self._view = view_of(self.rt)
+                finally:
+                    self.rt.waker.release()
 
     # ---------------------------------------------------------------------------------- messages
 
@@ -198,9 +204,18 @@ class GroupController:
     def _deleting(self, deletion: Deletion) -> Callable[[], str]:
         return lambda: self._steps.delete(self.rt, deletion)
 
-    def secret_seen(self, seen: SecretSeen) -> bool:
-        """Marks the group for re-applying when the Secret changes its connection (blocking); True if so."""
-        return self.run(lambda: self._steps.secret_seen(self.rt, seen))
+    def secret_seen(self, seen: SecretSeen) -> Future[bool]:
+        """A Secret as the poll read it (never blocks): one step keeps it when it changes the group's
+        connection and re-applies the group with it there and then; True if it changed. A re-apply that
+        cannot go through now (its session not connected yet) is left marked for the refresh."""
+
+        def step() -> bool:
+            if not self._steps.secret_seen(self.rt, seen):
+                return False
+            self._steps.reapply(self.rt)
+            return True
+
+        return self.submit(step)
 
     def introduce(self, body: Mapping[str, Any]) -> Future[None]:
         """The object's reference for Events, from its status daemon (never blocks; an applied spec's

@@ -1,7 +1,7 @@
 """A credentials rotation as a pure plan: (state, message, facts) -> (next state, effects to run).
 
     state, effects = plan_rotation(state, SecretSeen.of("zk-digest", data), facts)
-    # state.reapply, (Wake(),): the next refresh re-applies the spec with the Secret as received
+    # state.reapply, (Wake(),): the same step re-applies the spec with the Secret as received
 
 A group's rotation state (:class:`Rotation`) is a frozen value its controller replaces as a whole; the
 messages are what a step learns (a Secret as the poll received it, the credentials an apply uses, the
@@ -86,7 +86,8 @@ class Tick:
 
 @dataclass(frozen=True)
 class ReapplyStarted:
-    """The refresh re-applies the last spec (it takes the Secrets as received)."""
+    """A re-apply of the last spec begins (the Secret's step, or a refresh's retry; it takes the Secrets
+    as received)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def plan_rotation(state: Rotation, message: Message, facts: Facts) -> tuple[Rota
 
 
 class Reapply(enum.Enum):
-    """How a refresh re-applies the group (:func:`plan_reapply`)."""
+    """How a re-apply (the Secret's step, a refresh's retry) goes about the group (:func:`plan_reapply`)."""
 
     NONE = "none"  # nothing applied yet: kopf's first apply reads the Secrets
     REKEY = "rekey"  # the Secrets as received (or the grace's end) on the group as it is: session, ACL, config

@@ -23,6 +23,7 @@ status loop.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,15 +69,39 @@ class LoopOptions:
 
 
 class Waker:
-    """Asks the group's status loop to refresh soon (the loop installs itself; thread-safe, never blocks)."""
+    """Asks the group's status loop to refresh soon (the loop installs itself; thread-safe, never blocks).
+    While a step of the group runs (:meth:`hold`), the wake-ups it asks for wait for its end and become
+    one (:meth:`release`): the loop is told once, after the step's state has replaced the group's."""
 
     def __init__(self) -> None:
         self._callback: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+        self._held = False
+        self._asked = False
 
     def install(self, callback: Callable[[], None] | None) -> None:
         self._callback = callback
 
+    def hold(self) -> None:
+        """A step of the group begins."""
+        with self._lock:
+            self._held = True
+
+    def release(self) -> None:
+        """The step has ended (its state committed): one wake-up if it asked for any."""
+        with self._lock:
+            asked, self._held, self._asked = self._asked, False, False
+        if asked:
+            self._wake()
+
     def __call__(self) -> None:
+        with self._lock:
+            if self._held:
+                self._asked = True
+                return
+        self._wake()
+
+    def _wake(self) -> None:
         callback = self._callback
         if callback is not None:
             callback()
