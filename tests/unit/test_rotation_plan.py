@@ -28,12 +28,14 @@ from rebalanser_operator.controller.rotation import (
     TlsRead,
     acl_of,
     plan_reapply,
+    plan_rekey,
     plan_rotation,
     received_data,
     session_credentials,
 )
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity
 from rebalanser_operator.spec.models import ResourceGroupSpec
+from rebalanser_operator.tenancy import Limits
 from rebalanser_operator.zktls import TlsMaterial
 
 GRACE = 300.0
@@ -178,3 +180,58 @@ def in_place(now: float = 10.0, spec: ResourceGroupSpec | None = SPEC) -> Facts:
 ])
 def test_how_a_refresh_re_applies(what: str, state: Rotation, at: Facts, how: Reapply) -> None:
     assert plan_reapply(state, at) is how, what
+
+
+def rekey_facts(before: tuple[Any, ...] | None, spec: ResourceGroupSpec = SPEC, key_bytes: int = 0) -> Facts:
+    """A group in place whose last sync put ``before`` on it, with the operator's identity."""
+    return Facts("shop", spec, 10.0, GRACE, in_place=True, identity=IDENTITY,
+                 limits=Limits(secret_key_bytes=key_bytes), acl=before)
+
+
+@pytest.mark.parametrize(("what", "state", "at", "read", "effects"), [
+    ("a new password received: the rotation begins, both passwords in the ACL, the workers' znodes follow",
+     RECEIVED, rekey_facts(acl(OLD)),
+     Rotation(credentials=NEW, previous=OLD, previous_acl=(OLD_DIGEST,), grace_until=10.0 + GRACE, reapply=True,
+              received=RECEIVED.received),
+     (Note(f"credentials rotated; the previous password keeps its access for {GRACE:.0f}s"),
+      MigrateWorkers(acl(NEW, OLD), both=True))),
+    ("the grace's end (nothing received): the password in use alone, the workers' znodes follow",
+     replace(OVER, reapply=False), rekey_facts(acl(NEW, OLD)), replace(OVER, reapply=False),
+     (MigrateWorkers(acl(NEW), both=False),)),
+    ("the same password received again: nothing moves",
+     replace(APPLIED, received=(seen("old"),), reapply=True), rekey_facts(acl(OLD)),
+     replace(APPLIED, received=(seen("old"),), reapply=True), ()),
+])
+def test_a_rekey_is_planned_before_any_io(what: str, state: Rotation, at: Facts, read: Rotation,
+                                          effects: tuple[Effect, ...]) -> None:
+    plan = plan_rekey(state, at)
+    assert plan.unusable is None, what
+    assert plan.read == read, what
+    assert plan.acl == tuple(acl_of(read, IDENTITY)), what
+    assert plan.synced == replace(read, received=()), what  # the Secrets as received are applied
+    assert plan.effects == effects, what
+
+
+@pytest.mark.parametrize(("what", "state", "at", "reason"), [
+    ("a password Secret without its keys", replace(APPLIED, received=(SecretSeen.of("zk-digest", {}),), reapply=True),
+     rekey_facts(acl(OLD)), "CredentialsUnavailable"),
+    ("a password larger than the administrator's limit",
+     replace(APPLIED, received=(seen("x" * 65),), reapply=True), rekey_facts(acl(OLD), key_bytes=64),
+     "SecretKeyTooLarge"),
+    ("a TLS certificate without its key",
+     replace(WITH_TLS, received=(SecretSeen.of("zk-tls", encoded(**{"tls.crt": CA})),), reapply=True),
+     rekey_facts(None, spec=TLS_SPEC), "TlsSecretUnavailable"),
+])
+def test_a_secret_unusable_as_received_is_reported_and_nothing_changes(what: str, state: Rotation, at: Facts,
+                                                                      reason: str) -> None:
+    plan = plan_rekey(state, at)
+    assert plan.unusable is not None and plan.unusable[0] == reason, (what, plan.unusable)
+    assert plan.read == state and plan.synced is None, what
+
+
+def test_new_tls_material_received_replaces_the_material_in_use() -> None:
+    pem = b"-----BEGIN CERTIFICATE-----\nnew\n-----END CERTIFICATE-----\n"
+    state = replace(WITH_TLS, received=(SecretSeen.of("zk-tls", encoded(**{"ca.crt": pem})),), reapply=True)
+    plan = plan_rekey(state, rekey_facts(None, spec=TLS_SPEC))
+    assert plan.unusable is None and plan.read.tls is not None and plan.read.tls.ca == pem
+    assert plan.read.credentials is None and plan.effects == ()  # no ACL before: nothing to migrate

@@ -77,8 +77,8 @@ from rebalanser_operator.controller.rotation import (
     TlsRead,
     acl_of,
     plan_reapply,
+    plan_rekey,
     plan_rotation,
-    received_data,
     secret_differs,
 )
 from rebalanser_operator.controller.state import Applied
@@ -283,16 +283,14 @@ def _adopt(rt: GroupRuntime, desired_spec: DesiredSpec, spec: ResourceGroupSpec,
 
 
 def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: ResourceGroupSpec,
-                  received: Callable[[str], Mapping[str, str] | None], retry: int, *,
-                  keep: bool = False) -> DigestCredentials | None:
+                  received: Callable[[str], Mapping[str, str] | None], retry: int) -> DigestCredentials | None:
     """The credentials and TLS material the spec names (a changed password starts a rotation): as
-    ``received`` gives them (what the Secret poll read), else read from the API server, or with ``keep``
-    (a rotation's re-key) the ones in use."""
+    ``received`` gives them (what the Secret poll read), else read from the API server."""
     credentials = None
     if (ref := spec.zookeeper.credentials) is not None:
         data = received(ref.name)
         try:
-            credentials = rt.credentials if data is None and keep else _credentials(ctx, rt, ref, data)
+            credentials = _credentials(ctx, rt, ref, data)
         except CredentialsError as exc:
             raise _temporary(ctx, rt, fx, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
         if credentials is not None:
@@ -304,8 +302,6 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         rotate(ctx, rt, TlsRead(None), fx=fx)
         return credentials
     data = received(tls.secret)
-    if data is None and keep:
-        return credentials  # the material in use
     try:
         material = (
             ctx.kube.read_tls(rt.namespace, tls.secret, verify_hostname=tls.verify_hostname, keys=tls.keys)
@@ -333,7 +329,10 @@ def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = No
     outcome = rt.outcome
     return Facts(rt.namespace, rt.spec, time.monotonic() if now is None else now,
                  ctx.options.credentials_grace if ctx is not None else 0.0,
-                 in_place=outcome.in_place and outcome.owned and outcome.acl is not None)
+                 in_place=outcome.in_place and outcome.owned and outcome.acl is not None,
+                 identity=ctx.identity if ctx is not None else None,
+                 limits=ctx.tenancy.limits if ctx is not None else None,
+                 acl=tuple(outcome.acl) if outcome.acl is not None else None)
 
 
 def rotate(ctx: Context | None, rt: GroupRuntime,
@@ -435,11 +434,15 @@ def _acl_synced(ctx: Context, rt: GroupRuntime, zk: KazooClient, path: str, acl:
     synced, effects = plan_rotation(rt.rotation, Synced(tuple(acl), before), rotation_facts(ctx, rt))
     for effect in effects:
         if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
-            migrated = migrate_worker_nodes_acl(zk, GroupPaths.of(path), list(effect.acl), resources=True,
-                                                identity=ctx.identity)
-            log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
-                     "rotation, both passwords" if effect.both else "new password only", migrated)
+            _migrate(ctx, rt, zk, GroupPaths.of(path), effect)
     return synced
+
+
+def _migrate(ctx: Context, rt: GroupRuntime, zk: KazooClient, paths: GroupPaths, effect: MigrateWorkers) -> None:
+    """The group's changed ACL onto its resources and the workers' znodes."""
+    migrated = migrate_worker_nodes_acl(zk, paths, list(effect.acl), resources=True, identity=ctx.identity)
+    log.info("%s: group ACL changed (%s); %d worker znodes re-ACLed", rt.user,
+             "rotation, both passwords" if effect.both else "new password only", migrated)
 
 
 @contextmanager
@@ -680,18 +683,26 @@ def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
 def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
     spec, path = rt.spec, rt.path
     assert spec is not None and path is not None
-    _read_secrets(ctx, rt, fx, spec, received_data(rt.rotation).get, 0, keep=True)
+    plan = plan_rekey(rt.rotation, rotation_facts(ctx, rt))  # the Secrets as received, before any I/O
+    if plan.unusable is not None:
+        raise _temporary(ctx, rt, fx, *plan.unusable, backoff(0))
+    rt.rotation = plan.read  # the session follows the credentials and TLS material now in use
     zk = _connect(ctx, rt, fx, spec, 0, rekey=True)
-    acl = acl_of(rt.rotation, ctx.identity)
+    paths = GroupPaths.of(path)
     with _sync_errors(ctx, rt, fx, path, 0):
-        if not reacl_group(zk, GroupPaths.of(path), acl, owner_marker(ctx, rt)):
+        if not reacl_group(zk, paths, plan.acl, owner_marker(ctx, rt)):
             log.info("%s: %s is not as the last sync left it; applying the spec whole", rt.user, path)
             return False
-        synced = _acl_synced(ctx, rt, zk, path, acl)
-    rt.outcome, rt.rotation = replace(rt.outcome, acl=tuple(acl)), synced
+        for effect in plan.effects:
+            if isinstance(effect, MigrateWorkers):  # a rotation began or its grace period ended
+                _migrate(ctx, rt, zk, paths, effect)
+            elif isinstance(effect, Note):
+                fx.append(effect)
+    assert plan.synced is not None
+    rt.outcome, rt.rotation = replace(rt.outcome, acl=plan.acl), plan.synced
     ctx.metrics.reconciles.labels("ok").inc()
     log.info("re-keyed %s: the group's ACL names %d digest(s)", rt.user,
-             sum(1 for entry in acl if entry.id.scheme == "digest"))
+             sum(1 for entry in plan.acl if entry.id.scheme == "digest"))
     # Synced again (an earlier re-key may have met its session connecting), the ConfigMap if it changed
     unchanged = SyncResult(0, 0, len(rt.desired), False, 0.0)
     _record(rt, fx, plan_synced(rt.outcome, unchanged, path, identity=ctx.identity is not None,

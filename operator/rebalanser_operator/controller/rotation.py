@@ -37,6 +37,7 @@ from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import ResourceGroupSpec
+from rebalanser_operator.tenancy import Limits
 from rebalanser_operator.zktls import TlsMaterial
 
 
@@ -136,6 +137,9 @@ class Facts:
     #: the applied spec went through and the group is this object's (owned, its ACL known): a re-apply
     #: need not parse, admit, adopt or sync it again
     in_place: bool = False
+    identity: OperatorIdentity | None = None  # the operator's own (its entry heads every group ACL)
+    limits: Limits | None = None  # the administrator's limits (the size of a Secret key's value)
+    acl: tuple[ACL, ...] | None = None  # the ACL the group's last sync put on it (None: none went through)
 
 
 # ---------------------------------------------------------------------------------------------- plan
@@ -165,6 +169,59 @@ def plan_rotation(state: Rotation, message: Message, facts: Facts) -> tuple[Rota
     if isinstance(message, ReapplyFailed):
         return replace(state, reapply=message.changed), ()
     return _synced(state, message)
+
+
+@dataclass(frozen=True)
+class Rekey:
+    """A re-key's plan (:func:`plan_rekey`), made before any I/O: the state once the Secrets as received
+    are taken (the session follows its credentials and TLS material), the group's ACL then, the state
+    once that ACL is on the group, and what else that asks for. ``unusable``: (reason, message) of a
+    Secret that cannot be used as received (nothing is done; the group stays marked)."""
+
+    read: Rotation
+    acl: tuple[ACL, ...] = ()
+    synced: Rotation | None = None
+    effects: tuple[Effect, ...] = ()  # log lines, and the workers' znodes re-ACLed when the ACL changed
+    unusable: tuple[str, str] | None = None
+
+
+def plan_rekey(state: Rotation, facts: Facts) -> Rekey:
+    """A group in place re-keyed with the Secrets as received (:data:`Reapply.REKEY`): each parsed and
+    its keys' sizes checked, the credentials and TLS material the spec names replaced (the credentials
+    as :class:`CredentialsRead` does: the replaced ones keep their access for the grace), the ACL of the
+    group's znodes (:func:`acl_of`), and, when it differs from the last sync's, the workers' znodes
+    re-ACLed too (:class:`Synced`). A Secret not received keeps what the group connects with."""
+    spec = facts.spec
+    assert spec is not None
+    zookeeper, data = spec.zookeeper, received_data(state)
+    credentials, tls = state.credentials, state.tls
+    sizes: list[tuple[str, tuple[tuple[str, int], ...]]] = []  # (Secret, its keys' sizes)
+    if (ref := zookeeper.credentials) is not None and ref.name in data:
+        try:
+            credentials = credentials_from(data[ref.name], f"{facts.namespace}/{ref.name}",
+                                           username_key=ref.username_key, password_key=ref.password_key)
+        except CredentialsError as exc:
+            return Rekey(state, unusable=("CredentialsUnavailable", str(exc)))
+        sizes.append((ref.name, ((ref.username_key, len(credentials.username.encode())),
+                                 (ref.password_key, len(credentials.password.encode())))))
+    if (named := zookeeper.tls) is not None and named.secret in data:
+        try:
+            tls = tls_from(data[named.secret], f"{facts.namespace}/{named.secret}",
+                           verify_hostname=named.verify_hostname, keys=named.keys)
+        except CredentialsError as exc:
+            return Rekey(state, unusable=("TlsSecretUnavailable", str(exc)))
+        parts = (tls.ca, tls.certificate, tls.key)
+        sizes.append((named.secret, tuple((key, len(part)) for key, part in zip(named.keys, parts, strict=True)
+                                          if part is not None)))
+    for secret, keys in sizes:
+        refusal = facts.limits.check_secret_keys(f"{facts.namespace}/{secret}", keys) if facts.limits else None
+        if refusal is not None:
+            return Rekey(state, unusable=(refusal.reason, refusal.message))
+    read, noted = _read(state, credentials if zookeeper.credentials is not None else None, facts)
+    read = replace(read, tls=tls if zookeeper.tls is not None else None)
+    acl = tuple(acl_of(read, facts.identity))
+    synced, migrate = _synced(read, Synced(acl, facts.acl))
+    return Rekey(read, acl, synced, (*noted, *migrate))
 
 
 class Reapply(enum.Enum):
