@@ -58,6 +58,16 @@ StateCallback = Callable[[str, KazooState], None]
 Key = tuple[str, str, frozenset["DigestCredentials"], bool]
 
 
+@dataclass(frozen=True)
+class Survey:
+    """The pool as one user's step sees it when it plans its session (:meth:`ZooKeeperPool.survey`)."""
+
+    key: Key  # the session the user's needs give
+    held: Key | None  # the session the user holds (None: none)
+    holders: frozenset[str]  # who holds ``key`` (empty: it is not open)
+    neighbours: int  # open sessions held by the other users of the prefix asked about
+
+
 @dataclass
 class _Entry:
     client: KazooClient
@@ -100,7 +110,7 @@ class ZooKeeperPool:
 
         A user that switches to another connect string, other TLS material or other credentials releases
         its previous connection. ``session_timeout`` only applies when this call creates the client.
-        (A group's steps plan their session first: :mod:`~rebalanser_operator.controller.session`.)
+        (A group's steps plan their session first: :func:`~rebalanser_operator.controller.plan.plan_session`.)
         """
         return self.enter(self.session_key(connect, tls, credentials, tenant), user, session_timeout, tls, tenant)
 
@@ -108,6 +118,17 @@ class ZooKeeperPool:
                     tenant: bool = False) -> Key:
         """The session a user with these needs is given (no I/O): see :meth:`acquire`."""
         return self._key(connect, self._session_tls(tls, tenant), credentials, tenant)
+
+    def survey(self, connect: str, tls: TlsMaterial | None, credentials: Iterable[DigestCredentials], user: str,
+               user_prefix: str) -> Survey:
+        """What a step of ``user`` plans its session from (no I/O), read at one moment: the session its
+        needs give (:meth:`session_key`), the one it holds, who holds the first, and how many open sessions
+        other users whose names start with ``user_prefix`` hold (its namespace's other groups)."""
+        key = self.session_key(connect, tls, credentials)
+        with self._lock:
+            entry = self._entries.get(key)
+            holders = frozenset(entry.users) if entry is not None else frozenset()
+            return Survey(key, self._user_connect.get(user), holders, self._sessions_of(user_prefix, user))
 
     def holding(self, user: str) -> Key | None:
         """The session ``user`` holds (None: none)."""
@@ -208,8 +229,11 @@ class ZooKeeperPool:
         """How many open sessions have a user whose name starts with ``user_prefix`` (``besides``, a
         user, not counted)."""
         with self._lock:
-            return sum(1 for entry in self._entries.values()
-                       if any(u.startswith(user_prefix) and u != besides for u in entry.users))
+            return self._sessions_of(user_prefix, besides)
+
+    def _sessions_of(self, user_prefix: str, besides: str) -> int:
+        return sum(1 for entry in self._entries.values()
+                   if any(u.startswith(user_prefix) and u != besides for u in entry.users))
 
     @property
     def files(self) -> TlsFileStore:

@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebalanser_operator.apply.actions import note_secret, resync_secrets
+from rebalanser_operator.apply.actions import resync_secrets
+from rebalanser_operator.apply.secretpoll import referencing
+from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.kube import TLS_KEYS, CredentialsError, credentials_from, tls_from
 from rebalanser_operator.runtime import GroupRuntime, OperatorContext
@@ -162,9 +164,11 @@ def status_loop(ctx: OperatorContext, rt: GroupRuntime) -> Iterator[StatusLoop]:
 
 
 def secret_seen(ctx: OperatorContext, namespace: str, secret: str, data: Mapping[str, str] | None) -> int:
-    """``note_secret`` as the poll calls it, then its groups' steps awaited: how many groups it changed
-    (each of those re-applied it in that step)."""
-    return sum(1 for step in note_secret(ctx, namespace, secret, data) if step.result(STEP_WAIT))
+    """A Secret handed to the groups of ``namespace`` that name it, as the poll hands it, then their steps
+    awaited: how many groups it changed (each of those re-applied it in that step)."""
+    groups = referencing(ctx.controllers()).get((namespace, secret), [])
+    steps = [group.secret_seen(SecretSeen.of(secret, data)) for group in groups]
+    return sum(1 for step in steps if step.result(STEP_WAIT))
 
 
 def resync(ctx: OperatorContext, rt: GroupRuntime, connect_wait: float = 15.0) -> None:

@@ -89,3 +89,21 @@ def test_each_set_of_credentials_has_a_session_of_its_own(zk_hosts: str) -> None
         assert "pb" not in repr(tenant_b) and "pb2" not in repr(DigestCredentials("b", "pb2"))
     finally:
         pool.close()
+
+
+def test_a_survey_is_what_a_step_plans_its_session_from(zk_hosts: str) -> None:
+    """The session a user's needs give, the one it holds, who holds the first, and the other sessions of
+    its namespace: one read of the pool, agreeing with the single questions."""
+    pool = ZooKeeperPool()
+    try:
+        secret = DigestCredentials("op", "password")
+        pool.acquire(zk_hosts, "shop/a")
+        pool.acquire(zk_hosts, "shop/b", credentials=(secret,))
+        pool.acquire(zk_hosts, "pay/c", credentials=(secret,))
+        survey = pool.survey(zk_hosts, None, (secret,), "shop/a", "shop/")
+        assert survey.key == pool.session_key(zk_hosts, None, (secret,)) and survey.held == pool.holding("shop/a")
+        assert survey.held != survey.key and survey.holders == {"shop/b", "pay/c"} == pool.holders(survey.key)
+        assert survey.neighbours == 1 == pool.sessions_of("shop/", besides="shop/a")  # shop/b's; not pay/c's
+        assert pool.survey(f"127.0.0.1:{free_port()}", None, (), "shop/a", "shop/").holders == frozenset()
+    finally:
+        pool.close()

@@ -20,7 +20,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -617,13 +616,6 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
     if rt.raw_spec is None:
         return False  # not applied yet: the first reconcile reads the Secret anyway
     return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
-
-
-def note_secret(ctx: Context, namespace: str, secret: str, data: Mapping[str, str] | None) -> list[Future[bool]]:
-    """A Secret was read: hands it to the controllers of the groups that name it (never blocks); each
-    future says whether the Secret changed that group's connection (and the group re-applied it)."""
-    seen = SecretSeen.of(secret, data)
-    return [controller.secret_seen(seen) for controller in ctx.controllers_referencing(namespace, secret)]
 
 
 def mark_if_secret_changed(ctx: Context, rt: GroupRuntime, seen: SecretSeen) -> bool:

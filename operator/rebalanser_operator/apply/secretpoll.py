@@ -3,9 +3,9 @@
 The operator's RBAC on Secrets is ``get`` only (docs/operator.md, "Security model"): it never streams the
 Secrets of a namespace. Instead, every ``interval`` seconds each Secret that a served ResourceGroup names
 (``spec.zookeeper.credentialsSecret``, ``spec.zookeeper.tls.secret``) is read by name, once per
-namespace and name however many groups share it, and handed to :func:`actions.note_secret`, which tells
-the groups' controllers; each, in one step, keeps the Secret as read and re-applies the group with it
-when it changes the group's connection. A Secret that cannot be read is skipped: open connections keep
+namespace and name however many groups share it, and handed to the controllers of the groups that name
+it; each, in one step, keeps the Secret as read and re-applies the group with it when it changes the
+group's connection. A Secret that cannot be read is skipped: open connections keep
 what they have, and the next reconcile reports it.
 """
 
@@ -15,9 +15,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from typing import Protocol, TypeVar
 
-from rebalanser_operator.apply.actions import note_secret
 from rebalanser_operator.controller.context import Context
+from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.controller.plan import GroupView
 
 log = logging.getLogger(__name__)
@@ -28,20 +29,38 @@ DEFAULT_INTERVAL = 30.0
 SecretReader = Callable[[str, str], Mapping[str, str] | None]
 
 
-def referenced(groups: Iterable[GroupView]) -> list[tuple[str, str]]:
-    """(namespace, Secret name) pairs the groups reference, each once, sorted."""
-    return sorted({(view.namespace, secret) for view in groups for secret in view.secrets})
+class Group(Protocol):
+    """A group's controller as the poll sees it."""
+
+    def view(self) -> GroupView: ...
+
+    def secret_seen(self, seen: SecretSeen) -> Future[bool]: ...
+
+
+G = TypeVar("G", bound=Group)
+
+
+def referencing(groups: Iterable[G]) -> dict[tuple[str, str], list[G]]:
+    """The groups by the (namespace, Secret name) pairs they reference, sorted: one look at each group."""
+    named: dict[tuple[str, str], list[G]] = {}
+    for group in groups:
+        view = group.view()
+        for secret in sorted(view.secrets):
+            named.setdefault((view.namespace, secret), []).append(group)
+    return dict(sorted(named.items()))
 
 
 def poll_once(ctx: Context, read: SecretReader) -> int:
-    """Reads every referenced Secret by name and hands it to the groups that name it, whose steps run side
-    by side (a changed Secret is re-applied in its group's step: :meth:`GroupController.secret_seen`);
-    returns how many groups it changed, once their steps are over (none waits for a session)."""
+    """Reads every referenced Secret by name, once however many groups name it, and hands it to those
+    groups, whose steps run side by side (a changed Secret is re-applied in its group's step:
+    :meth:`GroupController.secret_seen`); returns how many groups it changed, once their steps are over
+    (none waits for a session)."""
     steps: list[Future[bool]] = []
-    for namespace, secret in referenced(ctx.views()):
+    for (namespace, secret), groups in referencing(ctx.controllers()).items():
         data = read(namespace, secret)
         if data is not None:
-            steps.extend(note_secret(ctx, namespace, secret, data))
+            seen = SecretSeen.of(secret, data)
+            steps.extend(group.secret_seen(seen) for group in groups)
     return sum(1 for step in steps if _changed(step))
 
 

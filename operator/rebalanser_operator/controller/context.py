@@ -116,10 +116,8 @@ class Context:
         sessions of its namespace against ``Limits.sessions_per_namespace``."""
         target = connect if connect is not None else rt.connect
         assert target is not None
-        key = self.pool.session_key(target, rt.tls, rt.session_credentials())
-        holders = self.pool.holders(key)
-        return SessionFacts(key, self.pool.holding(rt.user), bool(holders), bool(holders - {rt.user}),
-                            self.pool.sessions_of(f"{rt.namespace}/", besides=rt.user),
+        pool = self.pool.survey(target, rt.tls, rt.session_credentials(), rt.user, f"{rt.namespace}/")
+        return SessionFacts(pool.key, pool.held, bool(pool.holders), bool(pool.holders - {rt.user}), pool.neighbours,
                             self.tenancy.limits.sessions_per_namespace)
 
     def session(self, rt: GroupRuntime, effect: SessionEffect) -> KazooClient:
@@ -176,10 +174,6 @@ class Context:
         with self._lock:
             controller = self._groups.get((namespace, name))
         return controller.view() if controller is not None else None
-
-    def controllers_referencing(self, namespace: str, secret: str) -> list[GroupController]:
-        """The controllers of ``namespace``'s groups whose spec names Secret ``secret`` (cheap)."""
-        return [c for c in self.controllers() if c.view().namespace == namespace and secret in c.view().secrets]
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
