@@ -168,8 +168,9 @@ def test_a_rotated_tls_secret_is_used_without_restarting_the_operator(
 def test_a_rotated_credentials_secret_becomes_the_groups_acl_without_a_restart(
     installed: Cluster, operator: OperatorProcess, zookeeper: ZkCluster
 ) -> None:
-    """A group over TLS with digest credentials: the Secret's new password may write the group at once,
-    the old one until the operator's grace period is over, with no spec change and no restart."""
+    """A group over TLS with digest credentials: the Secret's new password may write the group at once
+    (with a ``SecretApplied`` Event), the old one until the operator's grace period is over, with no spec
+    change and no restart."""
     kube = installed
     assert operator.proc is not None
     pid = operator.proc.pid
@@ -205,6 +206,15 @@ def test_a_rotated_credentials_secret_becomes_the_groups_acl_without_a_restart(
     credentials("new-password")
     wait_for(lambda: may_write("new-password"), 60,
              lambda: f"the group's ACL to name the new password; log:\n{operator.text()[-3000:]}")
+
+    def reasons() -> list[str]:
+        events = kube.run_kubectl("get", "events", "-n", NS, "--field-selector", "involvedObject.name=ledger",
+                                  "-o", "json").stdout
+        return [event["reason"] for event in json.loads(events)["items"]]
+
+    # Posted through kopf by the re-apply that went through (the Secret's own step, or the refresh's retry
+    # once the new password's session connected).
+    wait_for(lambda: "SecretApplied" in reasons(), 30, lambda: f"a SecretApplied Event; Events: {reasons()}")
     wait_for(lambda: not may_write("old-password"), 60,
              lambda: f"the old password's grace period to end; log:\n{operator.text()[-3000:]}")
     assert operator.proc.pid == pid and operator.proc.poll() is None, "the operator was restarted"
