@@ -79,6 +79,7 @@ from rebalanser_operator.controller.rotation import (
     plan_rekey,
     plan_rotation,
     secret_differs,
+    tls_key_sizes,
 )
 from rebalanser_operator.controller.state import Applied
 from rebalanser_operator.identity import DigestCredentials
@@ -95,7 +96,7 @@ from rebalanser_operator.tenancy import (
     Refusal,
 )
 from rebalanser_operator.zkfence import fenced_client
-from rebalanser_operator.zktls import TlsMaterial, TlsStoreFull
+from rebalanser_operator.zktls import TlsStoreFull
 
 if TYPE_CHECKING:
     from rebalanser_operator.controller.context import Context
@@ -309,7 +310,7 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         )
     except CredentialsError as exc:
         raise _temporary(ctx, rt, fx, "TlsSecretUnavailable", str(exc), backoff(retry)) from exc
-    _check_sizes(ctx, rt, fx, tls.secret, _key_sizes(tls.keys, material), retry)  # before a byte is written
+    _check_sizes(ctx, rt, fx, tls.secret, tls_key_sizes(tls.keys, material), retry)  # before a byte is written
     rotate(ctx, rt, TlsRead(material), fx=fx)
     return credentials
 
@@ -350,11 +351,6 @@ def rotate(ctx: Context | None, rt: GroupRuntime,
         else:
             log.info("%s: %s", rt.user, effect.message)
     return effects
-
-
-def _key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
-    parts = (material.ca, material.certificate, material.key)
-    return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
 
 
 def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: str,

@@ -27,7 +27,7 @@ applied again whole.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from kazoo.security import ACL, make_digest_acl
@@ -37,7 +37,7 @@ from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
 from rebalanser_operator.spec.models import ResourceGroupSpec
-from rebalanser_operator.tenancy import Limits
+from rebalanser_operator.tenancy import Limits, Refusal
 from rebalanser_operator.zktls import TlsMaterial
 
 
@@ -194,34 +194,63 @@ def plan_rekey(state: Rotation, facts: Facts) -> Rekey:
     spec = facts.spec
     assert spec is not None
     zookeeper, data = spec.zookeeper, received_data(state)
-    credentials, tls = state.credentials, state.tls
-    sizes: list[tuple[str, tuple[tuple[str, int], ...]]] = []  # (Secret, its keys' sizes)
-    if (ref := zookeeper.credentials) is not None and ref.name in data:
-        try:
-            credentials = credentials_from(data[ref.name], f"{facts.namespace}/{ref.name}",
-                                           username_key=ref.username_key, password_key=ref.password_key)
-        except CredentialsError as exc:
-            return Rekey(state, unusable=("CredentialsUnavailable", str(exc)))
-        sizes.append((ref.name, ((ref.username_key, len(credentials.username.encode())),
-                                 (ref.password_key, len(credentials.password.encode())))))
-    if (named := zookeeper.tls) is not None and named.secret in data:
-        try:
-            tls = tls_from(data[named.secret], f"{facts.namespace}/{named.secret}",
-                           verify_hostname=named.verify_hostname, keys=named.keys)
-        except CredentialsError as exc:
-            return Rekey(state, unusable=("TlsSecretUnavailable", str(exc)))
-        parts = (tls.ca, tls.certificate, tls.key)
-        sizes.append((named.secret, tuple((key, len(part)) for key, part in zip(named.keys, parts, strict=True)
-                                          if part is not None)))
-    for secret, keys in sizes:
-        refusal = facts.limits.check_secret_keys(f"{facts.namespace}/{secret}", keys) if facts.limits else None
-        if refusal is not None:
-            return Rekey(state, unusable=(refusal.reason, refusal.message))
+    try:
+        credentials = _received_credentials(state.credentials, spec, facts.namespace, data)
+    except CredentialsError as exc:
+        return Rekey(state, unusable=("CredentialsUnavailable", str(exc)))
+    try:
+        tls = _received_tls(state.tls, spec, facts.namespace, data)
+    except CredentialsError as exc:
+        return Rekey(state, unusable=("TlsSecretUnavailable", str(exc)))
+    refusal = _too_large(spec, facts, credentials, tls, data.keys())
+    if refusal is not None:
+        return Rekey(state, unusable=(refusal.reason, refusal.message))
     read, noted = _read(state, credentials if zookeeper.credentials is not None else None, facts)
     read = replace(read, tls=tls if zookeeper.tls is not None else None)
     acl = tuple(acl_of(read, facts.identity))
     synced, migrate = _synced(read, Synced(acl, facts.acl))
     return Rekey(read, acl, synced, (*noted, *migrate))
+
+
+def _received_credentials(current: DigestCredentials | None, spec: ResourceGroupSpec, namespace: str,
+                          data: Mapping[str, Mapping[str, str] | None]) -> DigestCredentials | None:
+    """The credentials as received, else those in use; raises :class:`CredentialsError`."""
+    if (ref := spec.zookeeper.credentials) is None or ref.name not in data:
+        return current
+    return credentials_from(data[ref.name], f"{namespace}/{ref.name}", username_key=ref.username_key,
+                            password_key=ref.password_key)
+
+
+def _received_tls(current: TlsMaterial | None, spec: ResourceGroupSpec, namespace: str,
+                  data: Mapping[str, Mapping[str, str] | None]) -> TlsMaterial | None:
+    """The TLS material as received, else the material in use; raises :class:`CredentialsError`."""
+    named = spec.zookeeper.tls
+    return current if named is None or named.secret not in data else \
+        tls_from(data[named.secret], f"{namespace}/{named.secret}", verify_hostname=named.verify_hostname,
+                 keys=named.keys)
+
+
+def tls_key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
+    """(key, bytes) of each part of TLS material, under the Secret keys it came from."""
+    parts = (material.ca, material.certificate, material.key)
+    return tuple((key, len(part)) for key, part in zip(keys, parts, strict=True) if part is not None)
+
+
+def _too_large(spec: ResourceGroupSpec, facts: Facts, credentials: DigestCredentials | None, tls: TlsMaterial | None,
+               received: Collection[str]) -> Refusal | None:
+    """A key of a received Secret larger than the administrator's limit (``facts.limits``)."""
+    zookeeper = spec.zookeeper
+    sizes: list[tuple[str, tuple[tuple[str, int], ...]]] = []  # (Secret, its keys' sizes)
+    if (ref := zookeeper.credentials) is not None and ref.name in received and credentials is not None:
+        sizes.append((ref.name, ((ref.username_key, len(credentials.username.encode())),
+                                 (ref.password_key, len(credentials.password.encode())))))
+    if (named := zookeeper.tls) is not None and named.secret in received and tls is not None:
+        sizes.append((named.secret, tls_key_sizes(named.keys, tls)))
+    for secret, keys in sizes:
+        refusal = facts.limits.check_secret_keys(f"{facts.namespace}/{secret}", keys) if facts.limits else None
+        if refusal is not None:
+            return refusal
+    return None
 
 
 class Reapply(enum.Enum):
