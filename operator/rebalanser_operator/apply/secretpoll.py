@@ -73,8 +73,9 @@ def _changed(step: Future[bool]) -> bool:
 
 
 async def poll_forever(ctx: Context, read: SecretReader, interval: float) -> None:
-    """:func:`poll_once` every ``interval`` seconds on a thread, until cancelled. The thread runs in a copy
-    of this task's context (kopf's Event poster), and so do the steps it hands over."""
+    """:func:`poll_once` every ``interval`` seconds on a thread, until cancelled. (The steps it hands a
+    Secret to run in their group's own context, where kopf posts its Events:
+    :meth:`GroupController.secret_seen`.)"""
     while True:
         await asyncio.sleep(interval)
         try:

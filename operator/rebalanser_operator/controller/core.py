@@ -27,6 +27,7 @@ holds the ones behind it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import time
@@ -114,6 +115,9 @@ class GroupController:
         self._steps = steps
         self._strand = Strand(executor)
         self._depth = 0  # steps running inline in a step (the strand's own thread only)
+        #: the context the group was last applied or introduced from (kopf's handler or status daemon: its
+        #: Event poster for the object), where the Secret poll's steps run (None: neither yet)
+        self._home: contextvars.Context | None = None
         self._view = view_of(rt)
 
     # ------------------------------------------------------------------ for any thread (read only)
@@ -131,9 +135,10 @@ class GroupController:
         called from a step of this group)."""
         return self._strand.call(lambda: self._step(step), timeout)
 
-    def submit(self, step: Callable[[], T]) -> Future[T]:
-        """Queues ``step`` as one of the group's steps (never blocks)."""
-        return self._strand.submit(lambda: self._step(step))
+    def submit(self, step: Callable[[], T], context: contextvars.Context | None = None) -> Future[T]:
+        """Queues ``step`` as one of the group's steps (never blocks), in a copy of the caller's context
+        variables or of ``context``."""
+        return self._strand.submit(lambda: self._step(step), context)
 
     def _step(self, step: Callable[[], T]) -> T:
         """Runs ``step``; at the end of the outermost one its changes replace the group's state, once
@@ -185,10 +190,12 @@ class GroupController:
 
     def apply(self, desired: DesiredSpec) -> SyncResult:
         """Applies a desired spec (blocking; raises ``RetryLater`` or ``InvalidSpec`` as kopf needs)."""
+        self._home = contextvars.copy_context()
         return self.attempt(self._applying(desired))
 
     async def apply_async(self, desired: DesiredSpec) -> SyncResult:
         """:meth:`apply` for kopf's handlers: neither its thread nor a pool thread waits for ZooKeeper."""
+        self._home = contextvars.copy_context()
         return await self.attempt_async(self._applying(desired))
 
     def delete(self, deletion: Deletion) -> str:
@@ -207,19 +214,28 @@ class GroupController:
     def secret_seen(self, seen: SecretSeen) -> Future[bool]:
         """A Secret as the poll read it (never blocks): one step keeps it when it changes the group's
         connection and re-applies the group with it there and then; True if it changed. A re-apply that
-        cannot go through now (its session not connected yet) is left marked for the refresh."""
+        cannot go through now (its session not connected yet) is left marked for the refresh.
+
+        The step runs in the context the group was last applied or introduced from (kopf's handler, or
+        its status daemon), where kopf posts the object's Events (``SecretApplied``), as those steps do:
+        the poll's own thread has no object's context. Before either (nothing applied yet, so nothing to
+        re-apply), the step only keeps the Secret and marks the group."""
+        home = self._home
 
         def step() -> bool:
             if not self._steps.secret_seen(self.rt, seen):
                 return False
-            self._steps.reapply(self.rt)
+            if home is not None:
+                self._steps.reapply(self.rt)
             return True
 
-        return self.submit(step)
+        return self.submit(step, home)
 
     def introduce(self, body: Mapping[str, Any]) -> Future[None]:
         """The object's reference for Events, from its status daemon (never blocks; an applied spec's
-        body is kept)."""
+        body is kept). Its context (kopf's Event poster for the object) becomes the one the steps the
+        poll hands over run in (:meth:`secret_seen`)."""
+        self._home = contextvars.copy_context()
         reference = json.dumps(body)
 
         def keep() -> None:

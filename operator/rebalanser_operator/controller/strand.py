@@ -35,11 +35,12 @@ class Strand:
         self._draining = False
         self._thread: int | None = None
 
-    def submit(self, step: Callable[[], T]) -> Future[T]:
-        """Queues ``step`` (run in a copy of the caller's context variables: kopf's Event poster)."""
+    def submit(self, step: Callable[[], T], context: contextvars.Context | None = None) -> Future[T]:
+        """Queues ``step``, run in a copy of the caller's context variables (kopf's Event poster), or of
+        ``context``."""
         future: Future[T] = Future()
         with self._lock:
-            self._jobs.append((step, future, contextvars.copy_context()))
+            self._jobs.append((step, future, (context or contextvars.copy_context()).copy()))
             start, self._draining = not self._draining, True
         if start:
             try:
