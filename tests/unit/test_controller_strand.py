@@ -74,6 +74,24 @@ def test_a_step_runs_in_the_submitters_context_variables(pool: ThreadPoolExecuto
     assert strand.submit(var.get).result(WAIT) == "kopf's poster"
 
 
+def test_a_step_given_a_context_runs_in_a_copy_of_it_even_an_empty_one(pool: ThreadPoolExecutor) -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    strand = Strand(pool)
+    var.set("the submitter's")
+    home = contextvars.copy_context()
+    var.set("the poll's")
+
+    def change() -> str:
+        var.set("changed by the step")
+        return "done"
+
+    assert strand.submit(var.get, home).result(WAIT) == "the submitter's"
+    assert strand.submit(change, home).result(WAIT) == "done" and home[var] == "the submitter's"  # a copy
+    assert strand.submit(var.get, contextvars.Context()).result(WAIT) == "unset"
+
+
 def test_a_shut_down_pool_fails_the_step_instead_of_hanging() -> None:
     executor = ThreadPoolExecutor(max_workers=1)
     executor.shutdown()

@@ -40,7 +40,7 @@ class Strand:
         ``context``."""
         future: Future[T] = Future()
         with self._lock:
-            self._jobs.append((step, future, (context or contextvars.copy_context()).copy()))
+            self._jobs.append((step, future, contextvars.copy_context() if context is None else context.copy()))
             start, self._draining = not self._draining, True
         if start:
             try:
