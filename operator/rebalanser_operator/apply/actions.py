@@ -75,6 +75,7 @@ from rebalanser_operator.controller.rotation import (
     Tick,
     TlsRead,
     acl_of,
+    credentials_key_sizes,
     plan_reapply,
     plan_rekey,
     plan_rotation,
@@ -294,8 +295,7 @@ def _read_secrets(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], spec: Re
         except CredentialsError as exc:
             raise _temporary(ctx, rt, fx, "CredentialsUnavailable", str(exc), backoff(retry)) from exc
         if credentials is not None:
-            _check_sizes(ctx, rt, fx, ref.name, ((ref.username_key, len(credentials.username.encode())),
-                                             (ref.password_key, len(credentials.password.encode()))), retry)
+            _check_sizes(ctx, rt, fx, ref.name, credentials_key_sizes(ref, credentials), retry)
     rotate(ctx, rt, CredentialsRead(credentials), fx=fx)
     tls = spec.zookeeper.tls
     if tls is None:

@@ -36,7 +36,7 @@ from rebalanser_operator.controller.effects import Note, Wake
 from rebalanser_operator.controller.messages import SecretSeen
 from rebalanser_operator.identity import DigestCredentials, OperatorIdentity, group_acl
 from rebalanser_operator.kube import CredentialsError, credentials_from, tls_from
-from rebalanser_operator.spec.models import ResourceGroupSpec
+from rebalanser_operator.spec.models import CredentialsSecretRef, ResourceGroupSpec
 from rebalanser_operator.tenancy import Limits, Refusal
 from rebalanser_operator.zktls import TlsMaterial
 
@@ -230,6 +230,12 @@ def _received_tls(current: TlsMaterial | None, spec: ResourceGroupSpec, namespac
                  keys=named.keys)
 
 
+def credentials_key_sizes(ref: CredentialsSecretRef, credentials: DigestCredentials) -> tuple[tuple[str, int], ...]:
+    """(key, bytes) of the user name and the password, under the Secret keys they came from."""
+    return ((ref.username_key, len(credentials.username.encode())),
+            (ref.password_key, len(credentials.password.encode())))
+
+
 def tls_key_sizes(keys: tuple[str, str, str], material: TlsMaterial) -> tuple[tuple[str, int], ...]:
     """(key, bytes) of each part of TLS material, under the Secret keys it came from."""
     parts = (material.ca, material.certificate, material.key)
@@ -242,8 +248,7 @@ def _too_large(spec: ResourceGroupSpec, facts: Facts, credentials: DigestCredent
     zookeeper = spec.zookeeper
     sizes: list[tuple[str, tuple[tuple[str, int], ...]]] = []  # (Secret, its keys' sizes)
     if (ref := zookeeper.credentials) is not None and ref.name in received and credentials is not None:
-        sizes.append((ref.name, ((ref.username_key, len(credentials.username.encode())),
-                                 (ref.password_key, len(credentials.password.encode())))))
+        sizes.append((ref.name, credentials_key_sizes(ref, credentials)))
     if (named := zookeeper.tls) is not None and named.secret in received and tls is not None:
         sizes.append((named.secret, tls_key_sizes(named.keys, tls)))
     for secret, keys in sizes:
