@@ -50,18 +50,23 @@ def referencing(groups: Iterable[G]) -> dict[tuple[str, str], list[G]]:
     return dict(sorted(named.items()))
 
 
-def poll_once(ctx: Context, read: SecretReader) -> int:
+def hand_over(ctx: Context, read: SecretReader) -> list[Future[bool]]:
     """Reads every referenced Secret by name, once however many groups name it, and hands it to those
-    groups, whose steps run side by side (a changed Secret is re-applied in its group's step:
-    :meth:`GroupController.secret_seen`); returns how many groups it changed, once their steps are over
-    (none waits for a session)."""
+    groups (a changed Secret is re-applied in its group's step: :meth:`GroupController.secret_seen`);
+    never waits for their steps, which run side by side. Each future says whether its group changed."""
     steps: list[Future[bool]] = []
     for (namespace, secret), groups in referencing(ctx.controllers()).items():
         data = read(namespace, secret)
         if data is not None:
             seen = SecretSeen.of(secret, data)
             steps.extend(group.secret_seen(seen) for group in groups)
-    return sum(1 for step in steps if _changed(step))
+    return steps
+
+
+def poll_once(ctx: Context, read: SecretReader) -> int:
+    """:func:`hand_over`, then its steps awaited: how many groups the Secrets changed (none waits for a
+    session)."""
+    return sum(1 for step in hand_over(ctx, read) if _changed(step))
 
 
 def _changed(step: Future[bool]) -> bool:
@@ -73,15 +78,16 @@ def _changed(step: Future[bool]) -> bool:
 
 
 async def poll_forever(ctx: Context, read: SecretReader, interval: float) -> None:
-    """:func:`poll_once` every ``interval`` seconds on a thread, until cancelled. (The steps it hands a
-    Secret to run in their group's own context, where kopf posts its Events:
-    :meth:`GroupController.secret_seen`.)"""
+    """:func:`hand_over` every ``interval`` seconds on a thread, until cancelled. The poll does not wait
+    for the groups' steps: one tenant's slow re-key (a large re-ACL, a slow ensemble) never delays the
+    next read of another tenant's Secrets. (The steps run in their group's own context, where kopf
+    posts its Events: :meth:`GroupController.secret_seen`.)"""
     while True:
         await asyncio.sleep(interval)
         try:
-            changed = await asyncio.to_thread(poll_once, ctx, read)
+            steps = await asyncio.to_thread(hand_over, ctx, read)
         except Exception:
             log.exception("reading the referenced Secrets failed; next try in %.0fs", interval)
         else:
-            if changed:
-                log.info("a referenced Secret changed: %d group(s) re-applied it", changed)
+            for step in steps:
+                step.add_done_callback(_changed)  # a failed step is logged
