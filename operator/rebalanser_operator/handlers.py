@@ -9,7 +9,7 @@
 * one daemon per ResourceGroup              -> :class:`statusloop.StatusLoop`, the controller's shell
 * Secrets are never listed or watched: :mod:`secretpoll` re-reads the ones ResourceGroups reference, by
   name, every ``secret_poll`` seconds; a change is re-applied by the group's own step
-  (:func:`actions.resync_secrets`; its status loop retries one that did not go through), with no
+  (:func:`actions.take_secret`; its status loop retries one that did not go through), with no
   restart and no spec change
 * only with ``watch_pods`` (the chart's ``failover.enabled``): pod events (terminated container
   instances) -> :class:`podwatch.Failover` for the groups that opted in to

@@ -14,9 +14,9 @@ from rebalanser_operator.apply.actions import (
     apply_step,
     delete_desired,
     end_grace,
-    mark_if_secret_changed,
     refresh_facts,
     resync_secrets,
+    take_secret,
 )
 from rebalanser_operator.controller.context import Context
 from rebalanser_operator.controller.core import GroupSteps
@@ -34,5 +34,5 @@ class OperatorContext(Context):
 
     def group_steps(self) -> GroupSteps:
         return GroupSteps(apply=partial(apply_step, self), delete=partial(delete_desired, self),
-                          secret_seen=partial(mark_if_secret_changed, self), refresh_facts=partial(refresh_facts, self),
+                          secret_seen=partial(take_secret, self), refresh_facts=partial(refresh_facts, self),
                           end_grace=end_grace, reapply=partial(resync_secrets, self))

@@ -30,12 +30,18 @@ class Recorded:
         return GroupSteps(
             apply=lambda rt, desired: SyncResult(0, 0, 0, False, 0.0),
             delete=lambda rt, deletion: "",
-            secret_seen=lambda rt, seen: True,  # every Secret changes the group here
+            secret_seen=self.seen,
             refresh_facts=lambda rt, now: RefreshFacts(terminating=False, current=True, grace_over=False,
                                                        secrets_changed=False),
             end_grace=lambda rt, now: False,
-            reapply=lambda rt: self.reapplied.append(POSTER.get()),
+            reapply=lambda rt: None,
         )
+
+    def seen(self, rt: GroupRuntime, seen: SecretSeen, reapply: bool) -> bool:
+        """Every Secret changes the group here; a re-apply records the poster it saw."""
+        if reapply:
+            self.reapplied.append(POSTER.get())
+        return True
 
 
 @pytest.fixture

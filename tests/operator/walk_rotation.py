@@ -112,15 +112,17 @@ def _package_module(frame: FrameType | None) -> str | None:
     return None
 
 
-def reapplier() -> tuple[ModuleType, str]:
-    """Where the re-apply is looked up when a refresh runs it (so that the walk ends when it returns)."""
+def reapplier() -> tuple[ModuleType, tuple[str, ...]]:
+    """Where the steps that re-apply are looked up when a controller binds them (so that the walk ends
+    when one returns having gone through): the refresh's retry, and the Secret's own step where it
+    re-applies itself (``take_secret``; older commits: only the retry)."""
     if (PACKAGE / "status" / "loop.py").exists() and importlib.util.find_spec("rebalanser_operator.status.loop"):
         from rebalanser_operator.status import loop
 
-        return loop, "resync_secrets"
+        return loop, ("resync_secrets",)
     from rebalanser_operator import runtime
 
-    return runtime, "resync_secrets"
+    return runtime, tuple(name for name in ("take_secret", "resync_secrets") if hasattr(runtime, name))
 
 
 #: the operator's own identity of the "identity" walk (its sessions do not change with a group's credentials)
@@ -144,19 +146,21 @@ def context(kube: RecordingKube, zk_hosts: str, top: str | None) -> Any:
 def test_walk_of_a_rotation(zk_hosts: str, group_path: str, monkeypatch: pytest.MonkeyPatch, identity: bool) -> None:
     top = f"/walk-{uuid.uuid4().hex[:10]}" if identity else None
     walk = Walk()
-    owner, name = reapplier()
-    resync = getattr(owner, name)
+    owner, names = reapplier()
 
-    def resync_then_stop(context: Any, rt: Any) -> None:
-        try:
-            resync(context, rt)
-        finally:
-            walk.attempts += 1
-            walk.went_through = not rt.secrets_changed and rt.sync is not None and rt.sync.ok
-            if walk.went_through:  # else a refresh tries again (a new session was connecting): walked too
-                walk.on = False
+    def then_stop(step: Any) -> Any:
+        def stepped(context: Any, rt: Any, *args: Any) -> Any:
+            try:
+                return step(context, rt, *args)
+            finally:
+                walk.attempts += 1
+                walk.went_through = not rt.secrets_changed and rt.sync is not None and rt.sync.ok
+                if walk.went_through:  # else a refresh tries again (a new session was connecting): walked too
+                    walk.on = False
+        return stepped
 
-    monkeypatch.setattr(owner, name, resync_then_stop)  # before the context binds it
+    for name in names:
+        monkeypatch.setattr(owner, name, then_stop(getattr(owner, name)))  # before the context binds it
     threading.setprofile(walk.profile)
     sys.setprofile(walk.profile)
     kube = RecordingKube()

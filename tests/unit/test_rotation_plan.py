@@ -29,7 +29,9 @@ from rebalanser_operator.controller.rotation import (
     acl_of,
     plan_reapply,
     plan_rekey,
+    plan_resync,
     plan_rotation,
+    plan_secret,
     received_data,
     session_credentials,
 )
@@ -235,3 +237,29 @@ def test_new_tls_material_received_replaces_the_material_in_use() -> None:
     plan = plan_rekey(state, rekey_facts(None, spec=TLS_SPEC))
     assert plan.unusable is None and plan.read.tls is not None and plan.read.tls.ca == pem
     assert plan.read.credentials is None and plan.effects == ()  # no ACL before: nothing to migrate
+
+
+@pytest.mark.parametrize(("what", "state", "message", "at", "reapply", "how"), [
+    ("a new password for a group in place: kept, and re-keyed in the same step", APPLIED, seen("new"),
+     rekey_facts(acl(OLD)), True, Reapply.REKEY),
+    ("a new password for a group whose last apply did not go through: kept, and applied whole", APPLIED,
+     seen("new"), facts(10.0), True, Reapply.FULL),
+    ("a new password before the group's home is known: kept and marked only", APPLIED, seen("new"),
+     rekey_facts(acl(OLD)), False, None),
+    ("the password in use: nothing", APPLIED, seen("old"), rekey_facts(acl(OLD)), True, None),
+])
+def test_a_secret_step_is_planned_in_one_call(what: str, state: Rotation, message: SecretSeen, at: Facts,
+                                              reapply: bool, how: Reapply | None) -> None:
+    step = plan_secret(state, message, at, reapply=reapply)
+    kept, effects = plan_rotation(state, message, at)
+    assert (step.state, step.effects, step.changed) == (kept, effects, bool(effects)), what
+    if how is None:
+        assert step.resync is None, what
+        return
+    assert step.resync is not None and step.resync == plan_resync(kept, at), what
+    assert step.resync.how is how and step.resync.changed, what
+    assert step.resync.started == replace(kept, reapply=False), what  # begun: a failure marks it again
+    rekey = step.resync.rekey
+    assert (rekey is not None) is (how is Reapply.REKEY), what
+    if rekey is not None:  # planned from the begun state, with the Secret as received
+        assert rekey == plan_rekey(step.resync.started, at) and rekey.read.credentials == NEW, what

@@ -70,15 +70,17 @@ from rebalanser_operator.controller.rotation import (
     Reapply,
     ReapplyFailed,
     ReapplyStarted,
+    Rekey,
+    Resync,
     Rotation,
     Synced,
     Tick,
     TlsRead,
     acl_of,
     credentials_key_sizes,
-    plan_reapply,
-    plan_rekey,
+    plan_resync,
     plan_rotation,
+    plan_secret,
     secret_differs,
     tls_key_sizes,
 )
@@ -341,16 +343,20 @@ def rotate(ctx: Context | None, rt: GroupRuntime,
     """One message of the rotation plan: the state replaced once, its effects (a wake-up, a log line)
     kept in ``fx`` for the step's end, or run at once without it."""
     rt.rotation, effects = plan_rotation(rt.rotation, message, rotation_facts(ctx, rt, now))
-    kept = [effect for effect in effects if isinstance(effect, Wake | Note)]
     if fx is not None:
-        fx.extend(kept)
+        fx.extend(effect for effect in effects if isinstance(effect, Wake | Note))
         return effects
-    for effect in kept:
+    _run_kept(rt, effects)
+    return effects
+
+
+def _run_kept(rt: GroupRuntime, effects: Sequence[Effect]) -> None:
+    """A rotation plan's wake-ups and log lines, run at once (its other effects are the caller's)."""
+    for effect in effects:
         if isinstance(effect, Wake):
             rt.wake()
-        else:
+        elif isinstance(effect, Note):
             log.info("%s: %s", rt.user, effect.message)
-    return effects
 
 
 def _check_sizes(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], secret: str,
@@ -614,64 +620,72 @@ def secret_changed(rt: GroupRuntime, secret: str, data: Mapping[str, str] | None
     return secret_differs(rt.rotation, SecretSeen.of(secret, data), rotation_facts(None, rt))
 
 
-def mark_if_secret_changed(ctx: Context, rt: GroupRuntime, seen: SecretSeen) -> bool:
-    """The first half of the controller's step for a Secret read by the poll: keeps it as received, marks
-    ``rt`` for re-applying and wakes its status loop when the Secret changes its connection; True if it
-    did (the controller then re-applies: :func:`resync_secrets`). A group applied not yet, or deleted
-    (or re-created) since the poll found it, is left alone."""
+def take_secret(ctx: Context, rt: GroupRuntime, seen: SecretSeen, reapply: bool) -> bool:
+    """The controller's step for a Secret read by the poll, planned in one call
+    (:func:`~rebalanser_operator.controller.rotation.plan_secret`): keeps it as received and wakes the
+    status loop when it changes the group's connection, then, with ``reapply``, re-applies the group
+    there and then (:func:`resync_secrets`' re-apply, already planned). True if it changed the group. A
+    group applied not yet, or deleted (or re-created) since the poll found it, is left alone."""
     if rt.raw_spec is None or not ctx.is_current(rt):
         return False  # not applied yet: the first reconcile reads the Secret anyway
-    return bool(rotate(ctx, rt, seen))
+    step = plan_secret(rt.rotation, seen, rotation_facts(ctx, rt), reapply=reapply)
+    rt.rotation = step.state
+    _run_kept(rt, step.effects)
+    if step.resync is not None:
+        _resync(ctx, rt, step.resync)
+    return step.changed
 
 
 def resync_secrets(ctx: Context, rt: GroupRuntime) -> None:
-    """A step of the group's controller (the Secret's own step, or a refresh's retry): re-applies the
-    group after a rotation, as :func:`~rebalanser_operator.controller.rotation.plan_reapply` cuts it: a
-    group in place is only re-keyed (:func:`rekey`), anything else is applied whole (the last spec, with
-    the Secrets as received: a new TLS Secret means a new connection, new credentials become the group
-    znodes' ACL). It never waits for a session: one not connected yet leaves the group marked, and the
-    refresh tries again when it connects. On any failure the group stays marked for the next try."""
-    how = plan_reapply(rt.rotation, rotation_facts(ctx, rt))
-    changed = rt.secrets_changed
-    rotate(ctx, rt, ReapplyStarted())
+    """A step of the group's controller (a refresh's retry): re-applies the group after a rotation, as
+    :func:`~rebalanser_operator.controller.rotation.plan_resync` plans it (:func:`_resync`)."""
+    _resync(ctx, rt, plan_resync(rt.rotation, rotation_facts(ctx, rt)))
+
+
+def _resync(ctx: Context, rt: GroupRuntime, plan: Resync) -> None:
+    """A rotation's re-apply, as planned: a group in place is only re-keyed (:func:`rekey`), anything
+    else is applied whole (the last spec, with the Secrets as received: a new TLS Secret means a new
+    connection, new credentials become the group znodes' ACL). It never waits for a session: one not
+    connected yet leaves the group marked, and the refresh tries again when it connects. On any failure
+    the group stays marked for the next try."""
+    rt.rotation = plan.started
     raw = rt.raw_spec
-    if how is Reapply.NONE or raw is None:
+    if plan.how is Reapply.NONE or raw is None:
         return
     try:
-        if how is not Reapply.REKEY or not carry_out(ctx, rt, rekey(ctx, rt)):
+        if plan.rekey is None or not carry_out(ctx, rt, rekey(ctx, rt, plan.rekey)):
             # The Secrets as the poll received them: used as they are, never read again.
             apply_step(ctx, rt, DesiredSpec.of(raw, generation=rt.generation, received=rt.rotation.received))
     except RetryLater as exc:
-        rotate(ctx, rt, ReapplyFailed(changed))
+        rotate(ctx, rt, ReapplyFailed(plan.changed))
         log.info("%s: re-applying (%s) failed, will retry: %s", rt.user,
-                 "a Secret changed" if changed else "its session connected", exc)
+                 "a Secret changed" if plan.changed else "its session connected", exc)
     except InvalidSpec:
         pass
     else:
-        if changed:
+        if plan.changed:
             event(ctx, rt, "Normal", "SecretApplied",
                   f"applied the current contents of Secrets {sorted(rt.secrets())}")
 
 
-def rekey(ctx: Context, rt: GroupRuntime) -> Stepped[bool]:
-    """A rotation's re-apply of a group in place (:data:`~rebalanser_operator.controller.rotation.Reapply.REKEY`):
-    its spec, place and root are this object's already, so nothing is parsed, admitted, adopted or synced
-    again. The credentials and TLS material as received (else those in use), the session that holds
-    them, the group's ACL on its root, containers and ``G/config`` (and, when it changed, on the
-    resources and the workers' znodes), the workers' config. False, with nothing written to the group:
-    its root is gone or no longer carries this object's marker (then it is applied whole). Like
-    :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
+def rekey(ctx: Context, rt: GroupRuntime, plan: Rekey) -> Stepped[bool]:
+    """A rotation's re-apply of a group in place (:data:`~rebalanser_operator.controller.rotation.Reapply.REKEY`),
+    as ``plan`` has it: its spec, place and root are this object's already, so nothing is parsed,
+    admitted, adopted or synced again. The credentials and TLS material as received (else those in use),
+    the session that holds them, the group's ACL on its root, containers and ``G/config`` (and, when it
+    changed, on the resources and the workers' znodes), the workers' config. False, with nothing written
+    to the group: its root is gone or no longer carries this object's marker (then it is applied whole).
+    Like :func:`apply_desired`, it returns its effects for :func:`carry_out`."""
     fx: list[StepEffect] = []
     try:
-        return Stepped(_rekey(ctx, rt, fx), None, tuple(fx))
+        return Stepped(_rekey(ctx, rt, fx, plan), None, tuple(fx))
     except Exception as exc:  # raised by carry_out, after the effects
         return Stepped(None, exc, tuple(fx))
 
 
-def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect]) -> bool:
+def _rekey(ctx: Context, rt: GroupRuntime, fx: list[StepEffect], plan: Rekey) -> bool:
     spec, path = rt.spec, rt.path
     assert spec is not None and path is not None
-    plan = plan_rekey(rt.rotation, rotation_facts(ctx, rt))  # the Secrets as received, before any I/O
     if plan.unusable is not None:
         raise _temporary(ctx, rt, fx, *plan.unusable, backoff(0))
     rt.rotation = plan.read  # the session follows the credentials and TLS material now in use

@@ -85,7 +85,8 @@ class GroupSteps:
 
     apply: Callable[[GroupRuntime, DesiredSpec], SyncResult]
     delete: Callable[[GroupRuntime, Deletion], str]
-    secret_seen: Callable[[GroupRuntime, SecretSeen], bool]  # kept when it changes the connection: True
+    #: kept when it changes the connection (True), and with the flag re-applied in the same step
+    secret_seen: Callable[[GroupRuntime, SecretSeen, bool], bool]
     refresh_facts: Callable[[GroupRuntime, float], RefreshFacts]  # what a refresh finds (cheap, no ZooKeeper)
     end_grace: Callable[[GroupRuntime, float], bool]  # a rotation's grace period is over: re-apply
     reapply: Callable[[GroupRuntime], None]  # the last spec again, with the Secrets as received (a step)
@@ -222,14 +223,7 @@ class GroupController:
         re-apply), the step only keeps the Secret and marks the group."""
         home = self._home
 
-        def step() -> bool:
-            if not self._steps.secret_seen(self.rt, seen):
-                return False
-            if home is not None:
-                self._steps.reapply(self.rt)
-            return True
-
-        return self.submit(step, home)
+        return self.submit(lambda: self._steps.secret_seen(self.rt, seen, home is not None), home)
 
     def introduce(self, body: Mapping[str, Any]) -> Future[None]:
         """The object's reference for Events, from its status daemon (never blocks; an applied spec's

@@ -278,6 +278,48 @@ def plan_reapply(state: Rotation, facts: Facts) -> Reapply:
     return Reapply.FULL
 
 
+@dataclass(frozen=True)
+class Resync:
+    """A re-apply's plan (:func:`plan_resync`), made before any I/O: the state once it has begun, how it
+    goes about the group, whether a changed Secret or the grace's end asked for it (a failure then
+    leaves the group marked), and a re-key's own plan."""
+
+    started: Rotation
+    how: Reapply
+    changed: bool
+    rekey: Rekey | None = None
+
+
+def plan_resync(state: Rotation, facts: Facts) -> Resync:
+    """A re-apply (the Secret's step, a refresh's retry), planned whole: how (:func:`plan_reapply`), the
+    state once it began (:class:`ReapplyStarted`), and for a re-key what it does (:func:`plan_rekey`)."""
+    how = plan_reapply(state, facts)
+    started = replace(state, reapply=False)
+    return Resync(started, how, state.reapply, plan_rekey(started, facts) if how is Reapply.REKEY else None)
+
+
+@dataclass(frozen=True)
+class SecretStep:
+    """The plan of the step a Secret read by the poll is handed to (:func:`plan_secret`): the state with
+    it kept as received, the effects (a wake-up when it changed the group), and the re-apply that follows
+    in the same step (None: it did not change the group, or the step only marks it)."""
+
+    state: Rotation
+    effects: tuple[Effect, ...]
+    resync: Resync | None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.effects)
+
+
+def plan_secret(state: Rotation, seen: SecretSeen, facts: Facts, *, reapply: bool) -> SecretStep:
+    """A Secret the poll read, planned in one call: kept when it changes the group's connection
+    (:class:`SecretSeen`) and, with ``reapply``, the re-apply it asks for (:func:`plan_resync`)."""
+    state, effects = _seen(state, seen, facts)
+    return SecretStep(state, effects, plan_resync(state, facts) if effects and reapply else None)
+
+
 def _seen(state: Rotation, seen: SecretSeen, facts: Facts) -> tuple[Rotation, tuple[Effect, ...]]:
     """A Secret the poll read: kept as received, and a re-apply asked for, when it changes the group's
     connection (an unreadable one counts as changed: the re-apply reports it)."""
