@@ -69,7 +69,6 @@ from rebalanser_operator.controller.rotation import (
     MigrateWorkers,
     Reapply,
     ReapplyFailed,
-    ReapplyStarted,
     Rekey,
     Resync,
     Rotation,
@@ -338,7 +337,7 @@ def rotation_facts(ctx: Context | None, rt: GroupRuntime, now: float | None = No
 
 
 def rotate(ctx: Context | None, rt: GroupRuntime,
-           message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyStarted | ReapplyFailed | SecretSeen,
+           message: CredentialsRead | TlsRead | GraceFound | Tick | ReapplyFailed,
            now: float | None = None, *, fx: list[StepEffect] | None = None) -> tuple[Effect, ...]:
     """One message of the rotation plan: the state replaced once, its effects (a wake-up, a log line)
     kept in ``fx`` for the step's end, or run at once without it."""

@@ -294,7 +294,7 @@ def plan_resync(state: Rotation, facts: Facts) -> Resync:
     """A re-apply (the Secret's step, a refresh's retry), planned whole: how (:func:`plan_reapply`), the
     state once it began (:class:`ReapplyStarted`), and for a re-key what it does (:func:`plan_rekey`)."""
     how = plan_reapply(state, facts)
-    started = replace(state, reapply=False)
+    started, _ = plan_rotation(state, ReapplyStarted(), facts)
     return Resync(started, how, state.reapply, plan_rekey(started, facts) if how is Reapply.REKEY else None)
 
 
