@@ -4,12 +4,15 @@ while connecting, its output piped into ``head``, its terminal output, and its g
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from kazoo.client import KazooClient
@@ -18,6 +21,7 @@ from rebalanser.admin import GroupAdmin, connect
 from rebalanser.errors import GroupDeletedError
 
 from tests.integration.conftest import add_resources
+from tests.support.relay import Relay
 from tests.support.workers import REPO, Group, wait_for
 
 pytestmark = pytest.mark.zk
@@ -54,6 +58,63 @@ def test_a_signal_while_connecting_ends_the_worker_at_once_and_quietly(
     assert proc.returncode == code
     assert "Traceback" not in err and "rebalanser:" not in err, err
     assert out == ""
+
+
+@pytest.mark.parametrize("api", ["threads", "asyncio"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_once_joined_is_a_graceful_stop_even_before_the_start_returned(
+    sig: signal.Signals, api: str, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """The signal lands after the member joined, while ``start()`` still reads the group's state: a relay
+    holds the worker's first request that names its own member node (which it knows only once its
+    join's ``multi`` was answered) until the worker has logged the signal. Before: it exited 143/130
+    with no ``stopped`` event, as if it had never joined."""
+    add_resources(zk, group_path, ["r0", "r1"])
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    own_node = re.compile(rb"/clients/[0-9a-f]{32}-w1-[0-9]{10}")
+    relay = Relay((host, int(port)), hold_on=lambda data: own_node.search(data) is not None)
+    try:
+        proc = spawn("worker", "--zk", relay.address, "--group", group_path, "--id", "w1", "--api", api, "--json",
+                     "--session-timeout", "30", "--log-level", "INFO")
+        assert relay.tripped.wait(60), f"the worker never read its own member node: {_ended(proc)}"
+        proc.send_signal(sig)
+        assert proc.stderr is not None
+        said = _read_until(proc.stderr, f"{sig.name}: stopping the resources and leaving the group", 30)
+        assert said, f"the worker did not log the signal: {_ended(proc)}"
+        relay.release()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        relay.close()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[-1]["event"] == "stopped", events
+    assigned = {r for e in events if e["event"] == "assigned" for r in e["resources"]}
+    revoked = {r for e in events if e["event"] == "revoked" for r in e["resources"]}
+    assert assigned == revoked, events
+    assert zk.get_children(f"{group_path}/clients") == []  # it left: not after the 30 s session timeout
+    assert zk.get_children(f"{group_path}/owners") == []
+
+
+def _read_until(stream: IO[str], text: str, timeout: float) -> bool:
+    """Reads lines from ``stream`` (on a thread of its own) until one contains ``text``; False after ``timeout``."""
+    found = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            if text in line:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    return found.wait(timeout)
+
+
+def _ended(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.kill()
+    out, err = proc.communicate(timeout=30)
+    return f"exit {proc.returncode}; stdout {out!r}; stderr {err!r}"
 
 
 def test_a_closed_stdout_has_the_worker_leave_and_leave_nothing_behind(

@@ -9,6 +9,10 @@ notices only through its own timeouts. :meth:`Relay.release` lets everything flo
 An optional ``first`` function reads the opening bytes of each connection from the connecting side
 and returns what to send on in their place (ZooKeeper's election handshake carries an address that
 has to be rewritten so that replies also go through relays).
+
+An optional ``hold_on`` predicate is a trip-wire on what the connecting side sends: the first chunk it
+matches holds the relay before that chunk is forwarded, and sets :attr:`Relay.tripped`. A test holds
+a client at a request of its choosing that way (say, the first that names a node the client created).
 """
 
 from __future__ import annotations
@@ -72,9 +76,10 @@ class _Link:
             return
         threading.Thread(target=self._pump, args=(self.upstream, self.client, None), daemon=True,
                          name=f"relay-{self.relay.name}").start()
-        self._pump(self.client, self.upstream, self.relay.first)
+        self._pump(self.client, self.upstream, self.relay.first, self.relay.trip)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, first: Callable[[socket.socket], bytes] | None) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, first: Callable[[socket.socket], bytes] | None,
+              trip: Callable[[bytes], object] = lambda _: None) -> None:
         try:
             if first is not None:
                 opening = first(src)
@@ -82,6 +87,7 @@ class _Link:
                 dst.sendall(opening)
             while True:
                 data = src.recv(65536)
+                trip(data)
                 self._gate()  # a close waits too: a partitioned peer does not see it
                 if not data:
                     return
@@ -104,10 +110,13 @@ class Relay:
     """Forwards connections from ``127.0.0.1:port`` to ``target``; see the module docstring."""
 
     def __init__(self, target: tuple[str, int], name: str = "",
-                 first: Callable[[socket.socket], bytes] | None = None) -> None:
+                 first: Callable[[socket.socket], bytes] | None = None,
+                 hold_on: Callable[[bytes], bool] | None = None) -> None:
         self.target = target
         self.name = name or f"{target[0]}:{target[1]}"
         self.first = first
+        self.hold_on = hold_on
+        self.tripped = threading.Event()
         self.flowing = threading.Event()
         self.flowing.set()
         self._lock = threading.Lock()
@@ -130,6 +139,12 @@ class Relay:
 
     def release(self) -> None:
         self.flowing.set()
+
+    def trip(self, data: bytes) -> None:
+        """Holds the relay at the first chunk from a connecting side that ``hold_on`` matches."""
+        if self.hold_on is not None and not self.tripped.is_set() and self.hold_on(data):
+            self.hold()
+            self.tripped.set()
 
     def connections(self) -> int:
         with self._lock:

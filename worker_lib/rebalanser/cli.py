@@ -56,6 +56,8 @@ from rebalanser.worker_events import Notifications, emit_assigned
 if TYPE_CHECKING:
     from rebalanser.status import GroupStatus
 
+worker_log = logging.getLogger("rebalanser.worker")
+
 SUMMARY_INTERVAL = 60.0  # seconds between two summary lines of the human output
 CONNECT_TIMEOUT = 15.0  # seconds a command waits for a ZooKeeper server to answer
 
@@ -226,14 +228,43 @@ def worker_options(args: argparse.Namespace) -> Options:
     )
 
 
-def stop_on_signal(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
-    """A signal handler that sets ``stop`` from a thread of its own. Python runs a handler on the main
-    thread between two bytecodes, which may be inside ``stop.wait()`` with the Event's lock held (its
-    Condition re-takes the lock before it returns): ``stop.set()`` there waits for that lock forever, and
-    the worker never exits on SIGTERM."""
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        threading.Thread(target=stop.set, name="rebalanser-stop-signal", daemon=True).start()
+SignalHandler = Callable[[int, FrameType | None], None]
+
+
+def stop_on_signal(stop: threading.Event, then: Callable[[], object] = lambda: None) -> SignalHandler:
+    """A signal handler that sets ``stop`` (then calls ``then``) from a thread of its own. Python runs a
+    handler on the main thread between two bytecodes, which may be inside ``stop.wait()`` with the Event's
+    lock held (its Condition re-takes the lock before it returns): ``stop.set()`` there waits for that lock
+    forever, and the worker never exits on SIGTERM (nor may the handler log: the same holds for the
+    logging lock)."""
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        def graceful() -> None:
+            worker_log.info("%s: stopping the resources and leaving the group", signal.Signals(signum).name)
+            stop.set()
+            then()
+        threading.Thread(target=graceful, name="rebalanser-stop-signal", daemon=True).start()
     return handler
+
+
+def while_starting(client: Client, stop: threading.Event) -> SignalHandler:
+    """SIGTERM/SIGINT while ``client.start()`` runs. Before the member has joined, the worker ends at once
+    (exit 143/130), also while kazoo is still connecting. Once it has joined, the start may still be
+    reading the group's state and running the first start callbacks: the signal is then a graceful stop,
+    as it is later on (the member stops its resources, leaves, and ``start()`` returns), and the worker
+    writes ``stopped`` and exits 0."""
+    graceful = stop_on_signal(stop, then=client.stop)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if client.has_joined:
+            graceful(signum, frame)
+            return
+        raise KeyboardInterrupt() if signum == signal.SIGINT else _Terminated()
+    return handler
+
+
+def _on_signals(handler: SignalHandler) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -247,15 +278,16 @@ def run_worker(args: argparse.Namespace) -> int:
     work.client = client
     if args.simulate_oom:
         signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())
-    with interruptible(), worker_group_errors():  # before the member has joined, a signal ends it at once
+    _on_signals(while_starting(client, stop))
+    with worker_group_errors():
         try:
             client.start(connect_timeout=args.connect_timeout)
         except BaseException:
             client.stop(timeout=options.stop_timeout + 10)  # releases whatever it holds, leaves the group
             raise
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop_on_signal(stop))
-    warn_if_no_resources(client)
+    _on_signals(stop_on_signal(stop))
+    if not stop.is_set():
+        warn_if_no_resources(client)
     log.start_summaries()
     work.run(stop)
     client.stop()
@@ -285,21 +317,6 @@ class _Terminated(Exception):
     """SIGTERM before the member joined."""
 
 
-@contextlib.contextmanager
-def interruptible() -> Iterator[None]:
-    """While connecting and joining: SIGINT raises KeyboardInterrupt (exit 130) and SIGTERM ends the
-    process too (exit 143), both without a traceback (:func:`main`)."""
-    def terminated(*_: object) -> None:
-        raise _Terminated()
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def warn_if_no_resources(client: Client) -> None:
     """One line when the group has no resources: the member waits with nothing assigned."""
     try:
@@ -317,7 +334,8 @@ def _run_asyncio_worker(options: Options, log: EventLog, args: argparse.Namespac
 
     from rebalanser.aio import worker
 
-    work = worker.AsyncSimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay)
+    work = worker.AsyncSimulatedWork(log, args.tick, args.simulate_stop, args.simulate_stop_delay,
+                                      args.simulate_start_delay)
     log.on_closed = work.halt_work  # every event is emitted on the loop's thread
     if args.simulate_oom:
         signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_exhaust_memory, daemon=True).start())

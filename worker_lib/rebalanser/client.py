@@ -75,6 +75,12 @@ class Client:
     def member_node(self) -> str | None:
         return self._loop.member_node
 
+    @property
+    def has_joined(self) -> bool:
+        """True once this member has joined its group (its member node was created), also after it left:
+        from then on, stopping it is a leave, which :meth:`start` may still be finishing."""
+        return self._loop.has_joined
+
     def owns(self, resource: str) -> bool:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
         return self._loop.owns(resource)

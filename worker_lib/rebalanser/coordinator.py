@@ -134,6 +134,9 @@ class Coordinator:
         except NotCoordinatorError as exc:
             self._resign(str(exc))
         except Exception as exc:
+            if not self._active:  # stopped meanwhile: the member left and closed the session under a request
+                log.debug("coordinator stopped: %r", exc)
+                return
             log.exception("coordinator failed")
             with self._wake:  # not at once: the member takes office again right after
                 self._wake.wait_for(lambda: not self._active, timeout=1.0)

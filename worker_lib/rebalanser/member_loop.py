@@ -164,6 +164,11 @@ class MemberLoop:
     def member_node(self) -> str | None:
         return self._me.name if self._me else None
 
+    @property
+    def has_joined(self) -> bool:
+        """Whether this member's node was ever created (it stays True after the member left)."""
+        return self._member.ever_joined
+
     def owns(self, resource: str) -> bool:
         """True only if this member may do a unit of work on ``resource`` at this instant."""
         with self._work.lock:

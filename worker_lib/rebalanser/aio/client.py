@@ -122,6 +122,11 @@ class Client:
     def member_node(self) -> str | None:
         return self._member.member_node if self._member is not None else None
 
+    @property
+    def has_joined(self) -> bool:
+        """True once this member has joined its group, also after it left (:attr:`rebalanser.Client.has_joined`)."""
+        return self._member is not None and self._member.has_joined
+
     # -- change streams ------------------------------------------------------------------------
 
     def assignments(self) -> Feed[AssignmentChange]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -18,14 +19,17 @@ from rebalanser.aio.handler import Handler
 from rebalanser.options import Options
 from rebalanser.worker_events import EventSink, Notifications, emit_assigned
 
+worker_log = logging.getLogger("rebalanser.worker")
+
 
 class AsyncSimulatedWork(Notifications, Handler):
     """Ticks once per owned resource every ``tick`` seconds, each only after ``token`` passes. A tick
     round never awaits, so it never interleaves with a callback (they share the loop)."""
 
-    def __init__(self, log: EventSink, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0) -> None:
+    def __init__(self, log: EventSink, tick: float, stop_behaviour: str = "normal", stop_delay: float = 0.0,
+                 start_delay: float = 0.0) -> None:
         self.log, self.tick = log, tick
-        self.stop_behaviour, self.stop_delay = stop_behaviour, stop_delay
+        self.stop_behaviour, self.stop_delay, self.start_delay = stop_behaviour, stop_delay, start_delay
         self.client: Client | None = None
         self._resources: dict[str, int] = {}
         self.halt = asyncio.Event()
@@ -33,6 +37,11 @@ class AsyncSimulatedWork(Notifications, Handler):
         self.ended: Exception | None = None
 
     async def on_assigned(self, resources: Mapping[str, int]) -> None:
+        if self.start_delay:  # fault simulation: a slow start callback; its work begins once it returns
+            emit_assigned(self.log, resources)
+            await asyncio.sleep(self.start_delay)
+            self._resources.update(resources)
+            return
         self._resources.update(resources)
         emit_assigned(self.log, resources)
 
@@ -66,14 +75,18 @@ class AsyncSimulatedWork(Notifications, Handler):
 
 async def _start(client: Client, stop: asyncio.Event, signals: list[int], connect_timeout: float | None) -> None:
     """``client.start``, unless a signal comes first: then the member is stopped (also while it is still
-    connecting) and :class:`Interrupted` raised."""
+    connecting). Before it had joined, :class:`Interrupted` is raised; once joined (the start was still
+    reading the group's state or running the first start callbacks) it returns, as a stop after the start
+    does: the worker writes ``stopped`` and exits 0."""
     starting = asyncio.ensure_future(client.start(connect_timeout=connect_timeout))
     await _either_done(starting, stop)
     if not starting.done() or signals:
         await client.stop()
         with contextlib.suppress(BaseException):
             await starting
-        raise Interrupted(signals[0] if signals else signal.SIGTERM)
+        if not client.has_joined:
+            raise Interrupted(signals[0] if signals else signal.SIGTERM)
+        return
     starting.result()
 
 
@@ -114,6 +127,7 @@ async def run(options: Options, work: AsyncSimulatedWork, log: EventSink,
     signals: list[int] = []
     loop = asyncio.get_running_loop()
     def interrupted(signum: int) -> None:
+        worker_log.info("%s: stopping the resources and leaving the group", signal.Signals(signum).name)
         signals.append(signum)
         stop.set()
 
