@@ -96,6 +96,38 @@ def test_a_signal_once_joined_is_a_graceful_stop_even_before_the_start_returned(
     assert zk.get_children(f"{group_path}/owners") == []
 
 
+@pytest.mark.parametrize("api", ["threads", "asyncio"])
+def test_a_group_deleted_while_the_start_still_runs_ends_the_stream_with_stopped(
+    api: str, zk: KazooClient, zk_hosts: str, group_path: str
+) -> None:
+    """``group delete --force`` marks the root after the member joined and before its start read the
+    root (held by the relay as above): the worker leaves and exits 5, and, having joined, its stream
+    ends with ``stopped`` as every joined worker's does."""
+    add_resources(zk, group_path, ["r0"])
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    own_node = re.compile(rb"/clients/[0-9a-f]{32}-w1-[0-9]{10}")
+    relay = Relay((host, int(port)), hold_on=lambda data: own_node.search(data) is not None)
+    unmarked, _ = zk.get(group_path)
+    deleting = threading.Thread(target=lambda: GroupAdmin(zk, group_path).delete(force=True, wait=60), daemon=True)
+    try:
+        proc = spawn("worker", "--zk", relay.address, "--group", group_path, "--id", "w1", "--api", api, "--json",
+                     "--session-timeout", "30")
+        assert relay.tripped.wait(60), f"the worker never read its own member node: {_ended(proc)}"
+        deleting.start()
+        wait_for(lambda: zk.get(group_path)[0] != unmarked, 30, "the group's root was never marked deleted")
+        relay.release()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        relay.close()
+    deleting.join(60)
+    assert proc.returncode == 5, err
+    assert f"rebalanser: group {group_path} is being deleted" in err, err
+    assert "Traceback" not in err, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[-1]["event"] == "stopped", events
+    assert zk.exists(group_path) is None
+
+
 def _read_until(stream: IO[str], text: str, timeout: float) -> bool:
     """Reads lines from ``stream`` (on a thread of its own) until one contains ``text``; False after ``timeout``."""
     found = threading.Event()

@@ -284,6 +284,8 @@ def run_worker(args: argparse.Namespace) -> int:
             client.start(connect_timeout=args.connect_timeout)
         except BaseException:
             client.stop(timeout=options.stop_timeout + 10)  # releases whatever it holds, leaves the group
+            if client.has_joined:  # e.g. its group deleted under its start: it ran, and its stream says so
+                log.emit("stopped")
             raise
     _on_signals(stop_on_signal(stop))
     if not stop.is_set():

@@ -133,7 +133,12 @@ async def run(options: Options, work: AsyncSimulatedWork, log: EventSink,
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, interrupted, sig)
-    await _start(client, stop, signals, connect_timeout)
+    try:
+        await _start(client, stop, signals, connect_timeout)
+    except Exception:
+        if client.has_joined:  # e.g. its group deleted under its start: it ran, and its stream says so
+            log.emit("stopped")
+        raise
     await work.run(stop)
     await client.stop()
     log.emit("stopped")
