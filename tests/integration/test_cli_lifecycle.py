@@ -70,9 +70,7 @@ def test_a_signal_once_joined_is_a_graceful_stop_even_before_the_start_returned(
     join's ``multi`` was answered) until the worker has logged the signal. Before: it exited 143/130
     with no ``stopped`` event, as if it had never joined."""
     add_resources(zk, group_path, ["r0", "r1"])
-    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
-    own_node = re.compile(rb"/clients/[0-9a-f]{32}-w1-[0-9]{10}")
-    relay = Relay((host, int(port)), hold_on=lambda data: own_node.search(data) is not None)
+    relay = _held_at_own_node(zk_hosts, "w1")
     try:
         proc = spawn("worker", "--zk", relay.address, "--group", group_path, "--id", "w1", "--api", api, "--json",
                      "--session-timeout", "30", "--log-level", "INFO")
@@ -104,9 +102,7 @@ def test_a_group_deleted_while_the_start_still_runs_ends_the_stream_with_stopped
     root (held by the relay as above): the worker leaves and exits 5, and, having joined, its stream
     ends with ``stopped`` as every joined worker's does."""
     add_resources(zk, group_path, ["r0"])
-    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
-    own_node = re.compile(rb"/clients/[0-9a-f]{32}-w1-[0-9]{10}")
-    relay = Relay((host, int(port)), hold_on=lambda data: own_node.search(data) is not None)
+    relay = _held_at_own_node(zk_hosts, "w1")
     unmarked, _ = zk.get(group_path)
     deleting = threading.Thread(target=lambda: GroupAdmin(zk, group_path).delete(force=True, wait=60), daemon=True)
     try:
@@ -126,6 +122,14 @@ def test_a_group_deleted_while_the_start_still_runs_ends_the_stream_with_stopped
     events = [json.loads(line) for line in out.splitlines()]
     assert events[-1]["event"] == "stopped", events
     assert zk.exists(group_path) is None
+
+
+def _held_at_own_node(zk_hosts: str, member_id: str) -> Relay:
+    """A relay to the first server that holds the first request naming member ``member_id``'s own node by
+    its full sequential name, which the member knows only once its join was answered."""
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    own_node = re.compile(rb"/clients/[0-9a-f]{32}-" + re.escape(member_id.encode()) + rb"-[0-9]{10}")
+    return Relay((host, int(port)), hold_on=lambda data: own_node.search(data) is not None)
 
 
 def _read_until(stream: IO[str], text: str, timeout: float) -> bool:
