@@ -124,9 +124,13 @@ def test_credentials_from_the_secret_protect_the_group(
     kube.secrets["zk-digest"] = DigestCredentials("op", "pw")
     spec = raw(zk_hosts, group_path, resources=["a"])
     spec["zookeeper"]["credentialsSecret"] = "zk-digest"
-    apply_spec(ctx, runtime(ctx), spec, generation=1)
+    rt = runtime(ctx)
+    apply_spec(ctx, rt, spec, generation=1)
     acls, _ = zk.get_acls(GroupPaths.of(group_path).resources)
     assert {acl.id.scheme for acl in acls} == {"digest", "world"}
+    # The test's own client cannot delete the protected group; the operator deletes what it created.
+    assert delete_znodes(ctx, rt, spec, annotations={}).startswith("deleted")
+    assert zk.exists(group_path) is None
 
 
 def test_path_owned_by_another_resource_group(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import apply_spec
+from rebalanser_operator.apply.actions import apply_spec, delete_znodes
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import GroupRuntime, LoopOptions, OperatorContext
 from rebalanser_operator.statusloop import StatusLoop
@@ -119,3 +119,8 @@ def test_the_group_state_is_written_only_by_its_controllers_steps(
         kube.wait_status(lambda s: s["resources"] == 2, WAIT, "the second spec's status")
         assert ctx.controller_of(rt).run(lambda: rt.credentials) == DigestCredentials("orders", "second")
     assert not off_strand, f"GroupRuntime written outside its controller's steps: {off_strand}"
+    # The test's own client cannot delete the protected group; the operator deletes it with the rotated
+    # credentials, as a kubectl delete after the rotation would.
+    monkeypatch.undo()
+    assert delete_znodes(ctx, rt, second, annotations={}).startswith("deleted")
+    assert zk.exists(group_path) is None

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from rebalanser.paths import GroupPaths
-from rebalanser_operator.apply.actions import RetryLater, apply_spec, secret_changed
+from rebalanser_operator.apply.actions import RetryLater, apply_spec, delete_znodes, secret_changed
 from rebalanser_operator.identity import DigestCredentials
 from rebalanser_operator.runtime import LoopOptions, OperatorContext
 
@@ -55,6 +55,9 @@ def test_the_keys_a_reference_names_are_the_credentials_used(
 
     assert not secret_changed(rt, "zk-login", encoded(zk_user="op", zk_pass="pw", username="x", password="y"))
     assert secret_changed(rt, "zk-login", encoded(zk_user="op", zk_pass="new", username="decoy", password="decoy"))
+    # The test's own client cannot delete the protected group; the operator deletes what it created.
+    assert delete_znodes(ctx, rt, spec, annotations={}).startswith("deleted")
+    assert zk.exists(group_path) is None
 
 
 def test_the_name_alone_reads_the_default_keys(ctx: OperatorContext, kube: RecordingKube, zk_hosts: str,
